@@ -1,0 +1,292 @@
+#include "engine/simulator.hpp"
+
+#include <algorithm>
+#include <atomic>
+#include <barrier>
+#include <chrono>
+#include <string>
+#include <thread>
+
+#include "engine/errors.hpp"
+
+namespace fabricsim::engine {
+namespace {
+double now_s() {
+  using namespace std::chrono;
+  return duration<double>(steady_clock::now().time_since_epoch()).count();
+}
+}  // namespace
+
+void Context::send_event(Event ev) {
+  Simulator& s = *sim_;
+  ev.src = self_;
+  ev.seq = s.seq_[self_]++;
+  if (ev.dst >= s.num_lps()) {
+    throw InternalError("event to LP " + std::to_string(ev.dst) + " which does not exist (from LP " +
+                        std::to_string(self_) + " at t=" + std::to_string(now_) + " ps)");
+  }
+  if (ev.time < now_ || (ev.dst != self_ && ev.time <= now_)) {
+    throw InternalError("event from LP " + std::to_string(self_) + " to LP " +
+                        std::to_string(ev.dst) + " at t=" + std::to_string(ev.time) +
+                        " ps is not after now=" + std::to_string(now_) + " ps");
+  }
+  s.route(thread_, ev);
+}
+
+Simulator::Simulator(MPI_Comm comm, Placement placement, SimTime lookahead_ps)
+    : placement_(std::move(placement)), lookahead_ps_(lookahead_ps) {
+  MPI_Comm_dup(comm, &comm_);
+  MPI_Comm_rank(comm_, &rank_);
+  MPI_Comm_size(comm_, &size_);
+  if (lookahead_ps_ < 1) throw InternalError("lookahead must be >= 1 ps");
+  if (placement_.thread.size() != placement_.proc.size()) {
+    throw InternalError("placement: proc and thread vectors differ in length");
+  }
+  if (placement_.threads == 0) placement_.threads = 1;
+  for (std::size_t i = 0; i < placement_.proc.size(); ++i) {
+    if (placement_.proc[i] < 0 || placement_.proc[i] >= size_ ||
+        placement_.thread[i] >= placement_.threads) {
+      throw InputError("<partition>", "lp " + std::to_string(i),
+                       "assigned to a process or thread that does not exist",
+                       "regenerate the partition for this process and thread count");
+    }
+  }
+  const std::size_t n = placement_.proc.size();
+  lps_.assign(n, nullptr);
+  seq_.assign(n, 0);
+  for (std::uint32_t t = 0; t < placement_.threads; ++t) {
+    auto ts = std::make_unique<ThreadState>();
+    ts->to_thread.resize(placement_.threads);
+    ts->to_proc.resize(static_cast<std::size_t>(size_));
+    ts->ctx.sim_ = this;
+    ts->ctx.thread_ = t;
+    threads_.push_back(std::move(ts));
+  }
+  stats_.processes = static_cast<std::uint32_t>(size_);
+  stats_.threads = placement_.threads;
+  stats_.lookahead_ps = lookahead_ps_;
+}
+
+Simulator::~Simulator() {
+  if (comm_ != MPI_COMM_NULL) {
+    int finalized = 0;
+    MPI_Finalized(&finalized);
+    if (!finalized) MPI_Comm_free(&comm_);
+  }
+}
+
+void Simulator::add_lp(LpId id, Lp* lp) {
+  if (id >= lps_.size() || !is_local(id)) {
+    throw InternalError("add_lp: LP " + std::to_string(id) + " is not local to process " +
+                        std::to_string(rank_));
+  }
+  lps_[id] = lp;
+}
+
+void Simulator::route(std::uint32_t from_thread, const Event& ev) {
+  ThreadState& from = *threads_[from_thread];
+  const std::int32_t p = placement_.proc[ev.dst];
+  const std::uint16_t t = placement_.thread[ev.dst];
+  if (p == rank_ && t == from_thread) {
+    from.queue.push(ev);
+    return;
+  }
+  if (ev.time < window_end_) {
+    throw InternalError("lookahead violated: event from LP " + std::to_string(ev.src) + " to LP " +
+                        std::to_string(ev.dst) + " at t=" + std::to_string(ev.time) +
+                        " ps falls inside the current window ending at " +
+                        std::to_string(window_end_) + " ps");
+  }
+  if (p == rank_) {
+    from.to_thread[t].push_back(ev);
+    ++from.cross_thread;
+  } else {
+    from.to_proc[static_cast<std::size_t>(p)].push_back(ev);
+    ++from.remote;
+  }
+}
+
+void Simulator::process_window(std::uint32_t t) {
+  ThreadState& ts = *threads_[t];
+  Context& ctx = ts.ctx;
+  while (!ts.queue.empty() && ts.queue.top().time < window_end_) {
+    const Event ev = ts.queue.top();
+    ts.queue.pop();
+    ctx.now_ = ev.time;
+    ctx.self_ = ev.dst;
+    Lp* lp = lps_[ev.dst];
+    if (lp == nullptr) {
+      throw InternalError("event for unregistered LP " + std::to_string(ev.dst));
+    }
+    lp->handle(ev, ctx);
+    ++ts.events;
+    ts.last_time = ev.time;
+  }
+}
+
+void Simulator::pull_thread_mail(std::uint32_t t) {
+  ThreadState& dst = *threads_[t];
+  for (auto& src : threads_) {
+    for (const Event& ev : src->to_thread[t]) dst.queue.push(ev);
+    src->to_thread[t].clear();
+  }
+}
+
+SimTime Simulator::exchange_remote_and_min() {
+  const double t0 = now_s();
+  if (size_ > 1) {
+    std::vector<int> send_counts(static_cast<std::size_t>(size_), 0);
+    for (auto& ts : threads_) {
+      for (int p = 0; p < size_; ++p) {
+        send_counts[static_cast<std::size_t>(p)] +=
+            static_cast<int>(ts->to_proc[static_cast<std::size_t>(p)].size() * sizeof(Event));
+      }
+    }
+    std::vector<int> recv_counts(static_cast<std::size_t>(size_), 0);
+    MPI_Alltoall(send_counts.data(), 1, MPI_INT, recv_counts.data(), 1, MPI_INT, comm_);
+    std::vector<int> sdispl(static_cast<std::size_t>(size_), 0), rdispl(static_cast<std::size_t>(size_), 0);
+    for (int p = 1; p < size_; ++p) {
+      sdispl[p] = sdispl[p - 1] + send_counts[p - 1];
+      rdispl[p] = rdispl[p - 1] + recv_counts[p - 1];
+    }
+    std::vector<Event> sendbuf(static_cast<std::size_t>(sdispl.back() + send_counts.back()) / sizeof(Event));
+    std::size_t k = 0;
+    for (int p = 0; p < size_; ++p) {
+      for (auto& ts : threads_) {
+        auto& v = ts->to_proc[static_cast<std::size_t>(p)];
+        std::copy(v.begin(), v.end(), sendbuf.begin() + static_cast<std::ptrdiff_t>(k));
+        k += v.size();
+        v.clear();
+      }
+    }
+    std::vector<Event> recvbuf(static_cast<std::size_t>(rdispl.back() + recv_counts.back()) / sizeof(Event));
+    MPI_Alltoallv(sendbuf.data(), send_counts.data(), sdispl.data(), MPI_BYTE, recvbuf.data(),
+                  recv_counts.data(), rdispl.data(), MPI_BYTE, comm_);
+    for (const Event& ev : recvbuf) {
+      if (ev.dst >= lps_.size() || placement_.proc[ev.dst] != rank_) {
+        throw InternalError("received an event for a non-local LP " + std::to_string(ev.dst));
+      }
+      threads_[placement_.thread[ev.dst]]->queue.push(ev);
+    }
+  }
+  SimTime local_min = kInfinity;
+  for (auto& ts : threads_) {
+    if (!ts->queue.empty()) local_min = std::min(local_min, ts->queue.top().time);
+  }
+  SimTime global_min = local_min;
+  if (size_ > 1) {
+    static_assert(sizeof(SimTime) == sizeof(long long));
+    long long in = local_min, out = 0;
+    MPI_Allreduce(&in, &out, 1, MPI_LONG_LONG, MPI_MIN, comm_);
+    global_min = out;
+  }
+  stats_.sync_s += now_s() - t0;
+  return global_min;
+}
+
+void Simulator::run(SimTime end_time) {
+  const double t_start = now_s();
+  const std::uint32_t nthreads = placement_.threads;
+  // init: sequential, in LP id order, each LP with its own thread's context.
+  window_end_ = 0;
+  for (LpId id = 0; id < lps_.size(); ++id) {
+    if (placement_.proc[id] != rank_) continue;
+    if (lps_[id] == nullptr) throw InternalError("local LP " + std::to_string(id) + " not registered");
+    Context& ctx = threads_[placement_.thread[id]]->ctx;
+    ctx.now_ = 0;
+    ctx.self_ = id;
+    lps_[id]->init(ctx);
+  }
+  for (std::uint32_t t = 0; t < nthreads; ++t) pull_thread_mail(t);
+
+  std::atomic<bool> stop{false};
+  std::vector<std::exception_ptr> errors(nthreads);
+  auto guarded = [&](std::uint32_t t, auto&& fn) {
+    try {
+      fn();
+    } catch (...) {
+      errors[t] = std::current_exception();
+    }
+  };
+  std::barrier sync(static_cast<std::ptrdiff_t>(nthreads));
+  std::vector<std::thread> workers;
+  for (std::uint32_t t = 1; t < nthreads; ++t) {
+    workers.emplace_back([&, t] {
+      for (;;) {
+        sync.arrive_and_wait();  // window start
+        if (stop.load()) return;
+        guarded(t, [&] { process_window(t); });
+        sync.arrive_and_wait();  // all handlers done
+        guarded(t, [&] { pull_thread_mail(t); });
+        sync.arrive_and_wait();  // all mail delivered
+      }
+    });
+  }
+  auto check_errors = [&] {
+    for (auto& e : errors) {
+      if (e) std::rethrow_exception(e);
+    }
+  };
+  std::exception_ptr fatal;
+  try {
+    for (;;) {
+      const SimTime t_min = exchange_remote_and_min();
+      if (t_min == kInfinity || t_min >= end_time) break;
+      window_end_ = std::min(sat_add(t_min, lookahead_ps_), end_time);
+      ++stats_.windows;
+      sync.arrive_and_wait();
+      guarded(0, [&] { process_window(0); });
+      sync.arrive_and_wait();
+      guarded(0, [&] { pull_thread_mail(0); });
+      sync.arrive_and_wait();
+      // Errors are collective: every process must learn of them before the next MPI call.
+      int local_err = 0;
+      for (auto& e : errors) local_err |= (e != nullptr);
+      int any_err = local_err;
+      if (size_ > 1) MPI_Allreduce(&local_err, &any_err, 1, MPI_INT, MPI_MAX, comm_);
+      if (any_err) {
+        if (!local_err) throw InternalError("another MPI process failed");
+        check_errors();
+      }
+    }
+  } catch (...) {
+    fatal = std::current_exception();
+  }
+  stop.store(true);
+  if (nthreads > 1) sync.arrive_and_wait();
+  for (auto& w : workers) w.join();
+  stats_.events = 0;
+  stats_.remote_events = 0;
+  stats_.thread_events = 0;
+  for (auto& ts : threads_) {
+    stats_.events += ts->events;
+    stats_.remote_events += ts->remote;
+    stats_.thread_events += ts->cross_thread;
+    stats_.end_time_ps = std::max(stats_.end_time_ps, ts->last_time);
+  }
+  stats_.wall_s = now_s() - t_start;
+  if (fatal) std::rethrow_exception(fatal);
+}
+
+EngineStats Simulator::global_stats() const {
+  EngineStats g = stats_;
+  if (size_ > 1) {
+    unsigned long long in[3] = {stats_.events, stats_.remote_events, stats_.thread_events};
+    unsigned long long out[3] = {0, 0, 0};
+    MPI_Allreduce(in, out, 3, MPI_UNSIGNED_LONG_LONG, MPI_SUM, comm_);
+    g.events = out[0];
+    g.remote_events = out[1];
+    g.thread_events = out[2];
+    double din[2] = {stats_.wall_s, stats_.sync_s};
+    double dout[2] = {0, 0};
+    MPI_Allreduce(din, dout, 2, MPI_DOUBLE, MPI_MAX, comm_);
+    g.wall_s = dout[0];
+    g.sync_s = dout[1];
+    long long tin = stats_.end_time_ps, tout = 0;
+    MPI_Allreduce(&tin, &tout, 1, MPI_LONG_LONG, MPI_MAX, comm_);
+    g.end_time_ps = tout;
+  }
+  return g;
+}
+
+}  // namespace fabricsim::engine

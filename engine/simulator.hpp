@@ -1,0 +1,147 @@
+#pragma once
+/// @file simulator.hpp
+/// The PDES kernel: conservative synchronous windows across MPI processes and threads.
+///
+/// Each MPI process owns a set of LPs, split among its threads (one writer per LP). A window is
+/// [T, T + W): T is the global minimum next-event time (MPI_Allreduce, so idle time is skipped)
+/// and W the lookahead, the minimum latency of the links cut by the partition (between processes
+/// or threads). Inside a window each thread handles only its own LPs' events; events for other
+/// threads or processes go to outboxes and are exchanged at the window's end (DESIGN.md §2).
+#include <mpi.h>
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <queue>
+#include <vector>
+
+#include "engine/event.hpp"
+#include "engine/lp.hpp"
+#include "engine/time.hpp"
+
+namespace fabricsim::engine {
+
+/// Engine counters. Per process from stats(), summed over processes from global_stats().
+struct EngineStats {
+  std::uint64_t events = 0;          ///< events handled (committed: conservative sync never rolls back)
+  std::uint64_t windows = 0;         ///< synchronization windows
+  std::uint64_t remote_events = 0;   ///< events sent to another MPI process
+  std::uint64_t thread_events = 0;   ///< events sent to another thread of the same process
+  double wall_s = 0;                 ///< wall time of run(), max over processes in global_stats()
+  double sync_s = 0;                 ///< wall time in MPI synchronization and exchange
+  std::uint32_t processes = 1;
+  std::uint32_t threads = 1;
+  SimTime lookahead_ps = kInfinity;  ///< the window width W
+  SimTime end_time_ps = 0;           ///< time of the last handled event (max over processes)
+  /// Committed events per wall second.
+  double events_per_s() const { return wall_s > 0 ? static_cast<double>(events) / wall_s : 0.0; }
+};
+
+/// Where every LP runs. `proc[lp]` is the MPI rank, `thread[lp]` the thread inside it.
+struct Placement {
+  std::vector<std::int32_t> proc;
+  std::vector<std::uint16_t> thread;
+  std::uint32_t threads = 1;  ///< threads per process
+};
+
+class Simulator;
+
+/// What a handler may do: read the clock and schedule events. One per thread.
+class Context {
+ public:
+  /// Current simulated time (ps).
+  SimTime now() const { return now_; }
+  /// The LP being run.
+  LpId self() const { return self_; }
+  /// Schedules `kind` with `payload` for `dst` at absolute time `time`.
+  /// Rules (violations throw InternalError, exit 3): time >= now; an event to another LP needs
+  /// time > now; an event to an LP of another thread or process needs time >= the window end,
+  /// which holds whenever the delay is at least the cut link's latency.
+  template <class T>
+  void send(LpId dst, SimTime time, std::uint32_t kind, const T& payload) {
+    Event ev;
+    ev.time = time;
+    ev.dst = dst;
+    ev.kind = kind;
+    ev.put(payload);
+    send_event(ev);
+  }
+  /// Schedules an event without payload.
+  void send(LpId dst, SimTime time, std::uint32_t kind) {
+    Event ev;
+    ev.time = time;
+    ev.dst = dst;
+    ev.kind = kind;
+    send_event(ev);
+  }
+  /// Schedules a prepared event (src and seq are filled in here).
+  void send_event(Event ev);
+
+ private:
+  friend class Simulator;
+  Simulator* sim_ = nullptr;
+  std::uint32_t thread_ = 0;
+  SimTime now_ = 0;
+  LpId self_ = 0;
+};
+
+/// The engine. Construct on every MPI process with the same placement, register the local LPs,
+/// then run(). Not copyable.
+class Simulator {
+ public:
+  /// @param comm       MPI communicator of the run (the engine duplicates it)
+  /// @param placement  proc/thread per LP (all processes pass the same)
+  /// @param lookahead_ps window width W: minimum latency of links cut by the placement
+  ///                    (kInfinity when nothing is cut). Must be >= 1.
+  /// @throws InputError if the placement names a process outside comm or a thread >= threads.
+  Simulator(MPI_Comm comm, Placement placement, SimTime lookahead_ps);
+  ~Simulator();
+  Simulator(const Simulator&) = delete;
+  Simulator& operator=(const Simulator&) = delete;
+
+  /// True if `lp` runs in this process.
+  bool is_local(LpId lp) const { return placement_.proc[lp] == rank_; }
+  /// Registers a local LP (not owned). Every local LP must be registered before run().
+  void add_lp(LpId id, Lp* lp);
+  /// Runs until no events remain or the next event is at or after `end_time`.
+  void run(SimTime end_time = kInfinity);
+
+  /// This process's counters.
+  const EngineStats& stats() const { return stats_; }
+  /// Counters summed over all processes (collective call).
+  EngineStats global_stats() const;
+  int rank() const { return rank_; }
+  int size() const { return size_; }
+  std::uint32_t num_lps() const { return static_cast<std::uint32_t>(placement_.proc.size()); }
+  MPI_Comm comm() const { return comm_; }
+
+ private:
+  friend class Context;
+  struct ThreadState {
+    std::priority_queue<Event, std::vector<Event>, EventLater> queue;
+    std::vector<std::vector<Event>> to_thread;
+    std::vector<std::vector<Event>> to_proc;
+    std::uint64_t events = 0;
+    std::uint64_t remote = 0;
+    std::uint64_t cross_thread = 0;
+    SimTime last_time = 0;
+    Context ctx;
+  };
+  void route(std::uint32_t from_thread, const Event& ev);
+  void process_window(std::uint32_t t);
+  void pull_thread_mail(std::uint32_t t);
+  SimTime exchange_remote_and_min();
+
+  MPI_Comm comm_ = MPI_COMM_NULL;
+  int rank_ = 0;
+  int size_ = 1;
+  Placement placement_;
+  SimTime lookahead_ps_;
+  SimTime window_end_ = 0;
+  std::vector<Lp*> lps_;
+  std::vector<std::uint64_t> seq_;
+  std::vector<std::unique_ptr<ThreadState>> threads_;
+  EngineStats stats_;
+};
+
+}  // namespace fabricsim::engine

@@ -1,0 +1,31 @@
+#pragma once
+/// @file time.hpp
+/// Simulated time. All event ordering uses integer picoseconds; no floating point.
+#include <cstdint>
+#include <limits>
+
+namespace fabricsim::engine {
+
+/// Simulated time in picoseconds (int64: about 106 days of simulated time).
+using SimTime = std::int64_t;
+/// "Never": the time of an empty queue.
+inline constexpr SimTime kInfinity = std::numeric_limits<SimTime>::max();
+inline constexpr SimTime kPsPerNs = 1'000;
+inline constexpr SimTime kPsPerUs = 1'000'000;
+inline constexpr SimTime kPsPerMs = 1'000'000'000;
+inline constexpr SimTime kPsPerS = 1'000'000'000'000;
+
+/// Saturating a + b for non-negative b (never overflows past kInfinity).
+constexpr SimTime sat_add(SimTime a, SimTime b) {
+  return (a > kInfinity - b) ? kInfinity : a + b;
+}
+
+/// Serialization time of `bytes` on a link of `rate_bps` bits/s, rounded up to whole ps.
+/// @throws nothing; rate_bps must be > 0 (checked by the spec validator).
+constexpr SimTime serialization_ps(std::uint64_t bytes, std::uint64_t rate_bps) {
+  // bytes*8*1e12 / rate, computed in 128-bit to avoid overflow for GiB-sized transfers.
+  const unsigned __int128 num = static_cast<unsigned __int128>(bytes) * 8u * 1'000'000'000'000ull;
+  return static_cast<SimTime>((num + rate_bps - 1) / rate_bps);
+}
+
+}  // namespace fabricsim::engine

@@ -1,0 +1,62 @@
+#pragma once
+/// @file workload.hpp
+/// The per-rank workload DAG that the GPU-rank LP walks. Readers in io/ (Chakra ET, SimAI/AICB
+/// text) and generators in jobs/ produce it; it is deliberately plain data.
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "engine/time.hpp"
+
+namespace fabricsim::models {
+
+/// Kind of a workload node (Chakra ET node types, collapsed to what the executor needs).
+enum class NodeType : std::uint8_t {
+  kCompute,     ///< COMP_NODE (also METADATA/MEM_LOAD/MEM_STORE with their duration)
+  kCollective,  ///< COMM_COLL_NODE
+  kSend,        ///< COMM_SEND_NODE
+  kRecv,        ///< COMM_RECV_NODE
+};
+
+/// Collective operations simccl can plan. Byte counts follow nccl-tests' "size" convention
+/// (nccl-tests doc/PERFORMANCE.md): AllReduce/Broadcast/Reduce: the buffer; AllGather: the
+/// output (each rank contributes size/N); ReduceScatter: the input (each rank keeps size/N);
+/// AllToAll: the send buffer (size/N to each peer).
+enum class CollOp : std::uint8_t { kAllReduce, kAllGather, kReduceScatter, kBroadcast, kReduce, kAllToAll };
+
+/// Name as nccl-tests prints it ("all_reduce", ...).
+const char* coll_op_name(CollOp op);
+/// nccl-tests bus-bandwidth factor: busbw = algbw * factor(N) (nccl-tests doc/PERFORMANCE.md).
+double busbw_factor(CollOp op, std::uint32_t n);
+
+/// One node of a rank's DAG.
+struct WorkNode {
+  std::uint64_t source_id = 0;   ///< node id in the input (Chakra id, or line number for SimAI)
+  std::string name;              ///< node name from the input
+  NodeType type = NodeType::kCompute;
+  engine::SimTime duration_ps = 0;  ///< compute duration (ps)
+  CollOp op = CollOp::kAllReduce;   ///< collectives only
+  std::uint64_t bytes = 0;          ///< collective size (see CollOp) or message size (send/recv)
+  std::int32_t group = 0;           ///< collective: index into Workload::groups
+  std::int32_t peer = -1;           ///< send: destination rank; recv: source rank (global ranks)
+  std::int64_t tag = 0;             ///< send/recv matching tag
+  std::int32_t root = 0;            ///< broadcast/reduce root, as an index inside the group
+  std::vector<std::uint32_t> deps;  ///< indices into the same rank's node vector; all must finish first
+};
+
+/// A communicator: a named, ordered set of global ranks (ring order = this order).
+struct CommGroup {
+  std::string name;                  ///< e.g. "world", "tp0", "dp3", or a Chakra pg_name
+  std::vector<std::uint32_t> ranks;  ///< global ranks, no duplicates
+};
+
+/// A whole workload: one DAG per rank and the communicators they name.
+struct Workload {
+  std::string source;   ///< file or ET prefix it came from
+  std::string format;   ///< "chakra" | "simai"
+  std::uint32_t ranks = 0;
+  std::vector<CommGroup> groups;                ///< groups[0] is always the world
+  std::vector<std::vector<WorkNode>> programs;  ///< programs[rank]; nodes in topological order
+};
+
+}  // namespace fabricsim::models
