@@ -1,0 +1,2 @@
+// fabricsim command-line entry point (being written).
+int main() { return 0; }
