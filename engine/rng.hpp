@@ -25,7 +25,8 @@ class CounterRng {
   double next_unit() { return static_cast<double>(next_u64() >> 11) * 0x1.0p-53; }
   /// Uniform integer in [0, n), n > 0 (Lemire's multiply-shift; bias < n/2^64).
   std::uint64_t next_below(std::uint64_t n) {
-    return static_cast<std::uint64_t>((static_cast<unsigned __int128>(next_u64()) * n) >> 64);
+    __extension__ typedef unsigned __int128 u128;  // GCC/Clang extension; quiet under -Wpedantic
+    return static_cast<std::uint64_t>((static_cast<u128>(next_u64()) * n) >> 64);
   }
   /// Exponential with the given mean (inverse transform).
   double next_exponential(double mean) { return -mean * std::log1p(-next_unit()); }

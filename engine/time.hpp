@@ -24,7 +24,9 @@ constexpr SimTime sat_add(SimTime a, SimTime b) {
 /// @throws nothing; rate_bps must be > 0 (checked by the spec validator).
 constexpr SimTime serialization_ps(std::uint64_t bytes, std::uint64_t rate_bps) {
   // bytes*8*1e12 / rate, computed in 128-bit to avoid overflow for GiB-sized transfers.
-  const unsigned __int128 num = static_cast<unsigned __int128>(bytes) * 8u * 1'000'000'000'000ull;
+  // __extension__: unsigned __int128 is a GCC/Clang extension; keeps -Wpedantic -Werror builds clean.
+  __extension__ typedef unsigned __int128 u128;
+  const u128 num = static_cast<u128>(bytes) * 8u * 1'000'000'000'000ull;
   return static_cast<SimTime>((num + rate_bps - 1) / rate_bps);
 }
 
