@@ -1,0 +1,52 @@
+#pragma once
+/// @file hdf5_writer.hpp
+/// Collective HDF5 results file (/meta, /ranks, /collectives, /flows) and a results digest.
+/// The schema is documented in docs/hdf5_schema.md.
+#include <mpi.h>
+
+#include <string>
+#include <vector>
+
+#include "io/results.hpp"
+
+namespace fabricsim::io {
+
+/// Version of the file layout written by write_results_h5 (attribute /meta/schema_version).
+inline constexpr int kHdf5SchemaVersion = 1;
+/// Fixed length of the `op` column of /collectives (NUL-padded, no terminator needed).
+inline constexpr std::size_t kOpChars = 24;
+/// Rows per chunk of every table dataset.
+inline constexpr std::size_t kChunkRows = 4096;
+
+/// Writes one run's results collectively (every MPI process of comm calls it with its local rows).
+///
+/// Rows of each table are gathered from all processes, sorted by key (ranks by rank, collectives by
+/// (group, instance), flows by flow_id; rows with equal keys by their packed bytes) and each
+/// process writes a contiguous slice with collective parallel HDF5, so the file's contents do not
+/// depend on the number of processes. /meta is written from rank 0's `meta` (broadcast).
+/// The file is first written to `path + ".tmp.<hex>"` (name chosen by rank 0) and renamed to
+/// `path` by rank 0 once all processes have closed it; an existing `path` is replaced.
+///
+/// @throws engine::InputError ("<cli>", "-o", ...) on every process, before anything is created,
+///         if path is empty or a directory, or its directory does not exist or is not writable.
+/// @throws engine::InternalError on every process if an op name exceeds kOpChars characters or
+///         HDF5 / the rename fails; the temporary file is then removed and `path` is untouched.
+void write_results_h5(MPI_Comm comm, const std::string& path, const RunMeta& meta,
+                      std::vector<RankRecord> ranks, std::vector<CollectiveRecord> colls,
+                      std::vector<FlowRecord> flows);
+
+/// Digest of the global (gathered, sorted) collective and flow tables, identical on every process
+/// and independent of how rows are spread over processes. Collective over comm.
+///
+/// 16 lowercase hex digits of FNV-1a 64 (Fowler/Noll/Vo, offset basis 0xcbf29ce484222325,
+/// prime 0x100000001b3; http://www.isthe.com/chongo/tech/comp/fnv/) over this byte stream:
+///   u64 number of collectives, then each sorted collective row as stored in /collectives,
+///   u64 number of flows, then each sorted flow row as stored in /flows.
+/// A row is its columns in schema order, packed without padding, little-endian: integers as
+/// their 4/8 bytes, doubles as the 8 bytes of their IEEE-754 bit pattern, `op` as 24 bytes
+/// NUL-padded. See docs/hdf5_schema.md.
+/// @throws engine::InternalError on every process if an op name exceeds kOpChars characters.
+std::string results_digest(MPI_Comm comm, const std::vector<CollectiveRecord>& colls,
+                           const std::vector<FlowRecord>& flows);
+
+}  // namespace fabricsim::io
