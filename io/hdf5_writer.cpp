@@ -565,6 +565,8 @@ void write_file(MPI_Comm comm, const std::string& file_path, const RunMeta& meta
     // by HDF5 1.8 and newer.
     check(H5Pset_libver_bounds(fapl.get(), H5F_LIBVER_V18, H5F_LIBVER_V18), "libver bounds");
     fcpl = plist(H5P_FILE_CREATE, "file creation plist");
+    // No object timestamps (root group here, datasets and /meta below): byte-identical files.
+    check(H5Pset_obj_track_times(fcpl.get(), 0), "root group track times");
     dxpl = plist(H5P_DATASET_XFER, "transfer plist");
     check(H5Pset_dxpl_mpio(dxpl.get(), H5FD_MPIO_COLLECTIVE), "H5Pset_dxpl_mpio");
     deflate = deflate_available();
