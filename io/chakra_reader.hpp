@@ -1,0 +1,67 @@
+#pragma once
+/// @file chakra_reader.hpp
+/// Reader for Chakra execution traces (ET): one binary file per rank, `PREFIX.<rank>.et`.
+///
+/// File layout (Chakra framing): a sequence of records `[varint32 length][protobuf message]`;
+/// the first record is a `ChakraProtoMsg::GlobalMetadata`, every later one a `ChakraProtoMsg::Node`,
+/// until a clean end of file. The schema is our own io/et_def.proto (wire-compatible with
+/// upstream Chakra).
+///
+/// Mapping onto models::WorkNode:
+///  * COMP_NODE, METADATA_NODE, MEM_LOAD_NODE, MEM_STORE_NODE -> kCompute,
+///    duration_ps = duration_micros * 1e6.
+///  * COMM_COLL_NODE -> kCollective; attribute `comm_type` (CollectiveCommType) selects the op:
+///    ALL_REDUCE, ALL_GATHER, REDUCE_SCATTER / REDUCE_SCATTER_BLOCK, BROADCAST, REDUCE,
+///    ALL_TO_ALL map one to one; BARRIER becomes an AllReduce of 4 bytes (one float, as
+///    torch.distributed.barrier does); GATHER and SCATTER are rejected (not supported yet).
+///    `comm_size` (bytes) is required; `pg_name` selects the communicator (absent/empty = world).
+///    Broadcast/Reduce roots are index 0 of the group (the ET carries no root).
+///  * COMM_SEND_NODE -> kSend (peer = `comm_dst`), COMM_RECV_NODE -> kRecv (peer = `comm_src`);
+///    `comm_size` required, `comm_tag` optional (default 0). A `comm_type` attribute on send/recv
+///    nodes (values 5/6 in MSCCL-derived ETs) is ignored.
+///  * Integer attributes are accepted in any protobuf integer encoding (int32/int64/uint32/uint64,
+///    sint*, fixed*, sfixed*).
+///  * deps = ctrl_deps ∪ data_deps. Each rank's nodes are emitted in a topological order that is
+///    stable: among ready nodes, the smallest Chakra node id first. deps are remapped to indices.
+///
+/// Communicators: groups[0] is the world (ranks 0..N-1 in order). With a comm-group file
+/// (ASTRA-sim `--comm-group-configuration` JSON: `{"<pg_name>": [rank, ...], ...}`) every
+/// distinct pg_name used by the trace becomes one CommGroup (in order of first use, rank 0's file
+/// first), named after the pg_name, ranks in the order listed.
+///
+/// Checks that raise engine::InputError (one line: file, field, problem, fix): missing files or a
+/// gap in the rank numbering, truncated records, undecodable bytes, a first record that is not
+/// GlobalMetadata, unknown node types, duplicate node ids, dependencies on unknown ids,
+/// dependency cycles, comm nodes without comm_size/comm_type/peer, negative or absurd sizes
+/// (> 1 TiB) or durations, peers outside 0..N-1, a rank using a communicator it is not a member
+/// of, a pg_name with no comm-group file or not found in it, and sends that have no matching
+/// receive (per (src, dst, tag): same count and total bytes).
+#include <string>
+
+#include "models/workload.hpp"
+
+namespace fabricsim::io {
+
+/// Largest message/collective size (bytes) accepted from a trace; bigger is treated as corrupt.
+inline constexpr unsigned long long kMaxChakraBytes = 1ull << 40;  // 1 TiB
+
+/// Reads a set of Chakra ET files into a Workload.
+/// @param prefix           path prefix: the files are `prefix + "." + rank + ".et"`, rank 0..N-1;
+///                         N is the number of consecutive ranks present (at least one).
+/// @param comm_groups_json optional path of an ASTRA-sim comm-group JSON file (see file comment);
+///                         required when any node carries a non-empty `pg_name`.
+/// @return the workload: format "chakra", ranks = N, groups[0] = world, programs[r] in
+///         topological order; compute durations in ps, sizes in bytes.
+/// @throws engine::InputError on any malformed or inconsistent input (see file comment).
+models::Workload read_chakra(const std::string& prefix, const std::string& comm_groups_json = "");
+
+/// If `path` names one rank's file (`X.<n>.et`), returns its prefix `X`; otherwise returns `path`
+/// unchanged.
+std::string chakra_prefix_of(const std::string& path);
+
+/// True if `path` is a Chakra ET prefix whose `path.0.et` exists, or is itself an existing
+/// `X.<n>.et` file (then chakra_prefix_of(path) gives the prefix to pass to read_chakra).
+/// Never throws.
+bool looks_like_chakra_prefix(const std::string& path);
+
+}  // namespace fabricsim::io

@@ -1,0 +1,336 @@
+// Chakra ET reader: real ASTRA-sim microbenchmark and MSCCL custom-collective traces, a bad-input
+// corpus, and traces written here to exercise each validation.
+#include <gtest/gtest.h>
+
+#include <google/protobuf/util/delimited_message_util.h>
+
+#include <fstream>
+#include <map>
+#include <tuple>
+
+#include "et_def.pb.h"
+#include "io/chakra_reader.hpp"
+#include "test_util.hpp"
+
+namespace fabricsim::io {
+namespace {
+
+using models::CollOp;
+using models::NodeType;
+using test::data_dir;
+
+std::string micro(const std::string& sub) {
+  return (data_dir() / "chakra/astra-sim/examples/workload/microbenchmarks" / sub).string();
+}
+
+/// Every dep points to an earlier node (programs are topologically ordered).
+void expect_topological(const models::Workload& w) {
+  for (const auto& prog : w.programs) {
+    for (std::size_t i = 0; i < prog.size(); ++i) {
+      for (const auto d : prog[i].deps) EXPECT_LT(d, i) << prog[i].name;
+    }
+  }
+}
+
+void expect_single_collective(const models::Workload& w, std::uint32_t ranks, CollOp op) {
+  ASSERT_EQ(w.ranks, ranks);
+  EXPECT_EQ(w.format, "chakra");
+  ASSERT_EQ(w.programs.size(), ranks);
+  ASSERT_EQ(w.groups.size(), 1u);
+  EXPECT_EQ(w.groups[0].ranks.size(), ranks);
+  for (std::uint32_t r = 0; r < ranks; ++r) {
+    ASSERT_EQ(w.programs[r].size(), 1u) << "rank " << r;
+    const auto& n = w.programs[r][0];
+    EXPECT_EQ(n.type, NodeType::kCollective);
+    EXPECT_EQ(n.op, op);
+    EXPECT_EQ(n.bytes, 1048576u);
+    EXPECT_EQ(n.group, 0);
+    EXPECT_TRUE(n.deps.empty());
+  }
+}
+
+TEST(ChakraReader, AllReduce8Ranks) {
+  const auto w = read_chakra(micro("all_reduce/8npus_1MB/all_reduce"));
+  expect_single_collective(w, 8, CollOp::kAllReduce);
+  EXPECT_EQ(w.programs[0][0].name, "all_reduce_8npus_1MB");
+  EXPECT_EQ(w.programs[1][0].source_id, 1u);
+}
+
+TEST(ChakraReader, AllGather16Ranks) {
+  expect_single_collective(read_chakra(micro("all_gather/16npus_1MB/all_gather")), 16, CollOp::kAllGather);
+}
+
+TEST(ChakraReader, AllReduce16RanksReduceScatterAllToAll) {
+  expect_single_collective(read_chakra(micro("all_reduce/16npus_1MB/all_reduce")), 16, CollOp::kAllReduce);
+  expect_single_collective(read_chakra(micro("reduce_scatter/4npus_1MB/reduce_scatter")), 4,
+                           CollOp::kReduceScatter);
+  expect_single_collective(read_chakra(micro("all_to_all/8npus_1MB/all_to_all")), 8, CollOp::kAllToAll);
+}
+
+TEST(ChakraReader, CustomRingAllReduceSendRecv) {
+  const auto prefix = data_dir() / "chakra/astra-sim/examples/system/custom_collectives/"
+                                   "custom_ring_allreduce_8npus_1MB/custom_allreduce";
+  const auto w = read_chakra(prefix.string());
+  ASSERT_EQ(w.ranks, 8u);
+  expect_topological(w);
+  // (src, dst, tag) -> (count, bytes) of sends and of receives.
+  std::map<std::tuple<int, int, long>, std::pair<int, unsigned long>> sends, recvs;
+  for (std::uint32_t r = 0; r < 8; ++r) {
+    int n_send = 0, n_recv = 0, n_comp = 0;
+    for (const auto& n : w.programs[r]) {
+      switch (n.type) {
+        case NodeType::kSend:
+          ++n_send;
+          EXPECT_EQ(n.peer, static_cast<int>((r + 1) % 8));  // ring: send to the next rank
+          EXPECT_EQ(n.bytes, 131072u);                      // 1 MiB / 8 chunks
+          ++sends[{static_cast<int>(r), n.peer, n.tag}].first;
+          sends[{static_cast<int>(r), n.peer, n.tag}].second += n.bytes;
+          break;
+        case NodeType::kRecv:
+          ++n_recv;
+          EXPECT_EQ(n.peer, static_cast<int>((r + 7) % 8));  // receive from the previous rank
+          EXPECT_EQ(n.bytes, 131072u);
+          ++recvs[{n.peer, static_cast<int>(r), n.tag}].first;
+          recvs[{n.peer, static_cast<int>(r), n.tag}].second += n.bytes;
+          break;
+        case NodeType::kCompute:
+          ++n_comp;
+          EXPECT_EQ(n.duration_ps, 7 * engine::kPsPerUs);
+          break;
+        default: ADD_FAILURE() << "unexpected node " << n.name;
+      }
+    }
+    // Ring all-reduce on 8 ranks: 2*(8-1) sends and receives, 8-1 reductions.
+    EXPECT_EQ(n_send, 14) << "rank " << r;
+    EXPECT_EQ(n_recv, 14) << "rank " << r;
+    EXPECT_EQ(n_comp, 7) << "rank " << r;
+  }
+  EXPECT_EQ(sends, recvs);
+  // First node of rank 0 is its step-0 send (id 0); the receive (id 1) depends on it.
+  EXPECT_EQ(w.programs[0][0].type, NodeType::kSend);
+  EXPECT_EQ(w.programs[0][1].deps, std::vector<std::uint32_t>{0});
+}
+
+TEST(ChakraReader, PrefixDetection) {
+  const std::string p = micro("all_reduce/8npus_1MB/all_reduce");
+  EXPECT_TRUE(looks_like_chakra_prefix(p));
+  EXPECT_TRUE(looks_like_chakra_prefix(p + ".3.et"));
+  EXPECT_EQ(chakra_prefix_of(p + ".3.et"), p);
+  EXPECT_EQ(chakra_prefix_of(p + ".12.et"), p);
+  EXPECT_EQ(chakra_prefix_of(p), p);
+  EXPECT_EQ(chakra_prefix_of("foo.et"), "foo.et");
+  EXPECT_FALSE(looks_like_chakra_prefix(p + ".99.et"));
+  EXPECT_FALSE(looks_like_chakra_prefix(micro("all_reduce/8npus_1MB/nothing")));
+  EXPECT_FALSE(looks_like_chakra_prefix((data_dir() / "simai/SimAI/example/microAllReduce.txt").string()));
+}
+
+// ---- bad-input corpus (tests/data/bad) ----
+
+TEST(ChakraReaderBad, Truncated) {
+  EXPECT_INPUT_ERROR(read_chakra((data_dir() / "bad/truncated").string()), "truncated.0.et", "record 1",
+                     "truncated");
+}
+
+TEST(ChakraReaderBad, Garbage) {
+  EXPECT_INPUT_ERROR(read_chakra((data_dir() / "bad/garbage").string()), "garbage.0.et", "record");
+}
+
+TEST(ChakraReaderBad, UnknownDependency) {
+  EXPECT_INPUT_ERROR(read_chakra((data_dir() / "bad/unknown_dep").string()), "unknown_dep.0.et",
+                     "node 1 'allreduce_b'", "ctrl_deps", "unknown node id 42");
+}
+
+// ---- traces written here ----
+
+using ChakraProtoMsg::Node;
+
+class EtWriter {
+ public:
+  explicit EtWriter(const test::ScratchDir& dir) : dir_(dir) {}
+  /// Writes PREFIX.<rank>.et with a GlobalMetadata record and `nodes`; returns the prefix.
+  std::string write(std::uint32_t rank, const std::vector<Node>& nodes, const std::string& base = "t") {
+    const auto prefix = (dir_.path() / base).string();
+    std::ofstream out(prefix + "." + std::to_string(rank) + ".et", std::ios::binary);
+    ChakraProtoMsg::GlobalMetadata meta;
+    meta.set_version("0.0.4");
+    google::protobuf::util::SerializeDelimitedToOstream(meta, &out);
+    for (const auto& n : nodes) google::protobuf::util::SerializeDelimitedToOstream(n, &out);
+    return prefix;
+  }
+
+ private:
+  const test::ScratchDir& dir_;
+};
+
+Node comp(std::uint64_t id, std::uint64_t us, std::vector<std::uint64_t> deps = {}) {
+  Node n;
+  n.set_id(id);
+  n.set_name("comp" + std::to_string(id));
+  n.set_type(ChakraProtoMsg::COMP_NODE);
+  n.set_duration_micros(us);
+  for (auto d : deps) n.add_data_deps(d);
+  return n;
+}
+
+Node coll(std::uint64_t id, std::int64_t type, std::int64_t bytes, const std::string& pg = "") {
+  Node n;
+  n.set_id(id);
+  n.set_name("coll" + std::to_string(id));
+  n.set_type(ChakraProtoMsg::COMM_COLL_NODE);
+  auto* a = n.add_attr();
+  a->set_name("comm_type");
+  a->set_int64_val(type);
+  a = n.add_attr();
+  a->set_name("comm_size");
+  a->set_int64_val(bytes);
+  if (!pg.empty()) {
+    a = n.add_attr();
+    a->set_name("pg_name");
+    a->set_string_val(pg);
+  }
+  return n;
+}
+
+TEST(ChakraReaderGenerated, StableTopologicalOrderAndDepUnion) {
+  test::ScratchDir dir("chakra");
+  EtWriter et(dir);
+  // Input order 5, 3, 9, 1: 9 depends on 5 (data) and 3 (ctrl); 3 on 1.
+  Node n9 = comp(9, 1, {5});
+  n9.add_ctrl_deps(3);
+  n9.add_ctrl_deps(5);  // duplicate of the data dep: counted once
+  const auto prefix = et.write(0, {comp(5, 2), comp(3, 3, {1}), n9, comp(1, 4)});
+  const auto w = read_chakra(prefix);
+  ASSERT_EQ(w.programs[0].size(), 4u);
+  std::vector<std::uint64_t> ids;
+  for (const auto& n : w.programs[0]) ids.push_back(n.source_id);
+  EXPECT_EQ(ids, (std::vector<std::uint64_t>{1, 3, 5, 9}));
+  EXPECT_EQ(w.programs[0][3].deps, (std::vector<std::uint32_t>{1, 2}));
+  EXPECT_EQ(w.programs[0][0].duration_ps, 4 * engine::kPsPerUs);
+}
+
+TEST(ChakraReaderGenerated, BarrierIsFourByteAllReduce) {
+  test::ScratchDir dir("chakra");
+  EtWriter et(dir);
+  Node b = coll(0, ChakraProtoMsg::BARRIER, 0);
+  const auto prefix = et.write(0, {b});
+  et.write(1, {b});
+  const auto w = read_chakra(prefix);
+  EXPECT_EQ(w.programs[1][0].op, CollOp::kAllReduce);
+  EXPECT_EQ(w.programs[1][0].bytes, 4u);
+}
+
+TEST(ChakraReaderGenerated, IntegerEncodingsAndIgnoredCommTypeOnSendRecv) {
+  test::ScratchDir dir("chakra");
+  EtWriter et(dir);
+  Node s;
+  s.set_id(0);
+  s.set_name("send");
+  s.set_type(ChakraProtoMsg::COMM_SEND_NODE);
+  auto* a = s.add_attr(); a->set_name("comm_type"); a->set_int64_val(5);
+  a = s.add_attr(); a->set_name("comm_size"); a->set_uint64_val(4096);
+  a = s.add_attr(); a->set_name("comm_dst"); a->set_uint32_val(1);
+  a = s.add_attr(); a->set_name("comm_tag"); a->set_int32_val(77);
+  Node r;
+  r.set_id(0);
+  r.set_name("recv");
+  r.set_type(ChakraProtoMsg::COMM_RECV_NODE);
+  a = r.add_attr(); a->set_name("comm_type"); a->set_int32_val(6);
+  a = r.add_attr(); a->set_name("comm_size"); a->set_int32_val(4096);
+  a = r.add_attr(); a->set_name("comm_src"); a->set_int64_val(0);
+  a = r.add_attr(); a->set_name("comm_tag"); a->set_uint64_val(77);
+  const auto prefix = et.write(0, {s});
+  et.write(1, {r});
+  const auto w = read_chakra(prefix);
+  EXPECT_EQ(w.programs[0][0].type, NodeType::kSend);
+  EXPECT_EQ(w.programs[0][0].peer, 1);
+  EXPECT_EQ(w.programs[0][0].tag, 77);
+  EXPECT_EQ(w.programs[1][0].type, NodeType::kRecv);
+  EXPECT_EQ(w.programs[1][0].peer, 0);
+  EXPECT_EQ(w.programs[1][0].bytes, 4096u);
+}
+
+TEST(ChakraReaderGenerated, UnmatchedSend) {
+  test::ScratchDir dir("chakra");
+  EtWriter et(dir);
+  Node s;
+  s.set_id(0);
+  s.set_name("send");
+  s.set_type(ChakraProtoMsg::COMM_SEND_NODE);
+  auto* a = s.add_attr(); a->set_name("comm_size"); a->set_uint64_val(4096);
+  a = s.add_attr(); a->set_name("comm_dst"); a->set_uint32_val(1);
+  const auto prefix = et.write(0, {s});
+  et.write(1, {comp(0, 1)});
+  EXPECT_INPUT_ERROR(read_chakra(prefix), "t.0.et", "send 0->1 tag 0", "1 sends");
+}
+
+TEST(ChakraReaderGenerated, CommGroupsFromJson) {
+  test::ScratchDir dir("chakra");
+  EtWriter et(dir);
+  const auto prefix = et.write(0, {coll(0, ChakraProtoMsg::ALL_GATHER, 8192, "tp"), coll(1, 0, 64)});
+  et.write(1, {coll(0, ChakraProtoMsg::ALL_GATHER, 8192, "tp"), coll(1, 0, 64)});
+  et.write(2, {coll(0, ChakraProtoMsg::ALL_GATHER, 8192, "tp2")});
+  et.write(3, {coll(0, ChakraProtoMsg::ALL_GATHER, 8192, "tp2")});
+  EXPECT_INPUT_ERROR(read_chakra(prefix), "t.0.et", "node 0 'coll0'", "pg_name", "tp",
+                     "pass the comm group file (workload.comm_groups");
+  const auto json = dir.file("groups.json", R"({"tp": [0, 1], "tp2": [3, 2], "unused": [0]})");
+  const auto w = read_chakra(prefix, json);
+  ASSERT_EQ(w.groups.size(), 3u);
+  EXPECT_EQ(w.groups[1].name, "tp");
+  EXPECT_EQ(w.groups[1].ranks, (std::vector<std::uint32_t>{0, 1}));
+  EXPECT_EQ(w.groups[2].ranks, (std::vector<std::uint32_t>{3, 2}));
+  EXPECT_EQ(w.programs[0][0].group, 1);
+  EXPECT_EQ(w.programs[0][1].group, 0);
+  EXPECT_EQ(w.programs[3][0].group, 2);
+  // A rank outside the world, and a rank using a group it is not part of.
+  EXPECT_INPUT_ERROR(read_chakra(prefix, dir.file("bad.json", R"({"tp": [0, 4], "tp2": [2, 3]})")),
+                     "bad.json", "tp", "rank 4");
+  EXPECT_INPUT_ERROR(read_chakra(prefix, dir.file("bad2.json", R"({"tp": [0, 2], "tp2": [2, 3]})")),
+                     "t.1.et", "pg_name", "not a member");
+  EXPECT_INPUT_ERROR(read_chakra(prefix, dir.file("bad3.json", R"({"tp": [0, 1]})")), "t.2.et",
+                     "pg_name", "'tp2' is not in");
+}
+
+TEST(ChakraReaderGenerated, Errors) {
+  test::ScratchDir dir("chakra");
+  EtWriter et(dir);
+  // Cycle: 1 -> 2 -> 1.
+  EXPECT_INPUT_ERROR(read_chakra(et.write(0, {comp(0, 1), comp(1, 1, {2}), comp(2, 1, {1})}, "cycle")),
+                     "cycle.0.et", "node 1 'comp1'", "cycle");
+  // Duplicate id.
+  EXPECT_INPUT_ERROR(read_chakra(et.write(0, {comp(4, 1), comp(4, 2)}, "dup")), "dup.0.et", "node 4",
+                     "duplicate node id");
+  // Comm node without comm_size.
+  Node no_size = coll(3, 0, 0);
+  no_size.mutable_attr()->RemoveLast();
+  EXPECT_INPUT_ERROR(read_chakra(et.write(0, {no_size}, "nosize")), "nosize.0.et", "node 3 'coll3'",
+                     "comm_size");
+  // Negative and absurd sizes.
+  EXPECT_INPUT_ERROR(read_chakra(et.write(0, {coll(0, 0, -5)}, "neg")), "neg.0.et", "attr comm_size", "-5");
+  EXPECT_INPUT_ERROR(read_chakra(et.write(0, {coll(0, 0, 1ll << 50)}, "huge")), "huge.0.et",
+                     "attr comm_size", "out of range");
+  // Unknown node type and unsupported collectives.
+  Node bad_type = comp(0, 1);
+  bad_type.set_type(static_cast<ChakraProtoMsg::NodeType>(42));
+  EXPECT_INPUT_ERROR(read_chakra(et.write(0, {bad_type}, "type")), "type.0.et", "node 0 'comp0'",
+                     "unknown node type 42");
+  bad_type.set_type(ChakraProtoMsg::INVALID_NODE);
+  EXPECT_INPUT_ERROR(read_chakra(et.write(0, {bad_type}, "inval")), "inval.0.et", "unknown node type 0");
+  EXPECT_INPUT_ERROR(read_chakra(et.write(0, {coll(0, ChakraProtoMsg::GATHER, 64)}, "gather")),
+                     "gather.0.et", "comm_type", "GATHER is not supported yet");
+  EXPECT_INPUT_ERROR(read_chakra(et.write(0, {coll(0, ChakraProtoMsg::SCATTER, 64)}, "scatter")),
+                     "scatter.0.et", "SCATTER is not supported yet");
+  // Files: none at all, and a gap in the rank numbering.
+  EXPECT_INPUT_ERROR(read_chakra((dir.path() / "missing").string()), "missing.0.et", "no Chakra ET file");
+  et.write(0, {comp(0, 1)}, "gap");
+  et.write(2, {comp(0, 1)}, "gap");
+  EXPECT_INPUT_ERROR(read_chakra((dir.path() / "gap").string()), "gap.2.et", "rank 1 is missing");
+  // A GlobalMetadata-less file (first record is a Node) is rejected.
+  {
+    std::ofstream out(dir.path() / "nometa.0.et", std::ios::binary);
+    google::protobuf::util::SerializeDelimitedToOstream(coll(7, 0, 1024), &out);
+  }
+  EXPECT_INPUT_ERROR(read_chakra((dir.path() / "nometa").string()), "nometa.0.et", "GlobalMetadata");
+}
+
+}  // namespace
+}  // namespace fabricsim::io
