@@ -1,0 +1,375 @@
+#include "jobs/run.hpp"
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include <fmt/format.h>
+
+#include "engine/errors.hpp"
+#include "engine/units.hpp"
+#include "io/chakra_reader.hpp"
+#include "io/hdf5_writer.hpp"
+#include "io/simai_reader.hpp"
+#include "jobs/spec.hpp"
+#include "kernels/compute_time.hpp"
+#include "models/cluster.hpp"
+#include "models/gpu_rank.hpp"
+#include "models/switch_lp.hpp"
+#include "partition/partition.hpp"
+#include "simccl/ring_planner.hpp"
+
+namespace fabricsim::jobs {
+
+using engine::InputError;
+namespace fs = std::filesystem;
+
+models::Workload load_workload(const std::string& path, const std::string& format,
+                               std::uint32_t gpus, const std::string& comm_groups) {
+  if (path.empty()) {
+    throw InputError("<spec>", "workload.path", "no workload given",
+                     "pass --workload PATH or set workload.path in the spec");
+  }
+  std::string fmt_used = format;
+  if (fmt_used == "auto") {
+    if (io::looks_like_chakra_prefix(path)) {
+      fmt_used = "chakra";
+    } else if (fs::is_regular_file(path)) {
+      fmt_used = "simai";
+    } else {
+      throw InputError(path, "workload.path", "no such file, and no Chakra ET files " + path + ".0.et ...",
+                       "give a SimAI/AICB workload file or a Chakra ET prefix (files PREFIX.<rank>.et)");
+    }
+  }
+  if (fmt_used == "chakra") {
+    const std::string prefix = fs::exists(path + ".0.et") ? path : io::chakra_prefix_of(path);
+    return io::read_chakra(prefix, comm_groups);
+  }
+  return io::read_simai(path, gpus);
+}
+
+namespace {
+
+double now_s() {
+  return static_cast<double>(std::chrono::duration_cast<std::chrono::microseconds>(
+                                 std::chrono::steady_clock::now().time_since_epoch())
+                                 .count()) /
+         1e6;
+}
+
+void check_workload(const models::Workload& w) {
+  for (std::uint32_t r = 0; r < w.ranks; ++r) {
+    for (const auto& n : w.programs[r]) {
+      if (n.type == models::NodeType::kSend || n.type == models::NodeType::kRecv) {
+        if (n.peer < 0 || static_cast<std::uint32_t>(n.peer) >= w.ranks || static_cast<std::uint32_t>(n.peer) == r) {
+          throw InputError(w.source, "rank " + std::to_string(r) + " node " + std::to_string(n.source_id) +
+                                         " ('" + n.name + "') peer",
+                           "peer rank " + std::to_string(n.peer) + " is not another rank of the " +
+                               std::to_string(w.ranks) + "-rank workload",
+                           "fix comm_src/comm_dst in the trace");
+        }
+      }
+      if (n.type == models::NodeType::kCollective &&
+          (n.group < 0 || static_cast<std::size_t>(n.group) >= w.groups.size())) {
+        throw engine::InternalError("reader produced a collective with no group");
+      }
+    }
+  }
+}
+
+std::string workload_desc(const models::Workload& w) {
+  std::size_t nodes = 0;
+  for (const auto& p : w.programs) nodes += p.size();
+  return fmt::format("{} ({}, {} ranks, {} nodes, {} communicators)", w.source, w.format, w.ranks, nodes,
+                     w.groups.size());
+}
+
+std::string cluster_desc(const models::Topology& t) {
+  const auto& c = t.spec();
+  return fmt::format("{} hosts x {} GPUs, {} ({} leaves, {} spines), NIC {} Gb/s, NVLink {} Gb/s, MTU {} B",
+                     c.hosts, c.gpus_per_host,
+                     c.fabric == models::FabricKind::kRailOptimized ? "rail-optimized" : "leaf-spine",
+                     t.num_leaves(), t.num_spines(), c.nic_bps / 1'000'000'000, c.nvlink_bps / 1'000'000'000,
+                     c.mtu_bytes);
+}
+
+template <class T>
+std::vector<T> allgather_pod(MPI_Comm comm, const std::vector<T>& local) {
+  static_assert(std::is_trivially_copyable_v<T>);
+  int size = 1;
+  MPI_Comm_size(comm, &size);
+  if (size == 1) return local;
+  int mine = static_cast<int>(local.size() * sizeof(T));
+  std::vector<int> counts(static_cast<std::size_t>(size)), displs(static_cast<std::size_t>(size), 0);
+  MPI_Allgather(&mine, 1, MPI_INT, counts.data(), 1, MPI_INT, comm);
+  for (int i = 1; i < size; ++i) displs[i] = displs[i - 1] + counts[i - 1];
+  std::vector<T> all(static_cast<std::size_t>(displs.back() + counts.back()) / sizeof(T));
+  MPI_Allgatherv(local.data(), mine, MPI_BYTE, all.data(), counts.data(), displs.data(), MPI_BYTE, comm);
+  return all;
+}
+
+void write_atomic(const std::string& path, const std::string& text) {
+  const std::string tmp = path + ".tmp";
+  {
+    std::ofstream out(tmp);
+    if (!out) throw InputError("<cli>", "--summary-json", "cannot write " + path, "check the directory exists and is writable");
+    out << text;
+  }
+  fs::rename(tmp, path);
+}
+
+}  // namespace
+
+std::string validate_only(const RunOptions& opt) {
+  std::vector<std::string> sets = opt.sets;
+  Spec spec = load_spec(opt.spec_path, sets);
+  if (!opt.workload.empty()) spec.workload_path = opt.workload;
+  if (opt.gpus) spec.workload_gpus = opt.gpus;
+  models::Workload w = load_workload(spec.workload_path, spec.workload_format, spec.workload_gpus, spec.comm_groups);
+  check_workload(w);
+  const models::ClusterSpec c = resolve_cluster(spec, w.ranks);
+  models::Topology topo(c);
+  return "workload: " + workload_desc(w) + "\ncluster: " + cluster_desc(topo) + "\n";
+}
+
+RunResult run_simulation(const RunOptions& opt, MPI_Comm comm, const std::string& version,
+                         const std::string& git_commit) {
+  const double t0 = now_s();
+  int rank = 0, nprocs = 1;
+  MPI_Comm_rank(comm, &rank);
+  MPI_Comm_size(comm, &nprocs);
+
+  Spec spec = load_spec(opt.spec_path, opt.sets);
+  if (!opt.workload.empty()) spec.workload_path = opt.workload;
+  if (opt.gpus) spec.workload_gpus = opt.gpus;
+  if (!opt.out_h5.empty()) spec.output_h5 = opt.out_h5;
+  if (!opt.summary_json.empty()) spec.summary_json = opt.summary_json;
+  std::uint32_t threads = spec.threads;
+  if (opt.threads) threads = opt.threads;
+  if (opt.write_h5) {
+    const fs::path out_dir = fs::absolute(spec.output_h5).parent_path();
+    if (!fs::is_directory(out_dir)) {
+      throw InputError("<cli>", "-o " + spec.output_h5, "directory " + out_dir.string() + " does not exist",
+                       "create it or choose another output path");
+    }
+  }
+  if (!spec.summary_json.empty() && !fs::is_directory(fs::absolute(spec.summary_json).parent_path())) {
+    throw InputError("<cli>", "--summary-json " + spec.summary_json, "its directory does not exist",
+                     "create it or choose another path");
+  }
+
+  models::Workload w = load_workload(spec.workload_path, spec.workload_format, spec.workload_gpus, spec.comm_groups);
+  check_workload(w);
+  for (auto& prog : w.programs) {
+    for (auto& n : prog) n.duration_ps = kernels::scaled_duration(n.duration_ps, spec.compute_scale);
+  }
+  const models::ClusterSpec cspec = resolve_cluster(spec, w.ranks);
+  const models::Topology topo(cspec);
+
+  // Partition: a host's GPUs + NVSwitch stay together; switches are dealt round-robin.
+  partition::Blocks blocks;
+  for (std::uint32_t h = 0; h < cspec.hosts; ++h) {
+    std::vector<engine::LpId> b;
+    for (std::uint32_t g = 0; g < cspec.gpus_per_host; ++g) b.push_back(h * cspec.gpus_per_host + g);
+    b.push_back(topo.nvswitch_lp(h));
+    blocks.push_back(std::move(b));
+  }
+  std::vector<engine::LpId> loose;
+  for (std::uint32_t l = 0; l < topo.num_leaves(); ++l) loose.push_back(topo.leaf_lp(l));
+  for (std::uint32_t s = 0; s < topo.num_spines(); ++s) loose.push_back(topo.spine_lp(s));
+  engine::Placement placement =
+      partition::place_blocks(topo.num_nodes(), blocks, loose, static_cast<std::uint32_t>(nprocs), threads);
+  std::vector<partition::Edge> edges;
+  for (const auto& l : topo.links()) edges.push_back({l.a, l.b, l.latency_ps});
+  const engine::SimTime w_ps = partition::lookahead(placement, edges);
+
+  engine::Simulator sim(comm, placement, w_ps);
+  simccl::RingPlanner planner;
+  std::vector<std::unique_ptr<models::GpuRankLp>> gpus;
+  std::vector<std::unique_ptr<models::SwitchLp>> switches;
+  for (engine::LpId id = 0; id < topo.num_nodes(); ++id) {
+    if (!sim.is_local(id)) continue;
+    if (topo.kind(id) == models::NodeKind::kGpu) {
+      gpus.push_back(std::make_unique<models::GpuRankLp>(topo, id, &w, planner));
+      sim.add_lp(id, gpus.back().get());
+    } else {
+      switches.push_back(std::make_unique<models::SwitchLp>(topo, id));
+      sim.add_lp(id, switches.back().get());
+    }
+  }
+  sim.run();
+  const engine::EngineStats stats = sim.global_stats();
+
+  // Deadlock / mismatch detection: every rank's DAG must have completed.
+  struct Stuck {
+    std::int64_t rank;
+    std::int64_t node;
+  };
+  Stuck local_stuck{-1, -1};
+  for (const auto& g : gpus) {
+    const std::int64_t n = g->first_unfinished();
+    const std::int64_t r = static_cast<std::int64_t>(g->rank_record().rank);
+    if (n >= 0 && r < static_cast<std::int64_t>(w.ranks) && local_stuck.rank < 0) local_stuck = {r, n};
+  }
+  const auto all_stuck = allgather_pod(comm, std::vector<Stuck>{local_stuck});
+  for (const Stuck& s : all_stuck) {
+    if (s.rank < 0) continue;
+    const auto& node = w.programs[static_cast<std::size_t>(s.rank)][static_cast<std::size_t>(s.node)];
+    throw InputError(w.source, "rank " + std::to_string(s.rank) + " node " + std::to_string(node.source_id) +
+                                   " ('" + node.name + "')",
+                     "never completed: its collective or receive has no matching peer",
+                     "make every rank of a communicator issue the same collectives in the same order, "
+                     "and give every recv a matching send (same tag)");
+  }
+
+  // Gather results.
+  std::vector<io::RankRecord> local_ranks;
+  std::vector<io::FlowRecord> local_flows;
+  std::vector<models::CollectivePartial> local_parts;
+  for (const auto& g : gpus) {
+    const io::RankRecord rr = g->rank_record();
+    if (rr.rank < w.ranks) local_ranks.push_back(rr);
+    local_flows.insert(local_flows.end(), g->flow_records().begin(), g->flow_records().end());
+    local_parts.insert(local_parts.end(), g->collective_partials().begin(), g->collective_partials().end());
+  }
+  std::vector<io::RankRecord> all_ranks = allgather_pod(comm, local_ranks);
+  std::sort(all_ranks.begin(), all_ranks.end(), [](auto& a, auto& b) { return a.rank < b.rank; });
+  std::map<std::pair<std::uint32_t, std::uint32_t>, io::CollectiveRecord> merged;
+  for (const auto& p : allgather_pod(comm, local_parts)) {
+    auto [it, fresh] = merged.try_emplace({p.group, p.instance});
+    io::CollectiveRecord& c = it->second;
+    if (fresh) {
+      c.group = p.group;
+      c.instance = p.instance;
+      c.op = models::coll_op_name(p.op);
+      c.bytes = p.bytes;
+      c.ranks = p.ranks;
+      c.start_ps = p.start_ps;
+      c.end_ps = p.end_ps;
+    } else {
+      c.start_ps = std::min(c.start_ps, p.start_ps);
+      c.end_ps = std::max(c.end_ps, p.end_ps);
+    }
+  }
+  RunResult res;
+  for (auto& [k, c] : merged) {
+    const engine::SimTime dt = c.end_ps - c.start_ps;
+    const models::CollOp op = [&] {
+      for (int o = 0; o <= static_cast<int>(models::CollOp::kAllToAll); ++o) {
+        if (c.op == models::coll_op_name(static_cast<models::CollOp>(o))) return static_cast<models::CollOp>(o);
+      }
+      return models::CollOp::kAllReduce;
+    }();
+    c.algbw_GBps = dt > 0 ? static_cast<double>(c.bytes) / (static_cast<double>(dt) * 1e-12) / 1e9 : 0.0;
+    c.busbw_GBps = c.algbw_GBps * models::busbw_factor(op, c.ranks);
+    res.collectives.push_back(c);
+  }
+  long long nflows = static_cast<long long>(local_flows.size()), total_flows = nflows;
+  MPI_Allreduce(&nflows, &total_flows, 1, MPI_LONG_LONG, MPI_SUM, comm);
+  res.flows = static_cast<std::uint64_t>(total_flows);
+  res.ranks = all_ranks;
+  res.stats = stats;
+
+  engine::SimTime iter = 0;
+  for (const auto& r : all_ranks) iter = std::max(iter, r.finish_ps);
+  io::RunMeta& m = res.meta;
+  m.spec_text = spec.text;
+  m.version = version;
+  m.git_commit = git_commit;
+  m.workload = w.source;
+  m.seed = spec.seed;
+  m.processes = static_cast<std::uint32_t>(nprocs);
+  m.threads = threads;
+  m.ranks = w.ranks;
+  m.events = stats.events;
+  m.simulated_time_ps = iter;
+  m.wall_s = now_s() - t0;
+
+  res.digest = io::results_digest(comm, rank == 0 ? res.collectives : std::vector<io::CollectiveRecord>{}, local_flows);
+  if (opt.write_h5) {
+    io::write_results_h5(comm, spec.output_h5, m, local_ranks,
+                         rank == 0 ? res.collectives : std::vector<io::CollectiveRecord>{}, local_flows);
+    res.output_h5 = spec.output_h5;
+  }
+
+  // Summary text.
+  std::ostringstream out;
+  double comp = 0, commu = 0, exposed = 0;
+  for (const auto& r : all_ranks) {
+    comp += static_cast<double>(r.compute_ps);
+    commu += static_cast<double>(r.comm_ps);
+    exposed += static_cast<double>(r.exposed_comm_ps);
+  }
+  const double nr = std::max<double>(1, static_cast<double>(all_ranks.size()));
+  out << "fabricsim " << version << "\n";
+  out << "workload:  " << workload_desc(w) << "\n";
+  out << "cluster:   " << cluster_desc(topo) << "\n";
+  out << fmt::format("iteration time: {}  ({} ps)\n", engine::format_time(iter), iter);
+  out << fmt::format("per rank (mean): compute {}, communication {}, exposed communication {}\n",
+                     engine::format_time(static_cast<engine::SimTime>(comp / nr)),
+                     engine::format_time(static_cast<engine::SimTime>(commu / nr)),
+                     engine::format_time(static_cast<engine::SimTime>(exposed / nr)));
+  out << fmt::format("collectives: {}   flows: {}\n", res.collectives.size(), res.flows);
+  if (!res.collectives.empty()) {
+    out << fmt::format("  {:>5} {:>5} {:<15} {:>14} {:>6} {:>14} {:>11} {:>11}\n", "group", "inst", "op",
+                       "bytes", "ranks", "time", "algbw GB/s", "busbw GB/s");
+    const std::size_t show = std::min<std::size_t>(res.collectives.size(), 24);
+    for (std::size_t i = 0; i < show; ++i) {
+      const auto& c = res.collectives[i];
+      out << fmt::format("  {:>5} {:>5} {:<15} {:>14} {:>6} {:>14} {:>11.2f} {:>11.2f}\n", c.group, c.instance,
+                         c.op, c.bytes, c.ranks, engine::format_time(c.end_ps - c.start_ps), c.algbw_GBps,
+                         c.busbw_GBps);
+    }
+    if (show < res.collectives.size()) {
+      out << fmt::format("  ... {} more in the HDF5 file (/collectives)\n", res.collectives.size() - show);
+    }
+  }
+  out << fmt::format("engine: {} events, {} windows, {:.3g} events/s, {} processes x {} threads, wall {:.3f} s\n",
+                     stats.events, stats.windows, stats.events_per_s(), nprocs, threads, stats.wall_s);
+  if (opt.stats) {
+    out << fmt::format("stats: lookahead {} , remote events {}, cross-thread events {}, time in sync {:.3f} s, cut links {}\n",
+                       w_ps == engine::kInfinity ? std::string("none (nothing cut)") : engine::format_time(w_ps),
+                       stats.remote_events, stats.thread_events, stats.sync_s,
+                       partition::cut_edges(placement, edges));
+  }
+  out << "results digest: " << res.digest << "\n";
+  if (!res.output_h5.empty()) out << "output: " << fs::absolute(res.output_h5).string() << "\n";
+  res.summary_text = out.str();
+
+  if (!spec.summary_json.empty()) {
+    nlohmann::json j;
+    j["simulated_time_ps"] = iter;
+    j["iteration_time_ps"] = iter;
+    j["events"] = stats.events;
+    j["windows"] = stats.windows;
+    j["wall_s"] = m.wall_s;
+    j["processes"] = nprocs;
+    j["threads"] = threads;
+    j["ranks"] = w.ranks;
+    j["workload"] = w.source;
+    j["format"] = w.format;
+    j["digest"] = res.digest;
+    j["flows"] = res.flows;
+    j["output_h5"] = res.output_h5;
+    j["compute_ps_mean"] = comp / nr;
+    j["comm_ps_mean"] = commu / nr;
+    j["exposed_comm_ps_mean"] = exposed / nr;
+    j["collectives"] = nlohmann::json::array();
+    for (const auto& c : res.collectives) {
+      j["collectives"].push_back({{"group", c.group}, {"instance", c.instance}, {"op", c.op}, {"bytes", c.bytes},
+                                  {"ranks", c.ranks}, {"start_ps", c.start_ps}, {"end_ps", c.end_ps},
+                                  {"algbw_GBps", c.algbw_GBps}, {"busbw_GBps", c.busbw_GBps}});
+    }
+    if (rank == 0) write_atomic(spec.summary_json, j.dump(2) + "\n");
+    MPI_Barrier(comm);
+  }
+  return res;
+}
+
+}  // namespace fabricsim::jobs

@@ -1,0 +1,308 @@
+#include "jobs/spec.hpp"
+
+#include <yaml-cpp/yaml.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "engine/errors.hpp"
+#include "engine/units.hpp"
+
+namespace fabricsim::jobs {
+
+using engine::InputError;
+namespace fs = std::filesystem;
+
+const std::vector<SpecKey>& spec_keys() {
+  static const std::vector<SpecKey> keys = {
+      {"workload.path", "string", "", "Chakra ET prefix (PREFIX.<rank>.et) or SimAI/AICB workload file; relative to the spec file"},
+      {"workload.format", "enum", "auto", "auto | chakra | simai (auto: detected from the content)"},
+      {"workload.gpus", "int", "0", "world size for SimAI/AICB files without all_gpus (SimAI's -g)"},
+      {"workload.comm_groups", "string", "", "Chakra comm-group JSON {pg_name: [ranks]} (ASTRA-sim format)"},
+      {"cluster.hosts", "auto-int", "auto", "number of hosts; auto = enough 8-GPU hosts for the workload's ranks"},
+      {"cluster.gpus_per_host", "int", "8", "GPUs per host (one NIC each, all behind one NVSwitch)"},
+      {"cluster.topology", "enum", "rail_optimized", "rail_optimized | leaf_spine"},
+      {"cluster.nics_per_leaf", "auto-int", "auto", "leaf downlink ports; auto = min(hosts, 32)"},
+      {"cluster.spines", "auto-int", "auto", "spine switches (one uplink per leaf each); auto = nics_per_leaf (non-blocking)"},
+      {"cluster.nic_bandwidth", "rate", "400Gbps", "NIC <-> leaf link rate per direction"},
+      {"cluster.nic_latency", "time", "500ns", "NIC <-> leaf propagation delay"},
+      {"cluster.fabric_bandwidth", "rate", "400Gbps", "leaf <-> spine link rate per direction"},
+      {"cluster.fabric_latency", "time", "500ns", "leaf <-> spine propagation delay"},
+      {"cluster.nvlink_bandwidth", "rate", "3600Gbps", "GPU <-> NVSwitch rate per direction (H100: 450 GB/s)"},
+      {"cluster.nvlink_latency", "time", "100ns", "GPU <-> NVSwitch latency"},
+      {"cluster.mtu", "bytes", "4KiB", "network packet payload"},
+      {"cluster.nvlink_mtu", "bytes", "4KiB", "NVLink transfer unit"},
+      {"compute.scale", "double", "1.0", "multiplies every compute duration from the trace"},
+      {"sim.seed", "int", "1", "seed of every random choice (ECMP hashes)"},
+      {"sim.threads", "int", "1", "engine threads per MPI process"},
+      {"output.h5", "string", "fabricsim_results.h5", "HDF5 results file"},
+      {"output.summary_json", "string", "", "summary JSON file (none if empty)"},
+  };
+  return keys;
+}
+
+std::size_t edit_distance(const std::string& a, const std::string& b) {
+  std::vector<std::size_t> prev(b.size() + 1), cur(b.size() + 1);
+  for (std::size_t j = 0; j <= b.size(); ++j) prev[j] = j;
+  for (std::size_t i = 1; i <= a.size(); ++i) {
+    cur[0] = i;
+    for (std::size_t j = 1; j <= b.size(); ++j) {
+      cur[j] = std::min({prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + (a[i - 1] == b[j - 1] ? 0 : 1)});
+    }
+    std::swap(prev, cur);
+  }
+  return prev[b.size()];
+}
+
+namespace {
+
+const SpecKey* find_key(const std::string& path) {
+  for (const auto& k : spec_keys()) {
+    if (path == k.path) return &k;
+  }
+  return nullptr;
+}
+
+std::string closest_key(const std::string& path) {
+  std::string best;
+  std::size_t best_d = std::string::npos;
+  for (const auto& k : spec_keys()) {
+    const std::size_t d = edit_distance(path, k.path);
+    if (d < best_d) {
+      best_d = d;
+      best = k.path;
+    }
+  }
+  return best;
+}
+
+[[noreturn]] void unknown_key(const std::string& file, const std::string& path) {
+  throw InputError(file, path, "unknown key",
+                   "did you mean '" + closest_key(path) + "'? (fabricsim describe spec lists all keys)");
+}
+
+void check_keys(const YAML::Node& node, const std::string& prefix, const std::string& file) {
+  if (!node.IsMap()) {
+    if (prefix.empty() && node.IsNull()) return;
+    if (prefix.empty()) throw InputError(file, "<top>", "the spec must be a YAML mapping", "see examples/quickstart.yaml");
+    if (!find_key(prefix)) unknown_key(file, prefix);
+    if (!node.IsScalar()) {
+      throw InputError(file, prefix, "must be a single value", "write it as 'key: value'");
+    }
+    return;
+  }
+  for (const auto& kv : node) {
+    const std::string key = kv.first.as<std::string>();
+    const std::string path = prefix.empty() ? key : prefix + "." + key;
+    if (kv.second.IsMap()) {
+      bool section = false;
+      for (const auto& k : spec_keys()) {
+        if (std::string(k.path).rfind(path + ".", 0) == 0) section = true;
+      }
+      if (!section) unknown_key(file, path);
+      check_keys(kv.second, path, file);
+    } else {
+      if (!find_key(path)) unknown_key(file, path);
+      if (!kv.second.IsScalar() && !kv.second.IsNull()) {
+        throw InputError(file, path, "must be a single value", "write it as 'key: value'");
+      }
+    }
+  }
+}
+
+std::optional<std::string> get(const YAML::Node& root, const std::string& path) {
+  YAML::Node cur = YAML::Clone(root);
+  std::stringstream ss(path);
+  std::string part;
+  while (std::getline(ss, part, '.')) {
+    if (!cur.IsMap() || !cur[part]) return std::nullopt;
+    cur = cur[part];
+  }
+  if (cur.IsNull()) return std::nullopt;
+  return cur.as<std::string>();
+}
+
+std::uint64_t parse_uint(const std::string& text, const std::string& file, const std::string& key,
+                         std::uint64_t min_value) {
+  std::size_t pos = 0;
+  long long v = 0;
+  try {
+    v = std::stoll(text, &pos);
+  } catch (...) {
+    pos = 0;
+  }
+  if (pos != text.size() || text.empty()) {
+    throw InputError(file, key, "'" + text + "' is not an integer", "give a whole number");
+  }
+  if (v < static_cast<long long>(min_value)) {
+    throw InputError(file, key, "'" + text + "' must be >= " + std::to_string(min_value),
+                     "give a value >= " + std::to_string(min_value));
+  }
+  return static_cast<std::uint64_t>(v);
+}
+
+}  // namespace
+
+Spec load_spec(const std::string& path, const std::vector<std::string>& sets) {
+  Spec s;
+  YAML::Node root;
+  fs::path base = fs::current_path();
+  if (!path.empty()) {
+    s.file = path;
+    std::ifstream in(path);
+    if (!in) throw InputError(path, "<file>", "cannot open the spec", "check the path");
+    try {
+      root = YAML::Load(in);
+    } catch (const YAML::Exception& e) {
+      throw InputError(path, "line " + std::to_string(e.mark.line + 1), "YAML syntax error: " + e.msg,
+                       "fix the YAML syntax");
+    }
+    base = fs::absolute(path).parent_path();
+  }
+  if (!root || root.IsNull()) root = YAML::Node(YAML::NodeType::Map);
+  check_keys(root, "", s.file);
+  std::vector<std::string> set_keys;
+  for (const std::string& kv : sets) {
+    const auto eq = kv.find('=');
+    if (eq == std::string::npos || eq == 0) {
+      throw InputError("<cli>", "--set " + kv, "expected key=value", "write e.g. --set cluster.hosts=4");
+    }
+    const std::string key = kv.substr(0, eq);
+    const std::string value = kv.substr(eq + 1);
+    if (!find_key(key)) unknown_key("<cli>", key);
+    std::stringstream ss(key);
+    std::string part;
+    std::vector<std::string> parts;
+    while (std::getline(ss, part, '.')) parts.push_back(part);
+    YAML::Node cur = root;
+    for (std::size_t i = 0; i + 1 < parts.size(); ++i) {
+      if (!cur[parts[i]] || !cur[parts[i]].IsMap()) cur[parts[i]] = YAML::Node(YAML::NodeType::Map);
+      cur.reset(cur[parts[i]]);
+    }
+    cur[parts.back()] = value;
+    set_keys.push_back(key);
+  }
+  {
+    YAML::Emitter out;
+    out << root;
+    s.text = out.c_str();
+  }
+  auto file_of = [&](const std::string& key) {
+    return std::find(set_keys.begin(), set_keys.end(), key) != set_keys.end() ? std::string("<cli>") : s.file;
+  };
+  auto resolve = [&](const std::string& p, const std::string& key) {
+    if (p.empty()) return p;
+    if (file_of(key) == "<cli>") return p;  // --set paths are relative to the working directory
+    return fs::path(p).is_absolute() ? p : (base / p).lexically_normal().string();
+  };
+  auto str = [&](const std::string& key) { return get(root, key); };
+
+  if (auto v = str("workload.path")) s.workload_path = resolve(*v, "workload.path");
+  if (auto v = str("workload.format")) {
+    if (*v != "auto" && *v != "chakra" && *v != "simai") {
+      throw InputError(file_of("workload.format"), "workload.format", "'" + *v + "' is not a format",
+                       "use auto, chakra or simai");
+    }
+    s.workload_format = *v;
+  }
+  if (auto v = str("workload.gpus")) {
+    s.workload_gpus = static_cast<std::uint32_t>(parse_uint(*v, file_of("workload.gpus"), "workload.gpus", 1));
+  }
+  if (auto v = str("workload.comm_groups")) s.comm_groups = resolve(*v, "workload.comm_groups");
+
+  s.cluster_given = static_cast<bool>(root["cluster"]);
+  models::ClusterSpec& c = s.cluster;
+  auto auto_int = [&](const std::string& key, std::uint32_t& field, bool& is_auto) {
+    if (auto v = str(key)) {
+      if (*v == "auto") return;
+      field = static_cast<std::uint32_t>(parse_uint(*v, file_of(key), key, 1));
+      is_auto = false;
+    }
+  };
+  auto_int("cluster.hosts", c.hosts, s.hosts_auto);
+  auto_int("cluster.nics_per_leaf", c.nics_per_leaf, s.nics_per_leaf_auto);
+  if (auto v = str("cluster.spines"); v && *v != "auto") {
+    c.spines = static_cast<std::uint32_t>(parse_uint(*v, file_of("cluster.spines"), "cluster.spines", 0));
+    s.spines_auto = false;
+  }
+  if (auto v = str("cluster.gpus_per_host")) {
+    c.gpus_per_host = static_cast<std::uint32_t>(
+        parse_uint(*v, file_of("cluster.gpus_per_host"), "cluster.gpus_per_host", 1));
+  }
+  if (auto v = str("cluster.topology")) {
+    if (*v == "rail_optimized") c.fabric = models::FabricKind::kRailOptimized;
+    else if (*v == "leaf_spine") c.fabric = models::FabricKind::kLeafSpine;
+    else throw InputError(file_of("cluster.topology"), "cluster.topology", "'" + *v + "' is not a topology",
+                          "use rail_optimized or leaf_spine");
+  }
+  auto rate = [&](const std::string& key, std::uint64_t& field) {
+    if (auto v = str(key)) field = engine::parse_rate_bps(*v, file_of(key), key);
+  };
+  auto time = [&](const std::string& key, engine::SimTime& field) {
+    if (auto v = str(key)) {
+      field = engine::parse_time_ps(*v, file_of(key), key);
+      if (field < 1) {
+        throw InputError(file_of(key), key, "latency must be > 0 (it is the simulator's lookahead)",
+                         "give at least 1ps, e.g. \"500ns\"");
+      }
+    }
+  };
+  auto bytes = [&](const std::string& key, std::uint32_t& field) {
+    if (auto v = str(key)) {
+      const std::uint64_t b = engine::parse_bytes(*v, file_of(key), key);
+      if (b == 0 || b > (1u << 30)) {
+        throw InputError(file_of(key), key, "'" + *v + "' must be between 1 B and 1 GiB", "use e.g. 4KiB");
+      }
+      field = static_cast<std::uint32_t>(b);
+    }
+  };
+  rate("cluster.nic_bandwidth", c.nic_bps);
+  time("cluster.nic_latency", c.nic_latency_ps);
+  rate("cluster.fabric_bandwidth", c.fabric_bps);
+  time("cluster.fabric_latency", c.fabric_latency_ps);
+  rate("cluster.nvlink_bandwidth", c.nvlink_bps);
+  time("cluster.nvlink_latency", c.nvlink_latency_ps);
+  bytes("cluster.mtu", c.mtu_bytes);
+  bytes("cluster.nvlink_mtu", c.nvlink_mtu_bytes);
+  if (auto v = str("compute.scale")) {
+    char* end = nullptr;
+    s.compute_scale = std::strtod(v->c_str(), &end);
+    if (end == v->c_str() || *end != '\0' || !(s.compute_scale > 0)) {
+      throw InputError(file_of("compute.scale"), "compute.scale", "'" + *v + "' must be a number > 0",
+                       "e.g. 1.0");
+    }
+  }
+  if (auto v = str("sim.seed")) s.seed = parse_uint(*v, file_of("sim.seed"), "sim.seed", 0);
+  c.seed = s.seed;
+  if (auto v = str("sim.threads")) {
+    s.threads = static_cast<std::uint32_t>(parse_uint(*v, file_of("sim.threads"), "sim.threads", 1));
+    if (s.threads > 256) throw InputError(file_of("sim.threads"), "sim.threads", "more than 256 threads", "use <= 256");
+  }
+  s.output_h5 = "fabricsim_results.h5";
+  if (auto v = str("output.h5")) s.output_h5 = *v;
+  if (auto v = str("output.summary_json")) s.summary_json = *v;
+  return s;
+}
+
+models::ClusterSpec resolve_cluster(const Spec& spec, std::uint32_t ranks) {
+  models::ClusterSpec c = spec.cluster;
+  if (spec.hosts_auto) c.hosts = std::max<std::uint32_t>(1, (ranks + c.gpus_per_host - 1) / c.gpus_per_host);
+  if (spec.nics_per_leaf_auto) c.nics_per_leaf = std::min<std::uint32_t>(c.hosts, 32);
+  if (c.fabric == models::FabricKind::kLeafSpine && spec.nics_per_leaf_auto) {
+    c.nics_per_leaf = std::min<std::uint32_t>(c.hosts * c.gpus_per_host, 32);
+  }
+  if (spec.spines_auto) c.spines = c.nics_per_leaf;
+  if (static_cast<std::uint64_t>(c.hosts) * c.gpus_per_host < ranks) {
+    throw InputError(spec.file, "cluster.hosts",
+                     "the workload has " + std::to_string(ranks) + " ranks but the cluster has " +
+                         std::to_string(c.hosts) + " hosts x " + std::to_string(c.gpus_per_host) +
+                         " GPUs = " + std::to_string(c.hosts * c.gpus_per_host) + " GPUs",
+                     "set cluster.hosts >= " +
+                         std::to_string((ranks + c.gpus_per_host - 1) / c.gpus_per_host) + " or use auto");
+  }
+  return c;
+}
+
+}  // namespace fabricsim::jobs

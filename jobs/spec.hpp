@@ -1,0 +1,55 @@
+#pragma once
+/// @file spec.hpp
+/// The experiment spec (YAML): cluster + workload + sim + output. Every key is declared in one
+/// table (kSpecKeys, printed by `fabricsim describe spec` and docs/config.md) with its type,
+/// default and unit; unknown keys are errors that suggest the closest known key.
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "models/cluster.hpp"
+
+namespace fabricsim::jobs {
+
+/// One known spec key.
+struct SpecKey {
+  const char* path;         ///< dotted path, e.g. "cluster.nic_bandwidth"
+  const char* type;         ///< "string" | "int" | "auto-int" | "rate" | "time" | "bytes" | "double" | "enum"
+  const char* default_text; ///< default as text ("auto" = sized to the workload)
+  const char* help;         ///< meaning and unit
+};
+
+/// All keys of the spec, in documentation order.
+const std::vector<SpecKey>& spec_keys();
+
+/// The parsed, validated spec.
+struct Spec {
+  std::string file = "<spec>";   ///< where it came from (for error messages)
+  std::string text;              ///< effective spec as YAML (after --set), stored in results
+  std::string workload_path;     ///< resolved path (relative paths are relative to the spec file)
+  std::string workload_format = "auto";  ///< auto | chakra | simai
+  std::uint32_t workload_gpus = 0;       ///< world size for SimAI files without all_gpus (0 = none)
+  std::string comm_groups;               ///< Chakra comm-group JSON (resolved path) or empty
+  bool cluster_given = false;            ///< a `cluster:` section exists
+  models::ClusterSpec cluster;           ///< with hosts/nics_per_leaf/spines possibly 0 = auto
+  bool hosts_auto = true, nics_per_leaf_auto = true, spines_auto = true;
+  double compute_scale = 1.0;
+  std::uint64_t seed = 1;
+  std::uint32_t threads = 1;
+  std::string output_h5;
+  std::string summary_json;
+};
+
+/// Loads `path` (may be empty: all defaults), applies `sets` ("a.b=value"), validates.
+/// @throws engine::InputError naming the file and key, with a fix (closest key for typos).
+Spec load_spec(const std::string& path, const std::vector<std::string>& sets);
+
+/// Fills the auto cluster fields for `ranks` GPUs and checks the cluster can hold them.
+/// @throws engine::InputError if ranks exceed the cluster's GPUs.
+models::ClusterSpec resolve_cluster(const Spec& spec, std::uint32_t ranks);
+
+/// Levenshtein distance (for "did you mean").
+std::size_t edit_distance(const std::string& a, const std::string& b);
+
+}  // namespace fabricsim::jobs

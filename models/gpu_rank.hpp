@@ -1,0 +1,128 @@
+#pragma once
+/// @file gpu_rank.hpp
+/// The GPU-rank LP: walks its workload DAG (compute stream + communication), owns its NIC and
+/// NVLink ports, and receives packets addressed to it.
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <unordered_map>
+#include <vector>
+
+#include "engine/lp.hpp"
+#include "io/results.hpp"
+#include "models/cluster.hpp"
+#include "models/comm_plan.hpp"
+#include "models/packet.hpp"
+#include "models/workload.hpp"
+
+namespace fabricsim::models {
+
+/// Per-rank partial of a collective; merged over ranks into io::CollectiveRecord.
+struct CollectivePartial {
+  std::uint32_t group = 0;
+  std::uint32_t instance = 0;
+  CollOp op = CollOp::kAllReduce;
+  std::uint64_t bytes = 0;
+  std::uint32_t ranks = 0;
+  engine::SimTime start_ps = 0;
+  engine::SimTime end_ps = 0;
+};
+
+/// GPU rank executor.
+///
+/// Semantics: a node starts when all its deps finished. Compute nodes run one at a time on the
+/// compute stream in the order they became ready (ties by node index). Collectives and send/recv
+/// run concurrently with compute and with each other; the k-th collective node of a group (in
+/// node order) is instance k of that communicator on every rank, which is how ranks match up.
+/// A collective's sends start when their plan deps finished; a receive finishes when the last
+/// byte of the matching flow (sender, tag) arrived. Flows share a port round-robin per packet.
+class GpuRankLp final : public engine::Lp {
+ public:
+  /// @param program this rank's DAG (outlives the LP); nullptr = idle GPU without a rank.
+  GpuRankLp(const Topology& topo, engine::LpId id, const Workload* workload,
+            const CollectivePlanner& planner);
+  void init(engine::Context& ctx) override;
+  void handle(const engine::Event& ev, engine::Context& ctx) override;
+
+  bool finished() const { return done_nodes_ == nodes_size(); }
+  /// First node that never completed (for deadlock reports), or -1.
+  std::int64_t first_unfinished() const;
+  io::RankRecord rank_record() const;
+  const std::vector<io::FlowRecord>& flow_records() const { return flows_; }
+  const std::vector<CollectivePartial>& collective_partials() const { return partials_; }
+
+ private:
+  struct TxFlow {
+    Packet head;               // template for this flow's packets
+    std::uint64_t sent = 0;
+    std::uint32_t coll_slot;   // index in coll_states_ or kNoSlot for p2p
+    std::uint32_t op_or_node;  // op index (collective) or node index (p2p send)
+  };
+  struct PortState {
+    std::deque<TxFlow> active;
+    engine::SimTime free_at = 0;
+    bool pump_pending = false;
+  };
+  struct CollState {
+    std::uint32_t node = 0;
+    RankPlan plan;
+    std::vector<std::uint32_t> waiting;  // unmet deps per op
+    std::vector<std::vector<std::uint32_t>> dependents;
+    std::uint32_t done_ops = 0;
+    bool started = false;
+    bool completed = false;
+    engine::SimTime start = 0;
+  };
+  using MsgKey = std::tuple<std::uint32_t, std::uint32_t, std::uint32_t, std::int64_t>;  // group, inst, src, tag
+
+  std::uint32_t nodes_size() const {
+    return program_ ? static_cast<std::uint32_t>(program_->size()) : 0;
+  }
+  void account(engine::SimTime now);
+  void node_ready(std::uint32_t n, engine::Context& ctx);
+  void node_done(std::uint32_t n, engine::Context& ctx);
+  void start_compute(engine::Context& ctx);
+  void start_collective(std::uint32_t n, engine::Context& ctx);
+  void op_ready(std::uint32_t slot, std::uint32_t op, engine::Context& ctx);
+  void op_done(std::uint32_t slot, std::uint32_t op, engine::Context& ctx);
+  void start_flow(std::uint32_t dst, std::uint64_t bytes, std::uint32_t group,
+                  std::uint32_t instance, std::int64_t tag, std::uint32_t slot,
+                  std::uint32_t op_or_node, engine::Context& ctx);
+  void pump(std::uint32_t port, engine::Context& ctx);
+  void on_packet(const Packet& p, engine::Context& ctx);
+  void on_message(const Packet& p, engine::Context& ctx);
+  std::uint32_t slot_of(std::uint32_t group, std::uint32_t instance);
+
+  const Topology& topo_;
+  engine::LpId id_;
+  const Workload* workload_;
+  const std::vector<WorkNode>* program_ = nullptr;
+  const CollectivePlanner& planner_;
+
+  std::vector<std::uint32_t> waiting_;                   // unmet deps per node
+  std::vector<std::vector<std::uint32_t>> dependents_;   // node -> nodes depending on it
+  std::vector<std::uint32_t> instance_;                  // collective node -> instance number
+  std::uint32_t done_nodes_ = 0;
+  std::vector<char> done_flag_;
+  std::deque<std::uint32_t> compute_queue_;
+  bool compute_busy_ = false;
+
+  PortState ports_[2];
+  std::uint64_t next_flow_ = 0;
+  std::unordered_map<std::uint64_t, std::uint64_t> rx_bytes_;
+
+  std::deque<CollState> coll_states_;  // deque: references stay valid while it grows
+  std::map<std::pair<std::uint32_t, std::uint32_t>, std::uint32_t> coll_slot_;
+  std::map<MsgKey, std::uint32_t> arrived_;   // messages that arrived before their receive
+  std::map<MsgKey, std::deque<std::pair<std::uint32_t, std::uint32_t>>> waiting_rx_;  // -> (slot, op)
+
+  // accounting
+  engine::SimTime last_change_ = 0;
+  std::uint32_t comm_active_ = 0;
+  engine::SimTime compute_ps_ = 0, comm_ps_ = 0, exposed_ps_ = 0, finish_ps_ = 0;
+
+  std::vector<io::FlowRecord> flows_;
+  std::vector<CollectivePartial> partials_;
+};
+
+}  // namespace fabricsim::models
