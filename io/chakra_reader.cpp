@@ -99,35 +99,47 @@ bool read_varint32(const std::string& buf, std::size_t& pos, std::uint64_t& valu
   return true;
 }
 
-/// Splits a file into its length-delimited records (views into `buf`).
-std::vector<std::pair<std::size_t, std::size_t>> split_records(const std::string& file,
-                                                               const std::string& buf) {
-  std::vector<std::pair<std::size_t, std::size_t>> records;  // (offset, length)
-  std::size_t pos = 0;
-  while (pos < buf.size()) {
-    const std::size_t start = pos;
+/// Walks a file's length-delimited records: next() yields (offset, length) of each record and
+/// throws InputError on a broken frame. Records are decoded as they are framed, so a garbage file
+/// is reported at its first undecodable record rather than at a later framing error.
+class RecordReader {
+ public:
+  RecordReader(const std::string& file, const std::string& buf) : file_(file), buf_(buf) {}
+
+  /// False at a clean end of file.
+  bool next(std::size_t& offset, std::size_t& length) {
+    if (pos_ >= buf_.size()) return false;
+    const std::size_t start = pos_;
     std::uint64_t len = 0;
-    const std::string field = "record " + std::to_string(records.size()) + " (byte offset " +
-                              std::to_string(start) + ")";
-    if (!read_varint32(buf, pos, len)) {
-      throw InputError(file, field, "file ends inside a record length (truncated trace)",
+    const std::string field = "record " + std::to_string(index_) + " (byte offset " + std::to_string(start) + ")";
+    if (!read_varint32(buf_, pos_, len)) {
+      throw InputError(file_, field, "file ends inside a record length (truncated trace)",
                        "regenerate or re-copy the ET file");
     }
     if (len > kMaxRecordBytes) {
-      throw InputError(file, field, "record length " + std::to_string(len) + " is not plausible (garbage bytes?)",
+      throw InputError(file_, field,
+                       "record length " + std::to_string(len) + " is not plausible (garbage bytes?)",
                        "check that this is a Chakra ET file (varint-length-delimited protobuf)");
     }
-    if (len > buf.size() - pos) {
-      throw InputError(file, field,
+    if (len > buf_.size() - pos_) {
+      throw InputError(file_, field,
                        "record of " + std::to_string(len) + " bytes but only " +
-                           std::to_string(buf.size() - pos) + " remain (truncated trace)",
+                           std::to_string(buf_.size() - pos_) + " remain (truncated trace or garbage bytes)",
                        "regenerate or re-copy the ET file");
     }
-    records.emplace_back(pos, static_cast<std::size_t>(len));
-    pos += static_cast<std::size_t>(len);
+    offset = pos_;
+    length = static_cast<std::size_t>(len);
+    pos_ += length;
+    ++index_;
+    return true;
   }
-  return records;
-}
+
+ private:
+  const std::string& file_;
+  const std::string& buf_;
+  std::size_t pos_ = 0;
+  std::size_t index_ = 0;
+};
 
 /// Integer value of an attribute in any integer encoding; nullopt for non-integers.
 std::optional<long double> attr_int(const ChakraProtoMsg::AttributeProto& a) {
@@ -401,14 +413,13 @@ WorkNode convert_node(const std::string& file, const ChakraProtoMsg::Node& node,
 std::vector<WorkNode> read_rank(const std::string& file, std::uint32_t rank, std::uint32_t ranks,
                                 Groups& groups) {
   const std::string buf = slurp(file);
-  const auto records = split_records(file, buf);
-  if (records.empty()) {
-    throw InputError(file, "record 0", "empty file (no GlobalMetadata record)",
-                     "regenerate the ET file");
+  RecordReader records(file, buf);
+  std::size_t off = 0, len = 0;
+  if (!records.next(off, len)) {
+    throw InputError(file, "record 0", "empty file (no GlobalMetadata record)", "regenerate the ET file");
   }
   {
     ChakraProtoMsg::GlobalMetadata meta;  // fresh message: Parse* merges in protobuf 3.21
-    const auto [off, len] = records.front();
     if (!meta.ParseFromArray(buf.data() + off, static_cast<int>(len)) ||
         !meta.GetReflection()->GetUnknownFields(meta).empty()) {
       throw InputError(file, "record 0 (GlobalMetadata)",
@@ -418,10 +429,8 @@ std::vector<WorkNode> read_rank(const std::string& file, std::uint32_t rank, std
   }
 
   std::vector<ChakraProtoMsg::Node> nodes;
-  nodes.reserve(records.size() - 1);
   std::unordered_map<std::uint64_t, std::uint32_t> by_id;
-  for (std::size_t i = 1; i < records.size(); ++i) {
-    const auto [off, len] = records[i];
+  for (std::size_t i = 1; records.next(off, len); ++i) {
     ChakraProtoMsg::Node node;  // fresh message per record
     const std::string field = "record " + std::to_string(i) + " (byte offset " + std::to_string(off) + ")";
     if (!node.ParseFromArray(buf.data() + off, static_cast<int>(len))) {

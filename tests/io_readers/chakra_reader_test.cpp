@@ -132,7 +132,8 @@ TEST(ChakraReaderBad, Truncated) {
 }
 
 TEST(ChakraReaderBad, Garbage) {
-  EXPECT_INPUT_ERROR(read_chakra((data_dir() / "bad/garbage").string()), "garbage.0.et", "record");
+  EXPECT_INPUT_ERROR(read_chakra((data_dir() / "bad/garbage").string()), "garbage.0.et", "record 0 (GlobalMetadata)",
+                     "garbage bytes");
 }
 
 TEST(ChakraReaderBad, UnknownDependency) {
