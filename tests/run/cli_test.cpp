@@ -1,0 +1,150 @@
+// Must-show 1 and 5 of issue 2 at the command line: real inputs run end to end; bad input gives
+// one line naming file and field, exit code 2, and no output file.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+
+#include <array>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <string>
+
+#include "test_util.hpp"
+
+namespace {
+
+namespace fs = std::filesystem;
+
+struct Outcome {
+  int code = -1;
+  std::string out;
+  std::string err;
+};
+
+std::string binary() {
+  const char* b = std::getenv("FABRICSIM_BINARY");
+  return b ? b : "fabricsim";
+}
+
+Outcome run_cli(const std::string& args, const std::string& dir) {
+  const std::string err_file = dir + "/stderr.txt";
+  const std::string cmd = binary() + " " + args + " 2>" + err_file;
+  Outcome o;
+  FILE* p = popen(cmd.c_str(), "r");
+  if (!p) return o;
+  std::array<char, 4096> buf{};
+  while (fgets(buf.data(), buf.size(), p)) o.out += buf.data();
+  const int st = pclose(p);
+  o.code = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+  std::ifstream e(err_file);
+  std::stringstream ss;
+  ss << e.rdbuf();
+  o.err = ss.str();
+  return o;
+}
+
+int count_lines(const std::string& s) {
+  int n = 0;
+  for (char c : s) n += (c == '\n');
+  return n;
+}
+
+class Cli : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() / ("fabricsim_cli_" + std::to_string(::getpid()) + "_" +
+                                         ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::remove_all(dir_);
+    fs::create_directories(dir_);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+  std::string out_h5() const { return (dir_ / "out.h5").string(); }
+  // Runs a command that must fail as bad input and checks the contract.
+  void expect_bad(const std::string& args, const std::vector<std::string>& must_mention) {
+    const Outcome o = run_cli(args + " -o " + out_h5() + " --summary-json " + (dir_ / "s.json").string(), dir_.string());
+    EXPECT_EQ(o.code, 2) << o.err;
+    EXPECT_EQ(count_lines(o.err), 1) << o.err;
+    EXPECT_EQ(o.err.rfind("fabricsim: error: ", 0), 0u) << o.err;
+    for (const auto& m : must_mention) EXPECT_NE(o.err.find(m), std::string::npos) << "missing '" << m << "' in: " << o.err;
+    for (const auto& entry : fs::directory_iterator(dir_)) {
+      const auto name = entry.path().filename().string();
+      EXPECT_TRUE(name == "stderr.txt" || name == "spec.yaml") << "left behind: " << entry.path();
+    }
+  }
+  fs::path dir_;
+};
+
+TEST_F(Cli, VersionAndHelp) {
+  const Outcome v = run_cli("--version", dir_.string());
+  EXPECT_EQ(v.code, 0);
+  EXPECT_NE(v.out.find("fabricsim"), std::string::npos);
+  const Outcome h = run_cli("run --help", dir_.string());
+  EXPECT_EQ(h.code, 0);
+  EXPECT_NE(h.out.find("--workload"), std::string::npos);
+  const Outcome bad = run_cli("frobnicate", dir_.string());
+  EXPECT_EQ(bad.code, 2);
+}
+
+TEST_F(Cli, RunsRealChakraTraceAndWritesOutputs) {
+  const std::string w = fabricsim::testing::data("chakra/astra-sim/examples/workload/microbenchmarks/all_gather/16npus_1MB/all_gather");
+  const std::string json = (dir_ / "s.json").string();
+  const Outcome o = run_cli("run --workload " + w + " -o " + out_h5() + " --summary-json " + json, dir_.string());
+  ASSERT_EQ(o.code, 0) << o.err;
+  EXPECT_TRUE(fs::exists(out_h5()));
+  EXPECT_NE(o.out.find("iteration time"), std::string::npos);
+  EXPECT_NE(o.out.find("busbw"), std::string::npos);
+  std::ifstream in(json);
+  const auto j = nlohmann::json::parse(in);
+  EXPECT_EQ(j["ranks"], 16);
+  EXPECT_EQ(j["processes"], 1);
+  ASSERT_EQ(j["collectives"].size(), 1u);
+  const auto& c = j["collectives"][0];
+  EXPECT_EQ(c["op"], "all_gather");
+  EXPECT_EQ(c["bytes"], 1048576);
+  // nccl-tests convention: busbw = algbw * (n-1)/n for AllGather; algbw = bytes / time.
+  const double t = (c["end_ps"].get<double>() - c["start_ps"].get<double>()) * 1e-12;
+  EXPECT_NEAR(c["algbw_GBps"].get<double>(), 1048576 / t / 1e9, 1e-9);
+  EXPECT_NEAR(c["busbw_GBps"].get<double>(), c["algbw_GBps"].get<double>() * 15.0 / 16.0, 1e-9);
+  EXPECT_GT(j["simulated_time_ps"].get<long long>(), 0);
+}
+
+TEST_F(Cli, TruncatedEt) { expect_bad("run --workload " + fabricsim::testing::data("bad/truncated"), {"truncated.0.et"}); }
+TEST_F(Cli, GarbageEt) { expect_bad("run --workload " + fabricsim::testing::data("bad/garbage"), {"garbage.0.et"}); }
+TEST_F(Cli, UnknownDependency) {
+  expect_bad("run --workload " + fabricsim::testing::data("bad/unknown_dep"), {"unknown_dep.0.et"});
+}
+TEST_F(Cli, MalformedSimaiLine) {
+  expect_bad("run --workload " + fabricsim::testing::data("bad/simai_malformed_line.txt") + " --gpus 8",
+             {"simai_malformed_line.txt"});
+}
+TEST_F(Cli, UnknownSpecKeySuggestsClosest) {
+  const std::string spec = (dir_ / "spec.yaml").string();
+  std::ofstream(spec) << "workload:\n  path: x.txt\ncluster:\n  nic_bandwith: 400Gbps\n";
+  expect_bad("run " + spec, {"spec.yaml", "cluster.nic_bandwith", "did you mean 'cluster.nic_bandwidth'"});
+  fs::remove(spec);
+}
+TEST_F(Cli, UnknownSetKey) {
+  expect_bad("run --workload x --set sim.sed=3", {"sim.sed", "did you mean 'sim.seed'"});
+}
+TEST_F(Cli, NegativeBandwidth) {
+  const std::string w = fabricsim::testing::data("chakra/astra-sim/examples/workload/microbenchmarks/all_reduce/8npus_1MB/all_reduce");
+  expect_bad("run --workload " + w + " --set cluster.nic_bandwidth=-400Gbps", {"cluster.nic_bandwidth", "negative"});
+}
+TEST_F(Cli, MoreRanksThanGpus) {
+  const std::string w = fabricsim::testing::data("chakra/astra-sim/examples/workload/microbenchmarks/all_reduce/16npus_1MB/all_reduce");
+  expect_bad("run --workload " + w + " --set cluster.hosts=1", {"cluster.hosts", "16 ranks"});
+}
+TEST_F(Cli, MissingWorkload) { expect_bad("run --workload /nonexistent/trace", {"/nonexistent/trace"}); }
+TEST_F(Cli, SimaiWithoutWorldSize) {
+  expect_bad("run --workload " + fabricsim::testing::data("bad/simai_missing_all_gpus.txt"), {"--gpus"});
+}
+TEST_F(Cli, OutputDirectoryMissing) {
+  const std::string w = fabricsim::testing::data("chakra/astra-sim/examples/workload/microbenchmarks/all_reduce/8npus_1MB/all_reduce");
+  const Outcome o = run_cli("run --workload " + w + " -o /nonexistent_dir/out.h5", dir_.string());
+  EXPECT_EQ(o.code, 2);
+  EXPECT_EQ(count_lines(o.err), 1) << o.err;
+}
+
+}  // namespace

@@ -1,0 +1,45 @@
+#pragma once
+// Helpers shared by the end-to-end tests: paths and temporary workload files.
+#include <mpi.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+namespace fabricsim::testing {
+
+/// Repository root (ctest sets FABRICSIM_SOURCE_DIR; fall back to this file's location).
+inline std::string source_dir() {
+  if (const char* d = std::getenv("FABRICSIM_SOURCE_DIR")) return d;
+  return std::filesystem::path(__FILE__).parent_path().parent_path().parent_path().string();
+}
+
+inline std::string data(const std::string& rel) { return source_dir() + "/tests/data/" + rel; }
+
+/// A per-test scratch directory, the same on every MPI process (rank 0 picks it).
+inline std::string scratch_dir(const std::string& name) {
+  int rank = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  long long id = rank == 0 ? static_cast<long long>(::getpid()) : 0;
+  MPI_Bcast(&id, 1, MPI_LONG_LONG, 0, MPI_COMM_WORLD);
+  const auto dir = std::filesystem::temp_directory_path() / ("fabricsim_" + name + "_" + std::to_string(id));
+  if (rank == 0) std::filesystem::create_directories(dir);
+  MPI_Barrier(MPI_COMM_WORLD);
+  return dir.string();
+}
+
+/// Writes a SimAI MICRO workload with one collective of `bytes` (compute 0) and returns its path.
+inline std::string micro_workload(const std::string& dir, const std::string& comm, unsigned long long bytes) {
+  const std::string path = dir + "/micro_" + comm + "_" + std::to_string(bytes) + ".txt";
+  int rank = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  if (rank == 0) {
+    std::ofstream f(path);
+    f << "MICRO\n1\nmicro_test -1 0 NONE 0 0 NONE 0 0 " << comm << " " << bytes << " 0\n";
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+  return path;
+}
+
+}  // namespace fabricsim::testing
