@@ -316,20 +316,42 @@ RunResult run_simulation(const RunOptions& opt, MPI_Comm comm, const std::string
                      engine::format_time(static_cast<engine::SimTime>(commu / nr)),
                      engine::format_time(static_cast<engine::SimTime>(exposed / nr)));
   out << fmt::format("collectives: {}   flows: {}\n", res.collectives.size(), res.flows);
-  if (!res.collectives.empty()) {
-    out << fmt::format("  {:>5} {:>5} {:<15} {:>14} {:>6} {:>14} {:>11} {:>11}\n", "group", "inst", "op",
-                       "bytes", "ranks", "time", "algbw GB/s", "busbw GB/s");
-    const std::size_t show = std::min<std::size_t>(res.collectives.size(), 24);
-    for (std::size_t i = 0; i < show; ++i) {
-      const auto& c = res.collectives[i];
-      out << fmt::format("  {:>5} {:>5} {:<15} {:>14} {:>6} {:>14} {:>11.2f} {:>11.2f}\n", c.group, c.instance,
-                         c.op, c.bytes, c.ranks, engine::format_time(c.end_ps - c.start_ps), c.algbw_GBps,
-                         c.busbw_GBps);
+  // Per (op, communicator size, bytes): count, mean time, mean busbw. Size-1 communicators are
+  // no-ops and only counted.
+  struct Agg {
+    std::uint64_t count = 0;
+    double time_s = 0;
+    double busbw = 0;
+  };
+  std::map<std::tuple<std::string, std::uint32_t, std::uint64_t>, Agg> agg;
+  std::uint64_t trivial = 0;
+  for (const auto& c : res.collectives) {
+    if (c.ranks <= 1) {
+      ++trivial;
+      continue;
     }
-    if (show < res.collectives.size()) {
-      out << fmt::format("  ... {} more in the HDF5 file (/collectives)\n", res.collectives.size() - show);
+    Agg& a = agg[{c.op, c.ranks, c.bytes}];
+    ++a.count;
+    a.time_s += static_cast<double>(c.end_ps - c.start_ps) * 1e-12;
+    a.busbw += c.busbw_GBps;
+  }
+  if (!agg.empty()) {
+    out << fmt::format("  {:<15} {:>6} {:>14} {:>6} {:>14} {:>11}\n", "op", "ranks", "bytes", "count",
+                       "mean time", "busbw GB/s");
+    std::size_t shown = 0;
+    for (const auto& [k, a] : agg) {
+      if (++shown > 30) {
+        out << fmt::format("  ... {} more kinds; every collective is in the HDF5 file (/collectives)\n",
+                           agg.size() - 30);
+        break;
+      }
+      const double n = static_cast<double>(a.count);
+      out << fmt::format("  {:<15} {:>6} {:>14} {:>6} {:>14} {:>11.2f}\n", std::get<0>(k), std::get<1>(k),
+                         std::get<2>(k), a.count,
+                         engine::format_time(static_cast<engine::SimTime>(a.time_s / n * 1e12)), a.busbw / n);
     }
   }
+  if (trivial) out << fmt::format("  ({} collectives on single-rank communicators take no time)\n", trivial);
   out << fmt::format("engine: {} events, {} windows, {:.3g} events/s, {} processes x {} threads, wall {:.3f} s\n",
                      stats.events, stats.windows, stats.events_per_s(), nprocs, threads, stats.wall_s);
   if (opt.stats) {

@@ -18,12 +18,12 @@ namespace fs = std::filesystem;
 const std::vector<SpecKey>& spec_keys() {
   static const std::vector<SpecKey> keys = {
       {"workload.path", "string", "", "Chakra ET prefix (PREFIX.<rank>.et) or SimAI/AICB workload file; relative to the spec file"},
-      {"workload.format", "enum", "auto", "auto | chakra | simai (auto: detected from the content)"},
+      {"workload.format", "enum", "auto", "auto, chakra or simai (auto: detected from the content)"},
       {"workload.gpus", "int", "0", "world size for SimAI/AICB files without all_gpus (SimAI's -g)"},
       {"workload.comm_groups", "string", "", "Chakra comm-group JSON {pg_name: [ranks]} (ASTRA-sim format)"},
       {"cluster.hosts", "auto-int", "auto", "number of hosts; auto = enough 8-GPU hosts for the workload's ranks"},
       {"cluster.gpus_per_host", "int", "8", "GPUs per host (one NIC each, all behind one NVSwitch)"},
-      {"cluster.topology", "enum", "rail_optimized", "rail_optimized | leaf_spine"},
+      {"cluster.topology", "enum", "rail_optimized", "rail_optimized or leaf_spine"},
       {"cluster.nics_per_leaf", "auto-int", "auto", "leaf downlink ports; auto = min(hosts, 32)"},
       {"cluster.spines", "auto-int", "auto", "spine switches (one uplink per leaf each); auto = nics_per_leaf (non-blocking)"},
       {"cluster.nic_bandwidth", "rate", "400Gbps", "NIC <-> leaf link rate per direction"},

@@ -18,6 +18,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -88,8 +89,9 @@ INSTANTIATE_TEST_SUITE_P(
                       Case{16, 8, 1ull << 20}, Case{16, 8, 64ull << 20}, // mixed: 2 hosts, NVLink + NIC
                       Case{16, 1, 1ull << 20}),                          // 16 hosts behind one leaf
     [](const auto& info) {
-      return "N" + std::to_string(info.param.n) + "_G" + std::to_string(info.param.gpus_per_host) + "_" +
-             std::to_string(info.param.bytes >> 20) + "MiB";
+      std::ostringstream name;
+      name << 'N' << info.param.n << "_G" << info.param.gpus_per_host << '_' << (info.param.bytes >> 20) << "MiB";
+      return name.str();
     });
 
 }  // namespace

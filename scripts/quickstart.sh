@@ -1,0 +1,12 @@
+#!/usr/bin/env bash
+# Set-up, Release build, and one simulated training iteration of the bundled example
+# (examples/quickstart.yaml: LLaMA-7B ZeRO-3 on 16 GPUs). Prints the summary and the output path.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/setup.sh
+source scripts/env.sh
+bash scripts/build.sh fabricsim
+mkdir -p out
+./build/app/fabricsim run examples/quickstart.yaml -o out/quickstart.h5 \
+  --summary-json out/quickstart.json "$@"
+echo "summary JSON: $(pwd)/out/quickstart.json"
