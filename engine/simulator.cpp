@@ -39,6 +39,9 @@ Simulator::Simulator(MPI_Comm comm, Placement placement, SimTime lookahead_ps)
   MPI_Comm_rank(comm_, &rank_);
   MPI_Comm_size(comm_, &size_);
   if (lookahead_ps_ < 1) throw InternalError("lookahead must be >= 1 ps");
+  if (placement_.proc.size() >= (std::size_t{1} << kSrcBits)) {
+    throw InputError("<spec>", "cluster", "more than 2^24 simulated nodes", "simulate a smaller cluster");
+  }
   if (placement_.thread.size() != placement_.proc.size()) {
     throw InternalError("placement: proc and thread vectors differ in length");
   }
@@ -109,9 +112,9 @@ void Simulator::route(std::uint32_t from_thread, const Event& ev) {
 void Simulator::process_window(std::uint32_t t) {
   ThreadState& ts = *threads_[t];
   Context& ctx = ts.ctx;
-  while (!ts.queue.empty() && ts.queue.top().time < window_end_) {
-    const Event ev = ts.queue.top();
-    ts.queue.pop();
+  Event ev;
+  while (!ts.queue.empty() && ts.queue.top_time() < window_end_) {
+    ts.queue.pop(ev);
     ctx.now_ = ev.time;
     ctx.self_ = ev.dst;
     Lp* lp = lps_[ev.dst];
@@ -171,7 +174,7 @@ SimTime Simulator::exchange_remote_and_min() {
   }
   SimTime local_min = kInfinity;
   for (auto& ts : threads_) {
-    if (!ts->queue.empty()) local_min = std::min(local_min, ts->queue.top().time);
+    if (!ts->queue.empty()) local_min = std::min(local_min, ts->queue.top_time());
   }
   SimTime global_min = local_min;
   if (size_ > 1) {

@@ -12,10 +12,10 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
-#include <queue>
 #include <vector>
 
 #include "engine/event.hpp"
+#include "engine/event_queue.hpp"
 #include "engine/lp.hpp"
 #include "engine/time.hpp"
 
@@ -118,7 +118,7 @@ class Simulator {
  private:
   friend class Context;
   struct ThreadState {
-    std::priority_queue<Event, std::vector<Event>, EventLater> queue;
+    EventQueue queue;
     std::vector<std::vector<Event>> to_thread;
     std::vector<std::vector<Event>> to_proc;
     std::uint64_t events = 0;

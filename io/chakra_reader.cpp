@@ -268,10 +268,14 @@ class Groups {
       index = known->second;
     } else {
       if (json_path_.empty()) {
-        throw InputError(file, node_field(node) + ": attr pg_name",
-                         "communicator '" + pg_name + "' is not defined",
-                         "pass the comm group file (workload.comm_groups, ASTRA-sim "
-                         "--comm-group-configuration JSON)");
+        // As ASTRA-sim does without --comm-group-configuration: the world communicator. Said
+        // once per name, never silently.
+        if (warned_.insert(pg_name).second) {
+          warnings_.push_back(file + ": " + node_field(node) + ": attr pg_name: communicator '" +
+                              pg_name + "' has no definition; treated as the world communicator "
+                              "(pass workload.comm_groups to define it)");
+        }
+        return 0;
       }
       const auto def = defs_.find(pg_name);
       if (def == defs_.end()) {
@@ -294,6 +298,7 @@ class Groups {
   }
 
   std::vector<models::CommGroup> take() { return std::move(groups_); }
+  std::vector<std::string> take_warnings() { return std::move(warnings_); }
 
  private:
   void load_json() {
@@ -342,6 +347,8 @@ class Groups {
   std::map<std::string, std::vector<std::uint32_t>> defs_;
   std::unordered_map<std::string, std::int32_t> index_;
   std::vector<models::CommGroup> groups_;
+  std::set<std::string> warned_;
+  std::vector<std::string> warnings_;
 };
 
 /// Converts one decoded Chakra node (without deps) into a WorkNode.
@@ -591,6 +598,7 @@ models::Workload read_chakra(const std::string& prefix, const std::string& comm_
     w.programs.push_back(read_rank(rank_file(prefix, r), r, w.ranks, groups));
   }
   w.groups = groups.take();
+  w.warnings = groups.take_warnings();
   check_point_to_point(prefix, w);
   return w;
 }

@@ -166,6 +166,9 @@ RunResult run_simulation(const RunOptions& opt, MPI_Comm comm, const std::string
 
   models::Workload w = load_workload(spec.workload_path, spec.workload_format, spec.workload_gpus, spec.comm_groups);
   check_workload(w);
+  if (rank == 0) {
+    for (const auto& warning : w.warnings) std::fprintf(stderr, "fabricsim: warning: %s\n", warning.c_str());
+  }
   for (auto& prog : w.programs) {
     for (auto& n : prog) n.duration_ps = kernels::scaled_duration(n.duration_ps, spec.compute_scale);
   }

@@ -57,6 +57,7 @@ struct Workload {
   std::uint32_t ranks = 0;
   std::vector<CommGroup> groups;                ///< groups[0] is always the world
   std::vector<std::vector<WorkNode>> programs;  ///< programs[rank]; nodes in topological order
+  std::vector<std::string> warnings;            ///< reader warnings (printed on stderr by `run`)
 };
 
 }  // namespace fabricsim::models

@@ -271,8 +271,15 @@ TEST(ChakraReaderGenerated, CommGroupsFromJson) {
   et.write(1, {coll(0, ChakraProtoMsg::ALL_GATHER, 8192, "tp"), coll(1, 0, 64)});
   et.write(2, {coll(0, ChakraProtoMsg::ALL_GATHER, 8192, "tp2")});
   et.write(3, {coll(0, ChakraProtoMsg::ALL_GATHER, 8192, "tp2")});
-  EXPECT_INPUT_ERROR(read_chakra(prefix), "t.0.et", "node 0 'coll0'", "pg_name", "tp",
-                     "pass the comm group file (workload.comm_groups");
+  {
+    // Without a comm group file every pg_name is the world (as in ASTRA-sim), with one warning per name.
+    const auto w0 = read_chakra(prefix);
+    ASSERT_EQ(w0.groups.size(), 1u);
+    EXPECT_EQ(w0.programs[0][0].group, 0);
+    ASSERT_EQ(w0.warnings.size(), 2u);
+    EXPECT_NE(w0.warnings[0].find("'tp'"), std::string::npos);
+    EXPECT_NE(w0.warnings[0].find("workload.comm_groups"), std::string::npos);
+  }
   const auto json = dir.file("groups.json", R"({"tp": [0, 1], "tp2": [3, 2], "unused": [0]})");
   const auto w = read_chakra(prefix, json);
   ASSERT_EQ(w.groups.size(), 3u);
