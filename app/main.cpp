@@ -33,7 +33,8 @@ int rank_of_world() {
 }  // namespace
 
 int main(int argc, char** argv) {
-  MPI_Init(&argc, &argv);
+  int provided = 0;
+  MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &provided);  // engine threads never call MPI
   const bool root = rank_of_world() == 0;
   int code = 0;
   CLI::App app{"fabricsim: parallel discrete-event simulator of AI training clusters"};

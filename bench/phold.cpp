@@ -116,7 +116,8 @@ int run(int argc, char** argv, int rank) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  MPI_Init(&argc, &argv);
+  int provided = 0;
+  MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &provided);  // engine threads never call MPI
   int rank = 0;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   int rc = 0;

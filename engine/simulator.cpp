@@ -35,9 +35,8 @@ void Context::send_event(Event ev) {
 
 Simulator::Simulator(MPI_Comm comm, Placement placement, SimTime lookahead_ps)
     : placement_(std::move(placement)), lookahead_ps_(lookahead_ps) {
-  MPI_Comm_dup(comm, &comm_);
-  MPI_Comm_rank(comm_, &rank_);
-  MPI_Comm_size(comm_, &size_);
+  MPI_Comm_rank(comm, &rank_);
+  MPI_Comm_size(comm, &size_);
   if (lookahead_ps_ < 1) throw InternalError("lookahead must be >= 1 ps");
   if (placement_.proc.size() >= (std::size_t{1} << kSrcBits)) {
     throw InputError("<spec>", "cluster", "more than 2^24 simulated nodes", "simulate a smaller cluster");
@@ -54,6 +53,7 @@ Simulator::Simulator(MPI_Comm comm, Placement placement, SimTime lookahead_ps)
                        "regenerate the partition for this process and thread count");
     }
   }
+  MPI_Comm_dup(comm, &comm_);  // after validation: a throwing constructor leaks nothing
   const std::size_t n = placement_.proc.size();
   lps_.assign(n, nullptr);
   seq_.assign(n, 0);
