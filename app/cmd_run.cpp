@@ -1,0 +1,61 @@
+// `fabricsim run` and `fabricsim validate`.
+#include <mpi.h>
+
+#include <cstdlib>
+#include <iostream>
+#include <memory>
+
+#include "app/commands.hpp"
+#include "jobs/run.hpp"
+
+namespace fabricsim::app {
+namespace {
+
+void add_common(CLI::App* sub, jobs::RunOptions& opt) {
+  sub->add_option("spec", opt.spec_path, "experiment spec (YAML); optional with --workload")->check(CLI::ExistingFile);
+  sub->add_option("--workload", opt.workload, "workload: Chakra ET prefix (PREFIX.<rank>.et) or SimAI/AICB file");
+  sub->add_option("--gpus", opt.gpus, "world size for SimAI/AICB files without all_gpus (SimAI's -g)")
+      ->check(CLI::Range(1u, 1u << 24));
+  sub->add_option("--set", opt.sets, "override a spec key: --set cluster.nic_bandwidth=200Gbps (repeatable)");
+}
+
+}  // namespace
+
+Action add_run(CLI::App& app) {
+  auto opt = std::make_shared<jobs::RunOptions>();
+  CLI::App* run = app.add_subcommand("run", "simulate a workload on a cluster");
+  add_common(run, *opt);
+  run->add_option("-o,--output", opt->out_h5, "HDF5 results file (default: output.h5 key, fabricsim_results.h5)");
+  run->add_option("--summary-json", opt->summary_json, "write the summary as JSON");
+  run->add_option("--threads", opt->threads, "engine threads per MPI process (default: sim.threads or OMP_NUM_THREADS)")
+      ->check(CLI::Range(1u, 256u));
+  run->add_flag("--stats", opt->stats, "print engine statistics (events, windows, events/s, remote events, sync time)");
+  run->add_flag("-q,--quiet", opt->quiet, "no summary on stdout");
+  return [run, opt]() -> int {
+    if (!*run) return -1;
+    if (opt->threads == 0) {
+      if (const char* omp = std::getenv("OMP_NUM_THREADS")) {
+        const int t = std::atoi(omp);
+        if (t >= 1 && t <= 256) opt->threads = static_cast<std::uint32_t>(t);
+      }
+    }
+    const auto res = jobs::run_simulation(*opt, MPI_COMM_WORLD, FABRICSIM_VERSION, FABRICSIM_GIT_COMMIT);
+    if (is_root() && !opt->quiet) std::cout << res.summary_text << std::flush;
+    return 0;
+  };
+}
+
+Action add_validate(CLI::App& app) {
+  auto opt = std::make_shared<jobs::RunOptions>();
+  CLI::App* sub = app.add_subcommand("validate", "check a spec and its workload without simulating");
+  add_common(sub, *opt);
+  return [sub, opt]() -> int {
+    if (!*sub) return -1;
+    opt->write_h5 = false;
+    const std::string d = jobs::validate_only(*opt);
+    if (is_root()) std::cout << "ok\n" << d;
+    return 0;
+  };
+}
+
+}  // namespace fabricsim::app
