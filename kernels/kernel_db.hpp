@@ -1,0 +1,128 @@
+#pragma once
+/// @file kernel_db.hpp
+/// Measured kernel database and roofline scaling.
+///
+/// File format (CSV, one header line, '#' lines are comments, fields may be "quoted"):
+///   gpu,op,dtype,shape,flops,bytes,time_us,source,quality
+///  * gpu: a name find_gpu() knows ("A100", "H100-SXM5-80GB"); op: kernel kind ("gemm",
+///    "flash_attn_fwd", "layernorm", ... see docs/kernels.md); dtype: parse_dtype();
+///  * shape: free text (e.g. "m=4096 n=4096 k=4096"), for people;
+///  * flops, bytes: work of one call (FLOP, bytes moved to/from HBM); empty or 0 = unknown;
+///  * time_us: measured time of one call (µs, > 0); source, quality: provenance of the row.
+///
+/// Lookup (KernelDb::estimate) for (gpu, op, dtype, flops, bytes), in order:
+///  1. rows of that gpu/op/dtype: an exact (flops, bytes) match is returned as measured; a query
+///     inside the measured range of its work coordinate (FLOPs for a compute-bound query, bytes
+///     for a memory-bound one) is interpolated: the achieved rate (work / time) is linear in
+///     log(work) between the two neighbouring rows, t = work / rate;
+///  2. the same on another GPU that has rows for op/dtype, then roofline-scaled to the target;
+///  3. if the caller allows a model: rows outside the range keep the nearest row's achieved rate;
+///     no rows at all gives the analytic roofline t = max(F / (eff_c·peak), B / (eff_m·BW)).
+///  Without a model, a query that the data does not cover raises engine::InputError.
+///
+/// Roofline scaling (SimAI NSDI'25 Sec. 4 uses the same idea; direction as in
+/// ../shared/reference/README.md): a compute-bound kernel scales as t' = t · F / F', a
+/// memory-bound one as t' = t · B / B', where F is the dense peak for the dtype and B the HBM
+/// bandwidth. The class is compute-bound when the arithmetic intensity flops/bytes is at or above
+/// the source GPU's ridge point F/B; rows without flops/bytes use the op's default class.
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "kernels/gpu_specs.hpp"
+
+namespace fabricsim::kernels {
+
+/// Roofline class of a kernel.
+enum class KernelClass : std::uint8_t { kCompute, kMemory };
+/// "compute" | "memory".
+const char* kernel_class_name(KernelClass c);
+
+/// Default class of an op when its work is unknown: matrix kinds (gemm, attention, linear,
+/// logits, mlp/attention blocks) are compute-bound, everything else (norms, elementwise,
+/// embedding, optimizer, permute) memory-bound.
+KernelClass default_class(const std::string& op);
+
+/// Class from arithmetic intensity: compute-bound iff flops/bytes >= gpu's ridge point for `d`.
+/// With flops or bytes unknown (<= 0) returns default_class(op).
+KernelClass classify(const std::string& op, double flops, double bytes, const GpuSpec& gpu, Dtype d);
+
+/// Roofline-scales a time measured on `from` to `to` (both for dtype `d`):
+/// compute-bound t·F_from/F_to, memory-bound t·B_from/B_to. @param t_us time on `from` (µs).
+/// @returns time on `to` (µs). @throws engine::InputError if a GPU lacks a peak for `d`.
+double roofline_scale_us(double t_us, KernelClass cls, const GpuSpec& from, const GpuSpec& to, Dtype d);
+
+/// One database row (see the file format above).
+struct KernelRow {
+  std::string gpu;      ///< canonical GPU name (GpuSpec::name)
+  std::string op;
+  Dtype dtype = Dtype::kBf16;
+  std::string shape;
+  double flops = 0;     ///< FLOP per call (0 = unknown)
+  double bytes = 0;     ///< HBM bytes per call (0 = unknown)
+  double time_us = 0;   ///< µs per call
+  std::string source;
+  std::string quality;
+};
+
+/// What to do when the data does not cover a query.
+enum class Fallback : std::uint8_t {
+  kNone,      ///< measured or interpolated (possibly roofline-scaled from another GPU) only
+  kRoofline,  ///< also extrapolate at the nearest row's rate, or the analytic roofline
+};
+
+/// Efficiencies of the analytic roofline (fractions of peak), used only when no row applies.
+/// They are assumptions, not measurements: set them from a profile of the target when possible.
+struct RooflineEfficiency {
+  double compute = 0.70;  ///< achieved / peak FLOP/s for matrix kernels
+  double memory = 0.80;   ///< achieved / peak HBM bandwidth for streaming kernels
+  double launch_us = 0.0; ///< fixed per-kernel overhead added to modelled times (µs)
+};
+
+/// The result of a lookup.
+struct KernelEstimate {
+  double time_us = 0;
+  KernelClass cls = KernelClass::kCompute;
+  /// "measured", "interpolated", "extrapolated", "scaled from <GPU>", "roofline model"
+  std::string how;
+};
+
+/// A loaded kernel database.
+class KernelDb {
+ public:
+  /// Loads a CSV file (format above). @throws engine::InputError naming the file, line and
+  /// column for unreadable files, missing columns, unknown GPUs/dtypes, bad numbers, time <= 0.
+  static KernelDb load(const std::string& path);
+  /// Appends the rows of another CSV file (later files add rows; duplicates are kept).
+  void load_more(const std::string& path);
+  /// Path of the shipped database (kernels/data/kernels.csv under the source tree or
+  /// $FABRICSIM_SOURCE_DIR, or $FABRICSIM_KERNEL_DB when set).
+  static std::string default_path();
+  /// Adds a row (tests, the profiler).
+  void add(KernelRow row);
+  /// All rows in load order.
+  const std::vector<KernelRow>& rows() const { return rows_; }
+
+  /// Estimates one call of `op` on `gpu` (see the file comment for the order of attempts).
+  /// @param flops FLOP of the call, @param bytes HBM bytes of the call (0 = unknown).
+  /// @throws engine::InputError when nothing covers the query and `fb` is kNone.
+  KernelEstimate estimate(const GpuSpec& gpu, const std::string& op, Dtype d, double flops, double bytes,
+                          Fallback fb, const RooflineEfficiency& eff = {}) const;
+
+  /// The analytic roofline time (µs): max(F/(eff_c·peak), B/(eff_m·BW)) + launch.
+  static double analytic_us(const GpuSpec& gpu, Dtype d, double flops, double bytes,
+                            const RooflineEfficiency& eff);
+
+ private:
+  std::optional<KernelEstimate> on_gpu(const GpuSpec& gpu, const std::string& op, Dtype d, double flops,
+                                       double bytes, bool extrapolate, std::string* why) const;
+  std::vector<KernelRow> rows_;
+  std::map<std::string, std::vector<std::size_t>> by_key_;  ///< "gpu|op|dtype" -> row indices
+};
+
+/// Splits one CSV line into fields (RFC 4180 quotes; "" inside quotes is a quote).
+std::vector<std::string> split_csv_line(const std::string& line);
+
+}  // namespace fabricsim::kernels
