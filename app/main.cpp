@@ -27,6 +27,7 @@ constexpr const char* kExamples = R"(Examples:
   mpiexec -n 4 fabricsim run examples/quickstart.yaml -o out.h5
   fabricsim validate examples/quickstart.yaml
   fabricsim describe spec
+  fabricsim nccl-tests all_reduce -b 8 -e 1G -f 4 -g 8 --explain
   fabricsim sweep examples/sweeps/moe_study_reduced.yaml --local -j 2
   fabricsim regress tests/regress
 )";
@@ -43,7 +44,7 @@ int main(int argc, char** argv) {
   app.set_version_flag("--version", std::string("fabricsim ") + FABRICSIM_VERSION + " (" + FABRICSIM_GIT_COMMIT + ")");
   app.require_subcommand(1);
   // One line per subcommand (each in app/cmd_<name>.cpp).
-  std::vector<Action> actions = {add_run(app), add_validate(app), add_describe(app), add_sweep(app), add_regress(app)};
+  std::vector<Action> actions = {add_run(app), add_validate(app), add_describe(app), add_sweep(app), add_regress(app), add_nccl_tests(app)};
 
   try {
     app.parse(argc, argv);

@@ -23,7 +23,7 @@
 #include "models/gpu_rank.hpp"
 #include "models/switch_lp.hpp"
 #include "partition/partition.hpp"
-#include "simccl/ring_planner.hpp"
+#include "simccl/planner_factory.hpp"
 
 namespace fabricsim::jobs {
 
@@ -164,7 +164,9 @@ RunResult run_simulation(const RunOptions& opt, MPI_Comm comm, const std::string
                      "create it or choose another path");
   }
 
-  models::Workload w = load_workload(spec.workload_path, spec.workload_format, spec.workload_gpus, spec.comm_groups);
+  models::Workload w = opt.workload_data != nullptr
+                           ? *opt.workload_data
+                           : load_workload(spec.workload_path, spec.workload_format, spec.workload_gpus, spec.comm_groups);
   check_workload(w);
   if (rank == 0) {
     for (const auto& warning : w.warnings) std::fprintf(stderr, "fabricsim: warning: %s\n", warning.c_str());
@@ -192,8 +194,14 @@ RunResult run_simulation(const RunOptions& opt, MPI_Comm comm, const std::string
   for (const auto& l : topo.links()) edges.push_back({l.a, l.b, l.latency_ps});
   const engine::SimTime w_ps = partition::lookahead(placement, edges);
 
+  simccl::PlannerBuild planned =
+      simccl::make_planner(spec.planner, spec.nccl, spec.file, spec.gpu_sm, cspec);
+  if (rank == 0 && !opt.quiet) {
+    for (const auto& warning : planned.warnings) std::fprintf(stderr, "fabricsim: warning: %s\n", warning.c_str());
+  }
+  const models::CollectivePlanner& planner = *planned.planner;
+  simccl::check_workload_plans(planner, w);
   engine::Simulator sim(comm, placement, w_ps);
-  simccl::RingPlanner planner;
   std::vector<std::unique_ptr<models::GpuRankLp>> gpus;
   std::vector<std::unique_ptr<models::SwitchLp>> switches;
   for (engine::LpId id = 0; id < topo.num_nodes(); ++id) {

@@ -25,6 +25,8 @@ struct RunOptions {
   bool stats = false;                  ///< --stats
   bool quiet = false;                  ///< --quiet: no summary on stdout
   bool write_h5 = true;                ///< false for `validate`
+  /// In-memory workload (e.g. `fabricsim nccl-tests`); when set, --workload/workload.path are not read.
+  const models::Workload* workload_data = nullptr;
 };
 
 /// Everything a run produced (on every process; tables are global after gathering).

@@ -39,6 +39,10 @@ const std::vector<SpecKey>& spec_keys() {
       {"sim.threads", "int", "1", "engine threads per MPI process"},
       {"output.h5", "string", "fabricsim_results.h5", "HDF5 results file"},
       {"output.summary_json", "string", "", "summary JSON file (none if empty)"},
+      {"nccl.*", "string", "", "any NCCL_* setting as NCCL reads it from the environment (e.g. nccl.NCCL_ALGO: Ring); "
+                               "wins over the environment; unknown names are warned about (simccl/nccl_settings.cpp)"},
+      {"simccl.planner", "enum", "nccl", "nccl (NCCL 2.28 cost model, channels, protocols) or ring (one ring, no channels)"},
+      {"simccl.gpu_sm", "int", "90", "GPU compute capability x10 for the NCCL cost model (70 V100, 80 A100, 90 H100, 100 B200)"},
   };
   return keys;
 }
@@ -61,6 +65,13 @@ namespace {
 const SpecKey* find_key(const std::string& path) {
   for (const auto& k : spec_keys()) {
     if (path == k.path) return &k;
+    // "section.*" entries accept any single-level name under the section.
+    const std::string kp = k.path;
+    if (kp.size() > 2 && kp.compare(kp.size() - 2, 2, ".*") == 0 && path.size() > kp.size() - 1 &&
+        path.compare(0, kp.size() - 1, kp, 0, kp.size() - 1) == 0 &&
+        path.find('.', kp.size() - 1) == std::string::npos) {
+      return &k;
+    }
   }
   return nullptr;
 }
@@ -279,6 +290,26 @@ Spec load_spec(const std::string& path, const std::vector<std::string>& sets) {
   if (auto v = str("sim.threads")) {
     s.threads = static_cast<std::uint32_t>(parse_uint(*v, file_of("sim.threads"), "sim.threads", 1));
     if (s.threads > 256) throw InputError(file_of("sim.threads"), "sim.threads", "more than 256 threads", "use <= 256");
+  }
+  if (root["nccl"] && root["nccl"].IsMap()) {
+    for (const auto& kv : root["nccl"]) {
+      const std::string name = kv.first.as<std::string>();
+      if (name.rfind("NCCL_", 0) != 0) {
+        throw InputError(file_of("nccl." + name), "nccl." + name, "not an NCCL setting name",
+                         "use the environment variable's name, e.g. nccl.NCCL_ALGO");
+      }
+      s.nccl.emplace_back(name, kv.second.IsNull() ? std::string() : kv.second.as<std::string>());
+    }
+  }
+  if (auto v = str("simccl.planner")) {
+    if (*v != "nccl" && *v != "ring") {
+      throw InputError(file_of("simccl.planner"), "simccl.planner", "'" + *v + "' is not a planner", "use nccl or ring");
+    }
+    s.planner = *v;
+  }
+  if (auto v = str("simccl.gpu_sm")) {
+    s.gpu_sm = static_cast<int>(parse_uint(*v, file_of("simccl.gpu_sm"), "simccl.gpu_sm", 60));
+    if (s.gpu_sm > 120) throw InputError(file_of("simccl.gpu_sm"), "simccl.gpu_sm", "'" + *v + "' is above 120", "use 70, 80, 90 or 100");
   }
   s.output_h5 = "fabricsim_results.h5";
   if (auto v = str("output.h5")) s.output_h5 = *v;

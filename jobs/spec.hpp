@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "models/cluster.hpp"
@@ -39,6 +40,10 @@ struct Spec {
   std::uint32_t threads = 1;
   std::string output_h5;
   std::string summary_json;
+  /// `nccl:` section: NCCL_* name -> value as written (simccl/nccl_settings.hpp parses them).
+  std::vector<std::pair<std::string, std::string>> nccl;
+  std::string planner = "nccl";  ///< simccl.planner: nccl | ring
+  int gpu_sm = 90;               ///< simccl.gpu_sm: compute capability x10 for the NCCL cost model
 };
 
 /// Loads `path` (may be empty: all defaults), applies `sets` ("a.b=value"), validates.

@@ -14,8 +14,12 @@ struct P2pOp {
   bool is_send = false;
   std::uint32_t peer = 0;       ///< global rank of the peer
   std::uint64_t bytes = 0;      ///< message size (sends only; receivers learn it from the flow)
-  std::uint32_t tag = 0;        ///< (sender rank, tag) is unique inside one collective instance
+  std::uint32_t tag = 0;        ///< (sender rank, tag) is unique per receiver inside one collective instance
   std::vector<std::uint32_t> deps;  ///< indices of ops of this rank that must complete first
+  // Planner annotations (the executor does not need them; reports and tests do):
+  std::uint64_t payload_bytes = 0;  ///< sends: data carried; bytes - payload = protocol overhead (LL/LL128)
+  std::uint16_t channel = 0;        ///< NCCL channel the op belongs to
+  bool relay = false;               ///< forwards another rank's data (PXN relay), not this rank's own
 };
 
 /// What one rank does for one collective.

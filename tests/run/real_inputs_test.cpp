@@ -17,10 +17,17 @@ namespace fs = std::filesystem;
 using fabricsim::jobs::RunOptions;
 using fabricsim::jobs::run_simulation;
 
-fabricsim::jobs::RunResult run(const std::string& workload, unsigned gpus = 0) {
+// NCCL planner forced to one Ring/Simple channel with a buffer larger than any chunk here, so a
+// ring step is one message and the closed forms below hold.
+const std::vector<std::string> kOneRing = {"nccl.NCCL_ALGO=Ring", "nccl.NCCL_PROTO=Simple", "nccl.NCCL_MAX_NCHANNELS=1",
+                                           "nccl.NCCL_BUFFSIZE=17179869184"};
+
+fabricsim::jobs::RunResult run(const std::string& workload, unsigned gpus = 0,
+                               const std::vector<std::string>& sets = {}) {
   RunOptions opt;
   opt.workload = workload;
   opt.gpus = gpus;
+  opt.sets = sets;
   opt.write_h5 = false;
   return run_simulation(opt, MPI_COMM_WORLD, "test", "test");
 }
@@ -59,7 +66,7 @@ TEST(RealInputs, EveryChakraTraceSetCompletes) {
 TEST(RealInputs, SimaiMicroAllReduceComputeAndCommunication) {
   // SimAI example/microAllReduce.txt: TP 8 on 8 GPUs, two layers with fwd compute 556,000 ns and
   // ig/wg/update 1 ns each, fwd AllReduce 16 MiB and 64 MiB over the TP group.
-  const auto res = run(fabricsim::testing::data("simai/SimAI/example/microAllReduce.txt"));
+  const auto res = run(fabricsim::testing::data("simai/SimAI/example/microAllReduce.txt"), 0, kOneRing);
   ASSERT_EQ(res.ranks.size(), 8u);
   for (const auto& r : res.ranks) EXPECT_EQ(r.compute_ps, 2 * (556000 + 1 + 1 + 1) * 1000LL);
   ASSERT_EQ(res.collectives.size(), 2u);
@@ -79,7 +86,7 @@ TEST(RealInputs, AicbLlama7bZero3On16Gpus) {
   // AICB L7B-D1-C02 (DeepSpeed ZeRO-3, TP 1): the only multi-rank collective is the first layer's
   // wg REDUCESCATTER of 1,889,785,610 bytes over DP = 16 ranks; the fwd/ig AllGathers run on
   // single-rank TP groups.
-  const auto res = run(fabricsim::testing::data("simai/aicb/workload/simAI/model_workload/L7B-D1-C02_Llama7B_deepspeed_zero3_A100.txt"), 16);
+  const auto res = run(fabricsim::testing::data("simai/aicb/workload/simAI/model_workload/L7B-D1-C02_Llama7B_deepspeed_zero3_A100.txt"), 16, kOneRing);
   ASSERT_EQ(res.ranks.size(), 16u);
   std::size_t multi = 0;
   for (const auto& c : res.collectives) {

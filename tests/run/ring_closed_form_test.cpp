@@ -54,7 +54,11 @@ TEST_P(RingClosedForm, MatchesWithinOnePercent) {
   opt.sets = {"cluster.gpus_per_host=" + std::to_string(c.gpus_per_host), "cluster.topology=leaf_spine",
               "cluster.nics_per_leaf=64", "cluster.nic_bandwidth=400Gbps", "cluster.nic_latency=500ns",
               "cluster.nvlink_bandwidth=3600Gbps", "cluster.nvlink_latency=100ns", "cluster.mtu=4KiB",
-              "cluster.nvlink_mtu=4KiB"};
+              "cluster.nvlink_mtu=4KiB",
+              // NCCL planner forced to one Ring/Simple channel; a 16 GiB buffer makes every ring
+              // step a single message (slice = 2 x NCCL_BUFFSIZE/8 >= S/N), as the closed form assumes.
+              "nccl.NCCL_ALGO=Ring", "nccl.NCCL_PROTO=Simple", "nccl.NCCL_MAX_NCHANNELS=1",
+              "nccl.NCCL_BUFFSIZE=17179869184"};
   const auto res = fabricsim::jobs::run_simulation(opt, MPI_COMM_WORLD, "test", "test");
   ASSERT_EQ(res.collectives.size(), 1u);
   const auto& rec = res.collectives[0];

@@ -1,0 +1,180 @@
+#include "jobs/nccl_tests.hpp"
+
+#include <cctype>
+#include <sstream>
+
+#include <fmt/format.h>
+
+#include "engine/errors.hpp"
+#include "jobs/run.hpp"
+#include "jobs/spec.hpp"
+#include "simccl/nccl_planner.hpp"
+#include "simccl/planner_factory.hpp"
+
+namespace fabricsim::jobs {
+
+using engine::InputError;
+
+std::uint64_t parse_nccl_tests_size(const std::string& text, const std::string& flag) {
+  // nccl-tests parsesize(): a number with an optional K/M/G suffix (x1024 each).
+  std::size_t i = 0;
+  while (i < text.size() && std::isdigit(static_cast<unsigned char>(text[i]))) ++i;
+  if (i == 0) throw InputError("<cli>", flag + " " + text, "not a size", "give bytes with an optional K, M or G suffix, e.g. 128M");
+  std::uint64_t v = std::stoull(text.substr(0, i));
+  const std::string suf = text.substr(i);
+  if (suf == "K" || suf == "k") v <<= 10;
+  else if (suf == "M" || suf == "m") v <<= 20;
+  else if (suf == "G" || suf == "g") v <<= 30;
+  else if (!suf.empty()) throw InputError("<cli>", flag + " " + text, "unknown suffix '" + suf + "'", "use K, M or G");
+  return v;
+}
+
+namespace {
+
+struct CollInfo {
+  const char* name;
+  bool p2p;
+  models::CollOp op;
+  const char* redop;
+  bool rooted;
+  std::uint32_t per_rank_split;  // sizes are rounded to a multiple of nranks x 4 B
+};
+
+CollInfo coll_info(const std::string& name) {
+  using models::CollOp;
+  if (name == "all_reduce") return {"all_reduce", false, CollOp::kAllReduce, "sum", false, 0};
+  if (name == "all_gather") return {"all_gather", false, CollOp::kAllGather, "none", false, 1};
+  if (name == "reduce_scatter") return {"reduce_scatter", false, CollOp::kReduceScatter, "sum", false, 1};
+  if (name == "alltoall") return {"alltoall", false, CollOp::kAllToAll, "none", false, 1};
+  if (name == "broadcast") return {"broadcast", false, CollOp::kBroadcast, "none", true, 0};
+  if (name == "reduce") return {"reduce", false, CollOp::kReduce, "sum", true, 0};
+  if (name == "sendrecv") return {"sendrecv", true, CollOp::kAllReduce, "none", false, 0};
+  throw InputError("<cli>", "collective '" + name + "'", "not an nccl-tests collective",
+                   "use all_reduce, all_gather, reduce_scatter, alltoall, broadcast, reduce or sendrecv");
+}
+
+}  // namespace
+
+models::Workload nccl_tests_workload(const std::string& collective, std::uint32_t ranks, std::uint64_t bytes,
+                                     std::uint32_t root) {
+  const CollInfo ci = coll_info(collective);
+  models::Workload w;
+  w.source = "nccl-tests:" + collective;
+  w.format = "generated";
+  w.ranks = ranks;
+  models::CommGroup world;
+  world.name = "world";
+  for (std::uint32_t r = 0; r < ranks; ++r) world.ranks.push_back(r);
+  w.groups.push_back(world);
+  w.programs.resize(ranks);
+  for (std::uint32_t r = 0; r < ranks; ++r) {
+    if (ci.p2p) {
+      if (ranks < 2) continue;
+      // sendrecv_perf: every rank sends to rank+1 and receives from rank-1.
+      models::WorkNode s;
+      s.name = "send";
+      s.type = models::NodeType::kSend;
+      s.bytes = bytes;
+      s.peer = static_cast<std::int32_t>((r + 1) % ranks);
+      models::WorkNode v;
+      v.name = "recv";
+      v.type = models::NodeType::kRecv;
+      v.bytes = bytes;
+      v.peer = static_cast<std::int32_t>((r + ranks - 1) % ranks);
+      v.source_id = 1;
+      w.programs[r] = {s, v};
+    } else {
+      models::WorkNode n;
+      n.name = collective;
+      n.type = models::NodeType::kCollective;
+      n.op = ci.op;
+      n.bytes = bytes;
+      n.group = 0;
+      n.root = static_cast<std::int32_t>(root);
+      w.programs[r] = {n};
+    }
+  }
+  return w;
+}
+
+std::string run_nccl_tests(const NcclTestsOptions& opt, MPI_Comm comm, const std::string& version,
+                           const std::string& git_commit, std::vector<NcclTestsRow>* rows) {
+  const CollInfo ci = coll_info(opt.collective);
+  const std::uint32_t n = opt.gpus_per_node * opt.nodes;
+  if (opt.min_bytes > opt.max_bytes) {
+    throw InputError("<cli>", "-b/-e", "minimum size above maximum", "give -b <= -e");
+  }
+  if (opt.factor < 2) throw InputError("<cli>", "-f", "factor must be >= 2", "e.g. -f 2");
+  if (ci.rooted && opt.root >= n) {
+    throw InputError("<cli>", "-r " + std::to_string(opt.root), "root is not a rank of the " + std::to_string(n) + "-rank run",
+                     "give -r below " + std::to_string(n));
+  }
+  RunOptions ro;
+  ro.spec_path = opt.spec_path;
+  ro.sets = opt.sets;
+  ro.sets.push_back("cluster.gpus_per_host=" + std::to_string(opt.gpus_per_node));
+  ro.sets.push_back("cluster.hosts=" + std::to_string(opt.nodes));
+  ro.write_h5 = false;
+  ro.quiet = true;
+
+  // The planner the runs will use, for --explain.
+  const Spec spec = load_spec(ro.spec_path, ro.sets);
+  const models::ClusterSpec cluster = resolve_cluster(spec, n);
+  simccl::PlannerBuild pb = simccl::make_planner(spec.planner, spec.nccl, spec.file, spec.gpu_sm, cluster);
+  const auto* nccl = dynamic_cast<const simccl::NcclPlanner*>(pb.planner.get());
+
+  std::ostringstream out;
+  out << fmt::format("# fabricsim {} nccl-tests: {}  minBytes {} maxBytes {} step: {}(factor)\n", version, ci.name,
+                     opt.min_bytes, opt.max_bytes, opt.factor);
+  out << fmt::format("# nThread 1 nGpus 1 nRanks {} ({} nodes x {} GPUs), simulated (no data moved)\n#\n", n, opt.nodes,
+                     opt.gpus_per_node);
+  for (const auto& warning : pb.warnings) out << "# warning: " << warning << "\n";
+  out << "#                                                              out-of-place                       in-place          \n";
+  out << "#       size         count      type   redop    root     time   algbw   busbw #wrong     time   algbw   busbw #wrong\n";
+  out << "#        (B)    (elements)                               (us)  (GB/s)  (GB/s)            (us)  (GB/s)  (GB/s)       \n";
+  double bus_sum = 0;
+  int count = 0;
+  std::vector<std::uint32_t> world(n);
+  for (std::uint32_t r = 0; r < n; ++r) world[r] = r;
+  for (std::uint64_t size = opt.min_bytes; size <= opt.max_bytes;) {
+    // nccl-tests rounds each size down to whole elements per rank.
+    const std::uint64_t unit = 4ull * (ci.per_rank_split ? n : 1);
+    const std::uint64_t bytes = size / unit * unit;
+    NcclTestsRow row;
+    row.bytes = bytes;
+    if (bytes > 0 && n > 1) {
+      const models::Workload w = nccl_tests_workload(opt.collective, n, bytes, opt.root);
+      ro.workload_data = &w;
+      const RunResult res = run_simulation(ro, comm, version, git_commit);
+      engine::SimTime dt = res.meta.simulated_time_ps;
+      if (!ci.p2p && !res.collectives.empty()) dt = res.collectives[0].end_ps - res.collectives[0].start_ps;
+      row.time_us = static_cast<double>(dt) * 1e-6;
+      row.algbw_GBps = dt > 0 ? static_cast<double>(bytes) / (static_cast<double>(dt) * 1e-12) / 1e9 : 0;
+      row.busbw_GBps = ci.p2p ? row.algbw_GBps : row.algbw_GBps * models::busbw_factor(ci.op, n);
+      if (nccl && !ci.p2p) {
+        models::CollRequest req;
+        req.op = ci.op;
+        req.bytes = bytes;
+        req.ranks = &world;
+        const simccl::TuningDecision d = nccl->decision(req);
+        row.choice = fmt::format("{}/{} {} channels (cost model {:.1f} us)", simccl::algo_name(d.algo),
+                                 simccl::proto_name(d.proto), d.n_channels, d.time_us);
+      }
+    }
+    const int root = ci.rooted ? static_cast<int>(opt.root) : -1;
+    const std::string half = fmt::format("  {:7.2f}  {:6.2f}  {:6.2f}  {:>5}", row.time_us, row.algbw_GBps, row.busbw_GBps, "N/A");
+    out << fmt::format("{:12}  {:12}  {:>8}  {:>6}  {:6}", bytes, bytes / 4, "float", ci.redop, root) << half << half
+        << "\n";
+    if (opt.explain && !row.choice.empty()) out << "#   simccl: " << row.choice << "\n";
+    bus_sum += row.busbw_GBps;
+    ++count;
+    if (rows) rows->push_back(row);
+    if (size > opt.max_bytes / opt.factor) break;
+    size *= opt.factor;
+  }
+  out << "# Out of bounds values : 0 OK\n";
+  out << fmt::format("# Avg bus bandwidth    : {:.4g} \n#\n", count ? bus_sum / count : 0.0);
+  return out.str();
+}
+
+}  // namespace fabricsim::jobs

@@ -1,0 +1,77 @@
+#pragma once
+/// @file nccl_planner.hpp
+/// The NCCL-faithful collective planner: per communicator it runs NCCL 2.28's cost model
+/// (simccl/nccl_tuner.hpp) to pick algorithm, protocol and channels, then expands the call the
+/// way NCCL's kernels and proxies move data (../shared/reference/nccl.md §1.2-1.6, §3.3-3.4):
+///  * Ring AllReduce / AllGather / ReduceScatter: data split over channels, each channel its own
+///    rail-aligned ring; per channel, loops of nRanks chunks; each step's chunk is sent in
+///    slices (Ring+Simple: chunk = 4 steps, slice = 2 steps of NCCL_BUFFSIZE/8); a send waits for
+///    the receive of the previous step of the same slice and for the channel's previous send.
+///  * Tree AllReduce: per channel a chain inside each node and a double binary tree over nodes
+///    (channels of the first half on tree 0, the second half on tree 1); reduce up, broadcast
+///    down, pipelined per chunk.
+///  * Broadcast / Reduce: per channel a pipelined chain along the ring from / to the root.
+///  * AllToAll: grouped point-to-point; per peer 1..n channel parts cut in p2p chunks; a peer on
+///    another node whose NIC is on another rail is reached through the local GPU on the peer's
+///    rail (PXN: NVLink to that GPU, then its NIC) unless NCCL_PXN_DISABLE=1 or
+///    NCCL_P2P_PXN_LEVEL=0.
+/// Protocol wire efficiency is applied to the bytes sent: LL carries 8 data bytes per 16-byte line
+/// (50%), LL128 120 per 128-byte line (15/16), Simple 100%.
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <vector>
+
+#include "models/comm_plan.hpp"
+#include "simccl/nccl_settings.hpp"
+#include "simccl/nccl_tuner.hpp"
+
+namespace fabricsim::simccl {
+
+/// Hardware and settings the planner works from.
+struct NcclPlannerConfig {
+  std::uint32_t gpus_per_host = 8;  ///< rank r runs on GPU r; host = r / gpus_per_host
+  int sm = 90;                      ///< compute capability x10 of every GPU
+  double nic_GBps = 50;             ///< one NIC's rate, GB/s (cost model)
+  double nvlink_GBps = 0;           ///< cost model per-GPU NVLink bw; 0 = NCCL's per-link constant x links
+  NcclSettings settings;
+};
+
+/// Bytes on the wire for `data` bytes with a protocol: LL 16 B lines of 8 data bytes, LL128
+/// 128 B lines of 120 data bytes, Simple the data (src/include/device.h, nccl.md §1.2).
+std::uint64_t wire_bytes(Proto p, std::uint64_t data);
+
+/// The planner (thread-safe: per-communicator state is computed once under a lock).
+class NcclPlanner final : public models::CollectivePlanner {
+ public:
+  explicit NcclPlanner(NcclPlannerConfig cfg);
+  models::RankPlan plan(const models::CollRequest& req) const override;
+
+  /// The cost model of the communicator `ranks` (global ranks).
+  const NcclTuner& tuner(const std::vector<std::uint32_t>& ranks) const;
+  /// What the planner picks for a request (AllToAll: protocol of the per-peer messages).
+  TuningDecision decision(const models::CollRequest& req) const;
+  const NcclPlannerConfig& config() const { return cfg_; }
+
+  struct CommInfo;  ///< per-communicator layout (nodes, rings, trees)
+
+ private:
+  std::shared_ptr<const CommInfo> comm(const std::vector<std::uint32_t>& ranks) const;
+
+  NcclPlannerConfig cfg_;
+  mutable std::mutex mu_;
+  mutable std::map<std::vector<std::uint32_t>, std::shared_ptr<const CommInfo>> comms_;
+};
+
+/// NCCL's double binary tree (src/graph/trees.cc, nccl.md §1.6) for `rank` of `n` (n >= 1):
+/// tree 0 is the binary tree on ranks where a rank's parent flips its lowest set bit upwards;
+/// tree 1 mirrors it (n even) or shifts it by one (n odd).
+struct TreeLinks {
+  int parent = -1;
+  int child0 = -1;
+  int child1 = -1;
+};
+TreeLinks dbtree_links(int n, int rank, int tree);
+
+}  // namespace fabricsim::simccl

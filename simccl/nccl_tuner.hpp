@@ -1,0 +1,105 @@
+#pragma once
+/// @file nccl_tuner.hpp
+/// NCCL 2.28's cost model (src/graph/tuning.cc ncclTopoTuneModel / ncclTopoGetAlgoTime,
+/// src/enqueue.cc topoGetAlgoInfo) on a simulated communicator: graph channels and bandwidths
+/// from a simplified graph search (src/graph/search.cc), the per-(collective, algorithm,
+/// protocol) latency (us) and bandwidth (GB/s) tables, the time estimate, and the selection of
+/// algorithm, protocol and channel count per message size. All constants are from
+/// ../shared/reference/nccl.md §2-3 with the NCCL source file named at each table.
+#include <array>
+#include <cstdint>
+#include <string>
+
+#include "simccl/nccl_settings.hpp"
+
+namespace fabricsim::simccl {
+
+/// What the cost model needs to know about a communicator and its hardware.
+struct TuningTopology {
+  int n_ranks = 8;          ///< ranks in the communicator
+  int n_nodes = 1;          ///< distinct hosts among them
+  int ppn = 8;              ///< ranks per node (the largest, for uneven communicators)
+  int sm = 90;              ///< compute capability x10 (80 A100, 90 H100, 100 B200)
+  double nvlink_GBps = 0;   ///< NCCL's per-GPU NVLink bw to the NVSwitch (links x per-link, topo.h); 0 = from sm
+  double nic_GBps = 50;     ///< one NIC, GB/s (NCCL: speed Mb/s / 8000)
+  double pci_GBps = 0;      ///< GPU <-> NIC PCIe path bw; 0 = from sm (Gen4 x16 24, Gen5 x16 48)
+  int nics_per_node = 8;    ///< NICs per node (one per GPU in fabricsim)
+  bool intel_cpu = true;    ///< CPU vendor (net overhead 1 us Intel, 2 us AMD; llMaxBw row)
+};
+
+/// A graph (ring or tree) as the search leaves it (src/graph/search.cc).
+struct GraphInfo {
+  int n_channels = 1;    ///< after ncclTopoDupChannels, before ncclTopoPostset's x2
+  double bw_intra = 0;   ///< GB/s per channel inside a node
+  double bw_inter = 0;   ///< GB/s per channel across nodes
+};
+
+/// The model's choice for one collective call.
+struct TuningDecision {
+  Algo algo = Algo::kRing;
+  Proto proto = Proto::kSimple;
+  int n_channels = 1;  ///< channels this call uses (after the per-size reduction)
+  int n_threads = 512;
+  double time_us = 0;  ///< estimated time of the chosen combination
+};
+
+/// Costs per (algorithm, protocol) for one call: estimated us, or -1 when not available.
+using CostTable = std::array<std::array<double, kNumProtos>, kNumAlgos>;
+
+/// NCCL's tuner on one communicator. Stateless after construction; thread-safe.
+class NcclTuner {
+ public:
+  /// @throws engine::InputError if NCCL_MIN/MAX_NCHANNELS leave no channel.
+  NcclTuner(const TuningTopology& topo, const NcclSettings& settings);
+
+  const TuningTopology& topo() const { return topo_; }
+  const GraphInfo& ring_graph() const { return ring_; }
+  const GraphInfo& tree_graph() const { return tree_; }
+  /// comm->nChannels: min(ring, tree) graph channels, doubled by ncclTopoPostset (max 64),
+  /// doubled again on Hopper+ multi-node when bwIntra > 45 and fewer than 16 (init.cc), then
+  /// clamped by NCCL_MAX_NCHANNELS and raised to NCCL_MIN_NCHANNELS.
+  int comm_channels() const { return comm_channels_; }
+  /// Algorithm bandwidth (GB/s) of a combination; 0 = unavailable (tuning.cc).
+  double bandwidth(Func f, Algo a, Proto p) const { return bw_[idx(f)][idx(a)][idx(p)]; }
+  /// Latency (us) of a combination (tuning.cc).
+  double latency(Func f, Algo a, Proto p) const { return lat_[idx(f)][idx(a)][idx(p)]; }
+  /// Why a combination is unavailable ("" if available).
+  std::string unavailable_reason(Func f, Algo a, Proto p) const;
+  /// Estimated time (us) of `nbytes` (NCCL's nBytes: per-rank max(send, recv); for AllGather and
+  /// ReduceScatter the full nRanks x count buffer) with one combination (ncclTopoGetAlgoTime);
+  /// -1 when unavailable.
+  double time_us(Func f, Algo a, Proto p, std::uint64_t nbytes) const;
+  /// Whole cost table for one call.
+  CostTable cost_table(Func f, std::uint64_t nbytes) const;
+  /// NCCL's choice: the fastest enabled combination (ties: lowest algo then proto index), then
+  /// channels reduced while nBytes < nc x nThreads x threshold (topoGetAlgoInfo).
+  /// @throws engine::InputError when NCCL_ALGO/NCCL_PROTO leave nothing simccl can plan.
+  TuningDecision decide(Func f, std::uint64_t nbytes) const;
+  /// Multi-line report of the tables and the choice (NCCL_DEBUG_SUBSYS=TUNING counterpart).
+  std::string report(Func f, std::uint64_t nbytes) const;
+
+ private:
+  template <class E>
+  static std::size_t idx(E e) {
+    return static_cast<std::size_t>(e);
+  }
+  void compute_graphs();
+  void compute_tables();
+
+  TuningTopology topo_;
+  NcclSettings settings_;
+  GraphInfo ring_, tree_;
+  int comm_channels_ = 1;
+  int cc_idx_ = 2;  ///< 0 Volta, 1 Ampere, 2 Hopper, 3 Blackwell
+  std::array<std::array<std::array<double, kNumProtos>, kNumAlgos>, kNumFuncs> bw_{};
+  std::array<std::array<std::array<double, kNumProtos>, kNumAlgos>, kNumFuncs> lat_{};
+  std::array<std::array<std::array<const char*, kNumProtos>, kNumAlgos>, kNumFuncs> why_{};
+};
+
+/// NCCL's per-link NVLink bandwidth in GB/s for a compute capability (src/graph/topo.h:
+/// SM60 18.0, SM70 20.0, SM80 20.0, SM86 12.0, SM90 20.6, SM100 40.1).
+double nvlink_per_link_GBps(int sm);
+/// NVLinks per GPU to the NVSwitch for a generation (V100 6, A100 12, H100 18, B200 18).
+int nvlinks_per_gpu(int sm);
+
+}  // namespace fabricsim::simccl

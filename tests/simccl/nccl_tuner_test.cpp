@@ -1,0 +1,188 @@
+// Must-show 1 of issue 4: the cost model's (algorithm, protocol, channels) per size for an
+// 8xH100 NVSwitch node and for 2, 4 and 16 such nodes with 8x400 Gb/s NICs. Expected values are
+// derived here, independently of simccl/nccl_tuner.cpp, from the formulas and tables of
+// ../shared/reference/nccl.md §2 (NCCL 2.28 src/graph/tuning.cc, src/enqueue.cc), restricted to
+// what simccl models (Ring and Tree; NVLS/CollNet/PAT unavailable).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <string>
+
+#include "engine/errors.hpp"
+#include "simccl/nccl_tuner.hpp"
+
+namespace {
+
+using namespace fabricsim::simccl;
+
+struct Expect {
+  Algo algo;
+  Proto proto;
+  int channels;
+};
+
+// Independent re-derivation for AllReduce on H100 (sm90, Intel CPU), Ring/Tree only.
+// Graph: 1 node: NVLink 18 x 20.6 = 370.8 GB/s -> sm90 intra ladder 60 -> 6 channels -> dup to
+// 12 x 30; comm channels 24. Multi-node: min(PCIe Gen5 48, NIC 50) -> inter ladder 48 ->
+// 8 NICs x 1 = 8 channels x 48 (no dup: bw < 50 with > 4 channels on sm > 80); comm channels
+// 8 x 2 (Hopper multi-node) x 2 (postset) = 32.
+Expect derive(int nodes, std::uint64_t bytes) {
+  const int ppn = 8, n = nodes * ppn, nsteps = 2 * (n - 1);
+  const int gch = nodes == 1 ? 12 : 8;
+  const double gbw = nodes == 1 ? 30.0 : 48.0;
+  const int comm_ch = nodes == 1 ? 24 : 32;
+  const int scale = nodes == 1 ? 0 : nodes == 2 ? 1 : 2;
+  const double llmax[3] = {141.0, 39.0, 20.4};          // 1 node: Hopper row; multi-node: row 0 (Intel)
+  const double ring_ll128_cap[3] = {36.7, 36.7, 36.7};  // perChMaxRingLL128Bws Hopper
+  const double tree_cap[3] = {38.7, 41.4, 36.0};        // perChMaxTreeBws Hopper
+  const double tree_ll128_cap[3] = {36.7, 36.7, 29.0};  // perChMaxTreeLL128Bws Hopper
+  const double corr[3][23] = {
+      {1.0, 1.0, 1.0, 1.0, .9, .8, .7, .7, .7, .7, .6, .5, .4, .4, .5, .6, .7, .8, .9, 1.0, 1.0, 1.0, 1.0},
+      {1.0, 1.0, 1.0, 1.0, 1.0, .9, .8, .8, .8, .7, .6, .6, .6, .6, .6, .6, .8, .9, .9, .9, .9, 1.0, 1.0},
+      {.9, .9, .9, .9, .9, .9, .9, .8, .7, .6, .6, .5, .5, .5, .5, .6, .7, .8, .7, .7, .8, .9, .9}};
+  const double base[2][3] = {{6.8, 14.0, 8.4}, {6.6, 14.0, 8.4}};            // Tree, Ring
+  const double nvl[2][3] = {{0.6, 1.25, 4.0}, {0.6, 1.9, 3.4}};              // NVLINK hw latency
+  const double net[2][3] = {{5.0, 8.5, 14}, {2.7, 4.0, 14.0}};               // NET hw latency
+  const double bus = gch * gbw;
+  double best = 1e300;
+  Expect e{Algo::kRing, Proto::kSimple, 1};
+  int logsz = -1;
+  for (std::uint64_t v = bytes >> 6; v; v >>= 1) ++logsz;
+  for (int a : {0, 1}) {      // Tree, Ring (NCCL index order)
+    for (int p : {0, 1, 2}) {  // LL, LL128, Simple
+      double bw, lat;
+      if (a == 1) {
+        double b = bus;
+        if (p == 0) b = std::min(llmax[scale], bus * 0.5);
+        if (p == 1) b = std::min(bus * 0.92, gch * ring_ll128_cap[scale]);
+        bw = b * n / nsteps;
+        const double il = nodes > 1 ? std::max(nvl[1][p], p == 2 ? 3.0 : 1.0) : nvl[1][p];
+        const int inter = nodes > 1 ? 2 * (nodes - 1) : 0;
+        lat = base[1][p] + (nsteps - inter) * il + inter * net[1][p];
+        if (p == 2 && nodes > 1 && bytes / (std::uint64_t(comm_ch) * n) >= 64) lat *= 1.4;
+      } else {
+        double b = std::min(bus * 0.92, gch * tree_cap[scale]);
+        if (p == 0) b = std::min(b / 3.8, llmax[scale]);
+        if (p == 1) b = std::min(b * (nodes == 1 ? 7.0 / 9.0 : 120.0 / 128.0), gch * tree_ll128_cap[scale]);
+        bw = b * 0.5;
+        if (logsz >= 0 && logsz < 23) bw *= corr[p][logsz];
+        lat = base[0][p] + 2 * ((ppn - 1) * nvl[0][p] + std::log2(nodes) * net[0][p]);
+      }
+      const double t = lat + bytes / (1000.0 * bw);
+      if (t < best) {
+        best = t;
+        e.algo = a == 0 ? Algo::kTree : Algo::kRing;
+        e.proto = static_cast<Proto>(p);
+      }
+    }
+  }
+  // Channels: drop while nBytes < nc x nThreads x threshold (LL: 512 thr, 8 B (x nRanks for
+  // Ring); LL128: 640, 8 B; Simple: 512, 64 B).
+  const int nt = e.proto == Proto::kLL128 ? 640 : 512;
+  std::uint64_t thr = e.proto == Proto::kSimple ? 64 : 8;
+  if (e.proto == Proto::kLL && e.algo == Algo::kRing) thr *= n;
+  int nc = comm_ch;
+  while (nc > 1 && bytes < std::uint64_t(nc) * nt * thr) --nc;
+  e.channels = nc;
+  return e;
+}
+
+TuningTopology h100(int nodes) {
+  TuningTopology t;
+  t.n_ranks = 8 * nodes;
+  t.n_nodes = nodes;
+  t.ppn = 8;
+  t.sm = 90;
+  t.nic_GBps = 50;  // 400 Gb/s
+  t.nics_per_node = 8;
+  return t;
+}
+
+TEST(NcclTuner, GraphsAndChannelsOfH100) {
+  const NcclTuner one(h100(1), NcclSettings{});
+  EXPECT_EQ(one.ring_graph().n_channels, 12);
+  EXPECT_DOUBLE_EQ(one.ring_graph().bw_intra, 30.0);
+  EXPECT_EQ(one.comm_channels(), 24);  // matches nccl.md §7's worked hint
+  const NcclTuner two(h100(2), NcclSettings{});
+  EXPECT_EQ(two.ring_graph().n_channels, 8);
+  EXPECT_DOUBLE_EQ(two.ring_graph().bw_inter, 48.0);
+  EXPECT_EQ(two.comm_channels(), 32);
+  // §7: ring AllReduce busBw model 360 -> algBw 360 x 8/14; LL128 331 busBw; LL 141 busBw.
+  EXPECT_NEAR(one.bandwidth(Func::kAllReduce, Algo::kRing, Proto::kSimple), 360.0 * 8 / 14, 1e-9);
+  EXPECT_NEAR(one.bandwidth(Func::kAllReduce, Algo::kRing, Proto::kLL128), 331.2 * 8 / 14, 1e-9);
+  EXPECT_NEAR(one.bandwidth(Func::kAllReduce, Algo::kRing, Proto::kLL), 141.0 * 8 / 14, 1e-9);
+  EXPECT_NEAR(one.latency(Func::kAllReduce, Algo::kRing, Proto::kLL), 6.6 + 14 * 0.6, 1e-9);
+  EXPECT_NEAR(one.latency(Func::kAllReduce, Algo::kTree, Proto::kSimple), 8.4 + 2 * 7 * 4.0, 1e-9);
+}
+
+TEST(NcclTuner, AllReduceChoicePerSizeFollowsTheReferenceFormulas) {
+  for (int nodes : {1, 2, 4, 16}) {
+    const NcclTuner t(h100(nodes), NcclSettings{});
+    for (std::uint64_t bytes = 8; bytes <= (8ull << 30); bytes *= 2) {
+      const Expect e = derive(nodes, bytes);
+      const TuningDecision d = t.decide(Func::kAllReduce, bytes);
+      SCOPED_TRACE("nodes " + std::to_string(nodes) + " bytes " + std::to_string(bytes));
+      EXPECT_EQ(d.algo, e.algo);
+      EXPECT_EQ(d.proto, e.proto);
+      EXPECT_EQ(d.n_channels, e.channels);
+    }
+  }
+}
+
+TEST(NcclTuner, HandPickedPointsOnOneNode) {
+  const NcclTuner t(h100(1), NcclSettings{});
+  // 8 B: Ring/LL 15.0 us beats Tree/LL 15.2 us; 1 channel.
+  auto d = t.decide(Func::kAllReduce, 8);
+  EXPECT_EQ(d.algo, Algo::kRing);
+  EXPECT_EQ(d.proto, Proto::kLL);
+  EXPECT_EQ(d.n_channels, 1);
+  // 8 MiB: Ring/LL128 40.6 + 8388608/189257 = 84.9 us < Ring/Simple 96.8 < Tree/LL128 103.9.
+  d = t.decide(Func::kAllReduce, 8u << 20);
+  EXPECT_EQ(d.algo, Algo::kRing);
+  EXPECT_EQ(d.proto, Proto::kLL128);
+  EXPECT_NEAR(d.time_us, 40.6 + 8388608.0 / (1000 * 331.2 * 8 / 14), 1e-6);
+  // 1 GiB: Ring/Simple on all 24 channels.
+  d = t.decide(Func::kAllReduce, 1u << 30);
+  EXPECT_EQ(d.algo, Algo::kRing);
+  EXPECT_EQ(d.proto, Proto::kSimple);
+  EXPECT_EQ(d.n_channels, 24);
+}
+
+TEST(NcclTuner, AllGatherAndBroadcastUseRingOnly) {
+  const NcclTuner t(h100(2), NcclSettings{});
+  for (std::uint64_t b : {1024ull, 1ull << 20, 1ull << 30}) {
+    EXPECT_EQ(t.decide(Func::kAllGather, b).algo, Algo::kRing);
+    EXPECT_EQ(t.decide(Func::kBroadcast, b).algo, Algo::kRing);
+    EXPECT_LT(t.time_us(Func::kAllGather, Algo::kTree, Proto::kSimple, b), 0);
+    EXPECT_LT(t.time_us(Func::kAllGather, Algo::kNvls, Proto::kSimple, b), 0);
+  }
+  EXPECT_NE(t.unavailable_reason(Func::kAllReduce, Algo::kNvls, Proto::kSimple).find("multicast"), std::string::npos);
+}
+
+TEST(NcclTuner, SettingsOverrideTheChoice) {
+  NcclSettings s;
+  s.algo_enabled = parse_algo_list("Tree", "t", "NCCL_ALGO");
+  s.proto_enabled = parse_proto_list("Simple", "t", "NCCL_PROTO");
+  s.max_nchannels = 4;
+  const NcclTuner t(h100(2), s);
+  EXPECT_EQ(t.comm_channels(), 4);
+  const auto d = t.decide(Func::kAllReduce, 1u << 30);
+  EXPECT_EQ(d.algo, Algo::kTree);
+  EXPECT_EQ(d.proto, Proto::kSimple);
+  EXPECT_EQ(d.n_channels, 4);
+  NcclSettings m;
+  m.min_nchannels = 40;
+  EXPECT_EQ(NcclTuner(h100(1), m).comm_channels(), 40);
+  EXPECT_THROW(t.decide(Func::kAllGather, 1024), fabricsim::engine::InputError);  // Tree only: no AllGather
+}
+
+TEST(NcclTuner, A100NodeGraph) {
+  TuningTopology a = h100(1);
+  a.sm = 80;  // 12 NVLinks x 20 = 240 GB/s -> default ladder 40 -> 6 ch -> dup 12 x 20 -> 24
+  const NcclTuner t(a, NcclSettings{});
+  EXPECT_EQ(t.ring_graph().n_channels, 12);
+  EXPECT_DOUBLE_EQ(t.ring_graph().bw_intra, 20.0);
+  EXPECT_EQ(t.comm_channels(), 24);
+}
+
+}  // namespace
