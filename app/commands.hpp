@@ -17,6 +17,8 @@ bool is_root();
 Action add_run(CLI::App& app);
 Action add_validate(CLI::App& app);
 Action add_describe(CLI::App& app);
+Action add_kernels(CLI::App& app);
+Action add_generate(CLI::App& app);
 Action add_nccl_tests(CLI::App& app);
 Action add_sweep(CLI::App& app);
 Action add_regress(CLI::App& app);

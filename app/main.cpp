@@ -44,7 +44,8 @@ int main(int argc, char** argv) {
   app.set_version_flag("--version", std::string("fabricsim ") + FABRICSIM_VERSION + " (" + FABRICSIM_GIT_COMMIT + ")");
   app.require_subcommand(1);
   // One line per subcommand (each in app/cmd_<name>.cpp).
-  std::vector<Action> actions = {add_run(app), add_validate(app), add_describe(app), add_sweep(app), add_regress(app), add_nccl_tests(app)};
+  std::vector<Action> actions = {add_run(app), add_validate(app), add_describe(app), add_sweep(app), add_regress(app),
+                                 add_nccl_tests(app), add_kernels(app), add_generate(app)};
 
   try {
     app.parse(argc, argv);

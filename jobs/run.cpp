@@ -17,6 +17,7 @@
 #include "io/chakra_reader.hpp"
 #include "io/hdf5_writer.hpp"
 #include "io/simai_reader.hpp"
+#include "jobs/generators.hpp"
 #include "jobs/spec.hpp"
 #include "kernels/compute_time.hpp"
 #include "models/cluster.hpp"
@@ -55,6 +56,33 @@ models::Workload load_workload(const std::string& path, const std::string& forma
 }
 
 namespace {
+
+/// What the workload generator reported (for the MFU line of the summary).
+struct GenInfo {
+  bool used = false;
+  GenStats stats;
+  double peak_flops = 0;  ///< dense peak of the GPU for the GEMM dtype (FLOP/s)
+};
+
+/// The spec's workload: generated when workload.generator.model is set, else read from a file.
+models::Workload load_spec_workload(const Spec& spec, GenInfo* info) {
+  if (spec.generator.count("model") == 0) {
+    return load_workload(spec.workload_path, spec.workload_format, spec.workload_gpus, spec.comm_groups);
+  }
+  if (!spec.workload_path.empty()) {
+    throw InputError(spec.file, "workload.path", "both workload.path and workload.generator.model are set",
+                     "remove one of them (the generator builds the workload itself)");
+  }
+  const TrainConfig cfg = train_config_from_spec(spec);
+  const auto db = load_kernel_db(spec.generator.count("kernel_db") ? spec.generator.at("kernel_db") : "");
+  Generated g = generate_training(cfg, db);
+  if (info) {
+    info->used = true;
+    info->stats = g.stats;
+    info->peak_flops = kernels::find_gpu(cfg.gpu).peak_flops(cfg.dtype);
+  }
+  return std::move(g.workload);
+}
 
 double now_s() {
   return static_cast<double>(std::chrono::duration_cast<std::chrono::microseconds>(
@@ -131,7 +159,7 @@ std::string validate_only(const RunOptions& opt) {
   Spec spec = load_spec(opt.spec_path, sets);
   if (!opt.workload.empty()) spec.workload_path = opt.workload;
   if (opt.gpus) spec.workload_gpus = opt.gpus;
-  models::Workload w = load_workload(spec.workload_path, spec.workload_format, spec.workload_gpus, spec.comm_groups);
+  models::Workload w = load_spec_workload(spec, nullptr);
   check_workload(w);
   const models::ClusterSpec c = resolve_cluster(spec, w.ranks);
   models::Topology topo(c);
@@ -164,9 +192,8 @@ RunResult run_simulation(const RunOptions& opt, MPI_Comm comm, const std::string
                      "create it or choose another path");
   }
 
-  models::Workload w = opt.workload_data != nullptr
-                           ? *opt.workload_data
-                           : load_workload(spec.workload_path, spec.workload_format, spec.workload_gpus, spec.comm_groups);
+  GenInfo gen;
+  models::Workload w = opt.workload_data != nullptr ? *opt.workload_data : load_spec_workload(spec, &gen);
   check_workload(w);
   if (rank == 0) {
     for (const auto& warning : w.warnings) std::fprintf(stderr, "fabricsim: warning: %s\n", warning.c_str());
@@ -326,6 +353,13 @@ RunResult run_simulation(const RunOptions& opt, MPI_Comm comm, const std::string
                      engine::format_time(static_cast<engine::SimTime>(comp / nr)),
                      engine::format_time(static_cast<engine::SimTime>(commu / nr)),
                      engine::format_time(static_cast<engine::SimTime>(exposed / nr)));
+  double mfu = 0, tflops_per_gpu = 0;
+  if (gen.used && iter > 0) {
+    tflops_per_gpu = gen.stats.model_flops / (static_cast<double>(iter) * 1e-12) / nr / 1e12;
+    mfu = tflops_per_gpu * 1e12 / gen.peak_flops;
+    out << fmt::format("model FLOPs: {:.4g} per iteration, {:.1f} TFLOP/s per GPU, MFU {:.1f}% of dense peak\n",
+                       gen.stats.model_flops, tflops_per_gpu, 100 * mfu);
+  }
   out << fmt::format("collectives: {}   flows: {}\n", res.collectives.size(), res.flows);
   // Per (op, communicator size, bytes): count, mean time, mean busbw. Size-1 communicators are
   // no-ops and only counted.
@@ -393,6 +427,11 @@ RunResult run_simulation(const RunOptions& opt, MPI_Comm comm, const std::string
     j["compute_ps_mean"] = comp / nr;
     j["comm_ps_mean"] = commu / nr;
     j["exposed_comm_ps_mean"] = exposed / nr;
+    if (gen.used) {
+      j["model_flops"] = gen.stats.model_flops;
+      j["tflops_per_gpu"] = tflops_per_gpu;
+      j["mfu"] = mfu;
+    }
     j["collectives"] = nlohmann::json::array();
     for (const auto& c : res.collectives) {
       j["collectives"].push_back({{"group", c.group}, {"instance", c.instance}, {"op", c.op}, {"bytes", c.bytes},

@@ -21,6 +21,42 @@ const std::vector<SpecKey>& spec_keys() {
       {"workload.format", "enum", "auto", "auto, chakra or simai (auto: detected from the content)"},
       {"workload.gpus", "int", "0", "world size for SimAI/AICB files without all_gpus (SimAI's -g)"},
       {"workload.comm_groups", "string", "", "Chakra comm-group JSON {pg_name: [ranks]} (ASTRA-sim format)"},
+      // Workload generator (jobs/generators.hpp, docs/generators.md): set model to generate
+      // instead of reading workload.path.
+      {"workload.generator.model", "string", "", "built-in model (gpt3-175b, llama3-70b, mixtral-8x7b, deepseek-v3, ...) or custom"},
+      {"workload.generator.gpu", "string", "H100", "GPU type for kernel times (A100, H100, H200, H800, H20, B200, GB200, GB300, MI300X)"},
+      {"workload.generator.tp", "int", "1", "tensor-parallel size"},
+      {"workload.generator.pp", "int", "1", "pipeline-parallel stages"},
+      {"workload.generator.dp", "int", "1", "data-parallel size"},
+      {"workload.generator.ep", "int", "1", "expert-parallel size (MoE; folds into TP x DP)"},
+      {"workload.generator.cp", "int", "1", "context-parallel size (only 1 is modelled)"},
+      {"workload.generator.vp", "int", "1", "virtual pipeline stages per rank (interleaved 1F1B)"},
+      {"workload.generator.gpus", "int", "0", "world size to check against tp*pp*dp*cp (0 = no check)"},
+      {"workload.generator.sequence_parallel", "bool", "true", "Megatron sequence parallelism with TP"},
+      {"workload.generator.micro_batch", "int", "1", "sequences per micro-batch"},
+      {"workload.generator.global_batch", "int", "0", "sequences per iteration (0 = micro_batch * dp)"},
+      {"workload.generator.seq_len", "int", "2048", "tokens per sequence"},
+      {"workload.generator.dtype", "enum", "bf16", "GEMM dtype: bf16, fp16 or fp8"},
+      {"workload.generator.zero", "int", "0", "0 DDP, 1 distributed optimizer, 2/3 DeepSpeed ZeRO stages"},
+      {"workload.generator.recompute", "enum", "none", "activation recomputation: none, selective or full"},
+      {"workload.generator.overlap_grad_reduce", "bool", "true", "reduce gradient buckets during the last backward"},
+      {"workload.generator.bucket_params", "int", "0", "parameters per DP bucket (0 = max(40M, 1M * dp), Megatron)"},
+      {"workload.generator.grad_bytes", "int", "2", "bytes per gradient element in DP reductions (2 or 4)"},
+      {"workload.generator.iterations", "int", "1", "training iterations to generate"},
+      {"workload.generator.kernel_db", "string", "", "kernel database CSV (default kernels/data/kernels.csv)"},
+      {"workload.generator.fallback", "enum", "roofline", "roofline (model kernels the data lacks) or none (error)"},
+      {"workload.generator.compute_efficiency", "double", "0.7", "analytic roofline: achieved / peak FLOP/s"},
+      {"workload.generator.memory_efficiency", "double", "0.8", "analytic roofline: achieved / peak HBM bandwidth"},
+      {"workload.generator.layers", "int", "", "custom model (or override): transformer layers"},
+      {"workload.generator.hidden", "int", "", "custom model: hidden size"},
+      {"workload.generator.heads", "int", "", "custom model: attention heads"},
+      {"workload.generator.kv_heads", "int", "", "custom model: KV heads (default = heads)"},
+      {"workload.generator.ffn_hidden", "int", "", "custom model: FFN inner size (default 4 * hidden)"},
+      {"workload.generator.ffn", "enum", "", "custom model: gelu or swiglu"},
+      {"workload.generator.vocab", "int", "", "custom model: (padded) vocabulary"},
+      {"workload.generator.experts", "int", "", "custom model: routed experts (0 = dense)"},
+      {"workload.generator.top_k", "int", "", "custom model: experts per token"},
+      {"workload.generator.expert_ffn_hidden", "int", "", "custom model: expert FFN inner size"},
       {"cluster.hosts", "auto-int", "auto", "number of hosts; auto = enough 8-GPU hosts for the workload's ranks"},
       {"cluster.gpus_per_host", "int", "8", "GPUs per host (one NIC each, all behind one NVSwitch)"},
       {"cluster.topology", "enum", "rail_optimized", "rail_optimized or leaf_spine"},
@@ -222,6 +258,14 @@ Spec load_spec(const std::string& path, const std::vector<std::string>& sets) {
     s.workload_gpus = static_cast<std::uint32_t>(parse_uint(*v, file_of("workload.gpus"), "workload.gpus", 1));
   }
   if (auto v = str("workload.comm_groups")) s.comm_groups = resolve(*v, "workload.comm_groups");
+  for (const auto& k : spec_keys()) {  // generator keys are parsed by jobs/generators
+    const std::string key = k.path;
+    if (key.rfind("workload.generator.", 0) != 0) continue;
+    if (auto v = str(key)) {
+      s.generator[key.substr(19)] = key == "workload.generator.kernel_db" ? resolve(*v, key) : *v;
+      s.generator_file[key.substr(19)] = file_of(key);
+    }
+  }
 
   s.cluster_given = static_cast<bool>(root["cluster"]);
   models::ClusterSpec& c = s.cluster;

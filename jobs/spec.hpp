@@ -4,6 +4,7 @@
 /// table (kSpecKeys, printed by `fabricsim describe spec` and docs/config.md) with its type,
 /// default and unit; unknown keys are errors that suggest the closest known key.
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <utility>
@@ -32,6 +33,9 @@ struct Spec {
   std::string workload_format = "auto";  ///< auto | chakra | simai
   std::uint32_t workload_gpus = 0;       ///< world size for SimAI files without all_gpus (0 = none)
   std::string comm_groups;               ///< Chakra comm-group JSON (resolved path) or empty
+  /// workload.generator.* values as written (key without the prefix -> text), parsed by
+  /// jobs/generators (train_config_from_spec); generator_file says where each came from.
+  std::map<std::string, std::string> generator, generator_file;
   bool cluster_given = false;            ///< a `cluster:` section exists
   models::ClusterSpec cluster;           ///< with hosts/nics_per_leaf/spines possibly 0 = auto
   bool hosts_auto = true, nics_per_leaf_auto = true, spines_auto = true;

@@ -1,0 +1,65 @@
+// `fabricsim generate SPEC -o PREFIX`: builds the workload of a spec's workload.generator section
+// and writes it as Chakra ET files PREFIX.<rank>.et (+ PREFIX.comm_groups.json).
+#include <cstdio>
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "app/commands.hpp"
+#include "engine/errors.hpp"
+#include "engine/units.hpp"
+#include "io/chakra_writer.hpp"
+#include "jobs/generators.hpp"
+#include "jobs/spec.hpp"
+
+namespace fabricsim::app {
+
+Action add_generate(CLI::App& app) {
+  struct Opts {
+    std::string spec, prefix;
+    std::vector<std::string> sets;
+  };
+  auto o = std::make_shared<Opts>();
+  CLI::App* sub = app.add_subcommand("generate", "generate a Megatron-style training workload and write it as Chakra ET");
+  sub->add_option("spec", o->spec, "spec with a workload.generator section")->check(CLI::ExistingFile);
+  sub->add_option("--set", o->sets, "override a spec key, e.g. --set workload.generator.model=gpt3-175b (repeatable)");
+  sub->add_option("-o,--output", o->prefix, "write PREFIX.<rank>.et and PREFIX.comm_groups.json (default: only print)");
+  return [sub, o]() -> int {
+    if (!*sub) return -1;
+    const jobs::Spec spec = jobs::load_spec(o->spec, o->sets);
+    const auto cfg = jobs::train_config_from_spec(spec);
+    const auto db = jobs::load_kernel_db(spec.generator.count("kernel_db") ? spec.generator.at("kernel_db") : "");
+    const auto g = jobs::generate_training(cfg, db);
+    if (!is_root()) return 0;
+    std::string groups;
+    if (!o->prefix.empty()) {
+      const auto dir = std::filesystem::absolute(o->prefix).parent_path();
+      if (!std::filesystem::is_directory(dir)) {
+        throw engine::InputError("<cli>", "-o " + o->prefix, "directory " + dir.string() + " does not exist", "create it first");
+      }
+      groups = io::write_chakra(g.workload, o->prefix);
+    }
+    const auto& s = g.stats;
+    std::printf("workload: %s\n", g.workload.source.c_str());
+    std::printf("ranks %u, communicators %zu, nodes %llu, micro-batches per DP rank %u\n", g.workload.ranks,
+                g.workload.groups.size(), static_cast<unsigned long long>(s.nodes), s.microbatches);
+    std::printf("model: %.4g parameters, %.4g tokens per iteration\n", s.params, s.tokens);
+    std::printf("FLOPs per iteration: model %.4g (closed form %.4g), with recompute %.4g\n", s.model_flops,
+                jobs::closed_form_model_flops(cfg.model, s.tokens, cfg.seq_len), s.hw_flops);
+    std::printf("kernels: %llu measured/interpolated, %llu roofline-scaled from another GPU, %llu modelled\n",
+                static_cast<unsigned long long>(s.kernels_measured), static_cast<unsigned long long>(s.kernels_scaled),
+                static_cast<unsigned long long>(s.kernels_modelled));
+    std::printf("rank 0 compute: %s per iteration\n",
+                engine::format_time(static_cast<engine::SimTime>(s.compute_ps_rank0 / cfg.iterations)).c_str());
+    if (!o->prefix.empty()) {
+      std::printf("wrote %s.0.et .. %s.%u.et%s\n", o->prefix.c_str(), o->prefix.c_str(), g.workload.ranks - 1,
+                  groups.empty() ? "" : fmt::format(" and {} (pass it as workload.comm_groups)", groups).c_str());
+    }
+    return 0;
+  };
+}
+
+}  // namespace fabricsim::app

@@ -1,0 +1,101 @@
+#include "io/chakra_writer.hpp"
+
+#include <google/protobuf/util/delimited_message_util.h>
+
+#include <cmath>
+#include <fstream>
+
+#include <nlohmann/json.hpp>
+
+#include "engine/errors.hpp"
+#include "engine/time.hpp"
+#include "et_def.pb.h"
+
+namespace fabricsim::io {
+namespace {
+
+using models::CollOp;
+using models::NodeType;
+
+ChakraProtoMsg::CollectiveCommType comm_type(CollOp op) {
+  switch (op) {
+    case CollOp::kAllReduce: return ChakraProtoMsg::ALL_REDUCE;
+    case CollOp::kAllGather: return ChakraProtoMsg::ALL_GATHER;
+    case CollOp::kReduceScatter: return ChakraProtoMsg::REDUCE_SCATTER;
+    case CollOp::kBroadcast: return ChakraProtoMsg::BROADCAST;
+    case CollOp::kReduce: return ChakraProtoMsg::REDUCE;
+    case CollOp::kAllToAll: return ChakraProtoMsg::ALL_TO_ALL;
+  }
+  return ChakraProtoMsg::ALL_REDUCE;
+}
+
+void attr_i64(ChakraProtoMsg::Node& n, const char* name, std::int64_t v) {
+  auto* a = n.add_attr();
+  a->set_name(name);
+  a->set_int64_val(v);
+}
+
+}  // namespace
+
+std::string write_chakra(const models::Workload& w, const std::string& prefix) {
+  std::string groups_path;
+  if (w.groups.size() > 1) {
+    nlohmann::ordered_json j = nlohmann::ordered_json::object();
+    for (std::size_t g = 1; g < w.groups.size(); ++g) j[w.groups[g].name] = w.groups[g].ranks;
+    groups_path = prefix + ".comm_groups.json";
+    std::ofstream out(groups_path);
+    if (!out) throw engine::InputError(groups_path, "<file>", "cannot write", "check the directory exists and is writable");
+    out << j.dump() << "\n";
+  }
+  for (std::uint32_t r = 0; r < w.ranks; ++r) {
+    const std::string file = prefix + "." + std::to_string(r) + ".et";
+    std::ofstream out(file, std::ios::binary);
+    if (!out) throw engine::InputError(file, "<file>", "cannot write", "check the directory exists and is writable");
+    ChakraProtoMsg::GlobalMetadata meta;
+    meta.set_version("0.0.4");
+    auto* src = meta.add_attr();
+    src->set_name("fabricsim_source");
+    src->set_string_val(w.source);
+    google::protobuf::util::SerializeDelimitedToOstream(meta, &out);
+    const auto& prog = w.programs[r];
+    ChakraProtoMsg::Node n;
+    for (std::size_t i = 0; i < prog.size(); ++i) {
+      const models::WorkNode& wn = prog[i];
+      n.Clear();
+      n.set_id(i);
+      n.set_name(wn.name);
+      for (auto d : wn.deps) n.add_ctrl_deps(d);
+      auto* cpu = n.add_attr();
+      cpu->set_name("is_cpu_op");
+      cpu->set_bool_val(false);
+      switch (wn.type) {
+        case NodeType::kCompute:
+          n.set_type(ChakraProtoMsg::COMP_NODE);
+          n.set_duration_micros(static_cast<std::uint64_t>(
+              std::llround(static_cast<double>(wn.duration_ps) / static_cast<double>(engine::kPsPerUs))));
+          break;
+        case NodeType::kCollective: {
+          n.set_type(ChakraProtoMsg::COMM_COLL_NODE);
+          attr_i64(n, "comm_type", comm_type(wn.op));
+          attr_i64(n, "comm_size", static_cast<std::int64_t>(wn.bytes));
+          auto* pg = n.add_attr();
+          pg->set_name("pg_name");
+          pg->set_string_val(wn.group == 0 ? std::string() : w.groups[static_cast<std::size_t>(wn.group)].name);
+          break;
+        }
+        case NodeType::kSend:
+        case NodeType::kRecv:
+          n.set_type(wn.type == NodeType::kSend ? ChakraProtoMsg::COMM_SEND_NODE : ChakraProtoMsg::COMM_RECV_NODE);
+          attr_i64(n, wn.type == NodeType::kSend ? "comm_dst" : "comm_src", wn.peer);
+          attr_i64(n, "comm_size", static_cast<std::int64_t>(wn.bytes));
+          attr_i64(n, "comm_tag", wn.tag);
+          break;
+      }
+      google::protobuf::util::SerializeDelimitedToOstream(n, &out);
+    }
+    if (!out) throw engine::InputError(file, "<file>", "write failed", "check free disk space");
+  }
+  return groups_path;
+}
+
+}  // namespace fabricsim::io

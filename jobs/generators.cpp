@@ -1,0 +1,1038 @@
+#include "jobs/generators.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <optional>
+#include <tuple>
+#include <unordered_map>
+
+#include <fmt/format.h>
+
+#include "engine/errors.hpp"
+#include "engine/time.hpp"
+
+namespace fabricsim::jobs {
+
+using engine::InputError;
+using kernels::Dtype;
+using models::CollOp;
+using models::NodeType;
+using models::WorkNode;
+
+namespace {
+
+[[noreturn]] void bad(const TrainConfig& c, const std::string& field, const std::string& problem,
+                      const std::string& fix) {
+  throw InputError(c.file, "workload.generator." + field, problem, fix);
+}
+
+std::uint64_t u64(double v) { return static_cast<std::uint64_t>(std::llround(v)); }
+
+}  // namespace
+
+void validate_train(const TrainConfig& c) {
+  const ModelConfig& m = c.model;
+  if (m.layers == 0 || m.hidden == 0 || m.heads == 0 || m.head_dim == 0 || m.ffn_hidden == 0 || m.vocab == 0) {
+    bad(c, "model", "model '" + m.name + "' has a zero layers/hidden/heads/ffn_hidden/vocab",
+        "give every shape key of a custom model");
+  }
+  for (auto [v, n] : {std::pair{c.tp, "tp"}, {c.pp, "pp"}, {c.dp, "dp"}, {c.ep, "ep"}, {c.cp, "cp"}, {c.vp, "vp"},
+                      {c.micro_batch, "micro_batch"}, {c.seq_len, "seq_len"}, {c.iterations, "iterations"}}) {
+    if (v == 0) bad(c, n, "must be >= 1", "give a positive whole number");
+  }
+  if (c.cp > 1) bad(c, "cp", "context parallelism is not modelled by the generator yet", "use cp: 1");
+  if (m.heads % c.tp != 0) {
+    bad(c, "tp", fmt::format("{} attention heads are not divisible by TP {}", m.heads, c.tp),
+        "choose a TP that divides the head count");
+  }
+  if (m.attn == AttnType::kGqa && m.kv_heads % c.tp != 0 && c.tp % m.kv_heads != 0) {
+    bad(c, "tp", fmt::format("{} KV heads and TP {} do not divide one another", m.kv_heads, c.tp),
+        "choose a TP that divides or is a multiple of the KV-head count");
+  }
+  if (m.layers % (c.pp * c.vp) != 0) {
+    bad(c, c.vp > 1 ? "vp" : "pp",
+        fmt::format("{} layers are not divisible by PP {} x VP {} = {} (virtual) stages", m.layers, c.pp, c.vp, c.pp * c.vp),
+        "choose pp (and vp) so that pp*vp divides the layer count");
+  }
+  const std::uint64_t world = std::uint64_t(c.tp) * c.pp * c.dp * c.cp;
+  if (c.expected_gpus != 0 && world != c.expected_gpus) {
+    bad(c, "gpus", fmt::format("world size {} is not TP·PP·DP·CP = {}·{}·{}·{} = {}", c.expected_gpus, c.tp, c.pp,
+                               c.dp, c.cp, world),
+        "make gpus equal to tp*pp*dp*cp (or drop gpus)");
+  }
+  if (world > 1u << 20) bad(c, "dp", "more than 2^20 GPUs", "use a smaller job");
+  if (c.ep > 1 && !m.is_moe()) bad(c, "ep", "EP > 1 on a dense model", "use ep: 1 or an MoE model");
+  if (m.is_moe()) {
+    if (c.ep > m.experts) {
+      bad(c, "ep", fmt::format("EP {} is above the model's {} experts", c.ep, m.experts), "use ep <= experts");
+    }
+    if (m.experts % c.ep != 0) bad(c, "ep", fmt::format("{} experts not divisible by EP {}", m.experts, c.ep), "choose an EP that divides the expert count");
+    if ((c.tp * c.dp) % c.ep != 0) {
+      bad(c, "ep", fmt::format("EP {} does not divide TP·DP = {}", c.ep, c.tp * c.dp),
+          "EP folds into the TP·DP ranks of a stage; choose an EP that divides tp*dp");
+    }
+    if (c.tp > 1 && !c.sequence_parallel) {
+      bad(c, "sequence_parallel", "MoE with TP > 1 is modelled with sequence parallelism only",
+          "set sequence_parallel: true");
+    }
+  }
+  if (c.sequence_parallel && c.tp > 1 && c.seq_len % c.tp != 0) {
+    bad(c, "seq_len", fmt::format("sequence length {} not divisible by TP {} (sequence parallelism)", c.seq_len, c.tp),
+        "choose a sequence length divisible by tp");
+  }
+  const std::uint32_t gb = c.global_batch ? c.global_batch : c.micro_batch * c.dp;
+  if (gb % (c.micro_batch * c.dp) != 0) {
+    bad(c, "global_batch", fmt::format("global batch {} is not a multiple of micro_batch {} x DP {}", gb, c.micro_batch, c.dp),
+        "make global_batch a multiple of micro_batch*dp");
+  }
+  const std::uint32_t mbs = gb / (c.micro_batch * c.dp);
+  if (c.vp > 1 && (c.pp == 1 || mbs % c.pp != 0)) {
+    bad(c, "vp", fmt::format("interleaved schedule needs PP > 1 and micro-batches ({}) divisible by PP {}", mbs, c.pp),
+        "use vp: 1 or a global batch giving a multiple of pp micro-batches");
+  }
+  if (c.zero > 3) bad(c, "zero", "ZeRO stage above 3", "use 0, 1, 2 or 3");
+  const kernels::GpuSpec& g = kernels::find_gpu(c.gpu, c.file, "workload.generator.gpu");
+  if (c.dtype == Dtype::kFp8 && !(g.fp8_tflops > 0)) {
+    bad(c, "dtype", g.name + " has no FP8 tensor cores", "use dtype: bf16");
+  }
+  if (c.grad_bytes != 2 && c.grad_bytes != 4) bad(c, "grad_bytes", "must be 2 or 4", "2 (bf16 grads) or 4 (fp32)");
+}
+
+double closed_form_model_flops(const ModelConfig& m, double tokens, std::uint32_t seq_len) {
+  double matrix = double(m.vocab) * double(m.hidden);  // logits
+  double attn = 0;
+  for (std::uint32_t l = 0; l < m.layers; ++l) {
+    matrix += double(m.attention_params());
+    if (m.moe_layer(l)) {
+      matrix += double(m.top_k + m.shared_experts) * double(m.ffn_params(m.expert_ffn_hidden)) +
+                double(m.hidden) * m.experts;
+    } else {
+      matrix += double(m.ffn_params(m.ffn_hidden));
+    }
+    attn += 2.0 * seq_len * m.heads * double(m.qk_head_dim() + m.head_dim);
+  }
+  return 6.0 * matrix * tokens + 3.0 * attn * tokens;
+}
+
+namespace {
+
+/// Kernel work descriptors (formulas in docs/generators.md and kernels/profile/profile.cu).
+struct Kernel {
+  std::string op;
+  std::string shape;
+  double flops = 0;      ///< executed FLOPs (timing)
+  double bytes = 0;
+  double model_flops = 0;  ///< FLOPs counted for MFU
+};
+
+Kernel gemm(double m, double n, double k, double B, double groups = 1, const char* op = "gemm") {
+  Kernel kn{op, fmt::format("m={} n={} k={}", u64(m), u64(n), u64(k)), 2 * m * n * k,
+            (m * k + groups * k * n + m * n) * B, 2 * m * n * k};
+  if (groups > 1) kn.shape += fmt::format(" groups={}", u64(groups));
+  return kn;
+}
+Kernel mem(const std::string& op, const std::string& shape, double flops, double bytes) {
+  return Kernel{op, shape, flops, bytes, 0};
+}
+std::string el(double n) { return fmt::format("elements={}", u64(n)); }
+std::string th(double t, double h) { return fmt::format("tokens={} hidden={}", u64(t), u64(h)); }
+
+struct KernelKey {
+  std::string op;
+  double flops, bytes;
+  bool operator==(const KernelKey& o) const { return op == o.op && flops == o.flops && bytes == o.bytes; }
+};
+struct KernelKeyHash {
+  std::size_t operator()(const KernelKey& k) const {
+    return std::hash<std::string>()(k.op) ^ (std::hash<double>()(k.flops) * 31) ^ (std::hash<double>()(k.bytes) * 131);
+  }
+};
+
+/// Times kernels with a cache (a generated job has few distinct shapes).
+class Timer {
+ public:
+  Timer(const TrainConfig& c, const kernels::KernelDb* db)
+      : c_(c), db_(db), gpu_(kernels::find_gpu(c.gpu, c.file, "workload.generator.gpu")) {}
+  struct Result {
+    engine::SimTime ps;
+    int how;  // 0 measured/interpolated, 1 scaled, 2 modelled
+  };
+  Result time(const Kernel& k, Dtype d) {
+    const KernelKey key{k.op + "|" + kernels::dtype_name(d), k.flops, k.bytes};
+    auto it = cache_.find(key);
+    if (it != cache_.end()) return it->second;
+    Result r{0, 2};
+    if (db_ != nullptr) {
+      const auto e = db_->estimate(gpu_, k.op, d, k.flops, k.bytes, c_.fallback, c_.efficiency);
+      r.ps = static_cast<engine::SimTime>(std::llround(e.time_us * double(engine::kPsPerUs)));
+      r.how = (e.how == "measured" || e.how == "interpolated") ? 0 : e.how.rfind("scaled", 0) == 0 ? 1 : 2;
+    }
+    cache_.emplace(key, r);
+    return r;
+  }
+
+ private:
+  const TrainConfig& c_;
+  const kernels::KernelDb* db_;
+  const kernels::GpuSpec& gpu_;
+  std::unordered_map<KernelKey, Result, KernelKeyHash> cache_;
+};
+
+/// Group indices a rank uses (-1 = no such communicator: size 1).
+struct RankGroups {
+  std::int32_t tp = -1, dp = -1, ep = -1, edp = -1, emb = -1;
+};
+
+/// Builds every rank's DAG.
+class Builder {
+ public:
+  Builder(const TrainConfig& c, const kernels::KernelDb* db, bool plan_only)
+      : c_(c), m_(c.model), timer_(c, db), plan_only_(plan_only) {
+    B_ = kernels::dtype_bytes(c.dtype == Dtype::kFp8 ? Dtype::kBf16 : c.dtype);  // activations stay 16-bit
+    gb_ = c.global_batch ? c.global_batch : c.micro_batch * c.dp;
+    mbs_ = gb_ / (c.micro_batch * c.dp);
+    T_ = double(c.seq_len) * c.micro_batch;
+    sp_ = c.sequence_parallel && c.tp > 1;
+    Tl_ = sp_ ? T_ / c.tp : T_;
+    vstages_ = c.pp * c.vp;
+    layers_per_chunk_ = m_.layers / vstages_;
+    bucket_ = c.bucket_params ? c.bucket_params : std::max<std::uint64_t>(40'000'000ull, 1'000'000ull * c.dp);
+  }
+
+  std::uint32_t rank_of(std::uint32_t t, std::uint32_t d, std::uint32_t p) const { return t + c_.tp * (d + c_.dp * p); }
+
+  void make_groups(models::Workload& w) {
+    const std::uint32_t world = c_.tp * c_.dp * c_.pp;
+    w.ranks = world;
+    models::CommGroup all{"world", {}};
+    for (std::uint32_t r = 0; r < world; ++r) all.ranks.push_back(r);
+    w.groups.push_back(all);
+    rg_.assign(world, {});
+    auto add = [&](const std::string& name, std::vector<std::uint32_t> ranks, std::int32_t RankGroups::*field) {
+      if (ranks.size() < 2) return;
+      const auto idx = static_cast<std::int32_t>(w.groups.size());
+      for (auto r : ranks) rg_[r].*field = idx;
+      w.groups.push_back(models::CommGroup{name, std::move(ranks)});
+    };
+    for (std::uint32_t p = 0; p < c_.pp; ++p) {
+      for (std::uint32_t d = 0; d < c_.dp; ++d) {
+        std::vector<std::uint32_t> g;
+        for (std::uint32_t t = 0; t < c_.tp; ++t) g.push_back(rank_of(t, d, p));
+        add(fmt::format("tp{}.{}", p, d), g, &RankGroups::tp);
+      }
+      for (std::uint32_t t = 0; t < c_.tp; ++t) {
+        std::vector<std::uint32_t> g;
+        for (std::uint32_t d = 0; d < c_.dp; ++d) g.push_back(rank_of(t, d, p));
+        add(fmt::format("dp{}.{}", p, t), g, &RankGroups::dp);
+      }
+      if (m_.is_moe()) {
+        // EP folds into the stage's TP·DP ranks, linearised TP-fastest (Megatron-Core MoE folding).
+        const std::uint32_t n = c_.tp * c_.dp, ep = c_.ep, edp = n / ep;
+        auto stage_rank = [&](std::uint32_t i) { return rank_of(i % c_.tp, i / c_.tp, p); };
+        for (std::uint32_t blk = 0; blk < edp; ++blk) {
+          std::vector<std::uint32_t> g;
+          for (std::uint32_t j = 0; j < ep; ++j) g.push_back(stage_rank(blk * ep + j));
+          add(fmt::format("ep{}.{}", p, blk), g, &RankGroups::ep);
+        }
+        for (std::uint32_t j = 0; j < ep; ++j) {
+          std::vector<std::uint32_t> g;
+          for (std::uint32_t blk = 0; blk < edp; ++blk) g.push_back(stage_rank(blk * ep + j));
+          add(fmt::format("edp{}.{}", p, j), g, &RankGroups::edp);
+        }
+      }
+    }
+    if (m_.tied_embeddings && c_.pp > 1) {
+      for (std::uint32_t d = 0; d < c_.dp; ++d) {
+        for (std::uint32_t t = 0; t < c_.tp; ++t) {
+          add(fmt::format("emb{}.{}", d, t), {rank_of(t, d, 0), rank_of(t, d, c_.pp - 1)}, &RankGroups::emb);
+        }
+      }
+    }
+  }
+
+  // ---- per-rank emission -------------------------------------------------------------------
+  struct Rank {
+    std::uint32_t r = 0, t = 0, d = 0, p = 0;
+    std::vector<WorkNode>* prog = nullptr;
+    std::int64_t last = -1;  ///< last compute node (stream order)
+  };
+
+  std::uint32_t push(Rank& R, WorkNode n) {
+    const auto idx = static_cast<std::uint32_t>(R.prog->size());
+    n.source_id = idx;
+    std::sort(n.deps.begin(), n.deps.end());
+    n.deps.erase(std::unique(n.deps.begin(), n.deps.end()), n.deps.end());
+    R.prog->push_back(std::move(n));
+    return idx;
+  }
+
+  /// A compute node after the stream's previous one (and `extra` deps). `recompute` kernels
+  /// count as hardware FLOPs only.
+  std::uint32_t comp(Rank& R, const std::string& name, const Kernel& k, std::vector<std::uint32_t> extra = {},
+                     bool recompute = false, Dtype d = Dtype::kBf16) {
+    const Dtype kd = (k.op == "gemm" || k.op == "grouped_gemm") ? c_.dtype : d;
+    if (R.r == 0) {
+      auto& need = plan_[{k.op, kd, k.shape}];
+      need.op = k.op;
+      need.dtype = kd;
+      need.shape = k.shape;
+      need.flops = k.flops;
+      need.bytes = k.bytes;
+      ++need.calls;
+    }
+    stats_.hw_flops += k.model_flops;
+    if (!recompute) stats_.model_flops += k.model_flops;
+    if (plan_only_) return 0;
+    WorkNode n;
+    n.name = name;
+    n.type = NodeType::kCompute;
+    const auto tr = timer_.time(k, kd);
+    n.duration_ps = tr.ps;
+    (tr.how == 0 ? stats_.kernels_measured : tr.how == 1 ? stats_.kernels_scaled : stats_.kernels_modelled)++;
+    if (R.r == 0) stats_.compute_ps_rank0 += double(tr.ps);
+    n.deps = std::move(extra);
+    if (R.last >= 0) n.deps.push_back(static_cast<std::uint32_t>(R.last));
+    const auto idx = push(R, std::move(n));
+    R.last = idx;
+    return idx;
+  }
+
+  /// A collective on group `g` (skipped, returning `fallback_dep`, when g < 0).
+  std::int64_t coll(Rank& R, const std::string& name, CollOp op, double bytes, std::int32_t g,
+                    std::vector<std::uint32_t> deps) {
+    if (g < 0 || plan_only_) return -1;
+    WorkNode n;
+    n.name = name;
+    n.type = NodeType::kCollective;
+    n.op = op;
+    n.bytes = u64(bytes);
+    n.group = g;
+    n.deps = std::move(deps);
+    return push(R, std::move(n));
+  }
+
+  static void add_dep(std::vector<std::uint32_t>& v, std::int64_t i) {
+    if (i >= 0) v.push_back(static_cast<std::uint32_t>(i));
+  }
+  static std::vector<std::uint32_t> deps_of(std::initializer_list<std::int64_t> l) {
+    std::vector<std::uint32_t> v;
+    for (auto i : l) add_dep(v, i);
+    return v;
+  }
+
+  // Layer pieces. `pre` = a node the first compute of the piece must wait for (comm); returns
+  // the comm node (if any) that the next piece must wait for.
+  Kernel norm_k(double tokens, bool bwd) const {
+    const double h = double(m_.hidden);
+    const std::string op = std::string(m_.layernorm ? "layernorm" : "rmsnorm") + (bwd ? "_bwd" : "");
+    const double f = (m_.layernorm ? 8.0 : 4.0) * tokens * h * (bwd ? 2 : 1);
+    return mem(op, th(tokens, h), f, ((bwd ? 3.0 : 2.0) * tokens * h + 2 * h) * B_);
+  }
+
+  double attn_core_flops() const {
+    return 2.0 * c_.micro_batch * double(c_.seq_len) * double(c_.seq_len) * (m_.heads / c_.tp) *
+           double(m_.qk_head_dim() + m_.head_dim);
+  }
+  Kernel flash_k(bool bwd) const {
+    const double hl = m_.heads / c_.tp;
+    const double model = attn_core_flops() * (bwd ? 2.0 : 1.0);
+    const double exec = attn_core_flops() * (c_.causal ? 0.5 : 1.0) * (bwd ? 2.5 : 1.0);
+    const double bytes = double(c_.micro_batch) * c_.seq_len * hl * (2.0 * m_.qk_head_dim() + 2.0 * m_.head_dim) * B_ *
+                         (bwd ? 2.0 : 1.0);
+    Kernel k{bwd ? "flash_attn_bwd" : "flash_attn_fwd",
+             fmt::format("b={} heads={} s={} d={} dv={} causal={}", c_.micro_batch, u64(hl), c_.seq_len,
+                         m_.qk_head_dim(), m_.head_dim, c_.causal ? 1 : 0),
+             exec, bytes, model};
+    return k;
+  }
+
+  /// Attention-block linear layers: (name, k, n, column-parallel?) with n/k already TP-sharded.
+  struct Lin {
+    const char* name;
+    double k, n;
+    bool col;
+  };
+  std::vector<Lin> attn_in() const {
+    const double h = double(m_.hidden), t = c_.tp;
+    if (m_.attn == AttnType::kMla) {
+      return {{"q_down", h, double(m_.q_lora_rank), true},
+              {"q_up", double(m_.q_lora_rank), double(m_.heads) * m_.qk_head_dim() / t, true},
+              {"kv_down", h, double(m_.kv_lora_rank + m_.qk_rope_dim), true},
+              {"kv_up", double(m_.kv_lora_rank), double(m_.heads) * (m_.qk_nope_dim + m_.head_dim) / t, true}};
+    }
+    return {{"qkv", h, (double(m_.heads) + 2.0 * m_.kv_heads) * m_.head_dim / t, true}};
+  }
+  // The MLA down-projections are replicated across TP ranks in Megatron; their FLOPs then
+  // repeat on every TP rank. Model FLOPs count them once: scale the replicated ones by 1/TP.
+  bool replicated(const Lin& l) const { return std::string(l.name) == "q_down" || std::string(l.name) == "kv_down"; }
+
+  // ---- forward of one layer ------------------------------------------------------------------
+  /// Emits layer `l`'s forward. `in` = node its input depends on (recv or previous). Returns the
+  /// last node of the layer (compute).
+  void layer_fwd(Rank& R, std::uint32_t l, std::vector<std::uint32_t> in, bool recompute,
+                 std::vector<std::int64_t>* zero3_wait) {
+    const double h = double(m_.hidden), t = c_.tp;
+    const std::string L = fmt::format("L{}", l);
+    if (c_.zero == 3 && rg_[R.r].dp >= 0) {
+      const double bytes = layer_dense_params(l) * B_;
+      add_dep(in, coll(R, L + ".z3ag", CollOp::kAllGather, bytes, rg_[R.r].dp, deps_of({R.last})));
+      if (zero3_wait) zero3_wait->push_back(static_cast<std::int64_t>(in.back()));
+    }
+    // Attention.
+    comp(R, L + ".ln1", norm_k(Tl_, false), in, recompute);
+    std::int64_t ag = sp_ ? coll(R, L + ".ag1", CollOp::kAllGather, T_ * h * B_, rg_[R.r].tp, deps_of({R.last})) : -1;
+    std::vector<std::uint32_t> pre = deps_of({ag});
+    for (const Lin& lin : attn_in()) {
+      Kernel k = gemm(T_, lin.n, lin.k, B_);
+      if (replicated(lin)) k.model_flops /= t;
+      comp(R, L + "." + lin.name, k, pre, recompute);
+      pre.clear();
+    }
+    comp(R, L + ".attn", flash_k(false), {}, recompute);
+    comp(R, L + ".proj", gemm(T_, h, double(m_.heads) * m_.head_dim / t, B_), {}, recompute);
+    std::int64_t red = -1;
+    if (c_.tp > 1) {
+      red = sp_ ? coll(R, L + ".rs1", CollOp::kReduceScatter, T_ * h * B_, rg_[R.r].tp, deps_of({R.last}))
+                : coll(R, L + ".ar1", CollOp::kAllReduce, T_ * h * B_, rg_[R.r].tp, deps_of({R.last}));
+    }
+    comp(R, L + ".add1", mem("residual_add", el(Tl_ * h), Tl_ * h, 3 * Tl_ * h * B_), deps_of({red}), recompute);
+    comp(R, L + ".ln2", norm_k(Tl_, false), {}, recompute);
+    if (m_.moe_layer(l)) {
+      moe_fwd(R, l, recompute);
+    } else {
+      const double ffn = double(m_.ffn_hidden) / t, mats_in = m_.ffn == FfnType::kSwiglu ? 2 : 1;
+      ag = sp_ ? coll(R, L + ".ag2", CollOp::kAllGather, T_ * h * B_, rg_[R.r].tp, deps_of({R.last})) : -1;
+      comp(R, L + ".fc1", gemm(T_, mats_in * ffn, h, B_), deps_of({ag}), recompute);
+      comp(R, L + ".act", act_k(T_ * ffn, false), {}, recompute);
+      comp(R, L + ".fc2", gemm(T_, h, ffn, B_), {}, recompute);
+      red = -1;
+      if (c_.tp > 1) {
+        red = sp_ ? coll(R, L + ".rs2", CollOp::kReduceScatter, T_ * h * B_, rg_[R.r].tp, deps_of({R.last}))
+                  : coll(R, L + ".ar2", CollOp::kAllReduce, T_ * h * B_, rg_[R.r].tp, deps_of({R.last}));
+      }
+      comp(R, L + ".add2", mem("residual_add", el(Tl_ * h), Tl_ * h, 3 * Tl_ * h * B_), deps_of({red}), recompute);
+      return;
+    }
+    comp(R, L + ".add2", mem("residual_add", el(Tl_ * h), Tl_ * h, 3 * Tl_ * h * B_), {}, recompute);
+  }
+
+  Kernel act_k(double n, bool bwd) const {
+    if (m_.ffn == FfnType::kSwiglu) {
+      return mem(bwd ? "swiglu_bwd" : "swiglu", el(n), (bwd ? 12.0 : 6.0) * n, (bwd ? 5.0 : 3.0) * n * B_);
+    }
+    return mem(bwd ? "gelu_bwd" : "gelu", el(n), (bwd ? 16.0 : 8.0) * n, (bwd ? 3.0 : 2.0) * n * B_);
+  }
+
+  /// MoE FFN forward on the rank's Tl_ tokens (expert TP = 1).
+  void moe_fwd(Rank& R, std::uint32_t l, bool recompute) {
+    const double h = double(m_.hidden), k = m_.top_k, E = m_.experts, el_ = double(m_.expert_ffn_hidden);
+    const double mats_in = m_.ffn == FfnType::kSwiglu ? 2 : 1;
+    const std::string L = fmt::format("L{}", l);
+    const double rows = Tl_ * k;
+    const double local_experts = E / c_.ep;
+    comp(R, L + ".router", gemm(Tl_, E, h, B_), {}, recompute);
+    comp(R, L + ".perm", mem("moe_permute", el(rows * h), 0, 2 * rows * h * B_), {}, recompute);
+    std::int64_t a2a = coll(R, L + ".disp", CollOp::kAllToAll, rows * h * B_, rg_[R.r].ep, deps_of({R.last}));
+    comp(R, L + ".efc1", gemm(rows, mats_in * el_, h, B_, local_experts, "grouped_gemm"), deps_of({a2a}), recompute);
+    comp(R, L + ".eact", act_k(rows * el_, false), {}, recompute);
+    comp(R, L + ".efc2", gemm(rows, h, el_, B_, local_experts, "grouped_gemm"), {}, recompute);
+    a2a = coll(R, L + ".comb", CollOp::kAllToAll, rows * h * B_, rg_[R.r].ep, deps_of({R.last}));
+    if (m_.shared_experts > 0) {
+      const double sf = el_ * m_.shared_experts;
+      comp(R, L + ".sfc1", gemm(Tl_, mats_in * sf, h, B_), {}, recompute);
+      comp(R, L + ".sact", act_k(Tl_ * sf, false), {}, recompute);
+      comp(R, L + ".sfc2", gemm(Tl_, h, sf, B_), {}, recompute);
+    }
+    comp(R, L + ".unperm", mem("moe_permute", el(rows * h), 0, 2 * rows * h * B_), deps_of({a2a}), recompute);
+  }
+
+  // ---- backward of one layer -----------------------------------------------------------------
+  /// Backward of a (column-parallel when `col`) linear layer with SP/TP communication.
+  /// Returns the comm node the next backward piece must wait for (input-gradient reduction).
+  std::int64_t lin_bwd(Rank& R, const std::string& name, const Kernel& fwd, bool col, bool tp_comm,
+                       std::vector<std::uint32_t> pre, std::vector<std::uint32_t>* wgrads) {
+    const double h = double(m_.hidden);
+    std::int64_t ag_in = -1;
+    if (col && tp_comm && sp_) {
+      // Saved input is sequence-sharded: gather it again for the weight gradient, overlapped
+      // with the data-gradient GEMM (Megatron async all-gather).
+      ag_in = coll(R, name + ".agw", CollOp::kAllGather, T_ * h * B_, rg_[R.r].tp, deps_of({R.last}));
+    }
+    Kernel dg = fwd, wg = fwd;
+    comp(R, name + ".dg", dg, std::move(pre));
+    const auto dgrad = static_cast<std::uint32_t>(R.last);
+    std::int64_t red = -1;
+    if (col && tp_comm && c_.tp > 1) {
+      red = sp_ ? coll(R, name + ".rsg", CollOp::kReduceScatter, T_ * h * B_, rg_[R.r].tp, deps_of({dgrad}))
+                : coll(R, name + ".arg", CollOp::kAllReduce, T_ * h * B_, rg_[R.r].tp, deps_of({dgrad}));
+    }
+    comp(R, name + ".wg", wg, deps_of({ag_in}));
+    if (wgrads) wgrads->push_back(static_cast<std::uint32_t>(R.last));
+    return red;
+  }
+
+  void layer_bwd(Rank& R, std::uint32_t l, std::vector<std::uint32_t> in) {
+    const double h = double(m_.hidden), t = c_.tp;
+    const std::string L = fmt::format("L{}", l);
+    if (c_.recompute == Recompute::kFull) {
+      layer_fwd(R, l, in, true, nullptr);
+      in.clear();
+    } else if (c_.zero == 3 && rg_[R.r].dp >= 0) {
+      add_dep(in, coll(R, L + ".z3agb", CollOp::kAllGather, layer_dense_params(l) * B_, rg_[R.r].dp, deps_of({R.last})));
+    }
+    std::vector<std::uint32_t> wg;
+    std::int64_t red = -1;
+    // FFN.
+    if (m_.moe_layer(l)) {
+      const double k = m_.top_k, E = m_.experts, el_ = double(m_.expert_ffn_hidden);
+      const double mats_in = m_.ffn == FfnType::kSwiglu ? 2 : 1, rows = Tl_ * k;
+      comp(R, L + ".unperm.b", mem("moe_permute", el(rows * h), 0, 2 * rows * h * B_), in);
+      if (m_.shared_experts > 0) {
+        const double sf = el_ * m_.shared_experts;
+        lin_bwd(R, L + ".sfc2", gemm(Tl_, h, sf, B_), false, false, {}, &wg);
+        comp(R, L + ".sact.b", act_k(Tl_ * sf, true));
+        lin_bwd(R, L + ".sfc1", gemm(Tl_, mats_in * sf, h, B_), false, false, {}, &wg);
+      }
+      std::int64_t a2a = coll(R, L + ".comb.b", CollOp::kAllToAll, rows * h * B_, rg_[R.r].ep, deps_of({R.last}));
+      lin_bwd(R, L + ".efc2", gemm(rows, h, el_, B_, E / c_.ep, "grouped_gemm"), false, false, deps_of({a2a}), &wg);
+      comp(R, L + ".eact.b", act_k(rows * el_, true));
+      lin_bwd(R, L + ".efc1", gemm(rows, mats_in * el_, h, B_, E / c_.ep, "grouped_gemm"), false, false, {}, &wg);
+      a2a = coll(R, L + ".disp.b", CollOp::kAllToAll, rows * h * B_, rg_[R.r].ep, deps_of({R.last}));
+      comp(R, L + ".perm.b", mem("moe_permute", el(rows * h), 0, 2 * rows * h * B_), deps_of({a2a}));
+      lin_bwd(R, L + ".router", gemm(Tl_, E, h, B_), false, false, {}, &wg);
+      comp(R, L + ".ln2.b", norm_k(Tl_, true));
+    } else {
+      const double ffn = double(m_.ffn_hidden) / t, mats_in = m_.ffn == FfnType::kSwiglu ? 2 : 1;
+      std::int64_t ag = sp_ ? coll(R, L + ".fc2.agg", CollOp::kAllGather, T_ * h * B_, rg_[R.r].tp, deps_of({R.last})) : -1;
+      add_dep(in, ag);
+      lin_bwd(R, L + ".fc2", gemm(T_, h, ffn, B_), false, true, in, &wg);
+      comp(R, L + ".act.b", act_k(T_ * ffn, true));
+      red = lin_bwd(R, L + ".fc1", gemm(T_, mats_in * ffn, h, B_), true, true, {}, &wg);
+      comp(R, L + ".ln2.b", norm_k(Tl_, true), deps_of({red}));
+    }
+    // Attention.
+    std::int64_t ag = sp_ ? coll(R, L + ".proj.agg", CollOp::kAllGather, T_ * h * B_, rg_[R.r].tp, deps_of({R.last})) : -1;
+    lin_bwd(R, L + ".proj", gemm(T_, h, double(m_.heads) * m_.head_dim / t, B_), false, true, deps_of({ag}), &wg);
+    if (c_.recompute == Recompute::kSelective) comp(R, L + ".attn.rc", flash_k(false), {}, true);
+    comp(R, L + ".attn.b", flash_k(true));
+    red = -1;
+    const auto ins = attn_in();
+    for (std::size_t i = ins.size(); i-- > 0;) {
+      Kernel k = gemm(T_, ins[i].n, ins[i].k, B_);
+      if (replicated(ins[i])) k.model_flops /= t;
+      // One TP gather/reduction for the whole input-projection group (the first linear reads
+      // the gathered input); MLA's inner projections need none.
+      const bool first = i == 0;
+      const std::int64_t r = lin_bwd(R, L + "." + ins[i].name, k, true, first, {}, &wg);
+      if (first) red = r;
+    }
+    comp(R, L + ".ln1.b", norm_k(Tl_, true), deps_of({red}));
+    last_wgrads_ = wg;
+  }
+
+  // ---- parameters held per rank --------------------------------------------------------------
+  double layer_dense_params(std::uint32_t l) const {
+    double p = double(m_.attention_params()) / c_.tp + 2.0 * double(m_.hidden);
+    if (m_.moe_layer(l)) {
+      p += double(m_.hidden) * m_.experts + double(m_.shared_experts) * double(m_.ffn_params(m_.expert_ffn_hidden));
+    } else {
+      p += double(m_.ffn_params(m_.ffn_hidden)) / c_.tp;
+    }
+    return p;
+  }
+  double layer_expert_params(std::uint32_t l) const {
+    return m_.moe_layer(l) ? double(m_.experts / c_.ep) * double(m_.ffn_params(m_.expert_ffn_hidden)) : 0.0;
+  }
+  double emb_params() const { return double(m_.vocab) * double(m_.hidden) / c_.tp; }
+
+  // ---- DP gradient buckets -------------------------------------------------------------------
+  struct Bucket {
+    double params = 0;
+    std::vector<std::uint32_t> deps;
+  };
+  struct Buckets {
+    Bucket dense, expert;
+    std::vector<std::pair<double, std::int64_t>> dense_done, expert_done;  // (params, coll node)
+  };
+
+  void flush(Rank& R, Bucket& b, bool expert, Buckets& bk, bool force) {
+    const std::int32_t g = expert ? rg_[R.r].edp : rg_[R.r].dp;
+    if (b.params <= 0 || (!force && b.params < double(bucket_))) return;
+    if (!c_.overlap_grad_reduce && !final_flush_) {
+      // Without overlap every bucket is reduced after the whole backward (finish_grad_sync).
+      (expert ? pending_expert_ : pending_dense_).push_back(b.params);
+      b = Bucket{};
+      return;
+    }
+    const double bytes = b.params * c_.grad_bytes;
+    const CollOp op = c_.zero == 0 ? CollOp::kAllReduce : CollOp::kReduceScatter;
+    std::vector<std::uint32_t> deps = b.deps;
+    if (!c_.overlap_grad_reduce) add_dep(deps, R.last);
+    const std::int64_t n = coll(R, fmt::format("{}.{}{}", expert ? "edp" : "dp", c_.zero == 0 ? "ar" : "rs",
+                                               (expert ? bk.expert_done : bk.dense_done).size()),
+                                op, bytes, g, deps);
+    (expert ? bk.expert_done : bk.dense_done).emplace_back(b.params, n);
+    b = Bucket{};
+  }
+  void grads_ready(Rank& R, Buckets& bk, double dense, double expert, const std::vector<std::uint32_t>& wg) {
+    bk.dense.params += dense;
+    bk.expert.params += expert;
+    if (!wg.empty()) {
+      bk.dense.deps.push_back(wg.back());
+      if (expert > 0) bk.expert.deps.push_back(wg.back());
+    }
+    flush(R, bk.dense, false, bk, false);
+    flush(R, bk.expert, true, bk, false);
+  }
+
+  // ---- schedule ------------------------------------------------------------------------------
+  struct Op {
+    bool fwd;
+    std::uint32_t chunk, mb;
+  };
+  std::vector<Op> schedule(std::uint32_t p) const {
+    const std::uint32_t pp = c_.pp, vp = c_.vp, m = mbs_, total = m * vp;
+    std::uint32_t warm = vp == 1 ? std::min(pp - p - 1, m) : std::min((pp - p - 1) * 2 + (vp - 1) * pp, total);
+    auto chunk_of = [&](std::uint32_t k, bool fwd) {
+      const std::uint32_t c = (k % (pp * vp)) / pp;
+      return fwd ? c : vp - 1 - c;
+    };
+    auto mb_of = [&](std::uint32_t k) { return (k / (pp * vp)) * pp + k % pp; };
+    std::vector<Op> ops;
+    std::uint32_t f = 0, b = 0;
+    for (; f < warm; ++f) ops.push_back({true, chunk_of(f, true), mb_of(f)});
+    while (f < total) {
+      ops.push_back({true, chunk_of(f, true), mb_of(f)});
+      ++f;
+      ops.push_back({false, chunk_of(b, false), mb_of(b)});
+      ++b;
+    }
+    for (; b < total; ++b) ops.push_back({false, chunk_of(b, false), mb_of(b)});
+    return ops;
+  }
+
+  std::int64_t tag(std::uint32_t it, std::uint32_t mb, std::uint32_t v, bool grad) const {
+    return ((std::int64_t(it) * mbs_ + mb) * vstages_ + v) * 2 + (grad ? 1 : 0);
+  }
+
+  void build_rank(Rank& R) {
+    const double h = double(m_.hidden), t = c_.tp;
+    const double act_bytes = T_ * h * B_ / (sp_ ? t : 1.0);
+    std::vector<std::uint32_t> iter_gate;  // nodes the next iteration's first compute waits for
+    for (std::uint32_t it = 0; it < c_.iterations; ++it) {
+      const auto ops = schedule(R.p);
+      // Last backward op index of each chunk (gradients final there unless ZeRO-2/3).
+      std::vector<std::int64_t> last_bwd(c_.vp, -1);
+      for (std::size_t i = 0; i < ops.size(); ++i) {
+        if (!ops[i].fwd) last_bwd[ops[i].chunk] = static_cast<std::int64_t>(i);
+      }
+      Buckets bk;
+      bool first_op = true;
+      for (std::size_t oi = 0; oi < ops.size(); ++oi) {
+        const Op& op = ops[oi];
+        const std::uint32_t v = op.chunk * c_.pp + R.p;  // virtual stage
+        const std::uint32_t l0 = v * layers_per_chunk_;
+        std::vector<std::uint32_t> in;
+        if (first_op) {
+          in = iter_gate;
+          first_op = false;
+        }
+        if (op.fwd) {
+          if (v > 0) {
+            const std::uint32_t src = rank_of(R.t, R.d, (v - 1) % c_.pp);
+            in.push_back(p2p(R, false, src, act_bytes, tag(it, op.mb, v - 1, false), fmt::format("rx.f{}.{}", op.mb, v)));
+          } else {
+            comp(R, "emb", mem("embedding", fmt::format("tokens={} hidden={} vocab={}", u64(T_), u64(h), m_.vocab / c_.tp),
+                                0, 2 * T_ * h * B_), in);
+            in.clear();
+            if (c_.tp > 1) {
+              add_dep(in, sp_ ? coll(R, "emb.rs", CollOp::kReduceScatter, T_ * h * B_, rg_[R.r].tp, deps_of({R.last}))
+                              : coll(R, "emb.ar", CollOp::kAllReduce, T_ * h * B_, rg_[R.r].tp, deps_of({R.last})));
+            }
+          }
+          for (std::uint32_t l = l0; l < l0 + layers_per_chunk_; ++l) {
+            layer_fwd(R, l, in, false, nullptr);
+            in.clear();
+          }
+          if (v + 1 < vstages_) {
+            const std::uint32_t dst = rank_of(R.t, R.d, (v + 1) % c_.pp);
+            p2p(R, true, dst, act_bytes, tag(it, op.mb, v, false), fmt::format("tx.f{}.{}", op.mb, v));
+          } else {
+            logits_fwd(R);
+          }
+        } else {
+          std::vector<std::uint32_t> wg;
+          if (v + 1 < vstages_) {
+            const std::uint32_t src = rank_of(R.t, R.d, (v + 1) % c_.pp);
+            in.push_back(p2p(R, false, src, act_bytes, tag(it, op.mb, v + 1, true), fmt::format("rx.b{}.{}", op.mb, v)));
+          } else {
+            wg = logits_bwd(R, in);
+            in.clear();
+          }
+          const bool reduce_now = c_.zero >= 2 || static_cast<std::int64_t>(oi) == last_bwd[op.chunk];
+          // Output layer (its own matrix, or the last stage's copy of the tied embedding) + final norm.
+          const bool out_copy = !m_.tied_embeddings || c_.pp > 1;
+          if (reduce_now && v + 1 == vstages_) grads_ready(R, bk, (out_copy ? emb_params() : 0.0) + h, 0, wg);
+          for (std::uint32_t l = l0 + layers_per_chunk_; l-- > l0;) {
+            layer_bwd(R, l, in);
+            in.clear();
+            if (reduce_now) grads_ready(R, bk, layer_dense_params(l), layer_expert_params(l), last_wgrads_);
+          }
+          if (v > 0) {
+            const std::uint32_t dst = rank_of(R.t, R.d, (v - 1) % c_.pp);
+            p2p(R, true, dst, act_bytes, tag(it, op.mb, v, true), fmt::format("tx.b{}.{}", op.mb, v));
+          } else {
+            std::int64_t ag = sp_ ? coll(R, "emb.agg", CollOp::kAllGather, T_ * h * B_, rg_[R.r].tp, deps_of({R.last})) : -1;
+            comp(R, "emb.wg", mem("embedding_bwd", fmt::format("tokens={} hidden={} vocab={}", u64(T_), u64(h), m_.vocab / c_.tp),
+                                   0, 3 * T_ * h * B_), deps_of({ag}));
+            if (reduce_now) grads_ready(R, bk, emb_params(), 0, {static_cast<std::uint32_t>(R.last)});
+          }
+          if (reduce_now && (c_.zero >= 2 || c_.vp > 1)) {
+            flush(R, bk.dense, false, bk, true);
+            flush(R, bk.expert, true, bk, true);
+          }
+        }
+      }
+      flush(R, bk.dense, false, bk, true);
+      flush(R, bk.expert, true, bk, true);
+      final_flush_ = true;
+      for (double p : pending_dense_) {
+        bk.dense.params = p;
+        flush(R, bk.dense, false, bk, true);
+      }
+      for (double p : pending_expert_) {
+        bk.expert.params = p;
+        flush(R, bk.expert, true, bk, true);
+      }
+      flush(R, bk.dense, false, bk, true);
+      flush(R, bk.expert, true, bk, true);
+      final_flush_ = false;
+      pending_dense_.clear();
+      pending_expert_.clear();
+      // Tied embedding: first and last stage sum their copies' gradients (Megatron
+      // _allreduce_embedding_grads) after the DP reduction.
+      std::vector<std::uint32_t> opt_deps;
+      for (auto& [p, n] : bk.dense_done) add_dep(opt_deps, n);
+      for (auto& [p, n] : bk.expert_done) add_dep(opt_deps, n);
+      if (rg_[R.r].emb >= 0) {
+        std::vector<std::uint32_t> d = opt_deps;
+        add_dep(d, R.last);
+        add_dep(opt_deps, coll(R, "emb.grad", CollOp::kAllReduce, emb_params() * c_.grad_bytes, rg_[R.r].emb, d));
+      }
+      // Optimizer step over the rank's (ZeRO: 1/DP of its) parameters.
+      double held = 0, held_exp = 0;
+      for (auto& [p, n] : bk.dense_done) held += p;
+      for (auto& [p, n] : bk.expert_done) held_exp += p;
+      if (c_.zero >= 2) {  // buckets repeat every micro-batch: count one micro-batch's worth
+        held /= mbs_;
+        held_exp /= mbs_;
+      }
+      if (bk.dense_done.empty()) held = rank_params(R);  // DP = 1: nothing reduced
+      const std::int32_t dpg = rg_[R.r].dp, edpg = rg_[R.r].edp;
+      const double dpn = dpg >= 0 ? c_.dp : 1, edpn = edpg >= 0 ? double(c_.tp * c_.dp / c_.ep) : 1;
+      const double opt_params = c_.zero >= 1 ? held / dpn + held_exp / edpn : held + held_exp;
+      comp(R, "optim", mem("adam", fmt::format("params={}", u64(opt_params)), 12 * opt_params, 28 * opt_params), opt_deps,
+           false, Dtype::kFp32);
+      iter_gate.clear();
+      if (c_.zero == 1 || c_.zero == 2) {
+        // Updated parameter shards gathered back, bucket by bucket (distributed optimizer).
+        const std::size_t nd = c_.zero == 2 ? bk.dense_done.size() / mbs_ : bk.dense_done.size();
+        const std::size_t ne = c_.zero == 2 ? bk.expert_done.size() / mbs_ : bk.expert_done.size();
+        for (std::size_t i = 0; i < nd; ++i) {
+          add_dep(iter_gate, coll(R, fmt::format("dp.ag{}", i), CollOp::kAllGather, bk.dense_done[i].first * B_, dpg,
+                                  deps_of({R.last})));
+        }
+        for (std::size_t i = 0; i < ne; ++i) {
+          add_dep(iter_gate, coll(R, fmt::format("edp.ag{}", i), CollOp::kAllGather, bk.expert_done[i].first * B_, edpg,
+                                  deps_of({R.last})));
+        }
+      }
+    }
+  }
+
+  double rank_params(const Rank& R) const {
+    double p = 0;
+    for (std::uint32_t ch = 0; ch < c_.vp; ++ch) {
+      const std::uint32_t v = ch * c_.pp + R.p;
+      for (std::uint32_t l = v * layers_per_chunk_; l < (v + 1) * layers_per_chunk_; ++l) {
+        p += layer_dense_params(l) + layer_expert_params(l);
+      }
+      if (v == 0) p += emb_params();
+      if (v + 1 == vstages_) p += double(m_.hidden) + (m_.tied_embeddings && c_.pp == 1 ? 0 : emb_params());
+    }
+    return p;
+  }
+
+  std::uint32_t p2p(Rank& R, bool send, std::uint32_t peer, double bytes, std::int64_t tg, const std::string& name) {
+    if (plan_only_) return 0;
+    WorkNode n;
+    n.name = name;
+    n.type = send ? NodeType::kSend : NodeType::kRecv;
+    n.peer = static_cast<std::int32_t>(peer);
+    n.bytes = u64(bytes);
+    n.tag = tg;
+    // A send waits for the producing compute; a receive is posted when the stream reaches it.
+    add_dep(n.deps, R.last);
+    return push(R, std::move(n));
+  }
+
+  void logits_fwd(Rank& R) {
+    const double h = double(m_.hidden), V = double(m_.vocab) / c_.tp;
+    comp(R, "lnf", norm_k(Tl_, false));
+    std::int64_t ag = sp_ ? coll(R, "lnf.ag", CollOp::kAllGather, T_ * h * B_, rg_[R.r].tp, deps_of({R.last})) : -1;
+    comp(R, "logits", gemm(T_, V, h, B_), deps_of({ag}));
+    comp(R, "xent", mem("cross_entropy", el(T_ * V), 5 * T_ * V, 2 * T_ * V * B_));
+    if (c_.tp > 1) {
+      // Vocab-parallel cross entropy: max, predicted logit, sum of exp (fp32, one per token).
+      std::int64_t prev = R.last;
+      for (const char* s : {"xent.max", "xent.tgt", "xent.sum"}) {
+        prev = coll(R, s, CollOp::kAllReduce, T_ * 4, rg_[R.r].tp, deps_of({prev}));
+      }
+      comp(R, "loss", mem("residual_add", el(T_), T_, 3 * T_ * 4), deps_of({prev}));
+    }
+  }
+  std::vector<std::uint32_t> logits_bwd(Rank& R, std::vector<std::uint32_t> in) {
+    const double h = double(m_.hidden), V = double(m_.vocab) / c_.tp;
+    comp(R, "xent.b", mem("cross_entropy_bwd", el(T_ * V), 3 * T_ * V, 2 * T_ * V * B_), std::move(in));
+    std::vector<std::uint32_t> wg;
+    const Kernel k = gemm(T_, V, h, B_);
+    comp(R, "logits.dg", k);
+    const auto dg = static_cast<std::uint32_t>(R.last);
+    std::int64_t red = -1;
+    if (c_.tp > 1) {
+      red = sp_ ? coll(R, "logits.rsg", CollOp::kReduceScatter, T_ * h * B_, rg_[R.r].tp, deps_of({dg}))
+                : coll(R, "logits.arg", CollOp::kAllReduce, T_ * h * B_, rg_[R.r].tp, deps_of({dg}));
+    }
+    comp(R, "logits.wg", k);
+    wg.push_back(static_cast<std::uint32_t>(R.last));
+    comp(R, "lnf.b", norm_k(Tl_, true), deps_of({red}));
+    return wg;
+  }
+
+  Generated run() {
+    Generated g;
+    g.config = c_;
+    models::Workload& w = g.workload;
+    w.source = fmt::format("generated:{} tp{} pp{} dp{} ep{} vp{} mbs{} gbs{} seq{} {} {}", m_.name, c_.tp, c_.pp, c_.dp,
+                           c_.ep, c_.vp, c_.micro_batch, gb_, c_.seq_len, kernels::dtype_name(c_.dtype), c_.gpu);
+    w.format = "generated";
+    make_groups(w);
+    w.programs.resize(w.ranks);
+    for (std::uint32_t r = 0; r < w.ranks; ++r) {
+      if (plan_only_ && r > 0) break;
+      Rank R;
+      R.r = r;
+      R.t = r % c_.tp;
+      R.d = (r / c_.tp) % c_.dp;
+      R.p = r / (c_.tp * c_.dp);
+      R.prog = &w.programs[r];
+      build_rank(R);
+      stats_.nodes += w.programs[r].size();
+    }
+    stats_.microbatches = mbs_;
+    stats_.params = m_.total_params();
+    stats_.tokens = double(gb_) * c_.seq_len;
+    // model/hw FLOPs were summed over all ranks' nodes; the counts are per iteration.
+    stats_.model_flops /= c_.iterations;
+    stats_.hw_flops /= c_.iterations;
+    g.stats = stats_;
+    return g;
+  }
+
+  std::vector<KernelNeed> plan() {
+    run();
+    std::vector<KernelNeed> out;
+    for (auto& [k, v] : plan_) out.push_back(v);
+    for (auto& n : out) n.calls /= c_.iterations;
+    return out;
+  }
+
+ private:
+  const TrainConfig& c_;
+  const ModelConfig& m_;
+  Timer timer_;
+  bool plan_only_;
+  double B_ = 2, T_ = 0, Tl_ = 0;
+  bool sp_ = false;
+  std::uint32_t gb_ = 0, mbs_ = 0, vstages_ = 1, layers_per_chunk_ = 0;
+  std::uint64_t bucket_ = 0;
+  std::vector<RankGroups> rg_;
+  std::vector<std::uint32_t> last_wgrads_;
+  bool final_flush_ = false;
+  std::vector<double> pending_dense_, pending_expert_;
+  GenStats stats_;
+  std::map<std::tuple<std::string, Dtype, std::string>, KernelNeed> plan_;
+};
+
+}  // namespace
+
+Generated generate_training(const TrainConfig& c, const kernels::KernelDb& db) {
+  validate_train(c);
+  Builder b(c, &db, false);
+  return b.run();
+}
+
+std::vector<KernelNeed> kernel_plan(const TrainConfig& c) {
+  validate_train(c);
+  Builder b(c, nullptr, true);
+  return b.plan();
+}
+
+}  // namespace fabricsim::jobs
+
+// ---- spec -> TrainConfig ------------------------------------------------------------------------
+#include "jobs/spec.hpp"
+
+namespace fabricsim::jobs {
+
+namespace {
+
+struct SpecReader {
+  const Spec& spec;
+  std::string where(const std::string& k) const {
+    const auto it = spec.generator_file.find(k);
+    return it == spec.generator_file.end() ? spec.file : it->second;
+  }
+  std::optional<std::string> get(const std::string& k) const {
+    const auto it = spec.generator.find(k);
+    if (it == spec.generator.end()) return std::nullopt;
+    return it->second;
+  }
+  std::uint64_t uint(const std::string& k, std::uint64_t def, std::uint64_t min_v = 1) const {
+    const auto v = get(k);
+    if (!v) return def;
+    std::size_t pos = 0;
+    long long x = -1;
+    try {
+      x = std::stoll(*v, &pos);
+    } catch (...) {
+      pos = 0;
+    }
+    if (pos != v->size() || v->empty() || x < static_cast<long long>(min_v)) {
+      throw InputError(where(k), "workload.generator." + k, "'" + *v + "' is not a whole number >= " + std::to_string(min_v),
+                       "give a whole number");
+    }
+    return static_cast<std::uint64_t>(x);
+  }
+  bool boolean(const std::string& k, bool def) const {
+    const auto v = get(k);
+    if (!v) return def;
+    if (*v == "true" || *v == "1" || *v == "yes" || *v == "on") return true;
+    if (*v == "false" || *v == "0" || *v == "no" || *v == "off") return false;
+    throw InputError(where(k), "workload.generator." + k, "'" + *v + "' is not a boolean", "use true or false");
+  }
+  double real(const std::string& k, double def) const {
+    const auto v = get(k);
+    if (!v) return def;
+    char* end = nullptr;
+    const double x = std::strtod(v->c_str(), &end);
+    if (end == v->c_str() || *end != '\0' || !(x > 0) || x > 1) {
+      throw InputError(where(k), "workload.generator." + k, "'" + *v + "' must be a number in (0, 1]", "e.g. 0.7");
+    }
+    return x;
+  }
+};
+
+}  // namespace
+
+TrainConfig train_config_from_spec(const Spec& spec) {
+  const SpecReader r{spec};
+  TrainConfig c;
+  const auto model = r.get("model");
+  if (!model) {
+    throw InputError(spec.file, "workload.generator.model", "missing", "name a model, e.g. gpt3-175b, or custom");
+  }
+  c.file = r.where("model");
+  if (*model == "custom") {
+    ModelConfig m;
+    m.name = "custom";
+    m.source = "user-defined in " + spec.file;
+    for (const char* k : {"layers", "hidden", "heads", "vocab"}) {
+      if (!r.get(k)) {
+        throw InputError(spec.file, std::string("workload.generator.") + k, "missing for model: custom",
+                         "give layers, hidden, heads and vocab (and optionally kv_heads, ffn_hidden, ffn, experts, top_k)");
+      }
+    }
+    m.ffn = FfnType::kGelu;
+    m.layernorm = true;
+    m.tied_embeddings = true;
+    c.model = m;
+  } else {
+    c.model = find_model(*model, r.where("model"), "workload.generator.model");
+  }
+  ModelConfig& m = c.model;
+  m.layers = static_cast<std::uint32_t>(r.uint("layers", m.layers));
+  const std::uint64_t old_hidden = m.hidden;
+  m.hidden = r.uint("hidden", m.hidden);
+  m.heads = static_cast<std::uint32_t>(r.uint("heads", m.heads));
+  m.kv_heads = static_cast<std::uint32_t>(r.uint("kv_heads", m.kv_heads ? m.kv_heads : m.heads));
+  if (m.attn == AttnType::kGqa && (m.hidden != old_hidden || r.get("heads"))) m.head_dim = static_cast<std::uint32_t>(m.hidden / m.heads);
+  m.ffn_hidden = r.uint("ffn_hidden", m.ffn_hidden ? m.ffn_hidden : 4 * m.hidden);
+  if (auto v = r.get("ffn")) {
+    if (*v == "gelu") m.ffn = FfnType::kGelu;
+    else if (*v == "swiglu") {
+      m.ffn = FfnType::kSwiglu;
+      m.layernorm = false;
+      m.tied_embeddings = false;
+    } else {
+      throw InputError(r.where("ffn"), "workload.generator.ffn", "'" + *v + "' is not an FFN kind", "use gelu or swiglu");
+    }
+  }
+  m.vocab = r.uint("vocab", m.vocab);
+  m.experts = static_cast<std::uint32_t>(r.uint("experts", m.experts, 0));
+  m.top_k = static_cast<std::uint32_t>(r.uint("top_k", m.top_k ? m.top_k : (m.experts ? 2 : 0), 0));
+  m.expert_ffn_hidden = r.uint("expert_ffn_hidden", m.expert_ffn_hidden ? m.expert_ffn_hidden : m.ffn_hidden, 0);
+  if (m.experts > 0 && (m.top_k == 0 || m.top_k > m.experts)) {
+    throw InputError(r.where("top_k"), "workload.generator.top_k", "must be between 1 and the expert count",
+                     "set top_k, e.g. 2");
+  }
+  if (m.heads == 0 || m.hidden % m.heads != 0) {
+    if (m.attn == AttnType::kGqa) {
+      throw InputError(r.where("hidden"), "workload.generator.hidden", "hidden size not divisible by the head count",
+                       "choose hidden = heads * head_dim");
+    }
+  }
+  c.gpu = r.get("gpu").value_or("H100");
+  kernels::find_gpu(c.gpu, r.where("gpu"), "workload.generator.gpu");
+  c.tp = static_cast<std::uint32_t>(r.uint("tp", 1));
+  c.pp = static_cast<std::uint32_t>(r.uint("pp", 1));
+  c.dp = static_cast<std::uint32_t>(r.uint("dp", 1));
+  c.ep = static_cast<std::uint32_t>(r.uint("ep", 1));
+  c.cp = static_cast<std::uint32_t>(r.uint("cp", 1));
+  c.vp = static_cast<std::uint32_t>(r.uint("vp", 1));
+  c.expected_gpus = static_cast<std::uint32_t>(r.uint("gpus", 0, 0));
+  c.sequence_parallel = r.boolean("sequence_parallel", true);
+  c.micro_batch = static_cast<std::uint32_t>(r.uint("micro_batch", 1));
+  c.global_batch = static_cast<std::uint32_t>(r.uint("global_batch", 0, 0));
+  c.seq_len = static_cast<std::uint32_t>(r.uint("seq_len", 2048));
+  if (auto v = r.get("dtype")) c.dtype = kernels::parse_dtype(*v, r.where("dtype"), "workload.generator.dtype");
+  if (c.dtype == kernels::Dtype::kFp32 || c.dtype == kernels::Dtype::kTf32) {
+    throw InputError(r.where("dtype"), "workload.generator.dtype", "fp32/tf32 training is not modelled", "use bf16, fp16 or fp8");
+  }
+  c.zero = static_cast<std::uint32_t>(r.uint("zero", 0, 0));
+  if (auto v = r.get("recompute")) {
+    if (*v == "none") c.recompute = Recompute::kNone;
+    else if (*v == "selective") c.recompute = Recompute::kSelective;
+    else if (*v == "full") c.recompute = Recompute::kFull;
+    else throw InputError(r.where("recompute"), "workload.generator.recompute", "'" + *v + "' is not a mode", "use none, selective or full");
+  }
+  c.overlap_grad_reduce = r.boolean("overlap_grad_reduce", true);
+  c.bucket_params = r.uint("bucket_params", 0, 0);
+  c.grad_bytes = static_cast<std::uint32_t>(r.uint("grad_bytes", 2));
+  c.iterations = static_cast<std::uint32_t>(r.uint("iterations", 1));
+  if (auto v = r.get("fallback")) {
+    if (*v == "roofline") c.fallback = kernels::Fallback::kRoofline;
+    else if (*v == "none") c.fallback = kernels::Fallback::kNone;
+    else throw InputError(r.where("fallback"), "workload.generator.fallback", "'" + *v + "' is not a fallback", "use roofline or none");
+  }
+  c.efficiency.compute = r.real("compute_efficiency", c.efficiency.compute);
+  c.efficiency.memory = r.real("memory_efficiency", c.efficiency.memory);
+  return c;
+}
+
+kernels::KernelDb load_kernel_db(const std::string& path) {
+  return kernels::KernelDb::load(path.empty() ? kernels::KernelDb::default_path() : path);
+}
+
+}  // namespace fabricsim::jobs

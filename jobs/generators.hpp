@@ -1,0 +1,134 @@
+#pragma once
+/// @file generators.hpp
+/// Megatron-LM-style training workload generator: one DAG per rank (models::Workload) with every
+/// kernel timed from the kernel database (kernels/kernel_db.hpp) and every collective with its
+/// communicator and size derived from the model shapes. docs/generators.md lists each formula
+/// with its source; the short version:
+///
+/// Ranks: rank = tp_rank + TP·(dp_rank + DP·pp_rank) (Megatron's default order, TP fastest).
+/// Per layer and micro-batch (b sequences of s tokens, hidden h, dtype bytes B):
+///  * TP (Shoeybi et al. 2019; Korthikanti et al. 2022 for sequence parallelism, SP):
+///    without SP: forward AllReduce(s·b·h·B) after the attention output projection and after the
+///    MLP's second GEMM; backward AllReduce of the input gradient of QKV and of fc1.
+///    With SP: each forward AllReduce becomes AllGather(s·b·h·B) before QKV/fc1 plus
+///    ReduceScatter(s·b·h·B) after proj/fc2; backward: AllGather of the output gradient
+///    (row-parallel), AllGather of the saved input for the weight gradient (column-parallel,
+///    overlapped with the data-gradient GEMM) and ReduceScatter of the input gradient (overlapped
+///    with the weight-gradient GEMM), as Megatron's LinearWithGradAccumulationAndAsyncCommunication.
+///  * PP (Narayanan et al. SC'21): 1F1B, or interleaved with VP virtual stages per rank (needs
+///    micro-batches % PP == 0); activations/gradients of s·b·h·B bytes (÷TP with SP) sent between
+///    neighbouring (virtual) stages.
+///  * DP: gradients bucketed (Megatron DDP: bucket = max(40M, 1M·DP) parameters) in backward
+///    order, each bucket reduced as soon as its last weight-gradient GEMM of the last micro-batch
+///    finishes (overlap_grad_reduce), AllReduce (ZeRO 0) or ReduceScatter + AllGather of the
+///    updated parameters after the optimizer (ZeRO 1 = distributed optimizer; ZeRO 2 reduces
+///    every micro-batch, DeepSpeed-style; ZeRO 3 also AllGathers each layer's parameters before
+///    its forward and backward). Gradient bytes per rank per iteration = parameters held by the
+///    rank × grad bytes (≈ params/(TP·PP) × B).
+///  * EP (MoE, expert TP = 1): the stage's TP·DP ranks are split into EP groups; each rank routes
+///    its s·b/TP tokens (SP) to top_k experts: AllToAll(tokens·top_k·h·B) dispatch and combine in
+///    forward, the same two in backward; expert gradients are reduced over the expert-DP group
+///    (TP·DP/EP ranks).
+/// FLOPs: GEMM 2mnk; attention core 2·b·s²·heads·(d_qk + d_v) per layer forward (Megatron counts
+/// the full s² even with a causal mask; kernels are timed with half of it when causal); backward
+/// = 2× forward; full recompute adds one more forward of every layer.
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "jobs/model_configs.hpp"
+#include "kernels/kernel_db.hpp"
+#include "models/workload.hpp"
+
+namespace fabricsim::jobs {
+struct Spec;
+}
+
+namespace fabricsim::jobs {
+
+/// Activation recomputation (Korthikanti et al. 2022).
+enum class Recompute : std::uint8_t { kNone, kSelective, kFull };
+
+/// A training job to generate. Defaults follow Megatron-LM's.
+struct TrainConfig {
+  ModelConfig model;
+  std::string gpu = "H100";            ///< kernels::find_gpu name
+  kernels::Dtype dtype = kernels::Dtype::kBf16;  ///< GEMM math dtype (bf16, fp16 or fp8)
+  std::uint32_t tp = 1, pp = 1, dp = 1, ep = 1, cp = 1, vp = 1;
+  bool sequence_parallel = true;       ///< SP (only meaningful with TP > 1)
+  std::uint32_t micro_batch = 1;       ///< sequences per micro-batch per DP rank
+  std::uint32_t global_batch = 0;      ///< sequences per iteration (0 = micro_batch · DP)
+  std::uint32_t seq_len = 2048;
+  bool causal = true;                  ///< causal attention mask (timing only)
+  std::uint32_t zero = 0;              ///< 0 (DDP), 1 (distributed optimizer), 2, 3
+  Recompute recompute = Recompute::kNone;
+  bool overlap_grad_reduce = true;     ///< reduce buckets during the last backward
+  std::uint64_t bucket_params = 0;     ///< parameters per DP bucket (0 = max(40M, 1M·DP))
+  std::uint32_t grad_bytes = 2;        ///< bytes per gradient element in DP reductions
+  std::uint32_t iterations = 1;
+  std::uint32_t expected_gpus = 0;     ///< if > 0, must equal TP·PP·DP·CP
+  kernels::Fallback fallback = kernels::Fallback::kRoofline;
+  kernels::RooflineEfficiency efficiency;
+  std::string file = "<spec>";         ///< for error messages
+};
+
+/// What a generated workload contains, for reports and tests.
+struct GenStats {
+  std::uint32_t microbatches = 0;      ///< per DP rank per iteration
+  double model_flops = 0;              ///< FLOPs per iteration, all ranks, no recompute (MFU numerator)
+  double hw_flops = 0;                 ///< FLOPs per iteration, all ranks, recompute included
+  double params = 0;                   ///< model parameters (ModelConfig::total_params)
+  double tokens = 0;                   ///< tokens per iteration (global_batch · seq_len)
+  std::uint64_t nodes = 0;             ///< DAG nodes over all ranks
+  std::uint64_t kernels_measured = 0;  ///< compute nodes timed from measured/interpolated rows
+  std::uint64_t kernels_scaled = 0;    ///< ... roofline-scaled from another GPU's rows
+  std::uint64_t kernels_modelled = 0;  ///< ... from the analytic roofline or extrapolation
+  double compute_ps_rank0 = 0;         ///< sum of rank 0's compute durations (ps)
+};
+
+/// A generated workload and its statistics.
+struct Generated {
+  models::Workload workload;
+  GenStats stats;
+  TrainConfig config;
+};
+
+/// Checks a training configuration. @throws engine::InputError (one line naming the field and
+/// the fix) for: heads or kv_heads not divisible by TP, layers not divisible by PP·VP, world size
+/// different from TP·PP·DP·CP, EP above the expert count or not dividing experts or TP·DP,
+/// global batch not a multiple of micro_batch·DP, interleaving without micro-batches % PP == 0,
+/// CP > 1 (not modelled yet), FP8 on a GPU without FP8, ZeRO stage > 3.
+void validate_train(const TrainConfig& c);
+
+/// Generates one rank DAG per GPU. Compute durations come from `db` for the config's GPU with
+/// `c.fallback`. @throws engine::InputError (validate_train, or a kernel the data does not cover
+/// when the fallback is kNone).
+Generated generate_training(const TrainConfig& c, const kernels::KernelDb& db);
+
+/// One distinct kernel the generated workload needs (for `fabricsim kernels profile-plan`).
+struct KernelNeed {
+  std::string op;
+  kernels::Dtype dtype = kernels::Dtype::kBf16;
+  std::string shape;   ///< "key=value ..." (see kernels/profile/profile.cu)
+  double flops = 0, bytes = 0;
+  std::uint64_t calls = 0;  ///< calls per iteration on rank 0
+};
+
+/// The distinct kernels of rank 0's DAG for `c` (no DAG is built).
+std::vector<KernelNeed> kernel_plan(const TrainConfig& c);
+
+/// Builds a TrainConfig from a spec's workload.generator.* keys (Spec::generator). A built-in
+/// `model` may be overridden by the custom-model keys; `model: custom` needs layers, hidden,
+/// heads and vocab. @throws engine::InputError naming the key (file or <cli>) and the fix.
+TrainConfig train_config_from_spec(const Spec& spec);
+
+/// Loads the kernel database a config asks for (`kernel_db` key, else KernelDb::default_path()).
+kernels::KernelDb load_kernel_db(const std::string& path);
+
+/// Model FLOPs of one iteration by Narayanan et al. SC'21 eq. (3) without recompute,
+/// generalised to GQA/SwiGLU/MoE: 6 · (matrix params a token touches, logits included) · tokens
+/// + 6 · layers · 2 · s · heads·(d_qk + d_v)/2 · tokens. For GPT this is
+/// 72·B·s·l·h²·(1 + s/(6h) + V/(12·l·h)).
+double closed_form_model_flops(const ModelConfig& m, double tokens, std::uint32_t seq_len);
+
+}  // namespace fabricsim::jobs
