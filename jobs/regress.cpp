@@ -127,7 +127,13 @@ RegressSuite load_suite(const std::string& reference_dir) {
     }
     if (const YAML::Node st = c["set"]) {
       if (!st.IsMap()) throw InputError(s.file, field + ".set", "must be a mapping key: value", "set: {cluster.hosts: 4}");
-      for (const auto& kv : st) rc.sets.push_back(kv.first.as<std::string>() + "=" + kv.second.as<std::string>());
+      for (const auto& kv : st) {
+        const std::string key = kv.first.as<std::string>();
+        std::string v = kv.second.as<std::string>();
+        // Path-valued keys are relative to the reference directory, like spec/workload above.
+        if ((key == "workload.path" || key == "workload.comm_groups") && !v.empty()) v = rel(v);
+        rc.sets.push_back(key + "=" + v);
+      }
     }
     rc.tolerances = parse_tols(c["tolerances"], s.file, field + ".tolerances");
     s.cases.push_back(std::move(rc));
@@ -147,6 +153,7 @@ RegressReport run_regress(const RegressSuite& suite, const RegressOptions& opt, 
       throw InputError(suite.file, "--case " + o, "no such case", "see the names under cases:");
     }
   }
+  MPI_Barrier(comm);  // every process sees the same reference files
   // References first: a missing one is bad input, found before anything runs.
   std::map<std::string, nlohmann::json> refs;
   for (const RegressCase* c : cases) {
@@ -286,6 +293,7 @@ RegressReport run_regress(const RegressSuite& suite, const RegressOptions& opt, 
     out << fmt::format("FAIL: {} metric(s) drifted, {} case(s) failed to run\n", rep.drifted, rep.errors);
   }
   rep.text = out.str();
+  MPI_Barrier(comm);  // rewritten references are visible to every process before it returns
   return rep;
 }
 

@@ -15,7 +15,7 @@
 ///       workload: ../data/chakra/.../all_reduce   # relative to REFERENCE_DIR (optional)
 ///       spec: ../../examples/quickstart.yaml      # relative to REFERENCE_DIR (optional)
 ///       gpus: 16                                  # optional (--gpus)
-///       set: {cluster.nic_bandwidth: 200Gbps}     # optional
+///       set: {cluster.nic_bandwidth: 200Gbps}     # optional (workload.path values: relative to REFERENCE_DIR)
 ///       tolerances: {busbw_AllReduce_GBps: 1e-6}  # optional, per metric
 /// @endcode
 #include <mpi.h>
