@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <csignal>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -121,8 +122,15 @@ pid_t spawn(const std::vector<std::string>& argv, const std::string& log_path) {
   std::vector<char*> ev;
   for (const auto& e : env) ev.push_back(const_cast<char*>(e.c_str()));
   ev.push_back(nullptr);
+  // Each child leads its own process group, so a timeout or an interrupt ends the whole tree
+  // (e.g. srun and its tasks, or a shell and its children), not just the direct child.
+  posix_spawnattr_t attr;
+  posix_spawnattr_init(&attr);
+  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP);
+  posix_spawnattr_setpgroup(&attr, 0);
   pid_t pid = -1;
-  const int rc = posix_spawnp(&pid, av[0], &fa, nullptr, av.data(), ev.data());
+  const int rc = posix_spawnp(&pid, av[0], &fa, &attr, av.data(), ev.data());
+  posix_spawnattr_destroy(&attr);
   posix_spawn_file_actions_destroy(&fa);
   return rc == 0 ? pid : -1;
 }
@@ -137,6 +145,9 @@ std::string shq(const std::string& w) {
   for (char c : w) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
   return q + "'";
 }
+
+volatile std::sig_atomic_t g_stop_signal = 0;
+extern "C" void on_stop_signal(int sig) { g_stop_signal = sig; }
 
 double now_s() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
@@ -410,7 +421,21 @@ std::size_t run_points(const Sweep& sw, const LocalRunOptions& opt, const std::v
     ++failed;
     log << fmt::format("[{}/{}] FAILED  {} ({:.1f} s): {}\n", finished, todo.size(), r.p->name, wall, err);
   };
+  // SIGINT/SIGTERM (Ctrl-C, scancel) stop the children's process groups, then this process.
+  g_stop_signal = 0;
+  struct sigaction sa {}, old_int {}, old_term {};
+  sa.sa_handler = on_stop_signal;
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGINT, &sa, &old_int);
+  sigaction(SIGTERM, &sa, &old_term);
+  bool stopping = false;
   while (next < todo.size() || !running.empty()) {
+    if (g_stop_signal && !stopping) {
+      stopping = true;
+      next = todo.size();
+      log << "interrupted: stopping " << running.size() << " running point(s)\n" << std::flush;
+      for (auto& r : running) kill(-r.pid, SIGTERM);
+    }
     while (next < todo.size() && running.size() < jobs) {
       const SweepPoint* p = todo[next++];
       const fs::path d = fs::path(opt.out_dir) / p->name;
@@ -457,15 +482,22 @@ std::size_t run_points(const Sweep& sw, const LocalRunOptions& opt, const std::v
       if (opt.timeout_s > 0) {
         const double age = now_s() - rr.start;
         if (!rr.term_sent && age > opt.timeout_s) {
-          kill(rr.pid, SIGTERM);
+          kill(-rr.pid, SIGTERM);
           rr.term_sent = rr.timed_out = true;
         } else if (rr.term_sent && age > opt.timeout_s + 10) {
-          kill(rr.pid, SIGKILL);
+          kill(-rr.pid, SIGKILL);
         }
       }
       ++i;
     }
     if (!reaped) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  sigaction(SIGINT, &old_int, nullptr);
+  sigaction(SIGTERM, &old_term, nullptr);
+  if (stopping) {
+    const int sig = g_stop_signal;
+    signal(sig, SIG_DFL);
+    raise(sig);  // exit as killed by that signal (what Slurm and shells expect)
   }
   return failed;
 }

@@ -1,8 +1,12 @@
 // Issue 8: sweep axis expansion (product, zip, names), up-front validation, failing points,
 // resume, the aggregate table and the Slurm array script.
 #include <gtest/gtest.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
+#include <cstdlib>
+
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -136,6 +140,20 @@ TEST_F(SweepTest, UnknownKeyIsReportedWithPointAndKeyBeforeAnythingRuns) {
   EXPECT_EQ(e.rfind(f + ": point nic_bandwith-200Gbps: cluster.nic_bandwith: unknown key", 0), 0u) << e;
   EXPECT_NE(e.find("did you mean 'cluster.nic_bandwidth'"), std::string::npos) << e;
   EXPECT_EQ(e.find('\n'), std::string::npos) << "one line";
+}
+
+TEST_F(SweepTest, CliReportsUnknownKeyOnOneLineWithExit2) {
+  const std::string f = write("s.yaml", "base: base.yaml\naxes:\n  - key: cluster.nic_bw\n    values: [1Gbps, 2Gbps]\n");
+  const std::string err = (dir_ / "err.txt").string();
+  const int st = std::system((binary() + " sweep " + f + " --dry-run >/dev/null 2>" + err).c_str());
+  ASSERT_TRUE(WIFEXITED(st));
+  EXPECT_EQ(WEXITSTATUS(st), 2);
+  std::ifstream in(err);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  const std::string e = ss.str();
+  EXPECT_EQ(e.rfind("fabricsim: error: " + f + ": point nic_bw-1Gbps: cluster.nic_bw: unknown key", 0), 0u) << e;
+  EXPECT_EQ(std::count(e.begin(), e.end(), '\n'), 1) << e;
 }
 
 TEST_F(SweepTest, BadValueNamesThePoint) {
