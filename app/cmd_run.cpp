@@ -1,11 +1,13 @@
 // `fabricsim run` and `fabricsim validate`.
 #include <mpi.h>
 
+#include <cstdio>
 #include <cstdlib>
 #include <iostream>
 #include <memory>
 
 #include "app/commands.hpp"
+#include "engine/errors.hpp"
 #include "jobs/run.hpp"
 
 namespace fabricsim::app {
@@ -33,10 +35,20 @@ Action add_run(CLI::App& app) {
   run->add_flag("-q,--quiet", opt->quiet, "no summary on stdout");
   return [run, opt]() -> int {
     if (!*run) return -1;
+    if (run->count("-o") > 0 && opt->out_h5.empty()) {
+      throw engine::InputError("<cli>", "-o", "the output path is empty", "give a file name, e.g. -o out.h5");
+    }
+    if (run->count("--summary-json") > 0 && opt->summary_json.empty()) {
+      throw engine::InputError("<cli>", "--summary-json", "the path is empty", "give a file name");
+    }
     if (opt->threads == 0) {
       if (const char* omp = std::getenv("OMP_NUM_THREADS")) {
         const int t = std::atoi(omp);
-        if (t >= 1 && t <= 256) opt->threads = static_cast<std::uint32_t>(t);
+        if (t >= 1 && t <= 256) {
+          opt->threads = static_cast<std::uint32_t>(t);
+        } else if (is_root()) {
+          std::fprintf(stderr, "fabricsim: warning: OMP_NUM_THREADS=%s is not in 1..256; using sim.threads\n", omp);
+        }
       }
     }
     const auto res = jobs::run_simulation(*opt, MPI_COMM_WORLD, FABRICSIM_VERSION, FABRICSIM_GIT_COMMIT);

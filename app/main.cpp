@@ -2,12 +2,15 @@
 // Exit codes: 0 success, 2 bad input or usage, 3 internal error.
 #include <mpi.h>
 
+#include <cstdio>
+#include <cstdlib>
 #include <iostream>
 #include <string>
 #include <vector>
 
 #include "app/commands.hpp"
 #include "engine/errors.hpp"
+#include "io/hdf5_writer.hpp"
 
 namespace fabricsim::app {
 bool is_root() {
@@ -43,6 +46,14 @@ int main(int argc, char** argv) {
   app.footer(kExamples);
   app.set_version_flag("--version", std::string("fabricsim ") + FABRICSIM_VERSION + " (" + FABRICSIM_GIT_COMMIT + ")");
   app.require_subcommand(1);
+  // Usage errors follow the one-line error contract: "fabricsim: error: <cli>: ...", exit 2.
+  app.failure_message([](const CLI::App*, const CLI::Error& e) {
+    std::string msg = e.what();
+    for (char& ch : msg) {
+      if (ch == '\n') ch = ' ';
+    }
+    return "fabricsim: error: <cli>: " + msg + "; see fabricsim --help\n";
+  });
   // One line per subcommand (each in app/cmd_<name>.cpp).
   std::vector<Action> actions = {add_run(app), add_validate(app), add_describe(app), add_sweep(app), add_regress(app),
                                  add_nccl_tests(app), add_kernels(app), add_generate(app)};
@@ -73,6 +84,12 @@ int main(int argc, char** argv) {
   } catch (const std::exception& e) {
     std::cerr << "fabricsim: internal error (please report): " << e.what() << "\n";
     code = 3;
+  }
+  if (fabricsim::io::hdf5_write_failed()) {
+    // See io::hdf5_write_failed(): skip MPI_Finalize, whose HDF5 clean-up would crash.
+    std::fflush(stdout);
+    std::fflush(stderr);
+    std::_Exit(code);
   }
   MPI_Finalize();
   return code;

@@ -18,6 +18,9 @@ class InputError : public std::runtime_error {
              const std::string& fix)
       : std::runtime_error(file + ": " + field + ": " + problem + (fix.empty() ? "" : "; " + fix)),
         file_(file), field_(field) {}
+  /// Rebuilds an error from its full message (used to re-raise one process's error on all).
+  struct Whole {};
+  InputError(Whole, const std::string& message) : std::runtime_error(message) {}
   const std::string& file() const { return file_; }
   const std::string& field() const { return field_; }
 

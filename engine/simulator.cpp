@@ -25,6 +25,11 @@ void Context::send_event(Event ev) {
     throw InternalError("event to LP " + std::to_string(ev.dst) + " which does not exist (from LP " +
                         std::to_string(self_) + " at t=" + std::to_string(now_) + " ps)");
   }
+  if (ev.time > kMaxSimTime) {
+    throw InputError("<spec>", "simulated time",
+                     "an event at t=" + std::to_string(ev.time) + " ps is beyond the simulator's horizon of 2^60 ps (13 days)",
+                     "check bandwidths, latencies, compute.scale and trace durations for absurd values");
+  }
   if (ev.time < now_ || (ev.dst != self_ && ev.time <= now_)) {
     throw InternalError("event from LP " + std::to_string(self_) + " to LP " +
                         std::to_string(ev.dst) + " at t=" + std::to_string(ev.time) +
@@ -225,11 +230,6 @@ void Simulator::run(SimTime end_time) {
       }
     });
   }
-  auto check_errors = [&] {
-    for (auto& e : errors) {
-      if (e) std::rethrow_exception(e);
-    }
-  };
   std::exception_ptr fatal;
   try {
     for (;;) {
@@ -247,10 +247,7 @@ void Simulator::run(SimTime end_time) {
       for (auto& e : errors) local_err |= (e != nullptr);
       int any_err = local_err;
       if (size_ > 1) MPI_Allreduce(&local_err, &any_err, 1, MPI_INT, MPI_MAX, comm_);
-      if (any_err) {
-        if (!local_err) throw InternalError("another MPI process failed");
-        check_errors();
-      }
+      if (any_err) raise_collectively(errors);
     }
   } catch (...) {
     fatal = std::current_exception();
@@ -269,6 +266,40 @@ void Simulator::run(SimTime end_time) {
   }
   stats_.wall_s = now_s() - t_start;
   if (fatal) std::rethrow_exception(fatal);
+}
+
+void Simulator::raise_collectively(const std::vector<std::exception_ptr>& errors) {
+  // kind: 0 none, 1 InputError, 2 anything else. The lowest process with an error wins, and every
+  // process throws the same error, so only rank 0 needs to print it.
+  int kind = 0;
+  std::string message;
+  for (const auto& e : errors) {
+    if (!e || kind) continue;
+    try {
+      std::rethrow_exception(e);
+    } catch (const InputError& x) {
+      kind = 1;
+      message = x.what();
+    } catch (const std::exception& x) {
+      kind = 2;
+      message = x.what();
+    } catch (...) {
+      kind = 2;
+      message = "unknown exception";
+    }
+  }
+  if (size_ > 1) {
+    int mine = kind ? rank_ : size_;
+    int first = size_;
+    MPI_Allreduce(&mine, &first, 1, MPI_INT, MPI_MIN, comm_);
+    int len = static_cast<int>(message.size());
+    MPI_Bcast(&kind, 1, MPI_INT, first, comm_);
+    MPI_Bcast(&len, 1, MPI_INT, first, comm_);
+    message.resize(static_cast<std::size_t>(len));
+    MPI_Bcast(message.data(), len, MPI_CHAR, first, comm_);
+  }
+  if (kind == 1) throw InputError(InputError::Whole{}, message);
+  throw InternalError(message);
 }
 
 EngineStats Simulator::global_stats() const {

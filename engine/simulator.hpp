@@ -10,6 +10,7 @@
 #include <mpi.h>
 
 #include <cstdint>
+#include <exception>
 #include <functional>
 #include <memory>
 #include <vector>
@@ -131,6 +132,8 @@ class Simulator {
   void process_window(std::uint32_t t);
   void pull_thread_mail(std::uint32_t t);
   SimTime exchange_remote_and_min();
+  /// Collective: re-raises the lowest failing process's error on every process.
+  [[noreturn]] void raise_collectively(const std::vector<std::exception_ptr>& errors);
 
   MPI_Comm comm_ = MPI_COMM_NULL;
   int rank_ = 0;

@@ -1,5 +1,7 @@
 #include "io/chakra_reader.hpp"
 
+#include <google/protobuf/stubs/logging.h>
+
 #include <algorithm>
 #include <cstdint>
 #include <filesystem>
@@ -588,6 +590,12 @@ bool looks_like_chakra_prefix(const std::string& path) {
 }
 
 models::Workload read_chakra(const std::string& prefix, const std::string& comm_groups_json) {
+  // protobuf logs parse problems (e.g. invalid UTF-8 in a string) on stderr; we report our own
+  // one-line error instead, so its logging is off while reading.
+  struct QuietProtobuf {
+    google::protobuf::LogHandler* old = google::protobuf::SetLogHandler(nullptr);
+    ~QuietProtobuf() { google::protobuf::SetLogHandler(old); }
+  } quiet;
   models::Workload w;
   w.source = prefix;
   w.format = "chakra";

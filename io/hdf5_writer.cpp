@@ -27,6 +27,8 @@ namespace {
 
 using engine::InputError;
 using engine::InternalError;
+
+bool g_write_failed = false;  // set when a write failed half way (see hdf5_write_failed)
 namespace fs = std::filesystem;
 
 static_assert(std::endian::native == std::endian::little,
@@ -674,12 +676,32 @@ void write_results_h5(MPI_Comm comm, const std::string& path, const RunMeta& met
   const std::string tmp = bcast_string(comm, rank == 0 ? temp_name(path) : std::string());
 
   // 3. Write the temporary file; on failure every process removes it and rethrows.
+  // Free space first: an uncompressed upper bound of the file (rows + metadata) must fit.
+  {
+    std::string space_err;
+    if (rank == 0) {
+      const double need = static_cast<double>(r.bytes.size() + c.bytes.size() + f.bytes.size()) +
+                          static_cast<double>(m.spec_text.size()) + 1024.0 * 1024.0;
+      std::error_code ec;
+      const auto info = fs::space(fs::absolute(path).parent_path(), ec);
+      if (!ec && static_cast<double>(info.available) < need) {
+        space_err = "only " + std::to_string(info.available) + " bytes free, the results need up to " +
+                    std::to_string(static_cast<unsigned long long>(need));
+      }
+    }
+    space_err = bcast_string(comm, space_err);
+    if (!space_err.empty()) throw InputError("<cli>", "-o " + path, space_err, "free disk space or choose another directory");
+  }
   try {
     write_file(comm, tmp, m, r, c, f);
-  } catch (...) {
+  } catch (const std::exception& e) {
     remove_quietly(tmp);
     MPI_Barrier(comm);
-    throw;
+    g_write_failed = true;
+    // Creating or writing the file failed: a property of the output location (permissions, a
+    // full disk, a special file system), so a user error with the reason, not a crash.
+    throw InputError("<cli>", "-o " + path, std::string("writing the HDF5 file failed: ") + e.what(),
+                     "check free space and permissions of the output directory, or choose another path");
   }
 
   // 4. All processes have closed the file: rank 0 renames it into place.
@@ -709,5 +731,7 @@ std::string results_digest(MPI_Comm comm, const std::vector<CollectiveRecord>& c
   h.bytes(f.bytes.data(), f.bytes.size());
   return h.hex();
 }
+
+bool hdf5_write_failed() { return g_write_failed; }
 
 }  // namespace fabricsim::io

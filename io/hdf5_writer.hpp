@@ -49,4 +49,9 @@ void write_results_h5(MPI_Comm comm, const std::string& path, const RunMeta& met
 std::string results_digest(MPI_Comm comm, const std::vector<CollectiveRecord>& colls,
                            const std::vector<FlowRecord>& flows);
 
+/// True after write_results_h5 failed in the middle of writing. HDF5 1.10 may then hold a file
+/// it could not close and crash while terminating inside MPI_Finalize, so the caller should exit
+/// without finalizing (app/main.cpp does).
+bool hdf5_write_failed();
+
 }  // namespace fabricsim::io

@@ -93,6 +93,11 @@ std::uint64_t parse_count(const std::string& file_line, const std::string& field
   return static_cast<std::uint64_t>(*v);
 }
 
+/// A header key without its trailing ':' (for error messages).
+std::string bare_key(const std::string& key) {
+  return !key.empty() && key.back() == ':' ? key.substr(0, key.size() - 1) : key;
+}
+
 /// Compute time in ns (integer, or decimal rounded to whole ps) -> ps.
 engine::SimTime parse_ns(const std::string& file_line, const std::string& field, const std::string& tok) {
   constexpr std::int64_t kMaxNs = engine::kInfinity / engine::kPsPerNs / 2;
@@ -119,6 +124,10 @@ Comm parse_comm(const std::string& file_line, std::size_t type_col, const std::v
   std::string tok = cols[type_col];
   const std::string size_field = std::string("column ") + kColumns[type_col + 1];
   c.bytes = parse_count(file_line, size_field, cols[type_col + 1], "the size in bytes");
+  if (c.bytes > (1ull << 40)) {
+    throw InputError(file_line, size_field, "size " + cols[type_col + 1] + " bytes is over 1 TiB",
+                     "write the per-rank buffer size in bytes");
+  }
   c.family = default_family;
   const auto strip = [&tok](std::string_view suffix) {
     if (tok.size() > suffix.size() && tok.compare(tok.size() - suffix.size(), suffix.size(), suffix) == 0) {
@@ -185,7 +194,7 @@ Header parse_header(const std::string& path, const std::string& line) {
   std::size_t i = 1;
   const auto value = [&](const std::string& key) -> std::uint64_t {
     if (i >= toks.size()) {
-      throw InputError(at, key, "missing value", "write '" + key + " <integer>'");
+      throw InputError(at, bare_key(key), "missing value", "write '" + key + " <integer>'");
     }
     return parse_count(at, key, toks[i++], "the value of " + key);
   };
@@ -194,7 +203,7 @@ Header parse_header(const std::string& path, const std::string& line) {
     if (key == "model_parallel_NPU_group:") {
       h.tp = value(key);
       if (h.tp == 0) {
-        throw InputError(at, key, "TP size 0", "write model_parallel_NPU_group: 1 (or larger)");
+        throw InputError(at, bare_key(key), "TP size 0", "write model_parallel_NPU_group: 1 (or larger)");
       }
     } else if (key == "ep:") {
       h.ep = std::max<std::uint64_t>(value(key), 1);
@@ -204,6 +213,10 @@ Header parse_header(const std::string& path, const std::string& line) {
       (void)value(key);
     } else if (key == "ga:") {
       h.ga = std::max<std::uint64_t>(value(key), 1);
+      if (h.ga > 100000) {
+        throw InputError(at, "ga", std::to_string(h.ga) + " gradient-accumulation steps is absurd",
+                         "write the micro-batches per iteration (at most 100000)");
+      }
     } else if (key == "all_gpus:") {
       h.all_gpus = value(key);
     } else if (key == "pp_comm" || key == "pp_comm:") {
@@ -427,6 +440,8 @@ models::Workload read_simai(const std::string& path, std::uint32_t gpus_override
   }
   std::vector<std::string> lines;
   for (std::string s; std::getline(in, s);) lines.push_back(s);
+  // A UTF-8 byte-order mark (some editors write one) is not part of the policy token.
+  if (!lines.empty() && lines[0].rfind("\xEF\xBB\xBF", 0) == 0) lines[0].erase(0, 3);
 
   if (lines.empty() || is_blank(lines[0])) {
     throw InputError(where(path, 1), "policy", "missing header line",
@@ -480,6 +495,9 @@ models::Workload read_simai(const std::string& path, std::uint32_t gpus_override
                        "set line 2 to the number of layer lines");
     }
     layers.push_back(parse_layer(path, i + 1, lines[i], h));
+  }
+  if (declared == 0) {
+    throw InputError(where(path, 2), "layer count", "the workload has no layers", "give at least one layer line");
   }
   if (layers.size() != declared) {
     throw InputError(where(path, 2), "layer count",

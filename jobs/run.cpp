@@ -1,6 +1,9 @@
 #include "jobs/run.hpp"
 
 #include <algorithm>
+#include <unistd.h>
+#include <cstring>
+#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -109,6 +112,45 @@ void check_workload(const models::Workload& w) {
       }
     }
   }
+  // Every member of a communicator must issue the same collectives (op, size, root) in the same
+  // order; otherwise the run would deadlock or mix sizes. Checked before simulating so the error
+  // names the rank and node that disagree with the communicator's first member.
+  std::vector<std::vector<std::vector<std::uint32_t>>> per_group(
+      w.groups.size(), std::vector<std::vector<std::uint32_t>>(w.ranks));
+  for (std::uint32_t r = 0; r < w.ranks; ++r) {
+    for (std::uint32_t i = 0; i < w.programs[r].size(); ++i) {
+      const auto& n = w.programs[r][i];
+      if (n.type == models::NodeType::kCollective) per_group[static_cast<std::size_t>(n.group)][r].push_back(i);
+    }
+  }
+  for (std::size_t g = 0; g < w.groups.size(); ++g) {
+    const auto& members = w.groups[g].ranks;
+    if (members.empty()) continue;
+    const std::uint32_t first = members.front();
+    const auto& ref = per_group[g][first];
+    for (std::uint32_t r : members) {
+      const auto& got = per_group[g][r];
+      const std::size_t common = std::min(ref.size(), got.size());
+      for (std::size_t k = 0; k < common; ++k) {
+        const auto& a = w.programs[first][ref[k]];
+        const auto& b = w.programs[r][got[k]];
+        if (a.op != b.op || a.bytes != b.bytes || a.root != b.root) {
+          throw InputError(w.source, "rank " + std::to_string(r) + " node " + std::to_string(b.source_id) + " ('" +
+                                         b.name + "')",
+                           fmt::format("collective #{} on communicator '{}' is {} of {} bytes, but rank {} issues {} of {} bytes",
+                                       k, w.groups[g].name, models::coll_op_name(b.op), b.bytes, first,
+                                       models::coll_op_name(a.op), a.bytes),
+                           "make every member issue the same collectives in the same order");
+        }
+      }
+      if (ref.size() != got.size()) {
+        throw InputError(w.source, "rank " + std::to_string(r),
+                         fmt::format("issues {} collectives on communicator '{}' but rank {} issues {}", got.size(),
+                                     w.groups[g].name, first, ref.size()),
+                         "make every member issue the same collectives in the same order");
+      }
+    }
+  }
 }
 
 std::string workload_desc(const models::Workload& w) {
@@ -120,11 +162,11 @@ std::string workload_desc(const models::Workload& w) {
 
 std::string cluster_desc(const models::Topology& t) {
   const auto& c = t.spec();
-  return fmt::format("{} hosts x {} GPUs, {} ({} leaves, {} spines), NIC {} Gb/s, NVLink {} Gb/s, MTU {} B",
+  return fmt::format("{} hosts x {} GPUs, {} ({} leaves, {} spines), NIC {:g} Gb/s, NVLink {:g} Gb/s, MTU {} B",
                      c.hosts, c.gpus_per_host,
                      c.fabric == models::FabricKind::kRailOptimized ? "rail-optimized" : "leaf-spine",
-                     t.num_leaves(), t.num_spines(), c.nic_bps / 1'000'000'000, c.nvlink_bps / 1'000'000'000,
-                     c.mtu_bytes);
+                     t.num_leaves(), t.num_spines(), static_cast<double>(c.nic_bps) / 1e9,
+                     static_cast<double>(c.nvlink_bps) / 1e9, c.mtu_bytes);
 }
 
 template <class T>
@@ -142,14 +184,58 @@ std::vector<T> allgather_pod(MPI_Comm comm, const std::vector<T>& local) {
   return all;
 }
 
-void write_atomic(const std::string& path, const std::string& text) {
-  const std::string tmp = path + ".tmp";
-  {
-    std::ofstream out(tmp);
-    if (!out) throw InputError("<cli>", "--summary-json", "cannot write " + path, "check the directory exists and is writable");
-    out << text;
+// Writes `text` to `path`; returns "" or the reason it failed (disk full included). On failure
+// the partial file is removed.
+std::string write_file_checked(const std::string& path, const std::string& text) {
+  std::FILE* f = std::fopen(path.c_str(), "wb");
+  if (f == nullptr) return std::string("cannot create ") + path + ": " + std::strerror(errno);
+  const bool wrote = std::fwrite(text.data(), 1, text.size(), f) == text.size();
+  const int flush_err = std::fflush(f);
+  const int err = errno;
+  const bool closed = std::fclose(f) == 0;
+  if (!wrote || flush_err != 0 || !closed) {
+    std::remove(path.c_str());
+    return "cannot write " + path + ": " + std::strerror(err ? err : EIO);
   }
-  fs::rename(tmp, path);
+  return "";
+}
+
+// Rank 0's error string, made collective: every process throws the same InputError.
+void bcast_error(MPI_Comm comm, std::string err, const std::string& field) {
+  int len = static_cast<int>(err.size());
+  MPI_Bcast(&len, 1, MPI_INT, 0, comm);
+  err.resize(static_cast<std::size_t>(len));
+  MPI_Bcast(err.data(), len, MPI_CHAR, 0, comm);
+  if (len > 0) throw InputError("<cli>", field, err, "check free space and permissions, or choose another path");
+}
+
+// Checks an output path before anything is simulated: not empty, not a directory, in an existing
+// writable directory, and not one of the inputs.
+void check_output_path(const std::string& path, const std::string& field, const std::vector<std::string>& inputs) {
+  if (path.empty()) throw InputError("<cli>", field, "the path is empty", "give a file name");
+  const fs::path abs = fs::absolute(path);
+  if (fs::is_directory(abs)) throw InputError("<cli>", field + " " + path, "is a directory", "give a file name");
+  const fs::path dir = abs.parent_path();
+  if (!fs::is_directory(dir)) {
+    throw InputError("<cli>", field + " " + path, "directory " + dir.string() + " does not exist",
+                     "create it or choose another output path");
+  }
+  if (::access(dir.c_str(), W_OK) != 0) {
+    throw InputError("<cli>", field + " " + path, "directory " + dir.string() + " is not writable",
+                     "choose a writable directory");
+  }
+  std::error_code ec;
+  const fs::path canon = fs::weakly_canonical(abs, ec);
+  for (const auto& in : inputs) {
+    if (in.empty()) continue;
+    std::error_code ec2;
+    for (const fs::path& cand : {fs::path(in), fs::path(in + ".0.et")}) {
+      if (fs::exists(cand, ec2) && fs::weakly_canonical(fs::absolute(cand), ec2) == canon) {
+        throw InputError("<cli>", field + " " + path, "is the same file as " + cand.string() + " (an input or the other output)",
+                         "choose another output path");
+      }
+    }
+  }
 }
 
 }  // namespace
@@ -173,27 +259,30 @@ RunResult run_simulation(const RunOptions& opt, MPI_Comm comm, const std::string
   MPI_Comm_rank(comm, &rank);
   MPI_Comm_size(comm, &nprocs);
 
-  Spec spec = load_spec(opt.spec_path, opt.sets);
-  if (!opt.workload.empty()) spec.workload_path = opt.workload;
-  if (opt.gpus) spec.workload_gpus = opt.gpus;
-  if (!opt.out_h5.empty()) spec.output_h5 = opt.out_h5;
-  if (!opt.summary_json.empty()) spec.summary_json = opt.summary_json;
-  std::uint32_t threads = spec.threads;
-  if (opt.threads) threads = opt.threads;
-  if (opt.write_h5) {
-    const fs::path out_dir = fs::absolute(spec.output_h5).parent_path();
-    if (!fs::is_directory(out_dir)) {
-      throw InputError("<cli>", "-o " + spec.output_h5, "directory " + out_dir.string() + " does not exist",
-                       "create it or choose another output path");
-    }
-  }
-  if (!spec.summary_json.empty() && !fs::is_directory(fs::absolute(spec.summary_json).parent_path())) {
-    throw InputError("<cli>", "--summary-json " + spec.summary_json, "its directory does not exist",
-                     "create it or choose another path");
+  // Command-line options are applied as --set keys, so the recorded spec is the effective one.
+  std::vector<std::string> sets = opt.sets;
+  if (!opt.workload.empty()) sets.push_back("workload.path=" + opt.workload);
+  if (opt.gpus) sets.push_back("workload.gpus=" + std::to_string(opt.gpus));
+  if (!opt.out_h5.empty()) sets.push_back("output.h5=" + opt.out_h5);
+  if (!opt.summary_json.empty()) sets.push_back("output.summary_json=" + opt.summary_json);
+  if (opt.threads) sets.push_back("sim.threads=" + std::to_string(opt.threads));
+  Spec spec = load_spec(opt.spec_path, sets);
+  const std::uint32_t threads = spec.threads;
+  const std::vector<std::string> inputs = {spec.workload_path, spec.comm_groups, opt.spec_path};
+  if (opt.write_h5) check_output_path(spec.output_h5, "-o", inputs);
+  if (!spec.summary_json.empty()) {
+    std::vector<std::string> others = inputs;
+    if (opt.write_h5) others.push_back(spec.output_h5);
+    check_output_path(spec.summary_json, "--summary-json", others);
   }
 
   GenInfo gen;
   models::Workload w = opt.workload_data != nullptr ? *opt.workload_data : load_spec_workload(spec, &gen);
+  if (w.format == "chakra" && spec.workload_gpus != 0 && spec.workload_gpus != w.ranks) {
+    throw InputError(spec.file, "workload.gpus",
+                     fmt::format("is {} but the Chakra trace has {} ranks", spec.workload_gpus, w.ranks),
+                     "drop workload.gpus/--gpus (Chakra traces carry their world size)");
+  }
   check_workload(w);
   if (rank == 0) {
     for (const auto& warning : w.warnings) std::fprintf(stderr, "fabricsim: warning: %s\n", warning.c_str());
@@ -330,11 +419,7 @@ RunResult run_simulation(const RunOptions& opt, MPI_Comm comm, const std::string
   m.wall_s = now_s() - t0;
 
   res.digest = io::results_digest(comm, rank == 0 ? res.collectives : std::vector<io::CollectiveRecord>{}, local_flows);
-  if (opt.write_h5) {
-    io::write_results_h5(comm, spec.output_h5, m, local_ranks,
-                         rank == 0 ? res.collectives : std::vector<io::CollectiveRecord>{}, local_flows);
-    res.output_h5 = spec.output_h5;
-  }
+  if (opt.write_h5) res.output_h5 = spec.output_h5;
 
   // Summary text.
   std::ostringstream out;
@@ -409,6 +494,7 @@ RunResult run_simulation(const RunOptions& opt, MPI_Comm comm, const std::string
   if (!res.output_h5.empty()) out << "output: " << fs::absolute(res.output_h5).string() << "\n";
   res.summary_text = out.str();
 
+  std::string json_text;
   if (!spec.summary_json.empty()) {
     nlohmann::json j;
     j["simulated_time_ps"] = iter;
@@ -438,8 +524,36 @@ RunResult run_simulation(const RunOptions& opt, MPI_Comm comm, const std::string
                                   {"ranks", c.ranks}, {"start_ps", c.start_ps}, {"end_ps", c.end_ps},
                                   {"algbw_GBps", c.algbw_GBps}, {"busbw_GBps", c.busbw_GBps}});
     }
-    if (rank == 0) write_atomic(spec.summary_json, j.dump(2) + "\n");
-    MPI_Barrier(comm);
+    json_text = j.dump(2) + "\n";
+  }
+  // Outputs, all or nothing: the JSON is staged under a temporary name, then the HDF5 file is
+  // written (itself atomically), then the JSON is renamed into place.
+  const std::string json_tmp = spec.summary_json.empty() ? std::string() : spec.summary_json + ".tmp";
+  if (!json_tmp.empty()) {
+    std::string err;
+    if (rank == 0) err = write_file_checked(json_tmp, json_text);
+    bcast_error(comm, err, "--summary-json " + spec.summary_json);
+  }
+  if (opt.write_h5) {
+    try {
+      io::write_results_h5(comm, spec.output_h5, m, local_ranks,
+                           rank == 0 ? res.collectives : std::vector<io::CollectiveRecord>{}, local_flows);
+    } catch (...) {
+      if (rank == 0 && !json_tmp.empty()) fs::remove(json_tmp);
+      throw;
+    }
+  }
+  if (!json_tmp.empty()) {
+    std::string err;
+    if (rank == 0) {
+      std::error_code ec;
+      fs::rename(json_tmp, spec.summary_json, ec);
+      if (ec) {
+        err = "cannot rename " + json_tmp + ": " + ec.message();
+        fs::remove(json_tmp);
+      }
+    }
+    bcast_error(comm, err, "--summary-json " + spec.summary_json);
   }
   return res;
 }

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <set>
 #include <sstream>
 
 #include "engine/errors.hpp"
@@ -140,17 +141,29 @@ void check_keys(const YAML::Node& node, const std::string& prefix, const std::st
     }
     return;
   }
+  std::set<std::string> seen;
   for (const auto& kv : node) {
     const std::string key = kv.first.as<std::string>();
     const std::string path = prefix.empty() ? key : prefix + "." + key;
+    if (!seen.insert(key).second) {
+      throw InputError(file, path, "appears twice (line " + std::to_string(kv.first.Mark().line + 1) + ")",
+                       "keep only one of them");
+    }
+    bool section = false;
+    for (const auto& k : spec_keys()) {
+      if (std::string(k.path).rfind(path + ".", 0) == 0) section = true;
+    }
     if (kv.second.IsMap()) {
-      bool section = false;
-      for (const auto& k : spec_keys()) {
-        if (std::string(k.path).rfind(path + ".", 0) == 0) section = true;
+      if (!section && find_key(path)) {
+        throw InputError(file, path, "must be a single value, not a mapping", "write it as 'key: value'");
       }
       if (!section) unknown_key(file, path);
       check_keys(kv.second, path, file);
     } else {
+      if (section && !find_key(path)) {
+        throw InputError(file, path, "is a section, not a value",
+                         "put its keys on the following lines, indented (e.g. '" + path + ":' then '  <key>: <value>')");
+      }
       if (!find_key(path)) unknown_key(file, path);
       if (!kv.second.IsScalar() && !kv.second.IsNull()) {
         throw InputError(file, path, "must be a single value", "write it as 'key: value'");
@@ -285,6 +298,14 @@ Spec load_spec(const std::string& path, const std::vector<std::string>& sets) {
   if (auto v = str("cluster.gpus_per_host")) {
     c.gpus_per_host = static_cast<std::uint32_t>(
         parse_uint(*v, file_of("cluster.gpus_per_host"), "cluster.gpus_per_host", 1));
+    if (c.gpus_per_host > 1024) {
+      throw InputError(file_of("cluster.gpus_per_host"), "cluster.gpus_per_host", "'" + *v + "' is more than 1024",
+                       "give the GPUs of one host (scale-up domain), e.g. 8");
+    }
+  }
+  if (!s.hosts_auto && static_cast<std::uint64_t>(c.hosts) * c.gpus_per_host > (1u << 20)) {
+    throw InputError(file_of("cluster.hosts"), "cluster.hosts", "hosts x gpus_per_host is more than 1,048,576 GPUs",
+                     "the packet level is built for up to ~1M GPUs per run; use fewer hosts");
   }
   if (auto v = str("cluster.topology")) {
     if (*v == "rail_optimized") c.fabric = models::FabricKind::kRailOptimized;
@@ -292,8 +313,15 @@ Spec load_spec(const std::string& path, const std::vector<std::string>& sets) {
     else throw InputError(file_of("cluster.topology"), "cluster.topology", "'" + *v + "' is not a topology",
                           "use rail_optimized or leaf_spine");
   }
+  // Physical ranges: a link between 1 Mb/s and 100 Tb/s, a latency of at most 1 s. Outside them
+  // the run would only overflow simulated time or stall, so they are input errors.
   auto rate = [&](const std::string& key, std::uint64_t& field) {
-    if (auto v = str(key)) field = engine::parse_rate_bps(*v, file_of(key), key);
+    if (auto v = str(key)) {
+      field = engine::parse_rate_bps(*v, file_of(key), key);
+      if (field < 1'000'000 || field > 100'000'000'000'000ull) {
+        throw InputError(file_of(key), key, "'" + *v + "' is outside 1 Mbps .. 100 Tbps", "give a rate like \"400Gbps\"");
+      }
+    }
   };
   auto time = [&](const std::string& key, engine::SimTime& field) {
     if (auto v = str(key)) {
@@ -301,6 +329,9 @@ Spec load_spec(const std::string& path, const std::vector<std::string>& sets) {
       if (field < 1) {
         throw InputError(file_of(key), key, "latency must be > 0 (it is the simulator's lookahead)",
                          "give at least 1ps, e.g. \"500ns\"");
+      }
+      if (field > engine::kPsPerS) {
+        throw InputError(file_of(key), key, "'" + *v + "' is longer than 1 s", "give a link latency like \"500ns\"");
       }
     }
   };
@@ -324,13 +355,14 @@ Spec load_spec(const std::string& path, const std::vector<std::string>& sets) {
   if (auto v = str("compute.scale")) {
     char* end = nullptr;
     s.compute_scale = std::strtod(v->c_str(), &end);
-    if (end == v->c_str() || *end != '\0' || !(s.compute_scale > 0)) {
-      throw InputError(file_of("compute.scale"), "compute.scale", "'" + *v + "' must be a number > 0",
+    if (end == v->c_str() || *end != '\0' || !(s.compute_scale > 0) || s.compute_scale > 1e6) {
+      throw InputError(file_of("compute.scale"), "compute.scale", "'" + *v + "' must be a number in (0, 1e6]",
                        "e.g. 1.0");
     }
   }
   if (auto v = str("sim.seed")) s.seed = parse_uint(*v, file_of("sim.seed"), "sim.seed", 0);
   c.seed = s.seed;
+  c.source = s.file;
   if (auto v = str("sim.threads")) {
     s.threads = static_cast<std::uint32_t>(parse_uint(*v, file_of("sim.threads"), "sim.threads", 1));
     if (s.threads > 256) throw InputError(file_of("sim.threads"), "sim.threads", "more than 256 threads", "use <= 256");

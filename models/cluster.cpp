@@ -21,7 +21,7 @@ ClusterSpec default_cluster(std::uint32_t ranks) {
 }
 
 Topology::Topology(const ClusterSpec& spec) : spec_(spec) {
-  const std::string f = "<spec>";
+  const std::string& f = spec.source;
   if (spec.hosts == 0) throw InputError(f, "cluster.hosts", "must be >= 1", "set cluster.hosts");
   if (spec.gpus_per_host == 0) {
     throw InputError(f, "cluster.gpus_per_host", "must be >= 1", "set cluster.gpus_per_host");

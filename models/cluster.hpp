@@ -35,6 +35,7 @@ struct ClusterSpec {
   std::uint32_t mtu_bytes = 4096;                ///< network packet payload
   std::uint32_t nvlink_mtu_bytes = 4096;         ///< NVLink transfer unit
   std::uint64_t seed = 1;                        ///< ECMP hash seeds derive from it
+  std::string source = "<spec>";                ///< file the spec came from (for error messages)
 
   std::uint32_t gpus() const { return hosts * gpus_per_host; }
 };
