@@ -147,4 +147,45 @@ TEST_F(Cli, OutputDirectoryMissing) {
   EXPECT_EQ(count_lines(o.err), 1) << o.err;
 }
 
+TEST_F(Cli, DuplicateSpecKey) {
+  const std::string spec = (dir_ / "spec.yaml").string();
+  std::ofstream(spec) << "cluster:\n  mtu: 4KiB\n  mtu: 8KiB\n";
+  expect_bad("run " + spec, {"spec.yaml", "cluster.mtu", "appears twice"});
+}
+TEST_F(Cli, SectionGivenAValue) {
+  const std::string spec = (dir_ / "spec.yaml").string();
+  std::ofstream(spec) << "cluster: 5\n";
+  expect_bad("run " + spec, {"spec.yaml", "cluster", "is a section"});
+}
+TEST_F(Cli, AbsurdRateAndLatency) {
+  const std::string w = fabricsim::testing::data("chakra/astra-sim/examples/workload/microbenchmarks/all_reduce/8npus_1MB/all_reduce");
+  expect_bad("run --workload " + w + " --set cluster.nic_bandwidth=1bps", {"cluster.nic_bandwidth", "1 Mbps"});
+  expect_bad("run --workload " + w + " --set cluster.nvlink_latency=9000000s", {"cluster.nvlink_latency", "1 s"});
+}
+TEST_F(Cli, SimulatedTimeBeyondHorizonIsInputError) {
+  // Two compute nodes of 1e15 ns (1e18 ps) each end after 2^60 ps, the engine's horizon.
+  const std::string wl = (dir_ / "spec.yaml").string();  // name exempt from the leftover check
+  std::ofstream(wl) << "MICRO\n2\nl1 -1 0 NONE 0 0 NONE 0 1000000000000000 NONE 0 0\n"
+                       "l2 -1 0 NONE 0 0 NONE 0 1000000000000000 NONE 0 0\n";
+  expect_bad("run --workload " + wl + " --gpus 1", {"simulated time", "2^60"});
+}
+TEST_F(Cli, OutputMustNotBeAnInputOrADirectory) {
+  const std::string w = fabricsim::testing::data("chakra/astra-sim/examples/workload/microbenchmarks/all_reduce/8npus_1MB/all_reduce");
+  const Outcome o = run_cli("run --workload " + w + " -o " + w + ".0.et", dir_.string());
+  EXPECT_EQ(o.code, 2);
+  EXPECT_NE(o.err.find("is the same file as"), std::string::npos) << o.err;
+  const Outcome d = run_cli("run --workload " + w + " -o " + out_h5() + " --summary-json " + dir_.string(), dir_.string());
+  EXPECT_EQ(d.code, 2);
+  EXPECT_NE(d.err.find("is a directory"), std::string::npos) << d.err;
+  EXPECT_FALSE(fs::exists(out_h5()));
+}
+TEST_F(Cli, UsageErrorsAreOneLine) {
+  for (const std::string args : {"run --gpus 0", "run --threads 0", "run /nonexistent.yaml", "run --bogus", "frobnicate"}) {
+    const Outcome o = run_cli(args, dir_.string());
+    EXPECT_EQ(o.code, 2) << args;
+    EXPECT_EQ(count_lines(o.err), 1) << args << ": " << o.err;
+    EXPECT_EQ(o.err.rfind("fabricsim: error: <cli>: ", 0), 0u) << o.err;
+  }
+}
+
 }  // namespace
