@@ -61,7 +61,7 @@ const std::vector<SpecKey>& spec_keys() {
       {"cluster.hosts", "auto-int", "auto", "number of hosts; auto = enough 8-GPU hosts for the workload's ranks"},
       {"cluster.gpus_per_host", "int", "8", "GPUs per host (one NIC each, all behind one NVSwitch)"},
       {"cluster.topology", "enum", "rail_optimized", "rail_optimized or leaf_spine"},
-      {"cluster.nics_per_leaf", "auto-int", "auto", "leaf downlink ports; auto = min(hosts, 32)"},
+      {"cluster.nics_per_leaf", "auto-int", "auto", "leaf downlink ports; auto = min(hosts, 32) for rail_optimized, min(NICs, 32) for leaf_spine"},
       {"cluster.spines", "auto-int", "auto", "spine switches (one uplink per leaf each); auto = nics_per_leaf (non-blocking)"},
       {"cluster.nic_bandwidth", "rate", "400Gbps", "NIC <-> leaf link rate per direction"},
       {"cluster.nic_latency", "time", "500ns", "NIC <-> leaf propagation delay"},
@@ -74,8 +74,12 @@ const std::vector<SpecKey>& spec_keys() {
       {"compute.scale", "double", "1.0", "multiplies every compute duration from the trace"},
       {"sim.seed", "int", "1", "seed of every random choice (ECMP hashes)"},
       {"sim.threads", "int", "1", "engine threads per MPI process"},
-      {"output.h5", "string", "fabricsim_results.h5", "HDF5 results file"},
+      {"sim.fidelity", "enum", "packet", "network rung: packet (MTU packets, FIFO switches), flow (max-min fair flows) or analytical (alpha-beta, no sharing)"},
+      {"output.h5", "string", "fabricsim_results.h5", "HDF5 results file (relative to the working directory)"},
       {"output.summary_json", "string", "", "summary JSON file (none if empty)"},
+      {"output.sample_interval", "time", "10us", "bin width of the HDF5 link and queue time series (/links, /queues)"},
+      {"output.trace", "string", "", "Perfetto / Chrome trace-event JSON file (none if empty)"},
+      {"output.trace_ranks", "string", "0-15", "ranks traced: A-B, A, or all (keeps 1,024-rank traces small)"},
       {"nccl.*", "string", "", "any NCCL_* setting as NCCL reads it from the environment (e.g. nccl.NCCL_ALGO: Ring); "
                                "wins over the environment; unknown names are warned about (simccl/nccl_settings.cpp)"},
       {"simccl.planner", "enum", "nccl", "nccl (NCCL 2.28 cost model, channels, protocols) or ring (one ring, no channels)"},
@@ -377,6 +381,12 @@ Spec load_spec(const std::string& path, const std::vector<std::string>& sets) {
       s.nccl.emplace_back(name, kv.second.IsNull() ? std::string() : kv.second.as<std::string>());
     }
   }
+  if (auto v = str("sim.fidelity")) {
+    if (*v != "packet" && *v != "flow" && *v != "analytical") {
+      throw InputError(file_of("sim.fidelity"), "sim.fidelity", "'" + *v + "' is not a fidelity", "use packet, flow or analytical");
+    }
+    s.fidelity = *v;
+  }
   if (auto v = str("simccl.planner")) {
     if (*v != "nccl" && *v != "ring") {
       throw InputError(file_of("simccl.planner"), "simccl.planner", "'" + *v + "' is not a planner", "use nccl or ring");
@@ -390,6 +400,35 @@ Spec load_spec(const std::string& path, const std::vector<std::string>& sets) {
   s.output_h5 = "fabricsim_results.h5";
   if (auto v = str("output.h5")) s.output_h5 = *v;
   if (auto v = str("output.summary_json")) s.summary_json = *v;
+  if (auto v = str("output.sample_interval")) {
+    s.sample_interval_ps = engine::parse_time_ps(*v, file_of("output.sample_interval"), "output.sample_interval");
+    if (s.sample_interval_ps < 1000 || s.sample_interval_ps > engine::kPsPerS) {
+      throw InputError(file_of("output.sample_interval"), "output.sample_interval", "'" + *v + "' is outside 1ns .. 1s",
+                       "give a bin width like \"10us\"");
+    }
+  }
+  if (auto v = str("output.trace")) s.trace_path = *v;
+  if (auto v = str("output.trace_ranks")) {
+    const std::string t = *v;
+    auto bad = [&] {
+      return InputError(file_of("output.trace_ranks"), "output.trace_ranks", "'" + t + "' is not a rank range",
+                        "give A-B (e.g. 0-15), one rank, or all");
+    };
+    if (t == "all") {
+      s.trace_rank_lo = 0;
+      s.trace_rank_hi = 0xFFFFFFFFu;
+    } else {
+      const auto dash = t.find('-');
+      const std::string a = t.substr(0, dash), b = dash == std::string::npos ? a : t.substr(dash + 1);
+      if (a.empty() || b.empty() || a.find_first_not_of("0123456789") != std::string::npos ||
+          b.find_first_not_of("0123456789") != std::string::npos || a.size() > 9 || b.size() > 9) {
+        throw bad();
+      }
+      s.trace_rank_lo = static_cast<std::uint32_t>(std::stoul(a));
+      s.trace_rank_hi = static_cast<std::uint32_t>(std::stoul(b));
+      if (s.trace_rank_lo > s.trace_rank_hi) throw bad();
+    }
+  }
   return s;
 }
 
