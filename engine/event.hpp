@@ -16,6 +16,10 @@ using LpId = std::uint32_t;
 /// Bytes available to a model inside one event.
 inline constexpr std::size_t kPayloadBytes = 64;
 
+/// Tag for constructing an Event whose payload is left uninitialized (the engine's send path
+/// writes all of it exactly once).
+struct NoInit {};
+
 /// One event. Order: (time, src, seq, dst) — every LP sees its events in the same order
 /// whatever the partitioning (DESIGN.md §2), because `seq` is the source LP's own counter.
 struct Event {
@@ -25,7 +29,10 @@ struct Event {
   std::uint64_t seq = 0;  ///< per-source-LP sequence number
   std::uint32_t kind = 0;  ///< model-defined event kind
   std::uint32_t reserved = 0;
-  std::array<std::byte, kPayloadBytes> payload{};
+  std::array<std::byte, kPayloadBytes> payload;
+
+  Event() : payload{} {}
+  explicit Event(NoInit) {}
 
   /// Copies a trivially copyable model struct into the payload.
   template <class T>

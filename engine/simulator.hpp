@@ -60,26 +60,38 @@ class Context {
   /// which holds whenever the delay is at least the cut link's latency.
   template <class T>
   void send(LpId dst, SimTime time, std::uint32_t kind, const T& payload) {
-    Event ev;
-    ev.time = time;
-    ev.dst = dst;
-    ev.kind = kind;
-    ev.put(payload);
-    send_event(ev);
+    static_assert(std::is_trivially_copyable_v<T> && sizeof(T) <= kPayloadBytes);
+    Event ev = header(dst, time, kind);
+    // The payload is written once: the model's bytes, then zeros after them (bytes cross MPI).
+    std::memcpy(ev.payload.data(), &payload, sizeof(T));
+    if constexpr (sizeof(T) < kPayloadBytes) {
+      std::memset(ev.payload.data() + sizeof(T), 0, kPayloadBytes - sizeof(T));
+    }
+    dispatch(ev);
   }
   /// Schedules an event without payload.
   void send(LpId dst, SimTime time, std::uint32_t kind) {
-    Event ev;
-    ev.time = time;
-    ev.dst = dst;
-    ev.kind = kind;
-    send_event(ev);
+    Event ev = header(dst, time, kind);
+    std::memset(ev.payload.data(), 0, kPayloadBytes);
+    dispatch(ev);
   }
   /// Schedules a prepared event (src and seq are filled in here).
-  void send_event(Event ev);
+  void send_event(Event ev) { dispatch(ev); }
 
  private:
   friend class Simulator;
+  // An Event whose payload is left uninitialized (the callers write all 64 bytes once).
+  static Event header(LpId dst, SimTime time, std::uint32_t kind) {
+    Event ev{NoInit{}};
+    ev.time = time;
+    ev.dst = dst;
+    ev.kind = kind;
+    ev.reserved = 0;
+    return ev;
+  }
+  /// Fills in src and seq, checks the rules and routes the event (copied once, into a queue or
+  /// an outbox).
+  void dispatch(Event& ev);
   Simulator* sim_ = nullptr;
   std::uint32_t thread_ = 0;
   SimTime now_ = 0;
