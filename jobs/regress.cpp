@@ -290,7 +290,9 @@ RegressReport run_regress(const RegressSuite& suite, const RegressOptions& opt, 
   } else if (rep.drifted == 0 && rep.errors == 0) {
     out << fmt::format("PASS: {} case(s), every metric within tolerance\n", cases.size());
   } else {
-    out << fmt::format("FAIL: {} metric(s) drifted, {} case(s) failed to run\n", rep.drifted, rep.errors);
+    out << fmt::format("FAIL: {} metric(s) drifted, {} case(s) failed to run (if the change is intended and "
+                       "reviewed: fabricsim regress {} --rebaseline)\n",
+                       rep.drifted, rep.errors, suite.dir);
   }
   rep.text = out.str();
   MPI_Barrier(comm);  // rewritten references are visible to every process before it returns
