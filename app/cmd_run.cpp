@@ -33,8 +33,16 @@ Action add_run(CLI::App& app) {
       ->check(CLI::Range(1u, 256u));
   run->add_flag("--stats", opt->stats, "print engine statistics (events, windows, events/s, remote events, sync time)");
   run->add_flag("-q,--quiet", opt->quiet, "no summary on stdout");
-  return [run, opt]() -> int {
+  auto trace = std::make_shared<std::pair<std::string, std::string>>();
+  run->add_option("--trace", trace->first, "write a Perfetto / Chrome trace-event JSON (output.trace)");
+  run->add_option("--trace-ranks", trace->second, "ranks to trace: A-B, A or all (output.trace_ranks, default 0-15)");
+  return [run, opt, trace]() -> int {
     if (!*run) return -1;
+    if (run->count("--trace") > 0) {
+      if (trace->first.empty()) throw engine::InputError("<cli>", "--trace", "the path is empty", "give a file name");
+      opt->sets.push_back("output.trace=" + trace->first);
+    }
+    if (run->count("--trace-ranks") > 0) opt->sets.push_back("output.trace_ranks=" + trace->second);
     if (run->count("-o") > 0 && opt->out_h5.empty()) {
       throw engine::InputError("<cli>", "-o", "the output path is empty", "give a file name, e.g. -o out.h5");
     }

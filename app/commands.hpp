@@ -22,5 +22,7 @@ Action add_generate(CLI::App& app);
 Action add_nccl_tests(CLI::App& app);
 Action add_sweep(CLI::App& app);
 Action add_regress(CLI::App& app);
+Action add_report(CLI::App& app);
+Action add_compare(CLI::App& app);
 
 }  // namespace fabricsim::app

@@ -56,7 +56,8 @@ int main(int argc, char** argv) {
   });
   // One line per subcommand (each in app/cmd_<name>.cpp).
   std::vector<Action> actions = {add_run(app), add_validate(app), add_describe(app), add_sweep(app), add_regress(app),
-                                 add_nccl_tests(app), add_kernels(app), add_generate(app)};
+                                 add_nccl_tests(app), add_kernels(app), add_generate(app),
+                                 add_report(app), add_compare(app)};
 
   try {
     app.parse(argc, argv);

@@ -3,6 +3,7 @@
 #include "io/hdf5_writer.hpp"
 
 #include <hdf5.h>
+#include <signal.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -37,7 +38,7 @@ static_assert(std::endian::native == std::endian::little,
 // ------------------------------------------------------------------------------------------------
 // Table schemas: columns in file order, packed without padding.
 
-enum class ColType { U32, U64, I64, F64, Op };
+enum class ColType { U32, I32, U64, I64, F64, Op, Str16, Str8 };
 
 struct Column {
   const char* name;
@@ -47,8 +48,11 @@ struct Column {
 
 constexpr std::size_t col_size(ColType t) {
   switch (t) {
-    case ColType::U32: return 4;
+    case ColType::U32:
+    case ColType::I32: return 4;
     case ColType::Op: return kOpChars;
+    case ColType::Str16: return 16;
+    case ColType::Str8: return 8;
     default: return 8;
   }
 }
@@ -58,9 +62,11 @@ struct Schema {
   const char* sorted_by;  // value of the dataset attribute `sorted_by`
   const Column* cols;
   std::size_t ncols;
-  std::size_t row_size() const {
+  std::size_t digest_cols = 0;  // leading columns hashed by results_digest (schema-1 columns)
+  std::size_t row_size() const { return prefix_size(ncols); }
+  std::size_t prefix_size(std::size_t n) const {
     std::size_t s = 0;
-    for (std::size_t i = 0; i < ncols; ++i) s += col_size(cols[i].type);
+    for (std::size_t i = 0; i < n; ++i) s += col_size(cols[i].type);
     return s;
   }
 };
@@ -76,16 +82,36 @@ constexpr Column kCollCols[] = {
     {"ranks", ColType::U32, "1"},       {"start_ps", ColType::I64, "ps"},
     {"end_ps", ColType::I64, "ps"},     {"algbw_GBps", ColType::F64, "GB/s"},
     {"busbw_GBps", ColType::F64, "GB/s"},
+    // schema 2
+    {"algorithm", ColType::Str16, "text"}, {"protocol", ColType::Str16, "text"},
+    {"channels", ColType::U32, "1"},
 };
 constexpr Column kFlowCols[] = {
     {"flow_id", ColType::U64, "1"},   {"src", ColType::U32, "1"},
     {"dst", ColType::U32, "1"},       {"bytes", ColType::U64, "bytes"},
     {"start_ps", ColType::I64, "ps"}, {"end_ps", ColType::I64, "ps"},
     {"fct_ps", ColType::I64, "ps"},
+    // schema 2
+    {"first_byte_ps", ColType::I64, "ps"}, {"ideal_ps", ColType::I64, "ps"},
+    {"slowdown", ColType::F64, "1"},       {"first_spine", ColType::I32, "1"},
+    {"group", ColType::U32, "1"},          {"instance", ColType::U32, "1"},
 };
-constexpr Schema kRankSchema{"ranks", "rank", kRankCols, std::size(kRankCols)};
-constexpr Schema kCollSchema{"collectives", "group,instance", kCollCols, std::size(kCollCols)};
-constexpr Schema kFlowSchema{"flows", "flow_id", kFlowCols, std::size(kFlowCols)};
+constexpr Column kLinkCols[] = {
+    {"link_id", ColType::U32, "1"},      {"from_node", ColType::U32, "1"},
+    {"to_node", ColType::U32, "1"},      {"tier", ColType::Str8, "text"},
+    {"bin_start_ps", ColType::I64, "ps"}, {"bytes", ColType::U64, "bytes"},
+    {"utilization", ColType::F64, "1"},
+};
+constexpr Column kQueueCols[] = {
+    {"link_id", ColType::U32, "1"},      {"from_node", ColType::U32, "1"},
+    {"to_node", ColType::U32, "1"},      {"tier", ColType::Str8, "text"},
+    {"bin_start_ps", ColType::I64, "ps"}, {"max_queue_bytes", ColType::U64, "bytes"},
+};
+constexpr Schema kRankSchema{"ranks", "rank", kRankCols, std::size(kRankCols), 0};
+constexpr Schema kCollSchema{"collectives", "group,instance", kCollCols, std::size(kCollCols), 9};
+constexpr Schema kFlowSchema{"flows", "flow_id", kFlowCols, std::size(kFlowCols), 7};
+constexpr Schema kLinkSchema{"links", "link_id,bin_start_ps", kLinkCols, std::size(kLinkCols), 0};
+constexpr Schema kQueueSchema{"queues", "link_id,bin_start_ps", kQueueCols, std::size(kQueueCols), 0};
 
 // ------------------------------------------------------------------------------------------------
 // Packed rows.
@@ -102,6 +128,17 @@ class RowWriter {
  public:
   explicit RowWriter(std::vector<unsigned char>& out) : out_(out) {}
   void u32(std::uint32_t v) { raw(&v, sizeof v); }
+  void i32(std::int32_t v) { raw(&v, sizeof v); }
+  /// Fixed-length NUL-padded string of n bytes.
+  void str(const std::string& s, std::size_t n, const char* what) {
+    if (s.size() > n) {
+      throw InternalError(std::string("write_results_h5: ") + what + " '" + s + "' is longer than " +
+                          std::to_string(n) + " characters");
+    }
+    const std::size_t at = out_.size();
+    out_.resize(at + n, 0);
+    std::memcpy(out_.data() + at, s.data(), s.size());
+  }
   void u64(std::uint64_t v) { raw(&v, sizeof v); }
   void i64(std::int64_t v) { raw(&v, sizeof v); }
   void f64(double v) { u64(std::bit_cast<std::uint64_t>(v)); }
@@ -151,6 +188,9 @@ PackedTable pack(const std::vector<CollectiveRecord>& v) {
     w.i64(c.end_ps);
     w.f64(c.algbw_GBps);
     w.f64(c.busbw_GBps);
+    w.str(c.algorithm, 16, "collective algorithm");
+    w.str(c.protocol, 16, "collective protocol");
+    w.u32(c.channels);
   }
   return t;
 }
@@ -167,6 +207,57 @@ PackedTable pack(const std::vector<FlowRecord>& v) {
     w.i64(f.start_ps);
     w.i64(f.end_ps);
     w.i64(f.fct_ps);
+    w.i64(f.first_byte_ps);
+    w.i64(f.ideal_ps);
+    w.f64(f.slowdown);
+    w.i32(f.first_spine);
+    w.u32(f.group);
+    w.u32(f.instance);
+  }
+  return t;
+}
+
+const char* tier_name(std::uint32_t tier) {
+  switch (tier) {
+    case 0: return "nvlink";
+    case 1: return "nic";
+    case 2: return "fabric";
+    default: throw InternalError("write_results_h5: link tier " + std::to_string(tier) + " is not 0, 1 or 2");
+  }
+}
+
+PackedTable pack(const std::vector<LinkBinRecord>& v) {
+  PackedTable t{kLinkSchema.row_size(), {}};
+  t.bytes.reserve(v.size() * t.row_size);
+  RowWriter w(t.bytes);
+  for (const auto& l : v) {
+    w.u32(l.link_id);
+    w.u32(l.from_node);
+    w.u32(l.to_node);
+    w.str(tier_name(l.tier), 8, "tier");
+    w.i64(l.bin_start_ps);
+    w.u64(l.bytes);
+    w.f64(l.utilization);
+  }
+  return t;
+}
+
+/// Queue rows carry the link's endpoints and tier too; `link_info` maps link_id to them.
+struct QueueRow {
+  QueueBinRecord q;
+  std::uint32_t from = 0, to = 0, tier = 0;
+};
+PackedTable pack(const std::vector<QueueRow>& v) {
+  PackedTable t{kQueueSchema.row_size(), {}};
+  t.bytes.reserve(v.size() * t.row_size);
+  RowWriter w(t.bytes);
+  for (const auto& r : v) {
+    w.u32(r.q.link_id);
+    w.u32(r.from);
+    w.u32(r.to);
+    w.str(tier_name(r.tier), 8, "tier");
+    w.i64(r.q.bin_start_ps);
+    w.u64(r.q.max_queue_bytes);
   }
   return t;
 }
@@ -178,13 +269,18 @@ T load(const unsigned char* p) {
   return v;
 }
 
-/// Sort key of a packed row (unsigned 64-bit, compared numerically).
-using KeyFn = std::uint64_t (*)(const unsigned char* row);
-std::uint64_t rank_key(const unsigned char* r) { return load<std::uint32_t>(r); }
-std::uint64_t coll_key(const unsigned char* r) {
-  return (std::uint64_t{load<std::uint32_t>(r)} << 32) | load<std::uint32_t>(r + 4);
+/// Sort key of a packed row (two unsigned 64-bit numbers, compared lexicographically).
+using Key = std::pair<std::uint64_t, std::uint64_t>;
+using KeyFn = Key (*)(const unsigned char* row);
+Key rank_key(const unsigned char* r) { return {load<std::uint32_t>(r), 0}; }
+Key coll_key(const unsigned char* r) {
+  return {(std::uint64_t{load<std::uint32_t>(r)} << 32) | load<std::uint32_t>(r + 4), 0};
 }
-std::uint64_t flow_key(const unsigned char* r) { return load<std::uint64_t>(r); }
+Key flow_key(const unsigned char* r) { return {load<std::uint64_t>(r), 0}; }
+// /links and /queues: link_id at offset 0, bin_start_ps (>= 0) at offset 20.
+Key bin_key(const unsigned char* r) {
+  return {load<std::uint32_t>(r), static_cast<std::uint64_t>(load<std::int64_t>(r + 20))};
+}
 
 // ------------------------------------------------------------------------------------------------
 // MPI helpers.
@@ -278,7 +374,7 @@ PackedTable gather_sorted(MPI_Comm comm, const PackedTable& local, KeyFn key) {
   std::vector<std::size_t> idx(all.rows());
   std::iota(idx.begin(), idx.end(), std::size_t{0});
   std::sort(idx.begin(), idx.end(), [&](std::size_t a, std::size_t b) {
-    const std::uint64_t ka = key(all.row(a)), kb = key(all.row(b));
+    const Key ka = key(all.row(a)), kb = key(all.row(b));
     if (ka != kb) return ka < kb;
     return std::memcmp(all.row(a), all.row(b), rs) < 0;
   });
@@ -320,6 +416,7 @@ RunMeta bcast_meta(MPI_Comm comm, const RunMeta& meta) {
     put(meta.wall_s);
     put(meta.events);
     put(meta.simulated_time_ps);
+    put(meta.sample_interval_ps);
   }
   buf = bcast_string(comm, std::move(buf));
   RunMeta m;
@@ -346,6 +443,7 @@ RunMeta bcast_meta(MPI_Comm comm, const RunMeta& meta) {
   get(m.wall_s);
   get(m.events);
   get(m.simulated_time_ps);
+  get(m.sample_interval_ps);
   return m;
 }
 
@@ -433,12 +531,15 @@ Hid compound_type(const Schema& s) {
     const std::string what = std::string("insert column ") + s.dataset + "." + c.name;
     switch (c.type) {
       case ColType::U32: check(H5Tinsert(t.get(), c.name, off, H5T_STD_U32LE), what); break;
+      case ColType::I32: check(H5Tinsert(t.get(), c.name, off, H5T_STD_I32LE), what); break;
       case ColType::U64: check(H5Tinsert(t.get(), c.name, off, H5T_STD_U64LE), what); break;
       case ColType::I64: check(H5Tinsert(t.get(), c.name, off, H5T_STD_I64LE), what); break;
       case ColType::F64: check(H5Tinsert(t.get(), c.name, off, H5T_IEEE_F64LE), what); break;
-      case ColType::Op: {
+      case ColType::Op:
+      case ColType::Str16:
+      case ColType::Str8: {
         Hid str(H5Tcopy(H5T_C_S1), H5Tclose, what);
-        check(H5Tset_size(str.get(), kOpChars), what);
+        check(H5Tset_size(str.get(), col_size(c.type)), what);
         check(H5Tset_strpad(str.get(), H5T_STR_NULLPAD), what);
         check(H5Tinsert(t.get(), c.name, off, str.get()), what);
         break;
@@ -486,7 +587,7 @@ bool deflate_available() {
 /// Creates dataset /<name> (chunked, unlimited, possibly deflated) and writes this process's
 /// contiguous slice [N*r/P, N*(r+1)/P) of the sorted global table collectively.
 void write_table(hid_t file, const Schema& s, const PackedTable& t, int rank, int size,
-                 hid_t dxpl, bool deflate) {
+                 hid_t dxpl, bool deflate, engine::SimTime bin_width_ps = 0) {
   const std::string what = std::string("dataset /") + s.dataset;
   Hid type = compound_type(s);
   const hsize_t n = t.rows();
@@ -523,6 +624,7 @@ void write_table(hid_t file, const Schema& s, const PackedTable& t, int rank, in
   }
 
   attr_string(ds.get(), "sorted_by", s.sorted_by);
+  if (bin_width_ps > 0) attr_number<std::int64_t>(ds.get(), "bin_width_ps", H5T_STD_I64LE, bin_width_ps);
   for (std::size_t i = 0; i < s.ncols; ++i) {
     attr_string(ds.get(), std::string("units.") + s.cols[i].name, s.cols[i].unit);
   }
@@ -547,13 +649,15 @@ void write_meta(hid_t file, const RunMeta& m) {
   attr_number<double>(gid, "wall_s", H5T_IEEE_F64LE, m.wall_s);
   attr_number<std::uint64_t>(gid, "events", H5T_STD_U64LE, m.events);
   attr_number<std::int64_t>(gid, "simulated_time_ps", H5T_STD_I64LE, m.simulated_time_ps);
+  attr_number<std::int64_t>(gid, "sample_interval_ps", H5T_STD_I64LE, m.sample_interval_ps);
   g.close("group /meta close");
 }
 
 /// Writes the whole file at `file_path` collectively. Every step's failure is agreed on by all
 /// processes, which then all throw InternalError from the same step with their handles closed.
 void write_file(MPI_Comm comm, const std::string& file_path, const RunMeta& meta,
-                const PackedTable& ranks, const PackedTable& colls, const PackedTable& flows) {
+                const PackedTable& ranks, const PackedTable& colls, const PackedTable& flows,
+                const PackedTable& links, const PackedTable& queues, engine::SimTime bin_width_ps) {
   QuietHdf5Errors quiet;
   const int rank = comm_rank(comm), size = comm_size(comm);
   Hid fapl, fcpl, dxpl, file;
@@ -589,6 +693,12 @@ void write_file(MPI_Comm comm, const std::string& file_path, const RunMeta& meta
   });
   collective_step(comm, [&] {
     write_table(file.get(), kFlowSchema, flows, rank, size, dxpl.get(), deflate);
+  });
+  collective_step(comm, [&] {
+    write_table(file.get(), kLinkSchema, links, rank, size, dxpl.get(), deflate, bin_width_ps);
+  });
+  collective_step(comm, [&] {
+    write_table(file.get(), kQueueSchema, queues, rank, size, dxpl.get(), deflate, bin_width_ps);
   });
   collective_step(comm, [&] { file.close("close " + file_path); });
 }
@@ -632,6 +742,40 @@ void remove_quietly(const std::string& file) {
   fs::remove(file, ec);
 }
 
+// A SIGINT/SIGTERM while the temporary file exists removes it, then terminates as the signal
+// would have: a killed run leaves neither `path` nor a temporary file (docs/hdf5_schema.md).
+char g_tmp_path[4096];
+struct sigaction g_old_int, g_old_term;
+
+extern "C" void remove_tmp_on_signal(int sig) {
+  ::unlink(g_tmp_path);  // async-signal-safe
+  ::sigaction(sig, sig == SIGINT ? &g_old_int : &g_old_term, nullptr);
+  ::raise(sig);
+}
+
+/// Installs the handler for the lifetime of the object (only while the temporary file exists).
+class TmpFileGuard {
+ public:
+  explicit TmpFileGuard(const std::string& tmp) {
+    if (tmp.size() >= sizeof g_tmp_path) return;
+    std::memcpy(g_tmp_path, tmp.c_str(), tmp.size() + 1);
+    struct sigaction sa {};
+    sa.sa_handler = remove_tmp_on_signal;
+    sigemptyset(&sa.sa_mask);
+    installed_ = ::sigaction(SIGINT, &sa, &g_old_int) == 0 && ::sigaction(SIGTERM, &sa, &g_old_term) == 0;
+  }
+  ~TmpFileGuard() {
+    if (!installed_) return;
+    ::sigaction(SIGINT, &g_old_int, nullptr);
+    ::sigaction(SIGTERM, &g_old_term, nullptr);
+  }
+  TmpFileGuard(const TmpFileGuard&) = delete;
+  TmpFileGuard& operator=(const TmpFileGuard&) = delete;
+
+ private:
+  bool installed_ = false;
+};
+
 class Fnv1a64 {
  public:
   void bytes(const unsigned char* p, std::size_t n) {
@@ -655,7 +799,8 @@ class Fnv1a64 {
 
 void write_results_h5(MPI_Comm comm, const std::string& path, const RunMeta& meta,
                       std::vector<RankRecord> ranks, std::vector<CollectiveRecord> colls,
-                      std::vector<FlowRecord> flows) {
+                      std::vector<FlowRecord> flows, std::vector<LinkBinRecord> links,
+                      std::vector<QueueBinRecord> queues, engine::SimTime bin_width_ps) {
   const int rank = comm_rank(comm);
 
   // 1. Output path, checked on rank 0 before anything is created.
@@ -669,9 +814,34 @@ void write_results_h5(MPI_Comm comm, const std::string& path, const RunMeta& met
   const PackedTable r = global_table(comm, ranks, rank_key);
   const PackedTable c = global_table(comm, colls, coll_key);
   const PackedTable f = global_table(comm, flows, flow_key);
+  // Queue rows take their link's endpoints and tier from the link rows of the same process
+  // (a switch LP reports both); a queue bin of a link without transmitted bytes cannot exist.
+  std::vector<QueueRow> qrows;
+  {
+    std::vector<std::pair<std::uint32_t, const LinkBinRecord*>> by_id;
+    by_id.reserve(links.size());
+    for (const auto& l : links) by_id.emplace_back(l.link_id, &l);
+    std::sort(by_id.begin(), by_id.end(),
+              [](const auto& a, const auto& b) { return a.first < b.first; });
+    for (const auto& q : queues) {
+      QueueRow row{q, 0, 0, 0};
+      auto it = std::lower_bound(by_id.begin(), by_id.end(), q.link_id,
+                                 [](const auto& e, std::uint32_t id) { return e.first < id; });
+      if (it != by_id.end() && it->first == q.link_id) {
+        row.from = it->second->from_node;
+        row.to = it->second->to_node;
+        row.tier = it->second->tier;
+      }
+      qrows.push_back(row);
+    }
+  }
+  const PackedTable l = global_table(comm, links, bin_key);
+  const PackedTable q = global_table(comm, qrows, bin_key);
   ranks.clear();
   colls.clear();
   flows.clear();
+  links.clear();
+  queues.clear();
   const RunMeta m = bcast_meta(comm, meta);
   const std::string tmp = bcast_string(comm, rank == 0 ? temp_name(path) : std::string());
 
@@ -680,7 +850,8 @@ void write_results_h5(MPI_Comm comm, const std::string& path, const RunMeta& met
   {
     std::string space_err;
     if (rank == 0) {
-      const double need = static_cast<double>(r.bytes.size() + c.bytes.size() + f.bytes.size()) +
+      const double need = static_cast<double>(r.bytes.size() + c.bytes.size() + f.bytes.size() +
+                                              l.bytes.size() + q.bytes.size()) +
                           static_cast<double>(m.spec_text.size()) + 1024.0 * 1024.0;
       std::error_code ec;
       const auto info = fs::space(fs::absolute(path).parent_path(), ec);
@@ -692,8 +863,9 @@ void write_results_h5(MPI_Comm comm, const std::string& path, const RunMeta& met
     space_err = bcast_string(comm, space_err);
     if (!space_err.empty()) throw InputError("<cli>", "-o " + path, space_err, "free disk space or choose another directory");
   }
+  TmpFileGuard guard(tmp);
   try {
-    write_file(comm, tmp, m, r, c, f);
+    write_file(comm, tmp, m, r, c, f, l, q, bin_width_ps);
   } catch (const std::exception& e) {
     remove_quietly(tmp);
     MPI_Barrier(comm);
@@ -724,11 +896,14 @@ std::string results_digest(MPI_Comm comm, const std::vector<CollectiveRecord>& c
                            const std::vector<FlowRecord>& flows) {
   const PackedTable c = global_table(comm, colls, coll_key);
   const PackedTable f = global_table(comm, flows, flow_key);
+  // Schema-1 columns only (a prefix of each row), so digests stay comparable across schema 2.
   Fnv1a64 h;
+  const std::size_t cs = kCollSchema.prefix_size(kCollSchema.digest_cols);
+  const std::size_t fs_ = kFlowSchema.prefix_size(kFlowSchema.digest_cols);
   h.u64(c.rows());
-  h.bytes(c.bytes.data(), c.bytes.size());
+  for (std::size_t i = 0; i < c.rows(); ++i) h.bytes(c.row(i), cs);
   h.u64(f.rows());
-  h.bytes(f.bytes.data(), f.bytes.size());
+  for (std::size_t i = 0; i < f.rows(); ++i) h.bytes(f.row(i), fs_);
   return h.hex();
 }
 

@@ -22,6 +22,7 @@ struct RunMeta {
   double wall_s = 0;
   std::uint64_t events = 0;
   engine::SimTime simulated_time_ps = 0;
+  engine::SimTime sample_interval_ps = 0;  ///< bin width of /links and /queues (ps); schema 2
 };
 
 /// Per-rank summary (dataset /ranks). Ordered by rank.
@@ -44,6 +45,10 @@ struct CollectiveRecord {
   engine::SimTime end_ps = 0;    ///< latest completion over the ranks
   double algbw_GBps = 0;         ///< bytes / (end-start), GB/s = 1e9 B/s
   double busbw_GBps = 0;         ///< algbw * nccl-tests factor
+  // Schema 2 (appended; not part of the results digest):
+  std::string algorithm;         ///< planner's algorithm, e.g. "Ring", "Tree" (at most 16 chars)
+  std::string protocol;          ///< "LL", "LL128", "Simple" (at most 16 chars)
+  std::uint32_t channels = 0;    ///< channels the call uses
 };
 
 /// Per-flow record (dataset /flows): one point-to-point transfer. Ordered by flow_id.
@@ -55,6 +60,33 @@ struct FlowRecord {
   engine::SimTime start_ps = 0;  ///< first packet handed to the NIC/NVLink port
   engine::SimTime end_ps = 0;    ///< last byte received
   engine::SimTime fct_ps = 0;    ///< end - start
+  // Schema 2 (appended; not part of the results digest):
+  engine::SimTime first_byte_ps = 0;  ///< first packet fully received at the destination
+  engine::SimTime ideal_ps = 0;       ///< bytes / bottleneck rate + path latency (no queueing)
+  double slowdown = 0;                ///< fct / ideal (>= 1 up to store-and-forward of one packet per hop)
+  std::int32_t first_spine = -1;      ///< ECMP choice: spine index the flow crossed, -1 = none
+  std::uint32_t group = 0xFFFFFFFFu;  ///< collective's communicator, 0xFFFFFFFF = point-to-point
+  std::uint32_t instance = 0;         ///< collective instance on that communicator (0 for p2p)
+};
+
+/// One bin of one directed link's time series (dataset /links). Sparse: bins without traffic are
+/// absent. Ordered by (link_id, bin_start_ps).
+struct LinkBinRecord {
+  std::uint32_t link_id = 0;       ///< directed port id (docs/hdf5_schema.md)
+  std::uint32_t from_node = 0;     ///< LP id of the transmitting node
+  std::uint32_t to_node = 0;       ///< LP id of the receiving node
+  std::uint32_t tier = 0;          ///< 0 nvlink, 1 nic (GPU <-> leaf), 2 fabric (leaf <-> spine)
+  engine::SimTime bin_start_ps = 0;
+  std::uint64_t bytes = 0;         ///< bytes serialized onto the link during the bin
+  double utilization = 0;          ///< bytes * 8 / (rate * bin width), 0..1
+};
+
+/// One bin of one switch egress queue (dataset /queues). Sparse: only bins in which a packet
+/// arrived for the port. Ordered by (link_id, bin_start_ps).
+struct QueueBinRecord {
+  std::uint32_t link_id = 0;          ///< directed port id, as in /links
+  engine::SimTime bin_start_ps = 0;
+  std::uint64_t max_queue_bytes = 0;  ///< largest backlog ahead of an arriving packet in the bin
 };
 
 }  // namespace fabricsim::io

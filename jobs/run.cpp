@@ -22,11 +22,13 @@
 #include "io/simai_reader.hpp"
 #include "jobs/generators.hpp"
 #include "jobs/spec.hpp"
+#include "jobs/trace.hpp"
 #include "kernels/compute_time.hpp"
 #include "models/cluster.hpp"
 #include "models/gpu_rank.hpp"
 #include "models/switch_lp.hpp"
 #include "partition/partition.hpp"
+#include "simccl/nccl_planner.hpp"
 #include "simccl/planner_factory.hpp"
 
 namespace fabricsim::jobs {
@@ -238,6 +240,77 @@ void check_output_path(const std::string& path, const std::string& field, const 
   }
 }
 
+/// The planner's algorithm, protocol and channels for a collective record (NCCL planner: its cost
+/// model's decision for the call; ring planner: its fixed schedule, one channel, Simple).
+void describe_algorithm(const models::CollectivePlanner& planner, const models::Workload& w, models::CollOp op,
+                        io::CollectiveRecord& c) {
+  if (const auto* nccl = dynamic_cast<const simccl::NcclPlanner*>(&planner); nccl != nullptr && c.ranks > 1) {
+    models::CollRequest req;
+    req.op = op;
+    req.bytes = c.bytes;
+    req.ranks = &w.groups[c.group].ranks;
+    const simccl::TuningDecision d = nccl->decision(req);
+    c.algorithm = simccl::algo_name(d.algo);
+    c.protocol = simccl::proto_name(d.proto);
+    c.channels = static_cast<std::uint32_t>(d.n_channels);
+    return;
+  }
+  if (c.ranks <= 1) {
+    c.algorithm = "none";
+    c.protocol = "none";
+    c.channels = 0;
+    return;
+  }
+  switch (op) {
+    case models::CollOp::kBroadcast:
+    case models::CollOp::kReduce: c.algorithm = "Chain"; break;
+    case models::CollOp::kAllToAll: c.algorithm = "Direct"; break;
+    default: c.algorithm = "Ring"; break;
+  }
+  c.protocol = "Simple";
+  c.channels = 1;
+}
+
+/// Tier of the directed link at -> peer: 0 NVLink (GPU <-> NVSwitch), 1 NIC (GPU <-> leaf),
+/// 2 fabric (leaf <-> spine).
+std::uint32_t link_tier(const models::Topology& t, engine::LpId a, engine::LpId b) {
+  const auto ka = t.kind(a), kb = t.kind(b);
+  if (ka == models::NodeKind::kNvSwitch || kb == models::NodeKind::kNvSwitch) return 0;
+  if (ka == models::NodeKind::kGpu || kb == models::NodeKind::kGpu) return 1;
+  return 2;
+}
+
+/// This process's sampled link and queue bins as records. link_id = index of the directed port in
+/// the order (LP id, port index) over the whole topology (identical on every process).
+void collect_link_series(const models::Topology& topo, const std::vector<std::unique_ptr<models::GpuRankLp>>& gpus,
+                         const std::vector<std::unique_ptr<models::SwitchLp>>& switches, engine::SimTime bin_ps,
+                         std::vector<io::LinkBinRecord>& links, std::vector<io::QueueBinRecord>& queues) {
+  std::vector<std::uint32_t> base(topo.num_nodes() + 1, 0);
+  for (engine::LpId n = 0; n < topo.num_nodes(); ++n) {
+    base[n + 1] = base[n] + static_cast<std::uint32_t>(topo.ports(n).size());
+  }
+  auto add = [&](engine::LpId node, const models::LinkSampler& s) {
+    for (const auto& b : s.tx_bins()) {
+      const models::Port& p = topo.ports(node)[b.port];
+      io::LinkBinRecord r;
+      r.link_id = base[node] + b.port;
+      r.from_node = node;
+      r.to_node = p.peer;
+      r.tier = link_tier(topo, node, p.peer);
+      r.bin_start_ps = b.bin_start_ps;
+      r.bytes = b.value;
+      r.utilization = static_cast<double>(b.value) * 8.0 /
+                      (static_cast<double>(p.rate_bps) * static_cast<double>(bin_ps) * 1e-12);
+      links.push_back(r);
+    }
+    for (const auto& b : s.queue_bins()) {
+      queues.push_back(io::QueueBinRecord{base[node] + b.port, b.bin_start_ps, b.value});
+    }
+  };
+  for (const auto& g : gpus) add(g->rank_record().rank, g->sampler());
+  for (const auto& sw : switches) add(sw->lp_id(), sw->sampler());
+}
+
 }  // namespace
 
 std::string validate_only(const RunOptions& opt) {
@@ -274,6 +347,12 @@ RunResult run_simulation(const RunOptions& opt, MPI_Comm comm, const std::string
     std::vector<std::string> others = inputs;
     if (opt.write_h5) others.push_back(spec.output_h5);
     check_output_path(spec.summary_json, "--summary-json", others);
+  }
+  if (!spec.trace_path.empty()) {
+    std::vector<std::string> others = inputs;
+    if (opt.write_h5) others.push_back(spec.output_h5);
+    others.push_back(spec.summary_json);
+    check_output_path(spec.trace_path, "--trace", others);
   }
 
   GenInfo gen;
@@ -324,9 +403,14 @@ RunResult run_simulation(const RunOptions& opt, MPI_Comm comm, const std::string
     if (!sim.is_local(id)) continue;
     if (topo.kind(id) == models::NodeKind::kGpu) {
       gpus.push_back(std::make_unique<models::GpuRankLp>(topo, id, &w, planner));
+      if (opt.write_h5) gpus.back()->enable_sampling(spec.sample_interval_ps);
+      if (!spec.trace_path.empty() && id < w.ranks && id >= spec.trace_rank_lo && id <= spec.trace_rank_hi) {
+        gpus.back()->enable_trace();
+      }
       sim.add_lp(id, gpus.back().get());
     } else {
       switches.push_back(std::make_unique<models::SwitchLp>(topo, id));
+      if (opt.write_h5) switches.back()->enable_sampling(spec.sample_interval_ps);
       sim.add_lp(id, switches.back().get());
     }
   }
@@ -395,6 +479,7 @@ RunResult run_simulation(const RunOptions& opt, MPI_Comm comm, const std::string
     }();
     c.algbw_GBps = dt > 0 ? static_cast<double>(c.bytes) / (static_cast<double>(dt) * 1e-12) / 1e9 : 0.0;
     c.busbw_GBps = c.algbw_GBps * models::busbw_factor(op, c.ranks);
+    describe_algorithm(planner, w, op, c);
     res.collectives.push_back(c);
   }
   long long nflows = static_cast<long long>(local_flows.size()), total_flows = nflows;
@@ -417,6 +502,7 @@ RunResult run_simulation(const RunOptions& opt, MPI_Comm comm, const std::string
   m.events = stats.events;
   m.simulated_time_ps = iter;
   m.wall_s = now_s() - t0;
+  m.sample_interval_ps = spec.sample_interval_ps;
 
   res.digest = io::results_digest(comm, rank == 0 ? res.collectives : std::vector<io::CollectiveRecord>{}, local_flows);
   if (opt.write_h5) res.output_h5 = spec.output_h5;
@@ -534,14 +620,45 @@ RunResult run_simulation(const RunOptions& opt, MPI_Comm comm, const std::string
     if (rank == 0) err = write_file_checked(json_tmp, json_text);
     bcast_error(comm, err, "--summary-json " + spec.summary_json);
   }
+  // The trace is staged like the JSON (rank 0 gathers the traced ranks' intervals).
+  const std::string trace_tmp = spec.trace_path.empty() ? std::string() : spec.trace_path + ".tmp";
+  if (!trace_tmp.empty()) {
+    std::vector<models::TraceInterval> local_trace;
+    for (const auto& g : gpus) local_trace.insert(local_trace.end(), g->trace().begin(), g->trace().end());
+    const auto all_trace = allgather_pod(comm, local_trace);
+    std::string err;
+    if (rank == 0) err = write_file_checked(trace_tmp, trace_json(all_trace, w, res.collectives));
+    if (!err.empty() && !json_tmp.empty()) fs::remove(json_tmp);
+    bcast_error(comm, err, "--trace " + spec.trace_path);
+  }
+  auto drop_staged = [&] {
+    if (rank != 0) return;
+    std::error_code ec;
+    if (!json_tmp.empty()) fs::remove(json_tmp, ec);
+    if (!trace_tmp.empty()) fs::remove(trace_tmp, ec);
+  };
   if (opt.write_h5) {
+    std::vector<io::LinkBinRecord> local_links;
+    std::vector<io::QueueBinRecord> local_queues;
+    collect_link_series(topo, gpus, switches, spec.sample_interval_ps, local_links, local_queues);
     try {
       io::write_results_h5(comm, spec.output_h5, m, local_ranks,
-                           rank == 0 ? res.collectives : std::vector<io::CollectiveRecord>{}, local_flows);
+                           rank == 0 ? res.collectives : std::vector<io::CollectiveRecord>{}, local_flows,
+                           std::move(local_links), std::move(local_queues), spec.sample_interval_ps);
     } catch (...) {
-      if (rank == 0 && !json_tmp.empty()) fs::remove(json_tmp);
+      drop_staged();
       throw;
     }
+  }
+  if (!trace_tmp.empty()) {
+    std::string err;
+    if (rank == 0) {
+      std::error_code ec;
+      fs::rename(trace_tmp, spec.trace_path, ec);
+      if (ec) err = "cannot rename " + trace_tmp + ": " + ec.message();
+    }
+    if (!err.empty()) drop_staged();
+    bcast_error(comm, err, "--trace " + spec.trace_path);
   }
   if (!json_tmp.empty()) {
     std::string err;

@@ -44,6 +44,9 @@ struct Spec {
   std::uint32_t threads = 1;
   std::string output_h5;
   std::string summary_json;
+  engine::SimTime sample_interval_ps = 10'000'000;  ///< output.sample_interval: /links, /queues bin width (ps)
+  std::string trace_path;                          ///< output.trace: trace-event JSON ("" = none)
+  std::uint32_t trace_rank_lo = 0, trace_rank_hi = 15;  ///< output.trace_ranks, inclusive
   /// `nccl:` section: NCCL_* name -> value as written (simccl/nccl_settings.hpp parses them).
   std::vector<std::pair<std::string, std::string>> nccl;
   std::string planner = "nccl";  ///< simccl.planner: nccl | ring

@@ -67,12 +67,14 @@ void GpuRankLp::node_ready(std::uint32_t n, Context& ctx) {
       start_collective(n, ctx);
       return;
     case NodeType::kSend:
+      if (trace_on_) node_start_[n] = ctx.now();
       account(ctx.now());
       ++comm_active_;
       start_flow(static_cast<std::uint32_t>(node.peer), node.bytes, kP2pGroup, 0, node.tag, kNoSlot,
                  n, ctx);
       return;
     case NodeType::kRecv: {
+      if (trace_on_) node_start_[n] = ctx.now();
       account(ctx.now());
       ++comm_active_;
       const MsgKey key{kP2pGroup, 0, static_cast<std::uint32_t>(node.peer), node.tag};
@@ -108,6 +110,7 @@ void GpuRankLp::start_compute(Context& ctx) {
   compute_queue_.pop_front();
   account(ctx.now());
   compute_busy_ = true;
+  compute_start_ = ctx.now();
   ctx.send(id_, ctx.now() + (*program_)[n].duration_ps, kEvComputeDone, n);
 }
 
@@ -199,6 +202,7 @@ void GpuRankLp::op_done(std::uint32_t slot, std::uint32_t op, Context& ctx) {
     const WorkNode& node = (*program_)[st2.node];
     account(ctx.now());
     --comm_active_;
+    trace_add(st2.node, TraceInterval::kCollective, instance_[st2.node], st2.start, ctx.now());
     partials_.push_back(CollectivePartial{static_cast<std::uint32_t>(node.group), instance_[st2.node],
                                           node.op, node.bytes,
                                           static_cast<std::uint32_t>(
@@ -247,6 +251,7 @@ void GpuRankLp::pump(std::uint32_t port, Context& ctx) {
     const SimTime start = std::max(now, ps.free_at);
     ps.free_at = start + engine::serialization_ps(p.bytes, link.rate_bps);
     ctx.send(link.peer, ps.free_at + link.latency_ps, kEvPacketArrive, p);
+    sampler_.tx(port, start, ps.free_at, p.bytes);
     f.sent += p.bytes;
     if (f.sent == f.head.flow_bytes) {
       ctx.send(id_, ps.free_at, kEvSendDone, DoneRef{f.coll_slot, f.op_or_node});
@@ -268,15 +273,36 @@ void GpuRankLp::on_packet(const Packet& p, Context& ctx) {
                                 std::to_string(p.dst_rank));
   }
   std::uint64_t got = p.bytes;
+  SimTime first = ctx.now();
   if (p.flow_bytes > p.bytes) {
-    auto it = rx_bytes_.try_emplace(p.flow_id, 0).first;
-    it->second += p.bytes;
-    got = it->second;
+    auto it = rx_bytes_.try_emplace(p.flow_id, std::uint64_t{0}, ctx.now()).first;
+    it->second.first += p.bytes;
+    got = it->second.first;
+    first = it->second.second;
     if (got == p.flow_bytes) rx_bytes_.erase(it);
   }
   if (got < p.flow_bytes) return;
-  flows_.push_back(io::FlowRecord{p.flow_id, p.src_rank, p.dst_rank, p.flow_bytes, p.flow_start,
-                                  ctx.now(), ctx.now() - p.flow_start});
+  io::FlowRecord rec{p.flow_id, p.src_rank, p.dst_rank, p.flow_bytes, p.flow_start,
+                     ctx.now(), ctx.now() - p.flow_start};
+  rec.first_byte_ps = first;
+  rec.group = p.group;
+  rec.instance = p.group == kP2pGroup ? 0 : p.instance;
+  // Ideal FCT on the flow's own path (same ECMP hash): bytes at the bottleneck rate plus the
+  // propagation latency of every hop; no queueing, no per-hop store-and-forward.
+  std::uint64_t bottleneck = ~std::uint64_t{0};
+  SimTime latency = 0;
+  for (engine::LpId at = p.src_rank; at != p.dst_rank;) {
+    const Port& hop = topo_.ports(at)[topo_.route(at, p.dst_rank, p.flow_hash)];
+    bottleneck = std::min(bottleneck, hop.rate_bps);
+    latency += hop.latency_ps;
+    if (topo_.kind(hop.peer) == NodeKind::kSpine && rec.first_spine < 0) {
+      rec.first_spine = static_cast<std::int32_t>(hop.peer - topo_.spine_lp(0));
+    }
+    at = hop.peer;
+  }
+  rec.ideal_ps = engine::serialization_ps(p.flow_bytes, bottleneck) + latency;
+  rec.slowdown = rec.ideal_ps > 0 ? static_cast<double>(rec.fct_ps) / static_cast<double>(rec.ideal_ps) : 1.0;
+  flows_.push_back(rec);
   on_message(p, ctx);
 }
 
@@ -293,6 +319,7 @@ void GpuRankLp::on_message(const Packet& p, Context& ctx) {
   if (slot == kNoSlot) {
     account(ctx.now());
     --comm_active_;
+    if (trace_on_) trace_add(idx, TraceInterval::kRecv, 0, node_start_[idx], ctx.now());
     node_done(idx, ctx);
   } else {
     op_done(slot, idx, ctx);
@@ -312,6 +339,7 @@ void GpuRankLp::handle(const engine::Event& ev, Context& ctx) {
       if (ref.slot == kNoSlot) {
         account(ctx.now());
         --comm_active_;
+        if (trace_on_) trace_add(ref.idx, TraceInterval::kSend, 0, node_start_[ref.idx], ctx.now());
         node_done(ref.idx, ctx);
       } else {
         op_done(ref.slot, ref.idx, ctx);
@@ -321,6 +349,7 @@ void GpuRankLp::handle(const engine::Event& ev, Context& ctx) {
     case kEvComputeDone:
       account(ctx.now());
       compute_busy_ = false;
+      trace_add(ev.get<std::uint32_t>(), TraceInterval::kCompute, 0, compute_start_, ctx.now());
       node_done(ev.get<std::uint32_t>(), ctx);
       start_compute(ctx);
       return;

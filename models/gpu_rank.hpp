@@ -12,6 +12,7 @@
 #include "io/results.hpp"
 #include "models/cluster.hpp"
 #include "models/comm_plan.hpp"
+#include "models/link_sampler.hpp"
 #include "models/packet.hpp"
 #include "models/workload.hpp"
 
@@ -24,6 +25,17 @@ struct CollectivePartial {
   CollOp op = CollOp::kAllReduce;
   std::uint64_t bytes = 0;
   std::uint32_t ranks = 0;
+  engine::SimTime start_ps = 0;
+  engine::SimTime end_ps = 0;
+};
+
+/// One busy interval of a rank, kept only when tracing is on (trace-event JSON, jobs/trace).
+struct TraceInterval {
+  enum Kind : std::uint32_t { kCompute = 0, kCollective = 1, kSend = 2, kRecv = 3 };
+  std::uint32_t rank = 0;
+  std::uint32_t node = 0;        ///< index in the rank's program
+  std::uint32_t kind = kCompute;
+  std::uint32_t instance = 0;    ///< collectives: instance on the communicator
   engine::SimTime start_ps = 0;
   engine::SimTime end_ps = 0;
 };
@@ -50,6 +62,14 @@ class GpuRankLp final : public engine::Lp {
   io::RankRecord rank_record() const;
   const std::vector<io::FlowRecord>& flow_records() const { return flows_; }
   const std::vector<CollectivePartial>& collective_partials() const { return partials_; }
+  /// Starts sampling the NVLink (port 0) and NIC (port 1) egress bytes in bins of `bin_ps` (ps).
+  void enable_sampling(engine::SimTime bin_ps) { sampler_.enable(bin_ps, 2); }
+  const LinkSampler& sampler() const { return sampler_; }
+  /// Starts keeping compute and communication intervals (off by default: no cost when off).
+  void enable_trace() { trace_on_ = true; node_start_.assign(nodes_size(), 0); }
+  /// Intervals with > 0 duration; their per-kind unions equal rank_record()'s compute_ps and
+  /// comm_ps (compute intervals never overlap; communication intervals may).
+  const std::vector<TraceInterval>& trace() const { return trace_; }
 
  private:
   struct TxFlow {
@@ -109,7 +129,7 @@ class GpuRankLp final : public engine::Lp {
 
   PortState ports_[2];
   std::uint64_t next_flow_ = 0;
-  std::unordered_map<std::uint64_t, std::uint64_t> rx_bytes_;
+  std::unordered_map<std::uint64_t, std::pair<std::uint64_t, engine::SimTime>> rx_bytes_;  // bytes, first arrival
 
   std::deque<CollState> coll_states_;  // deque: references stay valid while it grows
   std::map<std::pair<std::uint32_t, std::uint32_t>, std::uint32_t> coll_slot_;
@@ -123,6 +143,16 @@ class GpuRankLp final : public engine::Lp {
 
   std::vector<io::FlowRecord> flows_;
   std::vector<CollectivePartial> partials_;
+
+  LinkSampler sampler_;
+  bool trace_on_ = false;
+  engine::SimTime compute_start_ = 0;
+  std::vector<engine::SimTime> node_start_;  // p2p node start times (tracing only)
+  std::vector<TraceInterval> trace_;
+  void trace_add(std::uint32_t node, std::uint32_t kind, std::uint32_t inst, engine::SimTime start,
+                 engine::SimTime end) {
+    if (trace_on_ && end > start) trace_.push_back(TraceInterval{id_, node, kind, inst, start, end});
+  }
 };
 
 }  // namespace fabricsim::models

@@ -23,6 +23,13 @@ void SwitchLp::handle(const engine::Event& ev, engine::Context& ctx) {
   const engine::SimTime start = std::max(now, free_at_[out]);
   max_queue_ps_ = std::max(max_queue_ps_, start - now);
   free_at_[out] = start + engine::serialization_ps(pkt.bytes, port.rate_bps);
+  if (sampler_.enabled()) {
+    // Backlog ahead of this packet: the rest of the port's busy time, as bytes at the port rate.
+    const auto backlog = static_cast<std::uint64_t>(static_cast<SamplerU128>(start - now) *
+                                                    port.rate_bps / 8'000'000'000'000ull);
+    sampler_.queue(out, now, backlog);
+    sampler_.tx(out, start, free_at_[out], pkt.bytes);
+  }
   bytes_[out] += pkt.bytes;
   engine::Event fwd = ev;
   fwd.dst = port.peer;

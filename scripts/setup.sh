@@ -7,7 +7,7 @@ PKGS=(cmake ninja-build g++ pkg-config make
   libprotobuf-dev protobuf-compiler libtrilinos-kokkos-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   libyaml-cpp-dev nlohmann-json3-dev libcli11-dev libfmt-dev libspdlog-dev libpugixml-dev
-  libmetis-dev libzstd-dev python3-h5py python3-numpy
+  libmetis-dev libzstd-dev python3-h5py python3-numpy python3-matplotlib
   slurm-wlm munge)  # slurm-wlm + munge: the real single-node Slurm of tests/slurm
 missing=()
 for p in "${PKGS[@]}"; do

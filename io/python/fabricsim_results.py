@@ -1,0 +1,320 @@
+#!/usr/bin/python3
+"""Reads fabricsim HDF5 results files (docs/hdf5_schema.md) with h5py only.
+
+  fabricsim_results.py report RUN.h5 [-o DIR]   PNG plots + index.html embedding them
+  fabricsim_results.py compare A.h5 B.h5        key metrics side by side with relative differences
+
+`fabricsim report` and `fabricsim compare` run this file with /usr/bin/python3 (Debian's
+python3-h5py, python3-matplotlib, python3-numpy). Exit codes: 0 ok, 2 bad input (one line on
+stderr: file, problem, fix), 3 internal error.
+"""
+import argparse
+import html
+import os
+import re
+import sys
+
+
+def fail(where, problem, fix, code=2):
+    print(f"fabricsim: error: {where}: {problem}; {fix}", file=sys.stderr)
+    sys.exit(code)
+
+
+try:
+    import numpy as np
+    import h5py
+except ImportError as e:  # pragma: no cover - depends on the machine
+    fail("python", f"{e.name} is not importable by {sys.executable}",
+         "install Debian's python3-h5py (scripts/setup.sh) and use /usr/bin/python3")
+
+PS_PER_US = 1e6
+
+
+def load(path):
+    """The file's tables as numpy structured arrays plus /meta as a dict."""
+    if not os.path.isfile(path):
+        fail(path, "no such file", "give the HDF5 file written by fabricsim run -o")
+    try:
+        f = h5py.File(path, "r")
+    except OSError as e:
+        fail(path, f"not an HDF5 file ({e})", "give the HDF5 file written by fabricsim run -o")
+    with f:
+        if "meta" not in f or "ranks" not in f:
+            fail(path, "has no /meta or /ranks", "give a fabricsim results file (docs/hdf5_schema.md)")
+        meta = {k: (v.decode() if isinstance(v, bytes) else v) for k, v in f["meta"].attrs.items()}
+        d = {"meta": meta, "path": path}
+        for name in ("ranks", "collectives", "flows", "links", "queues"):
+            d[name] = f[name][:] if name in f else None
+        return d
+
+
+def pct(a, q):
+    return float(np.percentile(a, q)) if len(a) else float("nan")
+
+
+def gpus_per_host(meta):
+    m = re.search(r"gpus_per_host:\s*(\d+)", meta.get("spec_text", ""))
+    return int(m.group(1)) if m else 8
+
+
+# ------------------------------------------------------------------------------------------------
+# report
+
+def report(args):
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        fail("python", "matplotlib is not importable by " + sys.executable,
+             "install Debian's python3-matplotlib (scripts/setup.sh)")
+    d = load(args.h5)
+    out = args.output or (os.path.splitext(args.h5)[0] + "_report")
+    try:
+        os.makedirs(out, exist_ok=True)
+    except OSError as e:
+        fail(out, f"cannot create the output directory ({e.strerror})", "choose a writable directory with -o")
+    if not os.access(out, os.W_OK | os.X_OK):
+        fail(out, "the output directory is not writable", "choose a writable directory with -o")
+    meta = d["meta"]
+    iter_ps = int(meta.get("simulated_time_ps", 0))
+    pngs = []  # (file, title, caption)
+
+    def save(fig, name, title, caption):
+        p = os.path.join(out, name)
+        try:
+            fig.savefig(p, dpi=110, bbox_inches="tight")
+        except OSError as e:
+            fail(p, f"cannot write ({e.strerror})", "check free space and permissions of the output directory")
+        plt.close(fig)
+        pngs.append((name, title, caption))
+
+    # 1. Iteration breakdown per rank.
+    r = d["ranks"]
+    fig, ax = plt.subplots(figsize=(11, 4))
+    if len(r):
+        x = r["rank"]
+        comp = r["compute_ps"] / PS_PER_US
+        exp = r["exposed_comm_ps"] / PS_PER_US
+        idle = np.maximum(iter_ps / PS_PER_US - comp - exp, 0)
+        ax.bar(x, comp, width=1.0, label="compute", color="#4c72b0")
+        ax.bar(x, exp, width=1.0, bottom=comp, label="exposed communication", color="#dd8452")
+        ax.bar(x, idle, width=1.0, bottom=comp + exp, label="idle (until iteration end)", color="#cccccc")
+        ax.plot(x, r["comm_ps"] / PS_PER_US, "k.", ms=3, label="communication (incl. overlapped)")
+    ax.set_xlabel("rank")
+    ax.set_ylabel("time (us)")
+    ax.set_title(f"Iteration breakdown per rank (iteration {iter_ps / PS_PER_US:.1f} us)")
+    ax.legend(fontsize=8, loc="lower right")
+    save(fig, "breakdown.png", "Iteration breakdown per rank",
+         "compute + exposed communication + idle = iteration time; dots: all communication time")
+
+    # 2. busbw vs size.
+    c = d["collectives"]
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    if c is not None and len(c):
+        c = c[c["ranks"] > 1]
+        for op in sorted(set(c["op"])):
+            s = c[c["op"] == op]
+            ax.scatter(s["bytes"], s["busbw_GBps"], s=14, alpha=0.6, label=op.decode())
+        ax.set_xscale("log")
+        ax.legend(fontsize=8)
+    ax.set_xlabel("collective size (bytes, nccl-tests convention)")
+    ax.set_ylabel("busbw (GB/s)")
+    ax.set_title("Per-collective bus bandwidth vs size")
+    ax.grid(alpha=0.3)
+    save(fig, "busbw.png", "busbw vs size", "one dot per collective (communicators of more than one rank)")
+
+    # 3. FCT CDF with p50/p99/p99.9 and slowdown CDF.
+    fl = d["flows"]
+    fig, (ax, ax2) = plt.subplots(1, 2, figsize=(12, 4.5))
+    if fl is not None and len(fl):
+        fct = np.sort(fl["fct_ps"] / PS_PER_US)
+        y = np.arange(1, len(fct) + 1) / len(fct)
+        ax.step(fct, y, where="post")
+        for q, col in ((50, "g"), (99, "orange"), (99.9, "r")):
+            v = pct(fct, q)
+            ax.axvline(v, color=col, ls="--", lw=1)
+            ax.text(v, 0.05 + 0.1 * (q > 60) + 0.1 * (q > 99), f" p{q:g} {v:.2f} us", color=col, fontsize=8)
+        ax.set_xscale("log")
+        if "slowdown" in fl.dtype.names:
+            sd = np.sort(fl["slowdown"])
+            ax2.step(sd, np.arange(1, len(sd) + 1) / len(sd), where="post", color="purple")
+            ax2.set_xscale("log")
+            ax2.axvline(pct(sd, 99), color="r", ls="--", lw=1)
+            ax2.text(pct(sd, 99), 0.1, f" p99 {pct(sd, 99):.2f}", color="r", fontsize=8)
+    ax.set_xlabel("flow completion time (us)")
+    ax.set_ylabel("CDF")
+    ax.set_title(f"FCT CDF ({0 if fl is None else len(fl)} flows)")
+    ax.grid(alpha=0.3)
+    ax2.set_xlabel("slowdown = FCT / ideal")
+    ax2.set_title("Slowdown CDF")
+    ax2.grid(alpha=0.3)
+    save(fig, "fct_cdf.png", "FCT CDF", "flow completion times with p50/p99/p99.9; slowdown vs the ideal FCT")
+
+    # 4. Flow-start CDF per NIC (flows leaving the host through the source GPU's NIC).
+    fig, ax = plt.subplots(figsize=(8, 4.5))
+    if fl is not None and len(fl):
+        gph = gpus_per_host(meta)
+        inter = fl[(fl["src"] // gph) != (fl["dst"] // gph)]
+        srcs = sorted(set(inter["src"].tolist()))
+        shown = srcs[:: max(1, len(srcs) // 16)]
+        for s in srcs:
+            st = np.sort(inter["start_ps"][inter["src"] == s] / PS_PER_US)
+            hl = s in shown
+            ax.step(st, np.arange(1, len(st) + 1) / len(st), where="post", lw=1.2 if hl else 0.5,
+                    alpha=0.9 if hl else 0.25, color=None if hl else "gray", label=f"NIC of rank {s}" if hl else None)
+        if shown:
+            ax.legend(fontsize=6, ncol=2)
+        ax.set_title(f"Flow-start CDF per NIC ({len(srcs)} NICs with inter-host flows, {len(shown)} coloured)")
+    ax.set_xlabel("flow start (us)")
+    ax.set_ylabel("CDF of the NIC's flows")
+    ax.grid(alpha=0.3)
+    save(fig, "flow_start_cdf.png", "Flow-start CDF per NIC",
+         "when each NIC starts its inter-host flows; spread between NICs shows skew / stragglers")
+
+    # 5. Queue occupancy over time.
+    qu = d["queues"]
+    fig, ax = plt.subplots(figsize=(10, 4.5))
+    bw = int(d["meta"].get("sample_interval_ps", 0)) or 1
+    if qu is not None and len(qu):
+        ids, inv = np.unique(qu["link_id"], return_inverse=True)
+        peak = np.zeros(len(ids))
+        np.maximum.at(peak, inv, qu["max_queue_bytes"])
+        top = ids[np.argsort(-peak)[:8]]
+        for lid in top:
+            s = qu[qu["link_id"] == lid]
+            if s["max_queue_bytes"].max() == 0:
+                continue
+            ax.step(s["bin_start_ps"] / PS_PER_US, s["max_queue_bytes"] / 1024, where="post", lw=1,
+                    label=f"link {lid} ({s['tier'][0].decode()} {s['from_node'][0]}->{s['to_node'][0]})")
+        ax.legend(fontsize=7)
+        ax.set_title(f"Switch egress queue occupancy: 8 ports with the largest peak (bin {bw / PS_PER_US:g} us)")
+    else:
+        ax.set_title("Switch egress queue occupancy (no /queues rows)")
+    ax.set_xlabel("time (us)")
+    ax.set_ylabel("max backlog in bin (KiB)")
+    ax.grid(alpha=0.3)
+    save(fig, "queues.png", "Queue occupancy over time", "max bytes ahead of an arriving packet per bin")
+
+    # 6. Link utilization heatmap per tier.
+    li = d["links"]
+    tiers = [b"nvlink", b"nic", b"fabric"]
+    fig, axes = plt.subplots(3, 1, figsize=(11, 10))
+    last_bin = max(iter_ps, 1)
+    nb_full = last_bin // bw + 1
+    group = max(1, int(np.ceil(nb_full / 400)))  # at most 400 columns
+    ncols = int(nb_full // group + 1)
+    for ax, tier in zip(axes, tiers):
+        s = li[li["tier"] == tier] if li is not None and len(li) else None
+        if s is None or not len(s):
+            ax.set_title(f"{tier.decode()}: no traffic")
+            ax.axis("off")
+            continue
+        ids = np.unique(s["link_id"])
+        row = np.searchsorted(ids, s["link_id"])
+        col = np.minimum((s["bin_start_ps"] // bw) // group, ncols - 1).astype(int)
+        m = np.zeros((len(ids), ncols))
+        np.add.at(m, (row, col), s["utilization"] / group)
+        im = ax.imshow(m, aspect="auto", interpolation="nearest", cmap="viridis", vmin=0, vmax=1,
+                       extent=[0, ncols * group * bw / PS_PER_US, len(ids), 0])
+        ax.set_title(f"{tier.decode()} links: utilization per {group * bw / PS_PER_US:g} us bin "
+                     f"({len(ids)} directed links with traffic)")
+        ax.set_ylabel("link (by id)")
+        fig.colorbar(im, ax=ax, fraction=0.03)
+    axes[-1].set_xlabel("time (us)")
+    fig.tight_layout()
+    save(fig, "link_util.png", "Link utilization heatmap per tier",
+         "rows: directed links with traffic; colour: bytes*8 / (rate*bin)")
+
+    # HTML page.
+    rows = [("iteration time", f"{iter_ps / PS_PER_US:.3f} us"), ("ranks", meta.get("ranks")),
+            ("events", meta.get("events")), ("processes", meta.get("processes")),
+            ("workload", meta.get("workload")), ("version", f"{meta.get('version')} ({meta.get('git_commit')})"),
+            ("schema", meta.get("schema_version"))]
+    page = ["<!doctype html><html><head><meta charset='utf-8'><title>fabricsim report</title>",
+            "<style>body{font-family:sans-serif;max-width:1200px;margin:auto}td{padding:2px 8px}"
+            "img{max-width:100%;border:1px solid #ddd}</style></head><body>",
+            f"<h1>fabricsim report: {html.escape(os.path.basename(args.h5))}</h1><table>"]
+    page += [f"<tr><td>{html.escape(str(k))}</td><td>{html.escape(str(v))}</td></tr>" for k, v in rows]
+    page.append("</table>")
+    for name, title, cap in pngs:
+        page.append(f"<h2>{html.escape(title)}</h2><p>{html.escape(cap)}</p><img src='{name}' alt='{html.escape(title)}'>")
+    page.append("</body></html>")
+    p = os.path.join(out, "index.html")
+    try:
+        with open(p, "w") as fh:
+            fh.write("\n".join(page) + "\n")
+    except OSError as e:
+        fail(p, f"cannot write ({e.strerror})", "check free space and permissions of the output directory")
+    print(os.path.abspath(p))
+    for name, _, _ in pngs:
+        print(os.path.abspath(os.path.join(out, name)))
+    return 0
+
+
+# ------------------------------------------------------------------------------------------------
+# compare
+
+def metrics(d):
+    """Ordered (name, value, unit) of the key metrics of one run."""
+    m = []
+    r = d["ranks"]
+    m.append(("iteration time", d["meta"].get("simulated_time_ps", 0) / PS_PER_US, "us"))
+    for col, name in (("compute_ps", "compute (mean/rank)"), ("comm_ps", "communication (mean/rank)"),
+                      ("exposed_comm_ps", "exposed comm (mean/rank)")):
+        m.append((name, float(np.mean(r[col])) / PS_PER_US if len(r) else float("nan"), "us"))
+    c = d["collectives"]
+    if c is not None and len(c):
+        c = c[c["ranks"] > 1]
+        for op in sorted(set(c["op"])):
+            s = c[c["op"] == op]
+            m.append((f"busbw {op.decode()} (mean)", float(np.mean(s["busbw_GBps"])), "GB/s"))
+            m.append((f"count {op.decode()}", float(len(s)), "1"))
+    fl = d["flows"]
+    if fl is not None and len(fl):
+        fct = fl["fct_ps"] / PS_PER_US
+        m += [("flows", float(len(fl)), "1"), ("FCT p50", pct(fct, 50), "us"), ("FCT p99", pct(fct, 99), "us")]
+        if "slowdown" in fl.dtype.names:
+            m.append(("slowdown p99", pct(fl["slowdown"], 99), "1"))
+    return m
+
+
+def compare(args):
+    a, b = load(args.a), load(args.b)
+    ma, mb = metrics(a), metrics(b)
+    db = {k: (v, u) for k, v, u in mb}
+    names = [k for k, _, _ in ma] + [k for k, _, _ in mb if k not in {x for x, _, _ in ma}]
+    da = {k: (v, u) for k, v, u in ma}
+    print(f"A: {args.a}\nB: {args.b}")
+    print(f"{'metric':<34} {'unit':>5} {'A':>14} {'B':>14} {'B/A-1':>9}")
+    for k in names:
+        va, u = da.get(k, (float("nan"), db.get(k, (0, ""))[1]))
+        vb, _ = db.get(k, (float("nan"), u))
+        rel = (vb / va - 1) * 100 if va not in (0,) and va == va and vb == vb else float("nan")
+        rs = f"{rel:+8.2f}%" if rel == rel else "      n/a"
+        print(f"{k:<34} {u:>5} {va:>14.4f} {vb:>14.4f} {rs}")
+    return 0
+
+
+def main(argv):
+    p = argparse.ArgumentParser(prog="fabricsim_results.py", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = p.add_subparsers(dest="cmd", required=True)
+    rp = sub.add_parser("report", help="PNG plots + index.html")
+    rp.add_argument("h5")
+    rp.add_argument("-o", "--output", help="output directory (default: RUN_report next to RUN.h5)")
+    cp = sub.add_parser("compare", help="key metrics of two runs side by side")
+    cp.add_argument("a")
+    cp.add_argument("b")
+    args = p.parse_args(argv)
+    return report(args) if args.cmd == "report" else compare(args)
+
+
+if __name__ == "__main__":
+    try:
+        sys.exit(main(sys.argv[1:]))
+    except SystemExit:
+        raise
+    except Exception as e:  # internal error: one line, exit 3
+        print(f"fabricsim: internal error: {type(e).__name__}: {e}", file=sys.stderr)
+        sys.exit(3)

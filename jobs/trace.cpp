@@ -1,0 +1,90 @@
+#include "jobs/trace.hpp"
+
+#include <algorithm>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <tuple>
+
+namespace fabricsim::jobs {
+
+namespace {
+/// ps -> us as a JSON number with 6 decimals (exact to the picosecond).
+nlohmann::json us(engine::SimTime ps) { return static_cast<double>(ps) / 1e6; }
+}  // namespace
+
+std::string trace_json(const std::vector<models::TraceInterval>& intervals, const models::Workload& w,
+                       const std::vector<io::CollectiveRecord>& colls) {
+  std::vector<models::TraceInterval> v = intervals;
+  std::sort(v.begin(), v.end(), [](const auto& a, const auto& b) {
+    return std::tie(a.rank, a.start_ps, a.end_ps, a.kind, a.node) <
+           std::tie(b.rank, b.start_ps, b.end_ps, b.kind, b.node);
+  });
+  std::map<std::pair<std::uint32_t, std::uint32_t>, const io::CollectiveRecord*> by_key;
+  for (const auto& c : colls) by_key[{c.group, c.instance}] = &c;
+
+  nlohmann::json events = nlohmann::json::array();
+  std::uint32_t cur_rank = ~0u;
+  std::vector<engine::SimTime> lane_free;  // comm lanes of the current rank: busy until
+  auto meta = [&](const char* name, std::uint32_t pid, std::uint32_t tid, const std::string& value) {
+    events.push_back({{"ph", "M"}, {"name", name}, {"pid", pid}, {"tid", tid}, {"args", {{"name", value}}}});
+  };
+  for (const auto& iv : v) {
+    if (iv.rank != cur_rank) {
+      cur_rank = iv.rank;
+      lane_free.clear();
+      meta("process_name", iv.rank, 0, "rank " + std::to_string(iv.rank));
+      events.push_back({{"ph", "M"}, {"name", "process_sort_index"}, {"pid", iv.rank}, {"tid", 0},
+                        {"args", {{"sort_index", iv.rank}}}});
+      meta("thread_name", iv.rank, 0, "compute");
+    }
+    const models::WorkNode& node = w.programs[iv.rank][iv.node];
+    nlohmann::json e{{"ph", "X"}, {"pid", iv.rank}, {"ts", us(iv.start_ps)}, {"dur", us(iv.end_ps - iv.start_ps)}};
+    nlohmann::json args{{"node", node.source_id}, {"start_ps", iv.start_ps}, {"end_ps", iv.end_ps}};
+    if (iv.kind == models::TraceInterval::kCompute) {
+      e["tid"] = 0;
+      e["name"] = node.name.empty() ? std::string("compute") : node.name;
+      e["cat"] = "compute";
+    } else {
+      std::uint32_t lane = 0;
+      while (lane < lane_free.size() && lane_free[lane] > iv.start_ps) ++lane;
+      if (lane == lane_free.size()) {
+        lane_free.push_back(0);
+        meta("thread_name", iv.rank, lane + 1, "comm " + std::to_string(lane));
+      }
+      lane_free[lane] = iv.end_ps;
+      e["tid"] = lane + 1;
+      e["cat"] = "comm";
+      if (iv.kind == models::TraceInterval::kCollective) {
+        const auto g = static_cast<std::uint32_t>(node.group);
+        const std::string& gname = w.groups[g].name;
+        e["name"] = std::string(models::coll_op_name(node.op)) + " " + std::to_string(node.bytes) + "B g" +
+                    std::to_string(g);
+        args["op"] = models::coll_op_name(node.op);
+        args["bytes"] = node.bytes;
+        args["group"] = g;
+        args["group_name"] = gname;
+        args["group_size"] = w.groups[g].ranks.size();
+        args["instance"] = iv.instance;
+        if (auto it = by_key.find({g, iv.instance}); it != by_key.end()) {
+          args["algorithm"] = it->second->algorithm;
+          args["protocol"] = it->second->protocol;
+          args["channels"] = it->second->channels;
+        }
+      } else {
+        const bool send = iv.kind == models::TraceInterval::kSend;
+        e["name"] = std::string(send ? "send " : "recv ") + std::to_string(node.bytes) + "B " +
+                    (send ? "to " : "from ") + std::to_string(node.peer);
+        args["peer"] = node.peer;
+        args["bytes"] = node.bytes;
+        args["tag"] = node.tag;
+      }
+    }
+    e["args"] = std::move(args);
+    events.push_back(std::move(e));
+  }
+  nlohmann::json j{{"displayTimeUnit", "ns"}, {"traceEvents", std::move(events)},
+                   {"otherData", {{"generator", "fabricsim"}, {"time_unit", "us"}}}};
+  return j.dump() + "\n";
+}
+
+}  // namespace fabricsim::jobs

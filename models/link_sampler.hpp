@@ -1,0 +1,80 @@
+#pragma once
+/// @file link_sampler.hpp
+/// Sparse per-port time series of an LP's egress links: bytes serialized per bin and the largest
+/// queue backlog per bin (HDF5 /links and /queues, docs/hdf5_schema.md). Off (no cost beyond one
+/// branch per packet) until enable() is called.
+#include <algorithm>
+#include <cstdint>
+#include <vector>
+
+#include "engine/time.hpp"
+
+namespace fabricsim::models {
+
+__extension__ typedef unsigned __int128 SamplerU128;  // exact bytes x time products
+
+/// Collects bins of width `bin_ps` for the ports of one LP. A port's transmissions and arrivals
+/// happen in non-decreasing time order (FIFO egress), so each series is append-only and only
+/// bins with traffic exist: memory is bounded by min(packets, simulated time / bin width) per port.
+class LinkSampler {
+ public:
+  /// One bin of one port.
+  struct Bin {
+    std::uint32_t port = 0;
+    engine::SimTime bin_start_ps = 0;
+    std::uint64_t value = 0;  ///< bytes (tx series) or max backlog bytes (queue series)
+  };
+
+  /// @param bin_ps bin width (ps, > 0); @param ports number of egress ports of the LP
+  void enable(engine::SimTime bin_ps, std::size_t ports) {
+    bin_ps_ = bin_ps;
+    last_tx_.assign(ports, kNone);
+    last_q_.assign(ports, kNone);
+  }
+  bool enabled() const { return bin_ps_ > 0; }
+
+  /// `bytes` serialized on `port` during [start, end) (ps); split over the bins it spans in
+  /// proportion to time, integer parts assigned so that the bins sum to `bytes` exactly.
+  void tx(std::uint32_t port, engine::SimTime start, engine::SimTime end, std::uint64_t bytes) {
+    if (bin_ps_ <= 0 || bytes == 0) return;
+    if (end <= start) {
+      add(tx_, last_tx_[port], port, start - start % bin_ps_, bytes, false);
+      return;
+    }
+    const auto dur = static_cast<SamplerU128>(end - start);
+    std::uint64_t given = 0;
+    for (engine::SimTime b = start - start % bin_ps_; b < end; b += bin_ps_) {
+      const engine::SimTime upto = std::min(end, b + bin_ps_);
+      const auto cum = static_cast<std::uint64_t>(
+          static_cast<SamplerU128>(bytes) * static_cast<SamplerU128>(upto - start) / dur);
+      add(tx_, last_tx_[port], port, b, cum - given, false);
+      given = cum;
+    }
+  }
+  /// A packet arrived at `t` (ps) and found `backlog_bytes` ahead of it on `port`.
+  void queue(std::uint32_t port, engine::SimTime t, std::uint64_t backlog_bytes) {
+    if (bin_ps_ <= 0) return;
+    add(q_, last_q_[port], port, t - t % bin_ps_, backlog_bytes, true);
+  }
+
+  const std::vector<Bin>& tx_bins() const { return tx_; }
+  const std::vector<Bin>& queue_bins() const { return q_; }
+
+ private:
+  static constexpr std::size_t kNone = ~std::size_t{0};
+  static void add(std::vector<Bin>& v, std::size_t& last, std::uint32_t port, engine::SimTime b,
+                  std::uint64_t value, bool take_max) {
+    if (last != kNone && v[last].bin_start_ps == b) {
+      v[last].value = take_max ? std::max(v[last].value, value) : v[last].value + value;
+      return;
+    }
+    last = v.size();
+    v.push_back(Bin{port, b, value});
+  }
+
+  engine::SimTime bin_ps_ = 0;
+  std::vector<std::size_t> last_tx_, last_q_;
+  std::vector<Bin> tx_, q_;
+};
+
+}  // namespace fabricsim::models

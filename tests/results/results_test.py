@@ -1,0 +1,255 @@
+#!/usr/bin/python3
+"""Checks fabricsim's results outputs with h5py and the json module only (not fabricsim code).
+
+usage: results_test.py FABRICSIM SOURCE_DIR MPIEXEC
+
+1. every dataset, column (name, order, HDF5 class), unit attribute and /meta attribute documented
+   in docs/hdf5_schema.md (schema 2) exists;
+2. conservation: ring-planned collectives move exactly their closed-form bytes as flows
+   (AllReduce 2(N-1)S, AllGather/ReduceScatter (N-1)S for S divisible by N), and the bytes of the
+   GPU-side /links rows equal the flow bytes (NIC tier: inter-host flows);
+3. the same run on 1 and 2 MPI processes writes identical datasets;
+4. the trace-event JSON is valid, every event has ph/ts/dur/pid/tid, and per rank the compute
+   durations sum to /ranks.compute_ps and the union of comm events is /ranks.comm_ps;
+5. `fabricsim report` writes every PNG + index.html (skipped, with the reason, without matplotlib);
+   `fabricsim compare` shows 0% differences for identical runs;
+6. read-only output directory -> exit 2 for run and report; SIGTERM half way -> no output file.
+"""
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+
+import h5py
+import numpy as np
+
+FAB, SRC, MPIEXEC = sys.argv[1], sys.argv[2], sys.argv[3]
+WORKLOAD = os.path.join(SRC, "tests/data/synthetic/hybrid_tp8_dp4.txt")
+SETS = ["--set", "cluster.nics_per_leaf=2", "--set", "cluster.spines=2", "--set", "simccl.planner=ring",
+        "--set", "output.sample_interval=5us"]
+failures = []
+
+
+def check(cond, what):
+    if not cond:
+        failures.append(what)
+        print("FAIL:", what)
+
+
+def run(args, np_=1, **kw):
+    cmd = ([MPIEXEC, "-n", str(np_)] if np_ > 1 else []) + [FAB] + args
+    return subprocess.run(cmd, capture_output=True, text=True, **kw)
+
+
+# Documented schema 2: dataset -> [(column, numpy kind, unit)]
+SCHEMA = {
+    "ranks": [("rank", "u", "1"), ("finish_ps", "i", "ps"), ("compute_ps", "i", "ps"), ("comm_ps", "i", "ps"),
+              ("exposed_comm_ps", "i", "ps")],
+    "collectives": [("group", "u", "1"), ("instance", "u", "1"), ("op", "S", "text"), ("bytes", "u", "bytes"),
+                    ("ranks", "u", "1"), ("start_ps", "i", "ps"), ("end_ps", "i", "ps"), ("algbw_GBps", "f", "GB/s"),
+                    ("busbw_GBps", "f", "GB/s"), ("algorithm", "S", "text"), ("protocol", "S", "text"),
+                    ("channels", "u", "1")],
+    "flows": [("flow_id", "u", "1"), ("src", "u", "1"), ("dst", "u", "1"), ("bytes", "u", "bytes"),
+              ("start_ps", "i", "ps"), ("end_ps", "i", "ps"), ("fct_ps", "i", "ps"), ("first_byte_ps", "i", "ps"),
+              ("ideal_ps", "i", "ps"), ("slowdown", "f", "1"), ("first_spine", "i", "1"), ("group", "u", "1"),
+              ("instance", "u", "1")],
+    "links": [("link_id", "u", "1"), ("from_node", "u", "1"), ("to_node", "u", "1"), ("tier", "S", "text"),
+              ("bin_start_ps", "i", "ps"), ("bytes", "u", "bytes"), ("utilization", "f", "1")],
+    "queues": [("link_id", "u", "1"), ("from_node", "u", "1"), ("to_node", "u", "1"), ("tier", "S", "text"),
+               ("bin_start_ps", "i", "ps"), ("max_queue_bytes", "u", "bytes")],
+}
+SORTED_BY = {"ranks": "rank", "collectives": "group,instance", "flows": "flow_id",
+             "links": "link_id,bin_start_ps", "queues": "link_id,bin_start_ps"}
+META = {"schema_version": "i", "spec_text": "S", "version": "S", "git_commit": "S", "workload": "S", "seed": "u",
+        "processes": "u", "threads": "u", "ranks": "u", "wall_s": "f", "events": "u", "simulated_time_ps": "i",
+        "sample_interval_ps": "i"}
+
+tmp = tempfile.mkdtemp(prefix="fabricsim_results_test_")
+h1, h2 = os.path.join(tmp, "np1.h5"), os.path.join(tmp, "np2.h5")
+trace = os.path.join(tmp, "trace.json")
+
+r1 = run(["run", "--workload", WORKLOAD] + SETS + ["-o", h1, "--trace", trace, "--trace-ranks", "all", "-q"])
+check(r1.returncode == 0, f"run np1: rc {r1.returncode} {r1.stderr}")
+r2 = run(["run", "--workload", WORKLOAD] + SETS + ["-o", h2, "-q"], np_=2)
+check(r2.returncode == 0, f"run np2: rc {r2.returncode} {r2.stderr}")
+if failures:
+    sys.exit(1)
+
+# 1. Schema.
+with h5py.File(h1, "r") as f:
+    check(set(f.keys()) == {"meta"} | set(SCHEMA), f"top-level objects {sorted(f.keys())}")
+    attrs = f["meta"].attrs
+    for name, kind in META.items():
+        check(name in attrs, f"/meta.{name} missing")
+        if name in attrs:
+            v = attrs[name]
+            k = "S" if isinstance(v, bytes) else np.asarray(v).dtype.kind
+            check(k == kind, f"/meta.{name} kind {k} != {kind}")
+    check(int(attrs["schema_version"]) == 2, "schema_version != 2")
+    check(int(attrs["sample_interval_ps"]) == 5_000_000, "sample_interval_ps != 5us")
+    for ds, cols in SCHEMA.items():
+        d = f[ds]
+        check(list(d.dtype.names) == [c for c, _, _ in cols], f"/{ds} columns {d.dtype.names}")
+        for c, kind, unit in cols:
+            if c in d.dtype.names:
+                check(d.dtype[c].kind == kind, f"/{ds}.{c} kind {d.dtype[c].kind} != {kind}")
+            u = d.attrs.get("units." + c)
+            check(u is not None and u.decode() == unit, f"/{ds} units.{c} = {u!r}, documented {unit}")
+        check(d.attrs["sorted_by"].decode() == SORTED_BY[ds], f"/{ds} sorted_by")
+        if ds in ("links", "queues"):
+            check(int(d.attrs["bin_width_ps"]) == 5_000_000, f"/{ds} bin_width_ps")
+    ranks, colls, flows, links, queues = (f[n][:] for n in ("ranks", "collectives", "flows", "links", "queues"))
+    gph = 8
+
+# 2. Conservation laws.
+checked = 0
+for c in colls:
+    n, s, op = int(c["ranks"]), int(c["bytes"]), c["op"].decode()
+    if n < 2 or s % n:
+        continue
+    want = {"all_reduce": 2 * (n - 1) * s, "all_gather": (n - 1) * s, "reduce_scatter": (n - 1) * s}.get(op)
+    if want is None:
+        continue
+    sel = (flows["group"] == c["group"]) & (flows["instance"] == c["instance"])
+    got = int(flows["bytes"][sel].sum())
+    check(got == want, f"{op} group {c['group']} inst {c['instance']}: flow bytes {got} != {want}")
+    checked += 1
+check(checked > 0, "no ring collective checked for flow-byte conservation")
+print(f"flow bytes == closed form for {checked} collectives")
+check((flows["fct_ps"] == flows["end_ps"] - flows["start_ps"]).all(), "fct != end - start")
+check(((flows["first_byte_ps"] > flows["start_ps"]) & (flows["first_byte_ps"] <= flows["end_ps"])).all(),
+      "first byte outside (start, end]")
+check((flows["slowdown"] >= 1.0).all(), f"slowdown < 1: min {flows['slowdown'].min()}")
+inter = (flows["src"] // gph) != (flows["dst"] // gph)
+check(((flows["first_spine"] >= -1) & (flows["first_spine"] < 2)).all(), "first_spine out of range")
+check((flows["first_spine"][~inter] == -1).all(), "intra-host flow crossed a spine")
+gpu_links = links[links["from_node"] < len(ranks)]
+nic_bytes = int(gpu_links["bytes"][gpu_links["tier"] == b"nic"].sum())
+nvl_bytes = int(gpu_links["bytes"][gpu_links["tier"] == b"nvlink"].sum())
+check(nic_bytes == int(flows["bytes"][inter].sum()), f"NIC link bytes {nic_bytes} != inter-host flow bytes")
+check(nvl_bytes == int(flows["bytes"][~inter].sum()), f"NVLink link bytes {nvl_bytes} != intra-host flow bytes")
+check((links["utilization"] <= 1.0 + 1e-9).all() and (links["utilization"] > 0).all(), "utilization outside (0, 1]")
+check((np.diff(links["link_id"].astype(np.int64)) >= 0).all(), "/links not sorted")
+check(len(queues) > 0, "no /queues rows")
+# Ring collectives here never contend at a switch (queues stay 0); an AllToAll across two hosts
+# fans in at the leaf ports: a backlog must show up, and never exceed what the senders offered.
+qh = os.path.join(tmp, "a2a.h5")
+r = run(["run", "--workload", os.path.join(SRC, "tests/data/chakra/astra-sim/examples/workload/microbenchmarks/"
+                                                "all_to_all/8npus_1MB/all_to_all"),
+         "--set", "cluster.gpus_per_host=4", "--set", "simccl.planner=ring", "-o", qh, "-q"])
+check(r.returncode == 0, f"alltoall run rc {r.returncode} {r.stderr}")
+with h5py.File(qh, "r") as f:
+    q = f["queues"][:]
+    fb = int(f["flows"]["bytes"].sum())
+check((q["max_queue_bytes"] > 0).any(), "no queue built up under AllToAll fan-in")
+check(int(q["max_queue_bytes"].max()) <= fb, "queue larger than all bytes sent")
+
+# 3. 1 vs 2 processes: identical datasets (meta differs only in processes and wall_s).
+with h5py.File(h1, "r") as a, h5py.File(h2, "r") as b:
+    for ds in SCHEMA:
+        check(a[ds].dtype == b[ds].dtype and a[ds].shape == b[ds].shape and
+              a[ds][:].tobytes() == b[ds][:].tobytes(), f"/{ds} differs between 1 and 2 processes")
+    for k in META:
+        if k not in ("processes", "wall_s", "spec_text"):
+            check(a["meta"].attrs[k] == b["meta"].attrs[k], f"/meta.{k} differs between 1 and 2 processes")
+    check(int(b["meta"].attrs["processes"]) == 2, "processes != 2")
+
+# 4. Trace-event JSON.
+with open(trace) as fh:
+    tj = json.load(fh)
+ev = tj["traceEvents"]
+xs = [e for e in ev if e.get("ph") == "X"]
+check(len(xs) > 0, "no X events")
+for e in ev:
+    check(all(k in e for k in ("ph", "pid", "tid", "name")), f"event without ph/pid/tid/name: {e}")
+for e in xs:
+    ok = all(k in e for k in ("ts", "dur")) and isinstance(e["ts"], (int, float)) and e["dur"] >= 0
+    check(ok, f"X event without numeric ts/dur: {e}")
+    check(abs(e["ts"] - e["args"]["start_ps"] / 1e6) < 1e-6 and
+          abs(e["dur"] - (e["args"]["end_ps"] - e["args"]["start_ps"]) / 1e6) < 1e-6, f"ts/dur != ps args: {e}")
+lanes = {}
+for e in xs:
+    lanes.setdefault((e["pid"], e["tid"]), []).append((e["args"]["start_ps"], e["args"]["end_ps"]))
+for key, iv in lanes.items():
+    iv.sort()
+    check(all(iv[i][1] <= iv[i + 1][0] for i in range(len(iv) - 1)), f"overlapping events on pid/tid {key}")
+for r in ranks:
+    rk = int(r["rank"])
+    comp = sum(e["args"]["end_ps"] - e["args"]["start_ps"] for e in xs if e["pid"] == rk and e["tid"] == 0)
+    comm_iv = sorted((e["args"]["start_ps"], e["args"]["end_ps"]) for e in xs if e["pid"] == rk and e["tid"] > 0)
+    union, cur_s, cur_e = 0, None, None
+    for s_, e_ in comm_iv:
+        if cur_e is None or s_ > cur_e:
+            union += 0 if cur_e is None else cur_e - cur_s
+            cur_s, cur_e = s_, e_
+        else:
+            cur_e = max(cur_e, e_)
+    union += 0 if cur_e is None else cur_e - cur_s
+    check(comp == int(r["compute_ps"]), f"rank {rk}: trace compute {comp} != /ranks {r['compute_ps']}")
+    check(union == int(r["comm_ps"]), f"rank {rk}: trace comm union {union} != /ranks {r['comm_ps']}")
+print(f"trace: {len(xs)} events, {len(ranks)} ranks match /ranks")
+# Rank range: 0-3 only.
+t03 = os.path.join(tmp, "t03.json")
+r = run(["run", "--workload", WORKLOAD] + SETS + ["-o", os.path.join(tmp, "x.h5"), "--trace", t03,
+                                                  "--trace-ranks", "2-3", "-q"])
+check(r.returncode == 0, f"--trace-ranks run rc {r.returncode}")
+with open(t03) as fh:
+    pids = {e["pid"] for e in json.load(fh)["traceEvents"]}
+check(pids == {2, 3}, f"--trace-ranks 2-3 traced pids {sorted(pids)}")
+r = run(["run", "--workload", WORKLOAD, "-o", os.path.join(tmp, "y.h5"), "--trace", t03, "--trace-ranks", "5-2"])
+check(r.returncode == 2 and r.stderr.count("\n") == 1, f"bad --trace-ranks: rc {r.returncode} {r.stderr!r}")
+
+# 5. report + compare.
+try:
+    import matplotlib  # noqa: F401
+    have_mpl = True
+except ImportError:
+    have_mpl = False
+    print("SKIP report: python3-matplotlib is not installed for /usr/bin/python3 (scripts/setup.sh installs it)")
+if have_mpl:
+    rep = os.path.join(tmp, "report")
+    r = run(["report", h1, "-o", rep])
+    check(r.returncode == 0, f"report rc {r.returncode} {r.stderr}")
+    for png in ("breakdown.png", "busbw.png", "fct_cdf.png", "flow_start_cdf.png", "queues.png", "link_util.png"):
+        p = os.path.join(rep, png)
+        ok = os.path.isfile(p) and open(p, "rb").read(8) == b"\x89PNG\r\n\x1a\n" and os.path.getsize(p) > 5000
+        check(ok, f"report: {png} missing or not a PNG")
+        check(png in open(os.path.join(rep, "index.html")).read(), f"index.html does not embed {png}")
+r = run(["compare", h1, h2])
+check(r.returncode == 0 and "iteration time" in r.stdout and "+0.00%" in r.stdout, f"compare: {r.stdout} {r.stderr}")
+r = run(["compare", h1, os.path.join(tmp, "missing.h5")])
+check(r.returncode == 2, f"compare missing file rc {r.returncode}")
+
+# 6. Read-only output directory -> exit 2. As root, permissions do not bind; /proc refuses new files.
+ro = os.path.join(tmp, "ro")
+os.mkdir(ro)
+os.chmod(ro, 0o555)
+ro_dir = ro if os.geteuid() != 0 else "/proc"
+r = run(["run", "--workload", WORKLOAD, "-o", os.path.join(ro_dir, "out.h5")])
+check(r.returncode == 2 and r.stderr.strip().count("\n") == 0, f"run into read-only dir: rc {r.returncode} {r.stderr!r}")
+if have_mpl:
+    r = run(["report", h1, "-o", os.path.join(ro_dir, "rep")])
+    check(r.returncode == 2 and r.stderr.strip().count("\n") == 0, f"report into read-only dir: rc {r.returncode} {r.stderr!r}")
+
+# SIGTERM half way: no complete-looking file, no temporary file left.
+killed = os.path.join(tmp, "killed.h5")
+p = subprocess.Popen([FAB, "run", "--set", "workload.generator.model=gpt3-175b", "--set", "workload.generator.gpu=A100",
+                      "--set", "workload.generator.tp=8", "--set", "workload.generator.pp=2", "--set",
+                      "workload.generator.dp=2", "--set", "workload.generator.global_batch=4", "-o", killed, "-q"],
+                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+time.sleep(1.5)
+still_running = p.poll() is None
+p.send_signal(signal.SIGTERM)
+p.wait(timeout=60)
+check(still_running, "the long run finished within 1.5 s; the kill test needs a longer workload")
+check(not os.path.exists(killed), "a killed run left the output file")
+check(not any(n.startswith("killed.h5") for n in os.listdir(tmp)), f"a killed run left {os.listdir(tmp)}")
+
+os.chmod(ro, 0o755)
+if failures:
+    print(f"{len(failures)} failures; files in {tmp}")
+    sys.exit(1)
+print("OK")
