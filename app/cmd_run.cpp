@@ -33,11 +33,14 @@ Action add_run(CLI::App& app) {
       ->check(CLI::Range(1u, 256u));
   run->add_flag("--stats", opt->stats, "print engine statistics (events, windows, events/s, remote events, sync time)");
   run->add_flag("-q,--quiet", opt->quiet, "no summary on stdout");
+  auto fidelity = std::make_shared<std::string>();
+  run->add_option("--fidelity", *fidelity, "network rung: packet (default), flow or analytical (sim.fidelity)");
   auto trace = std::make_shared<std::pair<std::string, std::string>>();
   run->add_option("--trace", trace->first, "write a Perfetto / Chrome trace-event JSON (output.trace)");
   run->add_option("--trace-ranks", trace->second, "ranks to trace: A-B, A or all (output.trace_ranks, default 0-15)");
-  return [run, opt, trace]() -> int {
+  return [run, opt, fidelity, trace]() -> int {
     if (!*run) return -1;
+    if (run->count("--fidelity") > 0) opt->sets.push_back("sim.fidelity=" + *fidelity);
     if (run->count("--trace") > 0) {
       if (trace->first.empty()) throw engine::InputError("<cli>", "--trace", "the path is empty", "give a file name");
       opt->sets.push_back("output.trace=" + trace->first);

@@ -25,6 +25,7 @@
 #include "jobs/trace.hpp"
 #include "kernels/compute_time.hpp"
 #include "models/cluster.hpp"
+#include "models/flow_model.hpp"
 #include "models/gpu_rank.hpp"
 #include "models/switch_lp.hpp"
 #include "partition/partition.hpp"
@@ -383,10 +384,20 @@ RunResult run_simulation(const RunOptions& opt, MPI_Comm comm, const std::string
   std::vector<engine::LpId> loose;
   for (std::uint32_t l = 0; l < topo.num_leaves(); ++l) loose.push_back(topo.leaf_lp(l));
   for (std::uint32_t s = 0; s < topo.num_spines(); ++s) loose.push_back(topo.spine_lp(s));
-  engine::Placement placement =
-      partition::place_blocks(topo.num_nodes(), blocks, loose, static_cast<std::uint32_t>(nprocs), threads);
+  // Flow rung: one network LP (id = num_nodes, after every topology node) owns all links; each GPU
+  // talks to it with its smallest port latency at least, which is the lookahead across the cut.
+  const models::Fidelity fidelity = models::parse_fidelity(spec.fidelity, spec.file, "sim.fidelity");
+  const bool net_lp = fidelity == models::Fidelity::kFlow;
+  const engine::LpId net_id = topo.num_nodes();
+  if (net_lp) loose.push_back(net_id);
+  engine::Placement placement = partition::place_blocks(topo.num_nodes() + (net_lp ? 1 : 0), blocks, loose,
+                                                        static_cast<std::uint32_t>(nprocs), threads);
   std::vector<partition::Edge> edges;
   for (const auto& l : topo.links()) edges.push_back({l.a, l.b, l.latency_ps});
+  if (net_lp) {
+    const engine::SimTime gpu_net_ps = std::min(cspec.nvlink_latency_ps, cspec.nic_latency_ps);
+    for (engine::LpId g = 0; g < cspec.gpus(); ++g) edges.push_back({g, net_id, gpu_net_ps});
+  }
   const engine::SimTime w_ps = partition::lookahead(placement, edges);
 
   simccl::PlannerBuild planned =
@@ -403,6 +414,7 @@ RunResult run_simulation(const RunOptions& opt, MPI_Comm comm, const std::string
     if (!sim.is_local(id)) continue;
     if (topo.kind(id) == models::NodeKind::kGpu) {
       gpus.push_back(std::make_unique<models::GpuRankLp>(topo, id, &w, planner));
+      gpus.back()->set_fidelity(fidelity, net_id);
       if (opt.write_h5) gpus.back()->enable_sampling(spec.sample_interval_ps);
       if (!spec.trace_path.empty() && id < w.ranks && id >= spec.trace_rank_lo && id <= spec.trace_rank_hi) {
         gpus.back()->enable_trace();
@@ -413,6 +425,11 @@ RunResult run_simulation(const RunOptions& opt, MPI_Comm comm, const std::string
       if (opt.write_h5) switches.back()->enable_sampling(spec.sample_interval_ps);
       sim.add_lp(id, switches.back().get());
     }
+  }
+  std::unique_ptr<models::FlowNetLp> net;
+  if (net_lp && sim.is_local(net_id)) {
+    net = std::make_unique<models::FlowNetLp>(topo, net_id);
+    sim.add_lp(net_id, net.get());
   }
   sim.run();
   const engine::EngineStats stats = sim.global_stats();
@@ -519,6 +536,7 @@ RunResult run_simulation(const RunOptions& opt, MPI_Comm comm, const std::string
   out << "fabricsim " << version << "\n";
   out << "workload:  " << workload_desc(w) << "\n";
   out << "cluster:   " << cluster_desc(topo) << "\n";
+  if (fidelity != models::Fidelity::kPacket) out << "fidelity:  " << models::fidelity_name(fidelity) << "\n";
   out << fmt::format("iteration time: {}  ({} ps)\n", engine::format_time(iter), iter);
   out << fmt::format("per rank (mean): compute {}, communication {}, exposed communication {}\n",
                      engine::format_time(static_cast<engine::SimTime>(comp / nr)),
@@ -590,6 +608,7 @@ RunResult run_simulation(const RunOptions& opt, MPI_Comm comm, const std::string
     j["wall_s"] = m.wall_s;
     j["processes"] = nprocs;
     j["threads"] = threads;
+    j["fidelity"] = models::fidelity_name(fidelity);
     j["ranks"] = w.ranks;
     j["workload"] = w.source;
     j["format"] = w.format;

@@ -75,6 +75,7 @@ const std::vector<SpecKey>& spec_keys() {
       {"sim.seed", "int", "1", "seed of every random choice (ECMP hashes)"},
       {"sim.threads", "int", "1", "engine threads per MPI process"},
       {"sim.fidelity", "enum", "packet", "network rung: packet (MTU packets, FIFO switches), flow (max-min fair flows) or analytical (alpha-beta, no sharing)"},
+      {"sim.fidelity", "enum", "packet", "network rung: packet (MTU packets, FIFO switches), flow (max-min fair flows) or analytical (alpha-beta, no sharing)"},
       {"output.h5", "string", "fabricsim_results.h5", "HDF5 results file (relative to the working directory)"},
       {"output.summary_json", "string", "", "summary JSON file (none if empty)"},
       {"output.sample_interval", "time", "10us", "bin width of the HDF5 link and queue time series (/links, /queues)"},
@@ -380,6 +381,12 @@ Spec load_spec(const std::string& path, const std::vector<std::string>& sets) {
       }
       s.nccl.emplace_back(name, kv.second.IsNull() ? std::string() : kv.second.as<std::string>());
     }
+  }
+  if (auto v = str("sim.fidelity")) {
+    if (*v != "packet" && *v != "flow" && *v != "analytical") {
+      throw InputError(file_of("sim.fidelity"), "sim.fidelity", "'" + *v + "' is not a fidelity", "use packet, flow or analytical");
+    }
+    s.fidelity = *v;
   }
   if (auto v = str("sim.fidelity")) {
     if (*v != "packet" && *v != "flow" && *v != "analytical") {

@@ -42,6 +42,7 @@ struct Spec {
   double compute_scale = 1.0;
   std::uint64_t seed = 1;
   std::uint32_t threads = 1;
+  std::string fidelity = "packet";  ///< sim.fidelity: packet | flow | analytical (models/flow_model.hpp)
   std::string output_h5;
   std::string summary_json;
   engine::SimTime sample_interval_ps = 10'000'000;  ///< output.sample_interval: /links, /queues bin width (ps)

@@ -1,6 +1,7 @@
 #include "models/gpu_rank.hpp"
 
 #include <algorithm>
+#include <cstring>
 
 #include "engine/errors.hpp"
 #include "engine/rng.hpp"
@@ -231,6 +232,11 @@ void GpuRankLp::start_flow(std::uint32_t dst, std::uint64_t bytes, std::uint32_t
   f.head.instance = instance;
   f.coll_slot = slot;
   f.op_or_node = op_or_node;
+  if (fidelity_ != Fidelity::kPacket) {
+    coarse_sends_.emplace(f.head.flow_id, std::make_pair(slot, op_or_node));
+    start_coarse_flow(topo_, fidelity_, net_lp_, f.head, ctx);
+    return;
+  }
   const std::uint32_t port = topo_.route(id_, dst, f.head.flow_hash);
   ports_[port].active.push_back(f);
   if (!ports_[port].pump_pending) pump(port, ctx);
@@ -344,6 +350,28 @@ void GpuRankLp::handle(const engine::Event& ev, Context& ctx) {
       } else {
         op_done(ref.slot, ref.idx, ctx);
       }
+      return;
+    }
+    case kEvFlowArrive: {
+      // The whole flow at once (coarse rungs), in <= 4 GiB pieces for the packet byte counter.
+      Packet p = ev.get<Packet>();
+      std::uint64_t left = p.flow_bytes;
+      do {
+        p.bytes = static_cast<std::uint32_t>(std::min<std::uint64_t>(left, 0xFFFFFFFFu));
+        left -= p.bytes;
+        on_packet(p, ctx);
+      } while (left > 0);
+      return;
+    }
+    case kEvFlowSent: {
+      const auto it = coarse_sends_.find(ev.get<std::uint64_t>());
+      if (it == coarse_sends_.end()) throw engine::InternalError("gpu " + std::to_string(id_) + ": unknown flow sent");
+      const DoneRef ref{it->second.first, it->second.second};
+      coarse_sends_.erase(it);
+      engine::Event done = ev;
+      done.kind = kEvSendDone;
+      std::memcpy(done.payload.data(), &ref, sizeof(ref));
+      handle(done, ctx);
       return;
     }
     case kEvComputeDone:

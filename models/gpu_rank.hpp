@@ -12,6 +12,7 @@
 #include "io/results.hpp"
 #include "models/cluster.hpp"
 #include "models/comm_plan.hpp"
+#include "models/flow_model.hpp"
 #include "models/link_sampler.hpp"
 #include "models/packet.hpp"
 #include "models/workload.hpp"
@@ -62,6 +63,12 @@ class GpuRankLp final : public engine::Lp {
   io::RankRecord rank_record() const;
   const std::vector<io::FlowRecord>& flow_records() const { return flows_; }
   const std::vector<CollectivePartial>& collective_partials() const { return partials_; }
+  /// Network rung (issue 9): flow level hands flows to the network LP `net_lp`; analytical
+  /// schedules each transfer alone on its route. Default: packet level. Call before init().
+  void set_fidelity(Fidelity f, engine::LpId net_lp) {
+    fidelity_ = f;
+    net_lp_ = net_lp;
+  }
   /// Starts sampling the NVLink (port 0) and NIC (port 1) egress bytes in bins of `bin_ps` (ps).
   void enable_sampling(engine::SimTime bin_ps) { sampler_.enable(bin_ps, 2); }
   const LinkSampler& sampler() const { return sampler_; }
@@ -143,6 +150,11 @@ class GpuRankLp final : public engine::Lp {
 
   std::vector<io::FlowRecord> flows_;
   std::vector<CollectivePartial> partials_;
+
+  // Coarse rungs: flow id -> (collective slot, op or node) of sends in flight.
+  Fidelity fidelity_ = Fidelity::kPacket;
+  engine::LpId net_lp_ = 0;
+  std::unordered_map<std::uint64_t, std::pair<std::uint32_t, std::uint32_t>> coarse_sends_;
 
   LinkSampler sampler_;
   bool trace_on_ = false;

@@ -1,0 +1,208 @@
+#include "models/flow_model.hpp"
+
+#include <algorithm>
+#include <cmath>
+
+#include "engine/errors.hpp"
+#include "engine/simulator.hpp"
+
+namespace fabricsim::models {
+
+using engine::Context;
+using engine::SimTime;
+
+Fidelity parse_fidelity(const std::string& name, const std::string& file, const std::string& field) {
+  if (name == "packet") return Fidelity::kPacket;
+  if (name == "flow") return Fidelity::kFlow;
+  if (name == "analytical") return Fidelity::kAnalytical;
+  throw engine::InputError(file, field, "'" + name + "' is not a fidelity", "use packet, flow or analytical");
+}
+
+const char* fidelity_name(Fidelity f) {
+  switch (f) {
+    case Fidelity::kPacket: return "packet";
+    case Fidelity::kFlow: return "flow";
+    case Fidelity::kAnalytical: return "analytical";
+  }
+  return "packet";
+}
+
+LinkIndex::LinkIndex(const Topology& topo) : offset_(topo.num_nodes() + 1, 0) {
+  for (engine::LpId n = 0; n < topo.num_nodes(); ++n) {
+    offset_[n + 1] = offset_[n] + static_cast<std::uint32_t>(topo.ports(n).size());
+  }
+}
+
+std::vector<double> LinkIndex::capacities(const Topology& topo) const {
+  std::vector<double> cap(size());
+  for (engine::LpId n = 0; n < topo.num_nodes(); ++n) {
+    const auto& ports = topo.ports(n);
+    for (std::uint32_t p = 0; p < ports.size(); ++p) cap[link(n, p)] = static_cast<double>(ports[p].rate_bps);
+  }
+  return cap;
+}
+
+FlowPath route_path(const Topology& topo, const LinkIndex* index, std::uint32_t src, std::uint32_t dst,
+                    std::uint64_t flow_hash) {
+  FlowPath p;
+  engine::LpId at = src;
+  while (at != dst) {
+    if (p.hops == MaxMinSolver::kMaxHops) {
+      throw engine::InternalError("flow model: route from gpu " + std::to_string(src) + " to gpu " +
+                                  std::to_string(dst) + " longer than 8 hops");
+    }
+    const std::uint32_t port = topo.route(at, dst, flow_hash);
+    const Port& link = topo.ports(at)[port];
+    if (index != nullptr) p.link[p.hops] = index->link(at, port);
+    p.rate_bps[p.hops] = link.rate_bps;
+    p.latency_ps[p.hops] = link.latency_ps;
+    if (p.hops == 0) p.mtu_bytes = link.mtu_bytes;
+    ++p.hops;
+    at = link.peer;
+  }
+  return p;
+}
+
+TransferTiming transfer_timing(const FlowPath& path, std::uint64_t bytes) {
+  TransferTiming t;
+  const std::uint64_t mtu = std::max<std::uint32_t>(1, path.mtu_bytes);
+  const std::uint64_t last = bytes == 0 ? 0 : (bytes - 1) % mtu + 1;
+  t.rest_bytes = bytes - last;
+  t.bottleneck_bps = path.rate_bps[0];
+  for (std::uint32_t i = 0; i < path.hops; ++i) t.bottleneck_bps = std::min(t.bottleneck_bps, path.rate_bps[i]);
+  t.head_ps = path.latency_ps[0];
+  if (t.bottleneck_bps == path.rate_bps[0]) {
+    // Exactly what the packet-level source port does: whole-ps serialization per packet.
+    t.drain_ps = static_cast<SimTime>(t.rest_bytes / mtu) * engine::serialization_ps(mtu, path.rate_bps[0]);
+  } else {
+    t.drain_ps = engine::serialization_ps(t.rest_bytes, t.bottleneck_bps);
+  }
+  t.tail_ps = engine::serialization_ps(last, path.rate_bps[0]);
+  for (std::uint32_t i = 1; i < path.hops; ++i) {
+    t.tail_ps += engine::serialization_ps(last, path.rate_bps[i]) + path.latency_ps[i];
+  }
+  return t;
+}
+
+void start_coarse_flow(const Topology& topo, Fidelity fidelity, engine::LpId net_lp, const Packet& head,
+                       Context& ctx) {
+  const FlowPath path = route_path(topo, nullptr, head.src_rank, head.dst_rank, head.flow_hash);
+  if (fidelity == Fidelity::kFlow) {
+    ctx.send(net_lp, ctx.now() + path.latency_ps[0], kEvFlowStart, head);
+    return;
+  }
+  // Analytical: alone on the route, no sharing.
+  const TransferTiming t = transfer_timing(path, head.flow_bytes);
+  const SimTime now = ctx.now();
+  const SimTime last_ser = engine::serialization_ps(head.flow_bytes - t.rest_bytes, path.rate_bps[0]);
+  ctx.send(head.dst_rank, now + t.head_ps + t.drain_ps + t.tail_ps, kEvFlowArrive, head);
+  ctx.send(ctx.self(), now + t.drain_ps + last_ser, kEvFlowSent, head.flow_id);
+}
+
+FlowNetLp::FlowNetLp(const Topology& topo, engine::LpId id)
+    : topo_(topo), id_(id), index_(topo), solver_(index_.capacities(topo)), link_bytes_(index_.size(), 0) {}
+
+void FlowNetLp::schedule(SimTime t, Context& ctx) {
+  if (ticks_.insert(t).second) ctx.send(id_, t, kEvNetTick);
+}
+
+void FlowNetLp::handle(const engine::Event& ev, Context& ctx) {
+  switch (ev.kind) {
+    case kEvFlowStart:
+      pending_.push_back(ev.get<Packet>());
+      // Ticks sort after every GPU event of the same instant (this LP has the largest id), so
+      // all flows starting at this instant are solved together.
+      schedule(ctx.now(), ctx);
+      return;
+    case kEvNetTick:
+      ticks_.erase(ctx.now());
+      tick(ctx);
+      return;
+    default:
+      throw engine::InternalError("flow network: unexpected event kind " + std::to_string(ev.kind));
+  }
+}
+
+void FlowNetLp::finish(std::uint32_t f, Context& ctx) {
+  Active& a = act_[f];
+  ctx.send(a.head.dst_rank, ctx.now() + a.tail_ps, kEvFlowArrive, a.head);
+  ctx.send(a.head.src_rank, ctx.now() + a.head_ps, kEvFlowSent, a.head.flow_id);
+}
+
+void FlowNetLp::tick(Context& ctx) {
+  const SimTime now = ctx.now();
+  seeds_.clear();
+  // 1. Flows whose shared bytes are drained at this instant.
+  while (!drains_.empty() && std::get<0>(drains_.top()) <= now) {
+    const auto [t, f, version] = drains_.top();
+    drains_.pop();
+    if (act_[f].version != version || act_[f].drain != t) continue;  // rescheduled since
+    finish(f, ctx);
+    for (std::uint32_t i = 0; i < solver_.hops(f); ++i) seeds_.push_back(solver_.link(f, i));
+    solver_.remove_flow(f);
+    ++act_[f].version;
+  }
+  // 2. Flows starting now.
+  for (const Packet& head : pending_) {
+    ++flows_total_;
+    const FlowPath path = route_path(topo_, &index_, head.src_rank, head.dst_rank, head.flow_hash);
+    const TransferTiming t = transfer_timing(path, head.flow_bytes);
+    for (std::uint32_t i = 0; i < path.hops; ++i) link_bytes_[path.link[i]] += head.flow_bytes;
+    if (t.rest_bytes == 0) {
+      // A single packet: pure store-and-forward latency, it never holds a link's share.
+      ctx.send(head.dst_rank, now + t.tail_ps, kEvFlowArrive, head);
+      ctx.send(head.src_rank, now + t.head_ps, kEvFlowSent, head.flow_id);
+      continue;
+    }
+    const std::uint32_t f = solver_.add_flow(path.link, path.hops);
+    if (f >= act_.size()) act_.resize(f + 1);
+    Active& a = act_[f];
+    const std::uint32_t version = a.version + 1;
+    a = Active{};
+    a.version = version;
+    a.head = head;
+    a.rem_bits = static_cast<double>(t.rest_bytes) * 8.0;
+    a.last = now;
+    a.tail_ps = t.tail_ps;
+    a.head_ps = t.head_ps;
+    a.first_rate = t.bottleneck_bps;
+    a.mtu = path.mtu_bytes;
+    a.drain = now + t.drain_ps;  // used if the solver gives it the uncongested rate
+    for (std::uint32_t i = 0; i < path.hops; ++i) seeds_.push_back(path.link[i]);
+  }
+  pending_.clear();
+  // 3. Re-solve the components touched, once for this instant.
+  if (!seeds_.empty()) {
+    solved_.clear();
+    resolved_ += solver_.recompute(seeds_, &solved_);
+    ++solves_;
+    for (std::uint32_t f : solved_) {
+      Active& a = act_[f];
+      const double r = solver_.rate(f);
+      const bool fresh = a.last == now && a.rate == 0;
+      if (!fresh && r == a.rate) continue;  // unchanged: keep its scheduled drain (no drift)
+      if (fresh && !a.shared && r == static_cast<double>(a.first_rate)) {
+        a.rate = r;  // alone at the bottleneck rate: the exact per-packet drain set above
+      } else {
+        if (!fresh) a.rem_bits = std::max(0.0, a.rem_bits - a.rate * static_cast<double>(now - a.last) * 1e-12);
+        a.last = now;
+        a.rate = r;
+        a.shared = true;
+        const double ps = std::ceil(a.rem_bits * 1e12 / r);
+        a.drain = now + (ps >= static_cast<double>(engine::kMaxSimTime) ? engine::kMaxSimTime
+                                                                       : static_cast<SimTime>(ps));
+      }
+      ++a.version;
+      drains_.emplace(a.drain, f, a.version);
+    }
+  }
+  // 4. Wake up for the next drain.
+  while (!drains_.empty()) {
+    const auto [t, f, version] = drains_.top();
+    if (act_[f].version == version && act_[f].drain == t) break;
+    drains_.pop();
+  }
+  if (!drains_.empty()) schedule(std::get<0>(drains_.top()), ctx);
+}
+
+}  // namespace fabricsim::models

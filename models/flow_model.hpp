@@ -1,0 +1,148 @@
+#pragma once
+/// @file flow_model.hpp
+/// The coarser fidelity rungs (issue 9): flow level (max-min fair sharing in one network LP) and
+/// analytical (alpha-beta per transfer on its route's bottleneck, no sharing). Both keep the
+/// rank executor (GpuRankLp), the planners, routes/ECMP and the output tables of the packet level.
+#include <cstdint>
+#include <queue>
+#include <set>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "engine/lp.hpp"
+#include "models/cluster.hpp"
+#include "models/flow_maxmin.hpp"
+#include "models/packet.hpp"
+
+namespace fabricsim::engine {
+class Context;
+}
+
+namespace fabricsim::models {
+
+/// Which network model a run uses (spec key sim.fidelity, `run --fidelity`).
+enum class Fidelity : std::uint8_t {
+  kPacket,      ///< MTU packets, store-and-forward FIFO switches (the reference)
+  kFlow,        ///< flows share links max-min fairly; rates change when flows start or finish
+  kAnalytical,  ///< every transfer alone on its route: alpha-beta on the bottleneck link
+};
+
+/// "packet" | "flow" | "analytical". @throws engine::InputError(file, field) for other names.
+Fidelity parse_fidelity(const std::string& name, const std::string& file, const std::string& field);
+const char* fidelity_name(Fidelity f);
+
+/// Event kinds of the coarse rungs (disjoint from packet.hpp's).
+enum FlowEventKind : std::uint32_t {
+  kEvFlowStart = 16,   ///< GPU -> network LP: a flow (payload Packet head) enters the network
+  kEvFlowArrive = 17,  ///< -> destination GPU: the flow's last byte arrived (payload Packet head)
+  kEvFlowSent = 18,    ///< -> source GPU: the flow's last byte left its NIC (payload flow_id)
+  kEvNetTick = 19,     ///< network LP to itself: drains due / starts pending (no payload)
+};
+
+/// A flow's route through the topology, exactly as the packet level takes it
+/// (Topology::route with the flow's hash at every hop).
+struct FlowPath {
+  std::uint32_t hops = 0;
+  std::uint32_t link[MaxMinSolver::kMaxHops] = {};  ///< directed link id (see LinkIndex)
+  std::uint64_t rate_bps[MaxMinSolver::kMaxHops] = {};
+  engine::SimTime latency_ps[MaxMinSolver::kMaxHops] = {};
+  std::uint32_t mtu_bytes = 0;  ///< payload per packet on the path (NVLink or network MTU)
+};
+
+/// Dense ids for directed links: link(node, port) = offset[node] + port.
+class LinkIndex {
+ public:
+  explicit LinkIndex(const Topology& topo);
+  std::uint32_t link(engine::LpId node, std::uint32_t port) const { return offset_[node] + port; }
+  std::uint32_t size() const { return offset_.back(); }
+  /// Capacities (bits/s) of all directed links, by link id.
+  std::vector<double> capacities(const Topology& topo) const;
+
+ private:
+  std::vector<std::uint32_t> offset_;
+};
+
+/// The route of a flow from GPU `src` to GPU `dst`; link ids are filled when `index` is given.
+FlowPath route_path(const Topology& topo, const LinkIndex* index, std::uint32_t src,
+                    std::uint32_t dst, std::uint64_t flow_hash);
+
+/// Closed-form timing of one transfer alone on its path (store-and-forward):
+///   last packet p = ((bytes-1) mod mtu) + 1 (0 for an empty transfer);
+///   head    = L_1                                    (first-hop latency)
+///   drain   = serialization of bytes - p at the path's bottleneck rate, counted per packet
+///             exactly as the packet-level source port does when the bottleneck is the first hop
+///   tail    = sum over hops i >= 2 of (ser(p, R_i) + L_i)  (the last packet's store-and-forward)
+/// so a lone transfer arrives at start + head + drain + tail (exactly the packet level's last
+/// packet when the first hop is the bottleneck) and leaves its NIC at start + drain + ser(p, R_1).
+struct TransferTiming {
+  engine::SimTime head_ps = 0;   ///< L_1
+  engine::SimTime drain_ps = 0;  ///< bytes - p at the bottleneck (ps)
+  engine::SimTime tail_ps = 0;   ///< ser(p, R_1) + sum_{i>=2} (ser(p, R_i) + L_i)
+  std::uint64_t rest_bytes = 0;  ///< bytes - p: the bytes that share links at the flow level
+  std::uint64_t bottleneck_bps = 0;
+};
+TransferTiming transfer_timing(const FlowPath& path, std::uint64_t bytes);
+
+/// The GPU side of the coarse rungs: hands a flow to the network LP (flow) or schedules its
+/// arrival and send completion directly (analytical). `head` is the flow's packet template
+/// (flow_id, bytes, hash, tag, ranks...).
+void start_coarse_flow(const Topology& topo, Fidelity fidelity,
+                       engine::LpId net_lp, const Packet& head, engine::Context& ctx);
+
+/// The flow-level network: one LP owning every link's flows and the max-min solver. GPUs send it
+/// kEvFlowStart delayed by the flow's first-hop latency (the lookahead); it sends kEvFlowArrive
+/// to the destination (tail later) and kEvFlowSent to the source (first-hop latency later).
+///
+/// Model: at time t1 (start + L_1) the flow's bytes beyond its last packet join the max-min
+/// share of every link of its route; when they are drained (t_d) the last packet is forwarded
+/// store-and-forward: arrival = t_d + ser(p, R_1) + sum_{i>=2}(ser(p, R_i) + L_i). A flow alone
+/// therefore arrives exactly when the packet level's last packet does (uncongested, first hop
+/// the bottleneck). Rates are recomputed once per simulated instant for the union of the
+/// components touched by the flows that started or finished at that instant. Memory: one
+/// ~150-byte record per active flow, none per packet.
+class FlowNetLp final : public engine::Lp {
+ public:
+  FlowNetLp(const Topology& topo, engine::LpId id);
+  void init(engine::Context&) override {}
+  void handle(const engine::Event& ev, engine::Context& ctx) override;
+  /// Totals for reports: flows handled, max-min recomputations, flows re-solved.
+  std::uint64_t flows() const { return flows_total_; }
+  std::uint64_t solves() const { return solves_; }
+  std::uint64_t resolved_flows() const { return resolved_; }
+  /// Bytes carried per directed link (link utilization = bytes*8 / (rate * time)).
+  const std::vector<std::uint64_t>& link_bytes() const { return link_bytes_; }
+
+ private:
+  struct Active {
+    Packet head;
+    double rem_bits = 0;         // bits still to drain (beyond the last packet)
+    double rate = 0;             // bits/s, from the solver
+    engine::SimTime last = 0;    // when rem_bits was last brought up to date
+    engine::SimTime drain = 0;   // scheduled drain time
+    engine::SimTime tail_ps = 0;
+    engine::SimTime head_ps = 0;
+    std::uint64_t first_rate = 0;  // R_1: exact per-packet drain while never shared
+    std::uint32_t mtu = 0;
+    std::uint32_t version = 0;
+    bool shared = false;         // rate ever differed from R_1
+  };
+  void tick(engine::Context& ctx);
+  void finish(std::uint32_t f, engine::Context& ctx);
+  void schedule(engine::SimTime t, engine::Context& ctx);
+
+  const Topology& topo_;
+  engine::LpId id_;
+  LinkIndex index_;
+  MaxMinSolver solver_;
+  std::vector<Active> act_;  // by solver flow id
+  std::vector<Packet> pending_;
+  using Drain = std::tuple<engine::SimTime, std::uint32_t, std::uint32_t>;  // time, flow, version
+  std::priority_queue<Drain, std::vector<Drain>, std::greater<>> drains_;
+  std::set<engine::SimTime> ticks_;
+  std::vector<std::uint32_t> seeds_, solved_;
+  std::vector<std::uint64_t> link_bytes_;
+  std::uint64_t flows_total_ = 0, solves_ = 0, resolved_ = 0;
+};
+
+}  // namespace fabricsim::models

@@ -1,0 +1,201 @@
+// Issue 9: the flow and analytical rungs against closed forms, against the packet level, and
+// bit-identical across 1, 2 and 4 MPI processes and 1 and 2 threads.
+//
+// Closed form of one transfer of S bytes alone on a store-and-forward path of h links (rates R_i,
+// latencies L_i, MTU M, n = S/M packets, s_i = ceil(M*8e12/R_i) ps as the packet level rounds):
+//     T = n*s_1 + sum_{i>=2} s_i + sum_i L_i        (the first link serializes every packet,
+//                                                    each later hop adds one packet's time)
+// An uncongested ring AllReduce of N ranks and S bytes is 2(N-1) such steps of C = S/N bytes.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "engine/errors.hpp"
+#include "engine/time.hpp"
+#include "jobs/run.hpp"
+#include "models/workload.hpp"
+#include "tests/run/test_util.hpp"
+
+namespace {
+
+using fabricsim::engine::SimTime;
+using fabricsim::engine::serialization_ps;
+using fabricsim::jobs::RunOptions;
+using fabricsim::jobs::RunResult;
+using fabricsim::jobs::run_simulation;
+namespace m = fabricsim::models;
+
+const char* const kRungs[] = {"packet", "flow", "analytical"};
+
+m::Workload world(std::uint32_t n) {
+  m::Workload w;
+  w.source = "<test>";
+  w.format = "simai";
+  w.ranks = n;
+  m::CommGroup g{"world", {}};
+  for (std::uint32_t r = 0; r < n; ++r) g.ranks.push_back(r);
+  w.groups.push_back(g);
+  w.programs.resize(n);
+  return w;
+}
+
+m::Workload allreduce(std::uint32_t n, std::uint64_t bytes) {
+  m::Workload w = world(n);
+  for (auto& p : w.programs) {
+    m::WorkNode c;
+    c.name = "allreduce";
+    c.type = m::NodeType::kCollective;
+    c.op = m::CollOp::kAllReduce;
+    c.bytes = bytes;
+    p.push_back(c);
+  }
+  return w;
+}
+
+/// Ranks 1..n-1 each send `bytes` to rank 0 at time 0.
+m::Workload incast(std::uint32_t n, std::uint64_t bytes) {
+  m::Workload w = world(n);
+  for (std::uint32_t r = 1; r < n; ++r) {
+    m::WorkNode s;
+    s.name = "send";
+    s.type = m::NodeType::kSend;
+    s.peer = 0;
+    s.bytes = bytes;
+    s.tag = r;
+    w.programs[r].push_back(s);
+    m::WorkNode v = s;
+    v.name = "recv";
+    v.type = m::NodeType::kRecv;
+    v.peer = static_cast<std::int32_t>(r);
+    w.programs[0].push_back(v);
+  }
+  return w;
+}
+
+RunResult run(const m::Workload* w, const std::string& rung, std::vector<std::string> sets,
+              MPI_Comm comm = MPI_COMM_SELF, unsigned threads = 1, const std::string& path = "") {
+  RunOptions opt;
+  opt.workload_data = w;
+  opt.workload = path;
+  opt.write_h5 = false;
+  opt.quiet = true;
+  opt.threads = threads;
+  sets.push_back("sim.fidelity=" + rung);
+  sets.push_back("simccl.planner=ring");
+  opt.sets = sets;
+  return run_simulation(opt, comm, "test", "test");
+}
+
+SimTime iteration(const RunResult& r) { return r.meta.simulated_time_ps; }
+
+TEST(Fidelity, SingleFlowClosedFormAllRungs) {
+  const std::uint64_t bytes = 1u << 20;
+  const std::uint64_t n = bytes / 4096;
+  // Across hosts through one leaf: NIC 400 Gb/s, 500 ns per link.
+  const SimTime nic = static_cast<SimTime>(n) * serialization_ps(4096, 400'000'000'000) +
+                      serialization_ps(4096, 400'000'000'000) + 2 * 500'000;
+  // Inside a host through the NVSwitch: 3.6 Tb/s, 100 ns (9102.2 ps per packet, rounded up).
+  const SimTime nvl = static_cast<SimTime>(n) * serialization_ps(4096, 3'600'000'000'000) +
+                      serialization_ps(4096, 3'600'000'000'000) + 2 * 100'000;
+  EXPECT_EQ(nic, 22'053'440);
+  const m::Workload w = incast(2, bytes);  // one flow: rank 1 -> rank 0
+  for (const char* rung : kRungs) {
+    SCOPED_TRACE(rung);
+    EXPECT_EQ(iteration(run(&w, rung, {"cluster.gpus_per_host=1"})), nic);
+    EXPECT_EQ(iteration(run(&w, rung, {"cluster.gpus_per_host=2"})), nvl);
+  }
+}
+
+TEST(Fidelity, UncongestedRingAllReduceClosedForm) {
+  const std::uint32_t ranks = 8;
+  const std::uint64_t bytes = 1u << 20, chunk = bytes / ranks;
+  const SimTime s = serialization_ps(4096, 3'600'000'000'000);
+  const SimTime step = static_cast<SimTime>(chunk / 4096) * s + s + 2 * 100'000;
+  const SimTime closed = 2 * (ranks - 1) * step;
+  const m::Workload w = allreduce(ranks, bytes);
+  for (const char* rung : kRungs) {
+    SCOPED_TRACE(rung);
+    EXPECT_EQ(iteration(run(&w, rung, {})), closed);
+  }
+}
+
+double rel(SimTime a, SimTime b) { return std::fabs(static_cast<double>(a - b)) / static_cast<double>(b); }
+
+TEST(Fidelity, FlowWithinFivePercentOfPacketUncongested) {
+  // The ASTRA-sim 16-NPU 1 MB AllReduce trace (two hosts), ring and NCCL planners.
+  const std::string trace = fabricsim::testing::data(
+      "chakra/astra-sim/examples/workload/microbenchmarks/all_reduce/16npus_1MB/all_reduce");
+  for (const char* planner : {"ring", "nccl"}) {
+    SCOPED_TRACE(planner);
+    const std::vector<std::string> sets = {std::string("simccl.planner=") + planner};
+    const SimTime p = iteration(run(nullptr, "packet", sets, MPI_COMM_SELF, 1, trace));
+    const SimTime f = iteration(run(nullptr, "flow", sets, MPI_COMM_SELF, 1, trace));
+    EXPECT_LT(rel(f, p), 0.05) << "packet " << p << " flow " << f;
+  }
+  // 128 GPUs (16 hosts, leaf-spine: 4 hosts per leaf, only 4 ring edges cross a spine), 16 MiB
+  // ring AllReduce. The NIC edges (host to host) are the bottleneck and every rank's successive
+  // sends overlap on its own NIC: packet and flow share the NIC (FIFO vs max-min), analytical
+  // does not share at all and reports only the dependency bound, about 3x too fast. (On the
+  // rail-optimized default the host-crossing ring edges all leave one rail leaf and collide on
+  // ECMP spine uplinks: packet 824.8 us, flow 874.0 us, +6%: congestion, not the uncongested case.)
+  const m::Workload w = allreduce(128, 16u << 20);
+  const std::vector<std::string> ls = {"cluster.topology=leaf_spine"};
+  const SimTime p = iteration(run(&w, "packet", ls));
+  const SimTime f = iteration(run(&w, "flow", ls));
+  const SimTime a = iteration(run(&w, "analytical", ls));
+  EXPECT_LT(rel(f, p), 0.05) << "packet " << p << " flow " << f;
+  EXPECT_LT(a, p) << "packet " << p << " analytical " << a;
+  std::printf("128-GPU 16 MiB ring AllReduce, leaf-spine: packet %lld ps, flow %lld ps, analytical %lld ps\n",
+              static_cast<long long>(p), static_cast<long long>(f), static_cast<long long>(a));
+}
+
+// Incast: 8 senders into one receiver NIC. Packet (FIFO interleaving) and flow (max-min 1/8
+// each) both finish when the receiver's link has carried all 8 MiB; analytical ignores sharing
+// and is ~8x too optimistic: this is the error source the flow rung closes.
+TEST(Fidelity, IncastFlowMatchesPacketAnalyticalDoesNot) {
+  const std::uint64_t bytes = 1u << 20;
+  const m::Workload w = incast(9, bytes);
+  const std::vector<std::string> sets = {"cluster.gpus_per_host=1"};
+  const SimTime p = iteration(run(&w, "packet", sets));
+  const SimTime f = iteration(run(&w, "flow", sets));
+  const SimTime a = iteration(run(&w, "analytical", sets));
+  const SimTime drain = static_cast<SimTime>(8 * bytes / 4096) * serialization_ps(4096, 400'000'000'000);
+  EXPECT_LT(rel(f, p), 0.05) << "packet " << p << " flow " << f;
+  EXPECT_GE(p, drain);
+  EXPECT_GE(f, drain);
+  EXPECT_LT(a * 6, p);  // no sharing: one flow's time
+}
+
+TEST(Fidelity, BitIdenticalAcrossProcessesAndThreads) {
+  int procs = 1;
+  MPI_Comm_size(MPI_COMM_WORLD, &procs);
+  const std::string trace = fabricsim::testing::data(
+      "chakra/astra-sim/examples/workload/microbenchmarks/all_reduce/16npus_1MB/all_reduce");
+  const m::Workload inc = incast(9, 1u << 20);
+  for (const char* rung : {"flow", "analytical"}) {
+    for (const char* planner : {"ring", "nccl"}) {
+      SCOPED_TRACE(std::string(rung) + " " + planner);
+      const std::vector<std::string> sets = {std::string("simccl.planner=") + planner};
+      const auto ref = run(nullptr, rung, sets, MPI_COMM_SELF, 1, trace);
+      const auto ref_inc = run(&inc, rung, {"cluster.gpus_per_host=2"}, MPI_COMM_SELF, 1);
+      for (unsigned threads : {1u, 2u}) {
+        SCOPED_TRACE("threads=" + std::to_string(threads) + " processes=" + std::to_string(procs));
+        const auto got = run(nullptr, rung, sets, MPI_COMM_WORLD, threads, trace);
+        EXPECT_EQ(got.digest, ref.digest);
+        EXPECT_EQ(iteration(got), iteration(ref));
+        const auto got_inc = run(&inc, rung, {"cluster.gpus_per_host=2"}, MPI_COMM_WORLD, threads);
+        EXPECT_EQ(got_inc.digest, ref_inc.digest);
+      }
+    }
+  }
+}
+
+TEST(Fidelity, UnknownFidelityIsInputError) {
+  const m::Workload w = incast(2, 4096);
+  EXPECT_THROW(run(&w, "bogus", {}), fabricsim::engine::InputError);
+}
+
+}  // namespace
