@@ -35,11 +35,16 @@ Action add_run(CLI::App& app) {
   run->add_flag("-q,--quiet", opt->quiet, "no summary on stdout");
   auto fidelity = std::make_shared<std::string>();
   run->add_option("--fidelity", *fidelity, "network rung: packet (default), flow or analytical (sim.fidelity)");
+  auto part = std::make_shared<std::pair<std::string, std::string>>();
+  run->add_option("--partition", part->first, "LP placement: topology, metis or a partition file (sim.partition)");
+  run->add_option("--save-partition", part->second, "write the placement to FILE for reuse (sim.save_partition)");
   auto trace = std::make_shared<std::pair<std::string, std::string>>();
   run->add_option("--trace", trace->first, "write a Perfetto / Chrome trace-event JSON (output.trace)");
   run->add_option("--trace-ranks", trace->second, "ranks to trace: A-B, A or all (output.trace_ranks, default 0-15)");
-  return [run, opt, fidelity, trace]() -> int {
+  return [run, opt, fidelity, trace, part]() -> int {
     if (!*run) return -1;
+    if (run->count("--partition") > 0) opt->sets.push_back("sim.partition=" + part->first);
+    if (run->count("--save-partition") > 0) opt->sets.push_back("sim.save_partition=" + part->second);
     if (run->count("--fidelity") > 0) opt->sets.push_back("sim.fidelity=" + *fidelity);
     if (run->count("--trace") > 0) {
       if (trace->first.empty()) throw engine::InputError("<cli>", "--trace", "the path is empty", "give a file name");

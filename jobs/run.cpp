@@ -390,15 +390,42 @@ RunResult run_simulation(const RunOptions& opt, MPI_Comm comm, const std::string
   const bool net_lp = fidelity == models::Fidelity::kFlow;
   const engine::LpId net_id = topo.num_nodes();
   if (net_lp) loose.push_back(net_id);
-  engine::Placement placement = partition::place_blocks(topo.num_nodes() + (net_lp ? 1 : 0), blocks, loose,
-                                                        static_cast<std::uint32_t>(nprocs), threads);
+  const std::uint32_t num_lps = topo.num_nodes() + (net_lp ? 1 : 0);
   std::vector<partition::Edge> edges;
   for (const auto& l : topo.links()) edges.push_back({l.a, l.b, l.latency_ps});
   if (net_lp) {
     const engine::SimTime gpu_net_ps = std::min(cspec.nvlink_latency_ps, cspec.nic_latency_ps);
     for (engine::LpId g = 0; g < cspec.gpus(); ++g) edges.push_back({g, net_id, gpu_net_ps});
   }
+  // Expected traffic (issue 7): an edge carries traffic in proportion to its bandwidth (NVLink
+  // edges weigh more than NIC edges), an LP's events to its number of ports.
+  std::vector<std::uint32_t> edge_weight(edges.size(), 1), lp_weight(num_lps, 1);
+  for (std::size_t i = 0; i < edges.size(); ++i) {
+    auto nvs = [&](engine::LpId n) { return n < topo.num_nodes() && topo.kind(n) == models::NodeKind::kNvSwitch; };
+    const bool nvlink = nvs(edges[i].a) || nvs(edges[i].b);
+    edge_weight[i] = nvlink && cspec.nic_bps > 0
+                         ? std::max<std::uint32_t>(1, static_cast<std::uint32_t>(cspec.nvlink_bps / cspec.nic_bps))
+                         : 1;
+    ++lp_weight[edges[i].a];
+    ++lp_weight[edges[i].b];
+  }
+  engine::Placement placement;
+  if (spec.partition == "topology") {
+    placement = partition::place_blocks(num_lps, blocks, loose, static_cast<std::uint32_t>(nprocs), threads);
+  } else if (spec.partition == "metis") {
+    // Links below 1 ns stay inside one unit: a window that short would make the run crawl.
+    placement = partition::place_metis(num_lps, edges, edge_weight, lp_weight, static_cast<std::uint32_t>(nprocs),
+                                       threads, 1000);
+  } else {
+    placement = partition::read_partition(spec.partition, num_lps, static_cast<std::uint32_t>(nprocs), threads);
+  }
   const engine::SimTime w_ps = partition::lookahead(placement, edges);
+  if (w_ps < 1) {
+    throw engine::InputError(spec.file, "sim.partition",
+                             "the placement cuts a zero-latency link, so no conservative window exists",
+                             "keep such links inside one process/thread (sim.partition: topology or metis)");
+  }
+  if (!spec.save_partition.empty() && rank == 0) partition::write_partition(spec.save_partition, placement);
 
   simccl::PlannerBuild planned =
       simccl::make_planner(spec.planner, spec.nccl, spec.file, spec.gpu_sm, cspec);
@@ -589,6 +616,7 @@ RunResult run_simulation(const RunOptions& opt, MPI_Comm comm, const std::string
   out << fmt::format("engine: {} events, {} windows, {:.3g} events/s, {} processes x {} threads, wall {:.3f} s\n",
                      stats.events, stats.windows, stats.events_per_s(), nprocs, threads, stats.wall_s);
   if (opt.stats) {
+    out << partition::partition_report(placement, edges, lp_weight);
     out << fmt::format("stats: lookahead {} , remote events {}, cross-thread events {}, time in sync {:.3f} s, cut links {}\n",
                        w_ps == engine::kInfinity ? std::string("none (nothing cut)") : engine::format_time(w_ps),
                        stats.remote_events, stats.thread_events, stats.sync_s,

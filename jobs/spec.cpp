@@ -74,7 +74,8 @@ const std::vector<SpecKey>& spec_keys() {
       {"compute.scale", "double", "1.0", "multiplies every compute duration from the trace"},
       {"sim.seed", "int", "1", "seed of every random choice (ECMP hashes)"},
       {"sim.threads", "int", "1", "engine threads per MPI process"},
-      {"sim.fidelity", "enum", "packet", "network rung: packet (MTU packets, FIFO switches), flow (max-min fair flows) or analytical (alpha-beta, no sharing)"},
+      {"sim.partition", "string", "topology", "LP placement: topology (hosts whole, switches dealt round-robin), metis (LP graph weighted by link bandwidth) or a partition file"},
+      {"sim.save_partition", "string", "", "write the placement used to this file (reuse it with sim.partition: FILE)"},
       {"sim.fidelity", "enum", "packet", "network rung: packet (MTU packets, FIFO switches), flow (max-min fair flows) or analytical (alpha-beta, no sharing)"},
       {"output.h5", "string", "fabricsim_results.h5", "HDF5 results file (relative to the working directory)"},
       {"output.summary_json", "string", "", "summary JSON file (none if empty)"},
@@ -382,12 +383,11 @@ Spec load_spec(const std::string& path, const std::vector<std::string>& sets) {
       s.nccl.emplace_back(name, kv.second.IsNull() ? std::string() : kv.second.as<std::string>());
     }
   }
-  if (auto v = str("sim.fidelity")) {
-    if (*v != "packet" && *v != "flow" && *v != "analytical") {
-      throw InputError(file_of("sim.fidelity"), "sim.fidelity", "'" + *v + "' is not a fidelity", "use packet, flow or analytical");
-    }
-    s.fidelity = *v;
+  if (auto v = str("sim.partition")) {
+    if (v->empty()) throw InputError(file_of("sim.partition"), "sim.partition", "is empty", "use topology, metis or a partition file");
+    s.partition = *v;
   }
+  if (auto v = str("sim.save_partition")) s.save_partition = *v;
   if (auto v = str("sim.fidelity")) {
     if (*v != "packet" && *v != "flow" && *v != "analytical") {
       throw InputError(file_of("sim.fidelity"), "sim.fidelity", "'" + *v + "' is not a fidelity", "use packet, flow or analytical");

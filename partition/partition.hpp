@@ -35,3 +35,34 @@ engine::SimTime lookahead(const engine::Placement& p, const std::vector<Edge>& e
 std::uint64_t cut_edges(const engine::Placement& p, const std::vector<Edge>& edges);
 
 }  // namespace fabricsim::partition
+
+namespace fabricsim::partition {
+
+/// True when this build has METIS (Debian libmetis-dev).
+bool have_metis();
+
+/// METIS k-way partition of the LP graph into procs*threads units (unit u = proc*threads +
+/// thread), minimising the cut weighted by expected traffic (`edge_weight[i]` for edges[i]) and
+/// balancing `lp_weight` (expected events per LP). Links with latency below `min_cut_latency_ps`
+/// are contracted first (kept inside one unit), so the window never drops below it. Deterministic
+/// (fixed METIS seed). @throws InputError if METIS is missing from this build or fails.
+engine::Placement place_metis(std::uint32_t num_lps, const std::vector<Edge>& edges,
+                              const std::vector<std::uint32_t>& edge_weight,
+                              const std::vector<std::uint32_t>& lp_weight, std::uint32_t procs,
+                              std::uint32_t threads, engine::SimTime min_cut_latency_ps);
+
+/// Writes a placement as text: a header line, then "lp proc thread" per LP.
+/// @throws InputError if the file cannot be written.
+void write_partition(const std::string& path, const engine::Placement& p);
+
+/// Reads a file written by write_partition. @throws InputError (file, line, fix) if it is
+/// malformed or was made for another LP, process or thread count.
+engine::Placement read_partition(const std::string& path, std::uint32_t num_lps, std::uint32_t procs,
+                                 std::uint32_t threads);
+
+/// Human-readable report: lookahead, cut links (between processes and between threads), and
+/// expected load (sum of lp_weight) per process and thread with the imbalance max/mean.
+std::string partition_report(const engine::Placement& p, const std::vector<Edge>& edges,
+                             const std::vector<std::uint32_t>& lp_weight);
+
+}  // namespace fabricsim::partition

@@ -1,0 +1,191 @@
+// bench_cluster: end-to-end packet-level scenarios on the full model (jobs::run_simulation),
+// writing one JSON record (rank 0): events, events/s, wall, peak RSS, processes, threads, the
+// results digest (equal for every process/thread count), and memory per simulated GPU.
+//
+//   bench_cluster --scenario permutation [--hosts 128] [--bytes 4MiB]   one GPU per host, each
+//                  host sends `bytes` to a random other host (a fixed-seed derangement), all at once
+//   bench_cluster --scenario allreduce [--gpus 1024] [--bytes 64MiB]    one world AllReduce
+//   bench_cluster --scenario gpt3 [--gpus 128]                          GPT-3 175B iteration
+//                  (Megatron generator, TP 8, PP 8, DP gpus/64)
+//   common: [--threads N] [--set key=value ...] [--json FILE]
+//
+// Packet hops are counted as engine events: every packet hop (GPU->NVSwitch/leaf, switch->next)
+// is one event; the few per-node GPU events (DAG steps, batches of 8 packets) are included, so
+// the figure slightly overstates hops.
+#include <mpi.h>
+#include <sys/resource.h>
+
+#include <CLI/CLI.hpp>
+#include <cstdio>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "engine/errors.hpp"
+#include "engine/rng.hpp"
+#include "engine/units.hpp"
+#include "jobs/nccl_tests.hpp"
+#include "jobs/run.hpp"
+#include "models/workload.hpp"
+
+namespace {
+
+using fabricsim::engine::InputError;
+using fabricsim::engine::InternalError;
+namespace models = fabricsim::models;
+
+// Each rank r: a send of `bytes` to perm[r] and a receive from perm^-1[r], concurrent.
+models::Workload permutation_workload(std::uint32_t n, std::uint64_t bytes, std::uint64_t seed) {
+  std::vector<std::uint32_t> perm(n);
+  for (std::uint32_t i = 0; i < n; ++i) perm[i] = i;
+  fabricsim::engine::CounterRng rng(seed, 0);
+  // Sattolo's algorithm: a uniformly random single cycle, so nobody sends to itself.
+  for (std::uint32_t i = n - 1; i > 0; --i) {
+    const auto j = static_cast<std::uint32_t>(rng.next_below(i));
+    std::swap(perm[i], perm[j]);
+  }
+  std::vector<std::uint32_t> inv(n);
+  for (std::uint32_t i = 0; i < n; ++i) inv[perm[i]] = i;
+  models::Workload w;
+  w.source = "bench_cluster permutation";
+  w.format = "chakra";
+  w.ranks = n;
+  models::CommGroup world;
+  world.name = "world";
+  for (std::uint32_t i = 0; i < n; ++i) world.ranks.push_back(i);
+  w.groups.push_back(world);
+  w.programs.resize(n);
+  for (std::uint32_t r = 0; r < n; ++r) {
+    models::WorkNode s;
+    s.source_id = 0;
+    s.name = "send";
+    s.type = models::NodeType::kSend;
+    s.bytes = bytes;
+    s.peer = static_cast<std::int32_t>(perm[r]);
+    s.tag = 1;
+    models::WorkNode rv;
+    rv.source_id = 1;
+    rv.name = "recv";
+    rv.type = models::NodeType::kRecv;
+    rv.bytes = bytes;
+    rv.peer = static_cast<std::int32_t>(inv[r]);
+    rv.tag = 1;
+    w.programs[r] = {s, rv};
+  }
+  return w;
+}
+
+int run(int argc, char** argv, int rank, int nprocs) {
+  std::string scenario = "permutation", bytes_text, json_path;
+  std::uint32_t hosts = 128, gpus = 1024, threads = 1;
+  std::vector<std::string> sets;
+  CLI::App app{"end-to-end packet-level benchmark scenarios of fabricsim"};
+  app.add_option("--scenario", scenario, "permutation | allreduce | gpt3")->capture_default_str();
+  app.add_option("--hosts", hosts, "permutation: hosts (one GPU each)")->capture_default_str();
+  app.add_option("--gpus", gpus, "allreduce/gpt3: GPUs (8 per host)")->capture_default_str();
+  app.add_option("--bytes", bytes_text, "permutation: bytes per host (default 4MiB); allreduce: buffer (default 64MiB)");
+  app.add_option("--threads", threads, "engine threads per MPI process")->capture_default_str();
+  app.add_option("--set", sets, "spec override key=value (repeatable)");
+  app.add_option("--json", json_path, "write the result as JSON to FILE (rank 0)");
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    const int rc = rank == 0 ? app.exit(e) : e.get_exit_code();
+    return rc == 0 ? 0 : 2;
+  }
+  fabricsim::jobs::RunOptions ro;
+  ro.threads = threads;
+  ro.write_h5 = false;
+  ro.quiet = true;
+  models::Workload w;
+  std::uint64_t bytes = 0;
+  std::uint32_t sim_gpus = 0;
+  if (scenario == "permutation") {
+    bytes = bytes_text.empty() ? 4ull << 20 : fabricsim::engine::parse_bytes(bytes_text, "<cli>", "--bytes");
+    w = permutation_workload(hosts, bytes, 1);
+    sim_gpus = hosts;
+    ro.sets = {"cluster.gpus_per_host=1", "cluster.topology=leaf_spine"};
+    ro.workload_data = &w;
+  } else if (scenario == "allreduce") {
+    bytes = bytes_text.empty() ? 64ull << 20 : fabricsim::engine::parse_bytes(bytes_text, "<cli>", "--bytes");
+    w = fabricsim::jobs::nccl_tests_workload("all_reduce", gpus, bytes, 0);
+    sim_gpus = gpus;
+    ro.workload_data = &w;
+  } else if (scenario == "gpt3") {
+    sim_gpus = gpus;
+    ro.sets = {"workload.generator.model=gpt3-175b", "workload.generator.gpu=A100",
+               "workload.generator.tp=8", "workload.generator.pp=8",
+               "workload.generator.dp=" + std::to_string(gpus / 64),
+               "workload.generator.global_batch=" + std::to_string(2 * (gpus / 64) * 8)};
+  } else {
+    throw InputError("<cli>", "--scenario", "unknown scenario '" + scenario + "'",
+                     "use permutation, allreduce or gpt3");
+  }
+  for (const auto& s : sets) ro.sets.push_back(s);
+  const auto res = fabricsim::jobs::run_simulation(ro, MPI_COMM_WORLD, "bench", "");
+
+  rusage ru{};
+  getrusage(RUSAGE_SELF, &ru);
+  long rss = ru.ru_maxrss, peak_rss = 0, sum_rss = 0;  // KiB on Linux
+  MPI_Allreduce(&rss, &peak_rss, 1, MPI_LONG, MPI_MAX, MPI_COMM_WORLD);
+  MPI_Allreduce(&rss, &sum_rss, 1, MPI_LONG, MPI_SUM, MPI_COMM_WORLD);
+  if (rank == 0) {
+    const auto& st = res.stats;
+    nlohmann::json j;
+    j["benchmark"] = scenario;
+    j["gpus"] = sim_gpus;
+    j["bytes"] = bytes;
+    j["sets"] = ro.sets;
+    j["processes"] = nprocs;
+    j["threads"] = threads;
+    j["events"] = st.events;
+    j["events_per_s"] = st.events_per_s();
+    j["packet_hops_per_s_upper_bound"] = st.events_per_s();
+    j["wall_s"] = st.wall_s;
+    j["sync_s"] = st.sync_s;
+    j["windows"] = st.windows;
+    j["lookahead_ps"] = st.lookahead_ps;
+    j["simulated_time_ps"] = res.meta.simulated_time_ps;
+    j["peak_rss_kb"] = peak_rss;
+    j["sum_rss_kb"] = sum_rss;
+    j["rss_per_gpu_kb"] = static_cast<double>(sum_rss) / sim_gpus;
+    j["digest"] = res.digest;
+    std::printf("%s: gpus=%u processes=%d threads=%u events=%llu wall=%.3f s events/s=%.4g "
+                "simulated=%.3f us peak_rss=%ld KiB digest=%s\n",
+                scenario.c_str(), sim_gpus, nprocs, threads, static_cast<unsigned long long>(st.events),
+                st.wall_s, st.events_per_s(), static_cast<double>(res.meta.simulated_time_ps) * 1e-6,
+                peak_rss, res.digest.c_str());
+    if (!json_path.empty()) {
+      std::ofstream f(json_path);
+      f << j.dump(2) << '\n';
+      if (!f) {
+        std::fprintf(stderr, "<cli>: --json: cannot write '%s'\n", json_path.c_str());
+        return 2;
+      }
+    }
+  }
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  int provided = 0;
+  MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &provided);
+  int rank = 0, nprocs = 1;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &nprocs);
+  int rc = 0;
+  try {
+    rc = run(argc, argv, rank, nprocs);
+  } catch (const InputError& e) {
+    if (rank == 0) std::fprintf(stderr, "error: %s\n", e.what());
+    rc = 2;
+  } catch (const InternalError& e) {
+    std::fprintf(stderr, "internal error (rank %d): %s\n", rank, e.what());
+    MPI_Abort(MPI_COMM_WORLD, 3);
+  }
+  MPI_Finalize();
+  return rc;
+}

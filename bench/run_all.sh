@@ -1,0 +1,72 @@
+#!/usr/bin/env bash
+# Runs the benchmark set that fits on a 2-core machine in under 30 minutes and writes one JSON file
+# per run into OUT (default bench-results/<UTC timestamp>), then a summary.json with parallel
+# efficiencies and the bit-identity checks (exit 1 if a checksum/digest differs).
+#   bench/run_all.sh [BUILD_DIR (default build)] [OUT]
+# Environment: QUICK=1 shrinks every run (smoke test); GPT3=1 adds the GPT-3 175B 128-GPU iteration
+# (long: see docs/benchmarks.md); BIG=1 adds the 1 GiB 1,024-GPU AllReduce.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+BUILD=${1:-build}
+OUT=${2:-bench-results/$(date -u +%Y%m%dT%H%M%SZ)}
+mkdir -p "$OUT"
+# shellcheck disable=SC1091
+source scripts/env.sh
+PH="$BUILD/bench/bench_phold"
+CL="$BUILD/bench/bench_cluster"
+PH_ARGS=()
+PERM_ARGS=(--hosts 128 --bytes 4MiB)
+AR_ARGS=(--gpus 1024 --bytes 64MiB)
+if [ "${QUICK:-0}" = 1 ]; then
+  PH_ARGS=(--end-time 5us)
+  PERM_ARGS=(--hosts 16 --bytes 256KiB)
+  AR_ARGS=(--gpus 64 --bytes 4MiB)
+fi
+rss() { /usr/bin/time -f '%M' -o "$OUT/$1.time" "${@:2}"; }
+echo "== PHOLD strong scaling (1 vs 2 processes, 1 vs 2 threads) -> $OUT"
+rss phold_p1_t1 "$PH" "${PH_ARGS[@]}" --json "$OUT/phold_p1_t1.json"
+rss phold_p1_t2 "$PH" "${PH_ARGS[@]}" --threads 2 --json "$OUT/phold_p1_t2.json"
+rss phold_p2_t1 mpiexec -n 2 "$PH" "${PH_ARGS[@]}" --json "$OUT/phold_p2_t1.json"
+echo "== packet permutation, 128 hosts"
+rss perm_p1 "$CL" --scenario permutation "${PERM_ARGS[@]}" --json "$OUT/perm_p1.json"
+rss perm_p2 mpiexec -n 2 "$CL" --scenario permutation "${PERM_ARGS[@]}" --json "$OUT/perm_p2.json"
+echo "== AllReduce, 1,024 GPUs"
+rss allreduce_p1 "$CL" --scenario allreduce "${AR_ARGS[@]}" --json "$OUT/allreduce_p1.json"
+if [ "${BIG:-0}" = 1 ]; then
+  rss allreduce_1g_p2 mpiexec -n 2 "$CL" --scenario allreduce --gpus 1024 --bytes 1GiB --json "$OUT/allreduce_1g_p2.json"
+fi
+if [ "${GPT3:-0}" = 1 ]; then
+  echo "== GPT-3 175B iteration, 128 GPUs"
+  rss gpt3_128_p2 mpiexec -n 2 "$CL" --scenario gpt3 --gpus 128 --json "$OUT/gpt3_128_p2.json"
+fi
+/usr/bin/python3 - "$OUT" <<'PY'
+import json, sys, glob, os
+out = sys.argv[1]
+r = {os.path.basename(f)[:-5]: json.load(open(f)) for f in glob.glob(out + "/*.json") if not f.endswith("summary.json")}
+s = {"runs": sorted(r), "checks": {}, "efficiency": {}}
+ok = True
+def same(a, b, key):
+    global ok
+    if a in r and b in r:
+        eq = r[a][key] == r[b][key] and r[a]["events"] == r[b]["events"]
+        s["checks"][f"{a} == {b}"] = eq
+        ok &= eq
+def eff(a, b, n):
+    if a in r and b in r:
+        s["efficiency"][f"{b} vs {a}"] = round(r[a]["wall_s"] / (n * r[b]["wall_s"]), 3)
+same("phold_p1_t1", "phold_p1_t2", "checksum"); same("phold_p1_t1", "phold_p2_t1", "checksum")
+same("perm_p1", "perm_p2", "digest")
+eff("phold_p1_t1", "phold_p1_t2", 2); eff("phold_p1_t1", "phold_p2_t1", 2); eff("perm_p1", "perm_p2", 2)
+for k, v in r.items():
+    t = os.path.join(out, k + ".time")
+    if os.path.exists(t):
+        v["peak_rss_kb_time"] = int(open(t).read().split()[-1])
+if "allreduce_p1" in r:
+    a = r["allreduce_p1"]
+    s["memory_per_gpu_kb"] = round(a["peak_rss_kb"] / a["gpus"], 1)
+s["events_per_s"] = {k: v["events_per_s"] for k, v in r.items()}
+s["ok"] = ok
+json.dump(s, open(out + "/summary.json", "w"), indent=2)
+print(json.dumps(s, indent=2))
+sys.exit(0 if ok else 1)
+PY
