@@ -266,10 +266,10 @@ def metrics(d):
     c = d["collectives"]
     if c is not None and len(c):
         c = c[c["ranks"] > 1]
-        for op in sorted(set(c["op"])):
-            s = c[c["op"] == op]
-            m.append((f"busbw {op.decode()} (mean)", float(np.mean(s["busbw_GBps"])), "GB/s"))
-            m.append((f"count {op.decode()}", float(len(s)), "1"))
+        # Per (op, communicator size, bytes): sizes and communicators differ too much to average.
+        for op, n, size in sorted(set(zip(c["op"].tolist(), c["ranks"].tolist(), c["bytes"].tolist()))):
+            s = c[(c["op"] == op) & (c["ranks"] == n) & (c["bytes"] == size)]
+            m.append((f"busbw {op.decode()} n={n} {size}B", float(np.mean(s["busbw_GBps"])), "GB/s"))
     fl = d["flows"]
     if fl is not None and len(fl):
         fct = fl["fct_ps"] / PS_PER_US

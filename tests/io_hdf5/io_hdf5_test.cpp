@@ -303,7 +303,7 @@ void check_file(const std::string& path, const RunMeta& meta, const std::vector<
   // /meta
   hid_t g = H5Gopen2(file, "/meta", H5P_DEFAULT);
   ASSERT_GE(g, 0);
-  EXPECT_EQ(read_num_attr<std::int32_t>(g, "schema_version", H5T_NATIVE_INT32), 1);
+  EXPECT_EQ(read_num_attr<std::int32_t>(g, "schema_version", H5T_NATIVE_INT32), 2);
   EXPECT_EQ(read_string_attr(g, "spec_text"), meta.spec_text);
   EXPECT_EQ(read_string_attr(g, "version"), meta.version);
   EXPECT_EQ(read_string_attr(g, "git_commit"), meta.git_commit);
@@ -316,7 +316,8 @@ void check_file(const std::string& path, const RunMeta& meta, const std::vector<
   EXPECT_EQ(read_num_attr<std::uint64_t>(g, "events", H5T_NATIVE_UINT64), meta.events);
   EXPECT_EQ(read_num_attr<std::int64_t>(g, "simulated_time_ps", H5T_NATIVE_INT64),
             meta.simulated_time_ps);
-  EXPECT_EQ(H5Aget_num_attrs(g), 12);
+  EXPECT_EQ(read_num_attr<std::int64_t>(g, "sample_interval_ps", H5T_NATIVE_INT64), meta.sample_interval_ps);
+  EXPECT_EQ(H5Aget_num_attrs(g), 13);
   H5Gclose(g);
 
   // /ranks
@@ -396,11 +397,13 @@ void check_file(const std::string& path, const RunMeta& meta, const std::vector<
   check_units(file, "/collectives",
               {{"group", "1"}, {"instance", "1"}, {"op", "text"}, {"bytes", "bytes"},
                {"ranks", "1"}, {"start_ps", "ps"}, {"end_ps", "ps"}, {"algbw_GBps", "GB/s"},
-               {"busbw_GBps", "GB/s"}},
+               {"busbw_GBps", "GB/s"}, {"algorithm", "text"}, {"protocol", "text"}, {"channels", "1"}},
               "group,instance");
   check_units(file, "/flows",
               {{"flow_id", "1"}, {"src", "1"}, {"dst", "1"}, {"bytes", "bytes"},
-               {"start_ps", "ps"}, {"end_ps", "ps"}, {"fct_ps", "ps"}},
+               {"start_ps", "ps"}, {"end_ps", "ps"}, {"fct_ps", "ps"}, {"first_byte_ps", "ps"},
+               {"ideal_ps", "ps"}, {"slowdown", "1"}, {"first_spine", "1"}, {"group", "1"},
+               {"instance", "1"}},
               "flow_id");
   EXPECT_GE(H5Fclose(file), 0);
 }
