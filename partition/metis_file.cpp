@@ -137,10 +137,10 @@ engine::Placement read_partition(const std::string& path, std::uint32_t num_lps,
   std::string line;
   std::getline(f, line);
   std::istringstream h(line);
-  std::string hash, name, ver, k1, k2, k3;
+  std::string hash, name, what, ver, k1, k2, k3;
   std::uint64_t lps = 0, pr = 0, th = 0;
-  if (!(h >> hash >> name >> ver >> k1 >> lps >> k2 >> pr >> k3 >> th) || hash != "#" || name != "fabricsim" ||
-      k1 != "lps" || k2 != "procs" || k3 != "threads") {
+  if (!(h >> hash >> name >> what >> ver >> k1 >> lps >> k2 >> pr >> k3 >> th) || hash != "#" ||
+      name != "fabricsim" || what != "partition" || ver != "v1" || k1 != "lps" || k2 != "procs" || k3 != "threads") {
     throw engine::InputError(path, "line 1", "not a fabricsim partition file", "write one with --save-partition FILE");
   }
   if (lps != num_lps || th != threads || pr > procs) {
