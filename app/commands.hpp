@@ -24,5 +24,6 @@ Action add_sweep(CLI::App& app);
 Action add_regress(CLI::App& app);
 Action add_report(CLI::App& app);
 Action add_compare(CLI::App& app);
+Action add_ladder(CLI::App& app);
 
 }  // namespace fabricsim::app

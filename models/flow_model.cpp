@@ -100,7 +100,12 @@ void start_coarse_flow(const Topology& topo, Fidelity fidelity, engine::LpId net
 }
 
 FlowNetLp::FlowNetLp(const Topology& topo, engine::LpId id)
-    : topo_(topo), id_(id), index_(topo), solver_(index_.capacities(topo)), link_bytes_(index_.size(), 0) {}
+    : topo_(topo),
+      id_(id),
+      index_(topo),
+      solver_(index_.capacities(topo)),
+      link_bytes_(index_.size(), 0),
+      sent_delay_ps_(std::min(topo.spec().nvlink_latency_ps, topo.spec().nic_latency_ps)) {}
 
 void FlowNetLp::schedule(SimTime t, Context& ctx) {
   if (ticks_.insert(t).second) ctx.send(id_, t, kEvNetTick);
@@ -126,7 +131,7 @@ void FlowNetLp::handle(const engine::Event& ev, Context& ctx) {
 void FlowNetLp::finish(std::uint32_t f, Context& ctx) {
   Active& a = act_[f];
   ctx.send(a.head.dst_rank, ctx.now() + a.tail_ps, kEvFlowArrive, a.head);
-  ctx.send(a.head.src_rank, ctx.now() + a.head_ps, kEvFlowSent, a.head.flow_id);
+  ctx.send(a.head.src_rank, ctx.now() + sent_delay_ps_, kEvFlowSent, a.head.flow_id);
 }
 
 void FlowNetLp::tick(Context& ctx) {
@@ -151,7 +156,7 @@ void FlowNetLp::tick(Context& ctx) {
     if (t.rest_bytes == 0) {
       // A single packet: pure store-and-forward latency, it never holds a link's share.
       ctx.send(head.dst_rank, now + t.tail_ps, kEvFlowArrive, head);
-      ctx.send(head.src_rank, now + t.head_ps, kEvFlowSent, head.flow_id);
+      ctx.send(head.src_rank, now + sent_delay_ps_, kEvFlowSent, head.flow_id);
       continue;
     }
     const std::uint32_t f = solver_.add_flow(path.link, path.hops);

@@ -92,7 +92,7 @@ void start_coarse_flow(const Topology& topo, Fidelity fidelity,
 
 /// The flow-level network: one LP owning every link's flows and the max-min solver. GPUs send it
 /// kEvFlowStart delayed by the flow's first-hop latency (the lookahead); it sends kEvFlowArrive
-/// to the destination (tail later) and kEvFlowSent to the source (first-hop latency later).
+/// to the destination (tail later) and kEvFlowSent to the source (min(NVLink, NIC latency) later).
 ///
 /// Model: at time t1 (start + L_1) the flow's bytes beyond its last packet join the max-min
 /// share of every link of its route; when they are drained (t_d) the last packet is forwarded
@@ -143,6 +143,10 @@ class FlowNetLp final : public engine::Lp {
   std::vector<std::uint32_t> seeds_, solved_;
   std::vector<std::uint64_t> link_bytes_;
   std::uint64_t flows_total_ = 0, solves_ = 0, resolved_ = 0;
+  // Delay of kEvFlowSent: the GPU <-> network lookahead, min(NVLink, NIC latency). The packet
+  // level's send completes L_1 - ser(p, R_1) before the drain instant seen here, which this LP
+  // cannot reach back to; a send therefore completes L_1 + this delay - ser(p, R_1) late.
+  engine::SimTime sent_delay_ps_ = 0;
 };
 
 }  // namespace fabricsim::models
