@@ -142,7 +142,20 @@ void Simulator::process_window(std::uint32_t t) {
     ts.last_time = ev.time;
     q.release(slot);
     ++ts.events;
+    // Progress: thread 0 only, a clock read every 2^16 events, a report per interval.
+    if (t == 0 && progress_ && (ts.events & 0xFFFF) == 0) {
+      const double wall = now_s();
+      if (wall - progress_last_s_ >= progress_interval_s_) {
+        progress_last_s_ = wall;
+        progress_(ProgressInfo{ts.last_time, ts.events, wall - run_start_s_});
+      }
+    }
   }
+}
+
+void Simulator::set_progress(std::function<void(const ProgressInfo&)> callback, double interval_s) {
+  progress_ = std::move(callback);
+  progress_interval_s_ = interval_s;
 }
 
 void Simulator::pull_thread_mail(std::uint32_t t) {
@@ -207,6 +220,8 @@ SimTime Simulator::exchange_remote_and_min() {
 
 void Simulator::run(SimTime end_time) {
   const double t_start = now_s();
+  run_start_s_ = t_start;
+  progress_last_s_ = t_start;
   const std::uint32_t nthreads = placement_.threads;
   // init: sequential, in LP id order, each LP with its own thread's context.
   window_end_ = 0;

@@ -38,6 +38,13 @@ struct EngineStats {
   double events_per_s() const { return wall_s > 0 ? static_cast<double>(events) / wall_s : 0.0; }
 };
 
+/// What a progress report carries (thread 0 of the calling process only).
+struct ProgressInfo {
+  SimTime now_ps = 0;         ///< simulated time of thread 0's latest event
+  std::uint64_t events = 0;   ///< events handled by thread 0 so far
+  double wall_s = 0;          ///< wall time since run() started
+};
+
 /// Where every LP runs. `proc[lp]` is the MPI rank, `thread[lp]` the thread inside it.
 struct Placement {
   std::vector<std::int32_t> proc;
@@ -119,6 +126,11 @@ class Simulator {
   /// Runs until no events remain or the next event is at or after `end_time`.
   void run(SimTime end_time = kInfinity);
 
+  /// Calls `callback` from thread 0 about every `interval_s` wall seconds during run() (checked
+  /// every 65,536 events, so a report never costs more than a clock read per 2^16 events).
+  /// The callback runs on the engine's thread 0 and may read only that thread's LPs.
+  void set_progress(std::function<void(const ProgressInfo&)> callback, double interval_s = 1.0);
+
   /// This process's counters.
   const EngineStats& stats() const { return stats_; }
   /// Counters summed over all processes (collective call).
@@ -157,6 +169,10 @@ class Simulator {
   std::vector<std::uint64_t> seq_;
   std::vector<std::unique_ptr<ThreadState>> threads_;
   EngineStats stats_;
+  std::function<void(const ProgressInfo&)> progress_;
+  double progress_interval_s_ = 1.0;
+  double progress_last_s_ = 0;
+  double run_start_s_ = 0;
 };
 
 }  // namespace fabricsim::engine

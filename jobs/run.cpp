@@ -458,7 +458,34 @@ RunResult run_simulation(const RunOptions& opt, MPI_Comm comm, const std::string
     net = std::make_unique<models::FlowNetLp>(topo, net_id);
     sim.add_lp(net_id, net.get());
   }
+  // Progress on stderr for long runs: rank 0, only on a terminal and without --quiet. The share
+  // of DAG nodes done is taken over the GPU LPs of engine thread 0 (the callback runs there).
+  bool progress_printed = false;
+  if (rank == 0 && !opt.quiet && ::isatty(STDERR_FILENO)) {
+    std::vector<const models::GpuRankLp*> mine;
+    std::uint64_t total_nodes = 0;
+    for (const auto& g : gpus) {
+      const auto id = g->rank_record().rank;
+      if (placement.thread[id] == 0 && g->total_nodes() > 0) {
+        mine.push_back(g.get());
+        total_nodes += g->total_nodes();
+      }
+    }
+    sim.set_progress([mine, total_nodes, &progress_printed](const engine::ProgressInfo& p) {
+      std::uint64_t done = 0;
+      for (const auto* g : mine) done += g->done_nodes();
+      const double frac = total_nodes ? static_cast<double>(done) / static_cast<double>(total_nodes) : 0.0;
+      std::string eta = "?";
+      if (frac > 0.001) eta = fmt::format("{:.0f} s", p.wall_s * (1.0 - frac) / frac);
+      std::fprintf(stderr, "\rfabricsim: simulated %s, %.1f%% of DAG nodes, %.3g events/s, ETA %s   ",
+                   engine::format_time(p.now_ps).c_str(), 100.0 * frac,
+                   p.wall_s > 0 ? static_cast<double>(p.events) / p.wall_s : 0.0, eta.c_str());
+      std::fflush(stderr);
+      progress_printed = true;
+    });
+  }
   sim.run();
+  if (progress_printed) std::fprintf(stderr, "\n");
   const engine::EngineStats stats = sim.global_stats();
 
   // Deadlock / mismatch detection: every rank's DAG must have completed.

@@ -58,6 +58,9 @@ class GpuRankLp final : public engine::Lp {
   void handle(const engine::Event& ev, engine::Context& ctx) override;
 
   bool finished() const { return done_nodes_ == nodes_size(); }
+  /// DAG nodes completed so far / in total (progress reports; read only from this LP's thread).
+  std::uint32_t done_nodes() const { return done_nodes_; }
+  std::uint32_t total_nodes() const { return nodes_size(); }
   /// First node that never completed (for deadlock reports), or -1.
   std::int64_t first_unfinished() const;
   io::RankRecord rank_record() const;
