@@ -5,5 +5,5 @@ cd "$(dirname "$0")/.."
 bash scripts/setup.sh
 source scripts/env.sh
 bash scripts/build.sh
-cd build
-ctest --output-on-failure -j 2 --timeout 900
+(cd build && ctest --output-on-failure -j 2 --timeout 900)
+bash scripts/sanitize.sh
