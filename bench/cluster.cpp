@@ -13,6 +13,8 @@
 // is one event; the few per-node GPU events (DAG steps, batches of 8 packets) are included, so
 // the figure slightly overstates hops.
 #include <mpi.h>
+
+#include "bench/bench_common.hpp"
 #include <sys/resource.h>
 
 #include <CLI/CLI.hpp>
@@ -156,14 +158,7 @@ int run(int argc, char** argv, int rank, int nprocs) {
                 scenario.c_str(), sim_gpus, nprocs, threads, static_cast<unsigned long long>(st.events),
                 st.wall_s, st.events_per_s(), static_cast<double>(res.meta.simulated_time_ps) * 1e-6,
                 peak_rss, res.digest.c_str());
-    if (!json_path.empty()) {
-      std::ofstream f(json_path);
-      f << j.dump(2) << '\n';
-      if (!f) {
-        std::fprintf(stderr, "<cli>: --json: cannot write '%s'\n", json_path.c_str());
-        return 2;
-      }
-    }
+    if (const int rc = fabricsim::bench::write_json(json_path, j); rc != 0) return rc;
   }
   return 0;
 }
@@ -171,21 +166,8 @@ int run(int argc, char** argv, int rank, int nprocs) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  int provided = 0;
-  MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &provided);
-  int rank = 0, nprocs = 1;
-  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-  MPI_Comm_size(MPI_COMM_WORLD, &nprocs);
-  int rc = 0;
-  try {
-    rc = run(argc, argv, rank, nprocs);
-  } catch (const InputError& e) {
-    if (rank == 0) std::fprintf(stderr, "error: %s\n", e.what());
-    rc = 2;
-  } catch (const InternalError& e) {
-    std::fprintf(stderr, "internal error (rank %d): %s\n", rank, e.what());
-    MPI_Abort(MPI_COMM_WORLD, 3);
-  }
-  MPI_Finalize();
-  return rc;
+  return fabricsim::bench::bench_main(argc, argv, [&](int rank, int nprocs) {
+    (void)nprocs;
+    return run(argc, argv, rank, nprocs);
+  });
 }

@@ -5,6 +5,8 @@
 //               [--lookahead 100ns | --lookahead-ps N] [--end-time 60us | --end-time-ps N]
 //               [--threads N] [--seed N] [--json FILE]
 #include <mpi.h>
+
+#include "bench/bench_common.hpp"
 #include <sys/resource.h>
 
 #include <CLI/CLI.hpp>
@@ -101,14 +103,7 @@ int run(int argc, char** argv, int rank) {
         static_cast<unsigned long long>(r.events), r.stats.wall_s, r.stats.events_per_s(),
         static_cast<unsigned long long>(r.stats.windows),
         static_cast<unsigned long long>(r.stats.remote_events), r.stats.sync_s, peak_rss, hex);
-    if (!json_path.empty()) {
-      std::ofstream f(json_path);
-      f << j.dump(2) << '\n';
-      if (!f) {
-        std::fprintf(stderr, "<cli>: --json: cannot write '%s'\n", json_path.c_str());
-        return 2;
-      }
-    }
+    if (const int rc = fabricsim::bench::write_json(json_path, j); rc != 0) return rc;
   }
   return 0;
 }
@@ -116,20 +111,8 @@ int run(int argc, char** argv, int rank) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  int provided = 0;
-  MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &provided);  // engine threads never call MPI
-  int rank = 0;
-  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-  int rc = 0;
-  try {
-    rc = run(argc, argv, rank);
-  } catch (const InputError& e) {
-    if (rank == 0) std::fprintf(stderr, "error: %s\n", e.what());
-    rc = 2;
-  } catch (const InternalError& e) {
-    std::fprintf(stderr, "internal error (rank %d): %s\n", rank, e.what());
-    MPI_Abort(MPI_COMM_WORLD, 3);
-  }
-  MPI_Finalize();
-  return rc;
+  return fabricsim::bench::bench_main(argc, argv, [&](int rank, int nprocs) {
+    (void)nprocs;
+    return run(argc, argv, rank);
+  });
 }
