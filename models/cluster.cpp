@@ -82,6 +82,35 @@ Topology::Topology(const ClusterSpec& spec) : spec_(spec) {
       ports_[id].push_back(Port{leaf_lp(l), spec.fabric_bps, spec.fabric_latency_ps, spec.mtu_bytes});
     }
   }
+  // Reverse port of every link: the k-th link from a to b pairs with the k-th link from b to a.
+  std::size_t max_ports = 0;
+  for (LpId a = 0; a < n; ++a) {
+    max_ports = std::max(max_ports, ports_[a].size());
+    for (std::uint32_t p = 0; p < ports_[a].size(); ++p) {
+      Port& fwd = ports_[a][p];
+      if (fwd.peer == a) continue;  // unused leaf slot
+      const auto& back = ports_[fwd.peer];
+      std::uint32_t k = 0;
+      for (std::uint32_t q = 0; q < p; ++q) k += ports_[a][q].peer == fwd.peer;
+      for (std::uint32_t q = 0; q < back.size(); ++q) {
+        if (back[q].peer == a && k-- == 0) {
+          fwd.peer_port = q;
+          break;
+        }
+      }
+    }
+  }
+  for (std::uint32_t s = 0; s < spines_; ++s) leaf_up_.push_back(spec.nics_per_leaf + s);
+  port_id_.resize(max_ports);
+  for (std::uint32_t p = 0; p < max_ports; ++p) port_id_[p] = p;
+}
+
+std::span<const std::uint32_t> Topology::candidates(LpId at, std::uint32_t dst) const {
+  if (kinds_[at] == NodeKind::kLeaf && leaf_of(dst) != at - leaf_lp(0)) {
+    return {leaf_up_.data(), leaf_up_.size()};
+  }
+  const std::uint32_t p = route(at, dst, 0);
+  return {&port_id_[p], 1};
 }
 
 std::uint32_t Topology::leaf_of(std::uint32_t gpu) const {

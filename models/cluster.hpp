@@ -3,6 +3,7 @@
 /// Cluster description and its topology: hosts of G GPUs behind an NVSwitch, one NIC per GPU,
 /// and a two-tier leaf-spine Ethernet fabric (rail-optimized or plain).
 #include <cstdint>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -53,6 +54,7 @@ struct Port {
   std::uint64_t rate_bps = 0;       ///< link rate
   engine::SimTime latency_ps = 0;   ///< propagation delay
   std::uint32_t mtu_bytes = 0;      ///< packet payload size on this link
+  std::uint32_t peer_port = 0;      ///< index of this link's port at `peer` (the reverse direction)
 };
 
 /// The built topology: LP ids are GPUs [0, G*H), NVSwitches, leaves, spines in that order.
@@ -82,6 +84,11 @@ class Topology {
   /// GPU ports: 0 = NVLink, 1 = NIC. NVSwitch: port i = local GPU i. Leaf: [0, nics_per_leaf) down,
   /// then one up-port per spine. Spine: port l = leaf l.
   std::uint32_t route(engine::LpId at, std::uint32_t dst, std::uint64_t flow_hash) const;
+  /// Every equal-cost egress port at node `at` toward GPU `dst` (ECMP set, in port order); route()
+  /// picks one by hash, packet spraying and adaptive routing pick among them per packet.
+  std::span<const std::uint32_t> candidates(engine::LpId at, std::uint32_t dst) const;
+  /// Per-switch ECMP hash seed (derived from ClusterSpec::seed).
+  std::uint64_t switch_seed(engine::LpId at) const { return switch_seed_[at]; }
 
   /// Every undirected link as (a, b, latency), for partitioning and lookahead.
   struct Link {
@@ -100,6 +107,8 @@ class Topology {
   std::vector<NodeKind> kinds_;
   std::vector<std::vector<Port>> ports_;
   std::vector<std::uint64_t> switch_seed_;
+  std::vector<std::uint32_t> leaf_up_;  // the up-ports of a leaf: [nics_per_leaf, +spines)
+  std::vector<std::uint32_t> port_id_;  // identity 0..max ports, for single-port candidate spans
 };
 
 }  // namespace fabricsim::models
