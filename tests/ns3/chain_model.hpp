@@ -60,7 +60,8 @@ struct Expected {
 /// simultaneous events whose order would decide the outcome (must be 0 for a clean comparison).
 struct ModelResult {
   std::vector<Expected> packets;
-  std::uint64_t ties = 0;  ///< same-instant arrivals, or an arrival at a departure that decides a drop
+  /// Same-instant arrivals, or an arrival at a departure instant that decides a drop.
+  std::uint64_t ties = 0;
 };
 
 /// Serialization time of `bytes` at `rate_bps`, in ps.

@@ -9,7 +9,8 @@ namespace fabricsim::tests::ns3chain {
 namespace {
 constexpr std::int64_t kPsPerUs = 1'000'000;
 
-void require(bool ok, const std::string& field, const std::string& problem, const std::string& fix) {
+void require(bool ok, const std::string& field, const std::string& problem,
+             const std::string& fix) {
   if (!ok) throw engine::InputError("<chain workload>", field, problem, fix);
 }
 }  // namespace

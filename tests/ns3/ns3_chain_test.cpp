@@ -37,12 +37,16 @@ constexpr std::int64_t kNs = 1'000;      // ps
 /// ns-3 command-line value for a rate in bit/s and a time in ps (ns-3 units "bps" and "ps").
 std::string rates_arg(const Scenario& sc) {
   std::ostringstream s;
-  for (std::size_t i = 0; i < sc.links.size(); ++i) s << (i ? "," : "") << sc.links[i].rate_bps << "bps";
+  for (std::size_t i = 0; i < sc.links.size(); ++i) {
+    s << (i ? "," : "") << sc.links[i].rate_bps << "bps";
+  }
   return s.str();
 }
 std::string delays_arg(const Scenario& sc) {
   std::ostringstream s;
-  for (std::size_t i = 0; i < sc.links.size(); ++i) s << (i ? "," : "") << sc.links[i].delay_ps << "ps";
+  for (std::size_t i = 0; i < sc.links.size(); ++i) {
+    s << (i ? "," : "") << sc.links[i].delay_ps << "ps";
+  }
   return s.str();
 }
 
