@@ -16,6 +16,7 @@
 #include <fmt/format.h>
 
 #include "engine/errors.hpp"
+#include "engine/rng.hpp"
 #include "engine/units.hpp"
 #include "io/chakra_reader.hpp"
 #include "io/hdf5_writer.hpp"
@@ -440,16 +441,17 @@ RunResult run_simulation(const RunOptions& opt, MPI_Comm comm, const std::string
   for (engine::LpId id = 0; id < topo.num_nodes(); ++id) {
     if (!sim.is_local(id)) continue;
     if (topo.kind(id) == models::NodeKind::kGpu) {
-      gpus.push_back(std::make_unique<models::GpuRankLp>(topo, id, &w, planner));
+      gpus.push_back(std::make_unique<models::GpuRankLp>(topo, id, &w, planner, spec.fabric));
       gpus.back()->set_fidelity(fidelity, net_id);
-      if (opt.write_h5) gpus.back()->enable_sampling(spec.sample_interval_ps);
+      if (opt.write_h5 || opt.keep_flows) gpus.back()->enable_sampling(spec.sample_interval_ps);
       if (!spec.trace_path.empty() && id < w.ranks && id >= spec.trace_rank_lo && id <= spec.trace_rank_hi) {
         gpus.back()->enable_trace();
       }
       sim.add_lp(id, gpus.back().get());
     } else {
-      switches.push_back(std::make_unique<models::SwitchLp>(topo, id));
-      if (opt.write_h5) switches.back()->enable_sampling(spec.sample_interval_ps);
+      switches.push_back(std::make_unique<models::SwitchLp>(topo, id, spec.fabric,
+                                                              topo.kind(id) == models::NodeKind::kNvSwitch));
+      if (opt.write_h5 || opt.keep_flows) switches.back()->enable_sampling(spec.sample_interval_ps);
       sim.add_lp(id, switches.back().get());
     }
   }
@@ -575,7 +577,53 @@ RunResult run_simulation(const RunOptions& opt, MPI_Comm comm, const std::string
   m.wall_s = now_s() - t0;
   m.sample_interval_ps = spec.sample_interval_ps;
 
+  {
+    FabricTotals& f = res.fabric;
+    std::uint64_t sums[15] = {};
+    std::uint64_t maxbuf = 0;
+    for (const auto& sw : switches) {
+      const auto& c = sw->counters();
+      sums[0] += c.packets;
+      sums[2] += c.pause_frames;
+      sums[3] += c.resume_frames;
+      sums[4] += static_cast<std::uint64_t>(c.paused_ps);
+      sums[7] += c.ecn_marks;
+      sums[8] += c.drops;
+      sums[9] += c.headroom_drops;
+      maxbuf = std::max(maxbuf, c.max_buffer_bytes);
+    }
+    for (const auto& g : gpus) {
+      const auto& c = g->nic().counters();
+      sums[1] += c.data_packets;
+      sums[5] += static_cast<std::uint64_t>(c.paused_ps);
+      sums[6] += c.pauses_received;
+      sums[10] += c.retransmits;
+      sums[11] += c.timeouts;
+      sums[12] += c.nacks_sent;
+      sums[13] += c.cnps_sent;
+      sums[14] += c.acks_sent;
+    }
+    MPI_Allreduce(MPI_IN_PLACE, sums, 15, MPI_UINT64_T, MPI_SUM, comm);
+    MPI_Allreduce(MPI_IN_PLACE, &maxbuf, 1, MPI_UINT64_T, MPI_MAX, comm);
+    f = FabricTotals{sums[0], sums[1], sums[2], sums[3], sums[4], sums[5], sums[6], sums[7],
+                     sums[8], sums[9], sums[10], sums[11], sums[12], sums[13], sums[14], maxbuf};
+  }
+  if (opt.keep_flows) {
+    res.flow_records = allgather_pod(comm, local_flows);
+    std::sort(res.flow_records.begin(), res.flow_records.end(),
+              [](const io::FlowRecord& a, const io::FlowRecord& b) { return a.flow_id < b.flow_id; });
+  }
   res.digest = io::results_digest(comm, rank == 0 ? res.collectives : std::vector<io::CollectiveRecord>{}, local_flows);
+  {
+    // Fold the fabric counters in: equal digests also mean equal pauses, marks, drops, retransmits.
+    const FabricTotals& f = res.fabric;
+    const std::uint64_t v[] = {f.switch_packets, f.nic_data_packets, f.pause_frames, f.resume_frames,
+                               f.switch_paused_ps, f.nic_paused_ps, f.ecn_marks, f.drops, f.retransmits,
+                               f.timeouts, f.cnps, f.acks, f.max_buffer_bytes};
+    std::uint64_t h = std::stoull(res.digest, nullptr, 16);
+    for (std::uint64_t x : v) h = engine::mix64(h ^ (x + 0x9E3779B97F4A7C15ull));
+    res.digest = fmt::format("{:016x}", h);
+  }
   if (opt.write_h5) res.output_h5 = spec.output_h5;
 
   // Summary text.
@@ -640,6 +688,15 @@ RunResult run_simulation(const RunOptions& opt, MPI_Comm comm, const std::string
     }
   }
   if (trivial) out << fmt::format("  ({} collectives on single-rank communicators take no time)\n", trivial);
+  if (fidelity == models::Fidelity::kPacket && res.fabric.nic_data_packets > 0) {
+    const FabricTotals& f = res.fabric;
+    out << fmt::format("fabric: cc {}, pfc {}, routing {}; {} switch packet hops, {} PFC pauses ({} paused), "
+                       "{} ECN marks, {} CNPs, {} drops, {} retransmits, max buffer {} B\n",
+                       models::cc_name(spec.fabric.nic.cc), spec.fabric.sw.pfc ? "on" : "off",
+                       models::routing_name(spec.fabric.sw.routing), f.switch_packets, f.pause_frames,
+                       engine::format_time(static_cast<engine::SimTime>(f.switch_paused_ps + f.nic_paused_ps)),
+                       f.ecn_marks, f.cnps, f.drops, f.retransmits, f.max_buffer_bytes);
+  }
   out << fmt::format("engine: {} events, {} windows, {:.3g} events/s, {} processes x {} threads, wall {:.3f} s\n",
                      stats.events, stats.windows, stats.events_per_s(), nprocs, threads, stats.wall_s);
   if (opt.stats) {
@@ -669,6 +726,17 @@ RunResult run_simulation(const RunOptions& opt, MPI_Comm comm, const std::string
     j["format"] = w.format;
     j["digest"] = res.digest;
     j["flows"] = res.flows;
+    {
+      const FabricTotals& f = res.fabric;
+      j["fabric"] = {{"cc", models::cc_name(spec.fabric.nic.cc)}, {"pfc", spec.fabric.sw.pfc},
+                     {"routing", models::routing_name(spec.fabric.sw.routing)},
+                     {"switch_packets", f.switch_packets}, {"nic_data_packets", f.nic_data_packets},
+                     {"pause_frames", f.pause_frames}, {"resume_frames", f.resume_frames},
+                     {"switch_paused_ps", f.switch_paused_ps}, {"nic_paused_ps", f.nic_paused_ps},
+                     {"ecn_marks", f.ecn_marks}, {"drops", f.drops}, {"headroom_drops", f.headroom_drops},
+                     {"retransmits", f.retransmits}, {"timeouts", f.timeouts}, {"nacks", f.nacks},
+                     {"cnps", f.cnps}, {"acks", f.acks}, {"max_buffer_bytes", f.max_buffer_bytes}};
+    }
     j["output_h5"] = res.output_h5;
     j["compute_ps_mean"] = comp / nr;
     j["comm_ps_mean"] = commu / nr;
@@ -711,6 +779,13 @@ RunResult run_simulation(const RunOptions& opt, MPI_Comm comm, const std::string
     if (!json_tmp.empty()) fs::remove(json_tmp, ec);
     if (!trace_tmp.empty()) fs::remove(trace_tmp, ec);
   };
+  if (opt.keep_flows) {
+    std::vector<io::LinkBinRecord> local_links;
+    std::vector<io::QueueBinRecord> local_queues;
+    collect_link_series(topo, gpus, switches, spec.sample_interval_ps, local_links, local_queues);
+    res.link_records = allgather_pod(comm, local_links);
+    res.queue_records = allgather_pod(comm, local_queues);
+  }
   if (opt.write_h5) {
     std::vector<io::LinkBinRecord> local_links;
     std::vector<io::QueueBinRecord> local_queues;

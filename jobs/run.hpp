@@ -27,6 +27,28 @@ struct RunOptions {
   bool write_h5 = true;                ///< false for `validate`
   /// In-memory workload (e.g. `fabricsim nccl-tests`); when set, --workload/workload.path are not read.
   const models::Workload* workload_data = nullptr;
+  /// Keep every flow record in RunResult::flow_records (tests, small runs).
+  bool keep_flows = false;
+};
+
+/// Packet-fabric counters summed over all switches and NICs (issue 3). Zero at coarse rungs.
+struct FabricTotals {
+  std::uint64_t switch_packets = 0;    ///< packets forwarded by switches (packet hops out of switches)
+  std::uint64_t nic_data_packets = 0;  ///< data packets sent by NICs and NVLink ports (incl. retransmissions)
+  std::uint64_t pause_frames = 0;      ///< PFC XOFF frames sent by switches
+  std::uint64_t resume_frames = 0;     ///< PFC XON frames sent
+  std::uint64_t switch_paused_ps = 0;  ///< total egress-port time paused by PFC at switches (ps)
+  std::uint64_t nic_paused_ps = 0;     ///< total NIC-port time paused by PFC (ps)
+  std::uint64_t nic_pauses = 0;        ///< XOFF frames received by NICs
+  std::uint64_t ecn_marks = 0;
+  std::uint64_t drops = 0;             ///< packets dropped at switches (all causes)
+  std::uint64_t headroom_drops = 0;    ///< lossless packets dropped on PFC headroom overflow
+  std::uint64_t retransmits = 0;       ///< data packets sent again (go-back-N)
+  std::uint64_t timeouts = 0;          ///< retransmission timeouts
+  std::uint64_t nacks = 0;
+  std::uint64_t cnps = 0;              ///< CNPs sent by DCQCN notification points
+  std::uint64_t acks = 0;
+  std::uint64_t max_buffer_bytes = 0;  ///< largest shared-buffer occupancy of any switch
 };
 
 /// Everything a run produced (on every process; tables are global after gathering).
@@ -39,6 +61,10 @@ struct RunResult {
   std::string digest;                             ///< hash of collective + flow tables
   std::string output_h5;                          ///< written file ("" if none)
   std::string summary_text;                       ///< the printed summary
+  FabricTotals fabric;                            ///< packet-fabric counters
+  std::vector<io::FlowRecord> flow_records;       ///< all flows (only with RunOptions::keep_flows)
+  std::vector<io::LinkBinRecord> link_records;    ///< all link bins (only with keep_flows)
+  std::vector<io::QueueBinRecord> queue_records;  ///< all queue bins (only with keep_flows)
 };
 
 /// Loads the workload named by a path: a Chakra ET prefix / .et file or a SimAI/AICB text file.

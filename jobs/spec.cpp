@@ -1,5 +1,7 @@
 #include "jobs/spec.hpp"
 
+#include "jobs/fabric_spec.hpp"
+
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
@@ -17,7 +19,8 @@ using engine::InputError;
 namespace fs = std::filesystem;
 
 const std::vector<SpecKey>& spec_keys() {
-  static const std::vector<SpecKey> keys = {
+  static const std::vector<SpecKey> keys = [] {
+  std::vector<SpecKey> k = {
       {"workload.path", "string", "", "Chakra ET prefix (PREFIX.<rank>.et) or SimAI/AICB workload file; relative to the spec file"},
       {"workload.format", "enum", "auto", "auto, chakra or simai (auto: detected from the content)"},
       {"workload.gpus", "int", "0", "world size for SimAI/AICB files without all_gpus (SimAI's -g)"},
@@ -87,6 +90,10 @@ const std::vector<SpecKey>& spec_keys() {
       {"simccl.planner", "enum", "nccl", "nccl (NCCL 2.28 cost model, channels, protocols) or ring (one ring, no channels)"},
       {"simccl.gpu_sm", "int", "90", "GPU compute capability x10 for the NCCL cost model (70 V100, 80 A100, 90 H100, 100 B200)"},
   };
+  const auto& fabric = fabric_spec_keys();
+  k.insert(k.end(), fabric.begin(), fabric.end());
+  return k;
+  }();
   return keys;
 }
 
@@ -366,6 +373,8 @@ Spec load_spec(const std::string& path, const std::vector<std::string>& sets) {
                        "e.g. 1.0");
     }
   }
+  s.fabric.source = s.file;
+  parse_fabric_keys(str, file_of, s.fabric);
   if (auto v = str("sim.seed")) s.seed = parse_uint(*v, file_of("sim.seed"), "sim.seed", 0);
   c.seed = s.seed;
   c.source = s.file;

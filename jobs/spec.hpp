@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "models/cluster.hpp"
+#include "models/fabric_params.hpp"
 
 namespace fabricsim::jobs {
 
@@ -38,6 +39,7 @@ struct Spec {
   std::map<std::string, std::string> generator, generator_file;
   bool cluster_given = false;            ///< a `cluster:` section exists
   models::ClusterSpec cluster;           ///< with hosts/nics_per_leaf/spines possibly 0 = auto
+  models::FabricParams fabric;           ///< switch:, nic:, cc: sections (jobs/fabric_spec.hpp)
   bool hosts_auto = true, nics_per_leaf_auto = true, spines_auto = true;
   double compute_scale = 1.0;
   std::uint64_t seed = 1;

@@ -14,7 +14,6 @@ using engine::SimTime;
 
 namespace {
 constexpr std::uint32_t kNoSlot = 0xFFFFFFFFu;
-constexpr std::uint32_t kPumpBatchPackets = 8;
 struct DoneRef {
   std::uint32_t slot;
   std::uint32_t idx;
@@ -22,8 +21,8 @@ struct DoneRef {
 }  // namespace
 
 GpuRankLp::GpuRankLp(const Topology& topo, engine::LpId id, const Workload* workload,
-                     const CollectivePlanner& planner)
-    : topo_(topo), id_(id), workload_(workload), planner_(planner) {
+                     const CollectivePlanner& planner, const FabricParams& fabric)
+    : topo_(topo), id_(id), workload_(workload), planner_(planner), nic_(topo, id, fabric, *this) {
   if (workload_ != nullptr && id < workload_->ranks) program_ = &workload_->programs[id];
   const std::uint32_t n = nodes_size();
   waiting_.assign(n, 0);
@@ -220,56 +219,33 @@ void GpuRankLp::op_done(std::uint32_t slot, std::uint32_t op, Context& ctx) {
 void GpuRankLp::start_flow(std::uint32_t dst, std::uint64_t bytes, std::uint32_t group,
                            std::uint32_t instance, std::int64_t tag, std::uint32_t slot,
                            std::uint32_t op_or_node, Context& ctx) {
-  TxFlow f;
-  f.head.flow_id = (static_cast<std::uint64_t>(id_) << 32) | next_flow_++;
-  f.head.flow_bytes = bytes;
-  f.head.flow_start = ctx.now();
-  f.head.flow_hash = engine::mix64(f.head.flow_id ^ (topo_.spec().seed * 0x9E3779B97F4A7C15ull));
-  f.head.tag = tag;
-  f.head.src_rank = id_;
-  f.head.dst_rank = dst;
-  f.head.group = group;
-  f.head.instance = instance;
-  f.coll_slot = slot;
-  f.op_or_node = op_or_node;
+  const std::uint64_t flow_id = (static_cast<std::uint64_t>(id_) << 32) | next_flow_++;
   if (fidelity_ != Fidelity::kPacket) {
-    coarse_sends_.emplace(f.head.flow_id, std::make_pair(slot, op_or_node));
-    start_coarse_flow(topo_, fidelity_, net_lp_, f.head, ctx);
+    Packet head;
+    head.flow_id = flow_id;
+    head.flow_bytes = bytes;
+    head.flow_start = ctx.now();
+    head.flow_hash = engine::mix64(flow_id ^ (topo_.spec().seed * 0x9E3779B97F4A7C15ull));
+    head.tag = tag;
+    head.src_rank = id_;
+    head.dst_rank = dst;
+    head.group = group;
+    head.instance = instance;
+    coarse_sends_.emplace(flow_id, std::make_pair(slot, op_or_node));
+    start_coarse_flow(topo_, fidelity_, net_lp_, head, ctx);
     return;
   }
-  const std::uint32_t port = topo_.route(id_, dst, f.head.flow_hash);
-  ports_[port].active.push_back(f);
-  if (!ports_[port].pump_pending) pump(port, ctx);
+  nic_.send_message(dst, bytes, MsgMeta{flow_id, tag, group, instance, slot, op_or_node}, ctx);
 }
 
-void GpuRankLp::pump(std::uint32_t port, Context& ctx) {
-  PortState& ps = ports_[port];
-  ps.pump_pending = false;
-  const Port& link = topo_.ports(id_)[port];
-  const SimTime now = ctx.now();
-  const SimTime horizon = static_cast<SimTime>(kPumpBatchPackets) *
-                          engine::serialization_ps(link.mtu_bytes, link.rate_bps);
-  while (!ps.active.empty() && ps.free_at <= now + horizon) {
-    TxFlow& f = ps.active.front();
-    const std::uint64_t left = f.head.flow_bytes - f.sent;
-    Packet p = f.head;
-    p.bytes = static_cast<std::uint32_t>(std::min<std::uint64_t>(left, link.mtu_bytes));
-    const SimTime start = std::max(now, ps.free_at);
-    ps.free_at = start + engine::serialization_ps(p.bytes, link.rate_bps);
-    ctx.send(link.peer, ps.free_at + link.latency_ps, kEvPacketArrive, p);
-    sampler_.tx(port, start, ps.free_at, p.bytes);
-    f.sent += p.bytes;
-    if (f.sent == f.head.flow_bytes) {
-      ctx.send(id_, ps.free_at, kEvSendDone, DoneRef{f.coll_slot, f.op_or_node});
-      ps.active.pop_front();
-    } else if (ps.active.size() > 1) {
-      ps.active.push_back(f);  // round-robin between the port's flows, per packet
-      ps.active.pop_front();
-    }
-  }
-  if (!ps.active.empty()) {
-    ps.pump_pending = true;
-    ctx.send(id_, ps.free_at - horizon, kEvTxPump, port);
+void GpuRankLp::on_send_complete(std::uint32_t slot, std::uint32_t idx, Context& ctx) {
+  if (slot == kNoSlot) {
+    account(ctx.now());
+    --comm_active_;
+    if (trace_on_) trace_add(idx, TraceInterval::kSend, 0, node_start_[idx], ctx.now());
+    node_done(idx, ctx);
+  } else {
+    op_done(slot, idx, ctx);
   }
 }
 
@@ -334,22 +310,9 @@ void GpuRankLp::on_message(const Packet& p, Context& ctx) {
 
 void GpuRankLp::handle(const engine::Event& ev, Context& ctx) {
   switch (ev.kind) {
-    case kEvPacketArrive:
-      on_packet(ev.get<Packet>(), ctx);
-      return;
-    case kEvTxPump:
-      pump(ev.get<std::uint32_t>(), ctx);
-      return;
     case kEvSendDone: {
       const auto ref = ev.get<DoneRef>();
-      if (ref.slot == kNoSlot) {
-        account(ctx.now());
-        --comm_active_;
-        if (trace_on_) trace_add(ref.idx, TraceInterval::kSend, 0, node_start_[ref.idx], ctx.now());
-        node_done(ref.idx, ctx);
-      } else {
-        op_done(ref.slot, ref.idx, ctx);
-      }
+      on_send_complete(ref.slot, ref.idx, ctx);
       return;
     }
     case kEvFlowArrive: {
@@ -382,6 +345,7 @@ void GpuRankLp::handle(const engine::Event& ev, Context& ctx) {
       start_compute(ctx);
       return;
     default:
+      if (nic_.handle(ev, ctx)) return;
       throw engine::InternalError("gpu " + std::to_string(id_) + ": unexpected event kind " +
                                   std::to_string(ev.kind));
   }

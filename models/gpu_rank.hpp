@@ -14,6 +14,7 @@
 #include "models/comm_plan.hpp"
 #include "models/flow_model.hpp"
 #include "models/link_sampler.hpp"
+#include "models/nic.hpp"
 #include "models/packet.hpp"
 #include "models/workload.hpp"
 
@@ -49,11 +50,11 @@ struct TraceInterval {
 /// node order) is instance k of that communicator on every rank, which is how ranks match up.
 /// A collective's sends start when their plan deps finished; a receive finishes when the last
 /// byte of the matching flow (sender, tag) arrived. Flows share a port round-robin per packet.
-class GpuRankLp final : public engine::Lp {
+class GpuRankLp final : public engine::Lp, private NicOwner {
  public:
   /// @param program this rank's DAG (outlives the LP); nullptr = idle GPU without a rank.
   GpuRankLp(const Topology& topo, engine::LpId id, const Workload* workload,
-            const CollectivePlanner& planner);
+            const CollectivePlanner& planner, const FabricParams& fabric);
   void init(engine::Context& ctx) override;
   void handle(const engine::Event& ev, engine::Context& ctx) override;
 
@@ -73,8 +74,10 @@ class GpuRankLp final : public engine::Lp {
     net_lp_ = net_lp;
   }
   /// Starts sampling the NVLink (port 0) and NIC (port 1) egress bytes in bins of `bin_ps` (ps).
-  void enable_sampling(engine::SimTime bin_ps) { sampler_.enable(bin_ps, 2); }
-  const LinkSampler& sampler() const { return sampler_; }
+  void enable_sampling(engine::SimTime bin_ps) { nic_.enable_sampling(bin_ps); }
+  const LinkSampler& sampler() const { return nic_.sampler(); }
+  /// The GPU's NIC and NVLink endpoint (counters, QP state for tests).
+  const Nic& nic() const { return nic_; }
   /// Starts keeping compute and communication intervals (off by default: no cost when off).
   void enable_trace() { trace_on_ = true; node_start_.assign(nodes_size(), 0); }
   /// Intervals with > 0 duration; their per-kind unions equal rank_record()'s compute_ps and
@@ -82,17 +85,6 @@ class GpuRankLp final : public engine::Lp {
   const std::vector<TraceInterval>& trace() const { return trace_; }
 
  private:
-  struct TxFlow {
-    Packet head;               // template for this flow's packets
-    std::uint64_t sent = 0;
-    std::uint32_t coll_slot;   // index in coll_states_ or kNoSlot for p2p
-    std::uint32_t op_or_node;  // op index (collective) or node index (p2p send)
-  };
-  struct PortState {
-    std::deque<TxFlow> active;
-    engine::SimTime free_at = 0;
-    bool pump_pending = false;
-  };
   struct CollState {
     std::uint32_t node = 0;
     RankPlan plan;
@@ -118,7 +110,8 @@ class GpuRankLp final : public engine::Lp {
   void start_flow(std::uint32_t dst, std::uint64_t bytes, std::uint32_t group,
                   std::uint32_t instance, std::int64_t tag, std::uint32_t slot,
                   std::uint32_t op_or_node, engine::Context& ctx);
-  void pump(std::uint32_t port, engine::Context& ctx);
+  void on_part_received(const Packet& p, engine::Context& ctx) override { on_packet(p, ctx); }
+  void on_send_complete(std::uint32_t slot, std::uint32_t idx, engine::Context& ctx) override;
   void on_packet(const Packet& p, engine::Context& ctx);
   void on_message(const Packet& p, engine::Context& ctx);
   std::uint32_t slot_of(std::uint32_t group, std::uint32_t instance);
@@ -137,7 +130,7 @@ class GpuRankLp final : public engine::Lp {
   std::deque<std::uint32_t> compute_queue_;
   bool compute_busy_ = false;
 
-  PortState ports_[2];
+  Nic nic_;
   std::uint64_t next_flow_ = 0;
   std::unordered_map<std::uint64_t, std::pair<std::uint64_t, engine::SimTime>> rx_bytes_;  // bytes, first arrival
 
@@ -159,7 +152,6 @@ class GpuRankLp final : public engine::Lp {
   engine::LpId net_lp_ = 0;
   std::unordered_map<std::uint64_t, std::pair<std::uint32_t, std::uint32_t>> coarse_sends_;
 
-  LinkSampler sampler_;
   bool trace_on_ = false;
   engine::SimTime compute_start_ = 0;
   std::vector<engine::SimTime> node_start_;  // p2p node start times (tracing only)

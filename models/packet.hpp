@@ -1,6 +1,7 @@
 #pragma once
 /// @file packet.hpp
 /// The packet carried in engine events between GPU, NVSwitch and switch LPs.
+#include <algorithm>
 #include <cstdint>
 
 #include "engine/time.hpp"
@@ -13,7 +14,86 @@ enum EventKind : std::uint32_t {
   kEvTxPump = 2,        ///< a GPU port may emit its next batch of packets
   kEvSendDone = 3,      ///< the last packet of a flow left the source port
   kEvComputeDone = 4,   ///< a compute node finished
+  kEvWire = 10,         ///< a WirePacket fully received at the LP (store-and-forward)
+  kEvPortFree = 11,     ///< self: an egress port finished serializing (payload: port index)
+  kEvPfc = 12,          ///< a PFC pause/resume frame arrived (payload: PfcFrame)
+  kEvMsgDesc = 13,      ///< sender NIC -> receiver NIC: message descriptor (payload: MsgDesc)
+  kEvQpTimer = 14,      ///< self: a QP timer (DCQCN alpha/rate timers, RTO, stagger start)
 };
+
+/// Kind of a WirePacket.
+enum WireKind : std::uint8_t { kWireData = 0, kWireAck = 1, kWireNack = 2, kWireCnp = 3 };
+
+/// WirePacket::flags bits.
+enum WireFlags : std::uint8_t {
+  kFlagCe = 1,        ///< ECN congestion experienced (set by a switch)
+  kFlagLast = 2,      ///< last packet of a message part
+  kFlagNoAck = 4,     ///< unacknowledged transport (NVLink): no ACK, no CC
+  kFlagHeadroom = 8,  ///< switch-local: the packet sits in PFC headroom at this switch
+  kFlagEce = 16,      ///< ACK: the acknowledged packet carried CE (for statistics)
+};
+
+/// One hop of HPCC in-band telemetry, packed into 8 bytes (HPCC paper §4.3 packs a hop into 8
+/// bytes too): egress timestamp in ns (24 bits, wraps every 16.7 ms; only differences are used),
+/// cumulative tx bytes in 64-byte units (20 bits, wraps at 64 MiB), queue length in 1 KiB units
+/// (12 bits, saturating at 4 MiB), and link rate in 25 Gb/s units (8 bits).
+struct IntHop {
+  std::uint64_t bits = 0;
+  static IntHop make(engine::SimTime now_ps, std::uint64_t tx_bytes, std::uint64_t qlen_bytes,
+                     std::uint64_t rate_bps) {
+    const std::uint64_t ts = static_cast<std::uint64_t>(now_ps / 1000) & 0xFFFFFFu;
+    const std::uint64_t tx = (tx_bytes / 64) & 0xFFFFFu;
+    const std::uint64_t q = std::min<std::uint64_t>(qlen_bytes / 1024, 0xFFFu);
+    const std::uint64_t r = std::min<std::uint64_t>(rate_bps / 25'000'000'000ull, 0xFFu);
+    return IntHop{ts | (tx << 24) | (q << 44) | (r << 56)};
+  }
+  std::uint32_t ts_ns() const { return static_cast<std::uint32_t>(bits & 0xFFFFFFu); }
+  std::uint32_t tx_units() const { return static_cast<std::uint32_t>((bits >> 24) & 0xFFFFFu); }
+  std::uint64_t qlen_bytes() const { return ((bits >> 44) & 0xFFFu) * 1024; }
+  std::uint64_t rate_bps() const { return ((bits >> 56) & 0xFFu) * 25'000'000'000ull; }
+};
+inline constexpr std::uint32_t kMaxIntHops = 5;
+
+/// A packet on a link: data (one MTU slice of a QP's byte stream) or a control packet.
+/// 64 bytes, so it fits an engine event. Message metadata travels once per message in MsgDesc.
+struct WirePacket {
+  std::uint32_t src = 0;      ///< source GPU (rank)
+  std::uint32_t dst = 0;      ///< destination GPU
+  std::uint32_t psn = 0;      ///< data: packet sequence number; ACK/NACK: next expected PSN
+  std::uint16_t bytes = 0;    ///< data payload bytes (ACK/NACK/CNP: 0)
+  std::uint16_t sport = 0;    ///< RoCEv2 UDP source port of the QP (ECMP entropy)
+  std::uint16_t qp = 0;       ///< QP index at the data sender
+  std::uint16_t in_port = 0;  ///< port of the receiving node this packet arrives on
+  std::uint8_t kind = kWireData;
+  std::uint8_t flags = 0;
+  std::uint8_t nint = 0;      ///< INT hops recorded
+  std::uint8_t cls = 1;       ///< traffic class (kClassControl / kClassData)
+  IntHop hops[kMaxIntHops];
+};
+static_assert(sizeof(WirePacket) == 64);
+
+/// PFC frame payload: pause (on = 1) or resume the class on the receiver's port `port`.
+struct PfcFrame {
+  std::uint32_t port = 0;
+  std::uint32_t cls = 0;
+  std::uint32_t on = 0;
+};
+
+/// Descriptor of one message part on a QP, sent by the sender NIC ahead of its packets (it
+/// arrives no later than the first packet could: the path's propagation latency).
+struct MsgDesc {
+  std::uint64_t flow_id = 0;
+  std::uint64_t flow_bytes = 0;   ///< whole message
+  std::uint64_t part_bytes = 0;   ///< this QP's share
+  engine::SimTime flow_start = 0;
+  std::int64_t tag = 0;
+  std::uint32_t src = 0;
+  std::uint32_t group = 0;
+  std::uint32_t instance = 0;
+  std::uint16_t qp = 0;
+  std::uint16_t sport = 0;
+};
+static_assert(sizeof(MsgDesc) <= 64);
 
 /// Group id used in packets for point-to-point (Chakra send/recv) messages.
 inline constexpr std::uint32_t kP2pGroup = 0xFFFFFFFFu;

@@ -3,38 +3,305 @@
 #include <algorithm>
 
 #include "engine/errors.hpp"
+#include "engine/rng.hpp"
 #include "engine/simulator.hpp"
-#include "models/packet.hpp"
+#include "engine/units.hpp"
 
 namespace fabricsim::models {
 
-SwitchLp::SwitchLp(const Topology& topo, engine::LpId id)
-    : topo_(topo), id_(id), free_at_(topo.ports(id).size(), 0), bytes_(topo.ports(id).size(), 0) {}
+using engine::Context;
+using engine::SimTime;
 
-void SwitchLp::handle(const engine::Event& ev, engine::Context& ctx) {
-  if (ev.kind != kEvPacketArrive) {
-    throw engine::InternalError("switch " + topo_.describe(id_) + ": unexpected event kind " +
-                                std::to_string(ev.kind));
+void PacketRing::grow() {
+  std::vector<WirePacket> bigger(buf_.empty() ? 16 : buf_.size() * 2);
+  for (std::uint32_t i = 0; i < size_; ++i) bigger[i] = buf_[(head_ + i) & (buf_.size() - 1)];
+  buf_ = std::move(bigger);
+  head_ = 0;
+}
+
+std::uint64_t roce_flow_hash(std::uint32_t src, std::uint32_t dst, std::uint16_t sport) {
+  return engine::mix64((static_cast<std::uint64_t>(src) << 32 | dst) * 0x9E3779B97F4A7C15ull ^
+                       (static_cast<std::uint64_t>(sport) << 17 | 4791u));
+}
+
+std::uint16_t roce_sport(std::uint32_t src, std::uint32_t dst, std::uint32_t qp_index, std::uint64_t seed) {
+  const std::uint64_t h = engine::mix64(seed * 0xD6E8FEB86659FD93ull ^
+                                        (static_cast<std::uint64_t>(src) << 40) ^
+                                        (static_cast<std::uint64_t>(dst) << 12) ^ qp_index);
+  return static_cast<std::uint16_t>(49152u + h % 16384u);
+}
+
+SwitchLp::SwitchLp(const Topology& topo, engine::LpId id, const FabricParams& params, bool lossless_unbounded)
+    : topo_(topo), id_(id), params_(params), ports_(topo.ports(id)), unbounded_(lossless_unbounded),
+      hpcc_(params.nic.cc == CcKind::kHpcc) {
+  const std::size_t n = ports_.size();
+  queue_.resize(n * kNumClasses);
+  qbytes_.assign(n * kNumClasses, 0);
+  paused_.assign(n * kNumClasses, 0);
+  busy_until_.assign(n, 0);
+  free_pending_.assign(n, 0);
+  tx_bytes_.assign(n, 0);
+  paused_since_.assign(n, 0);
+  kmin_.assign(n, 0);
+  kmax_.assign(n, 0);
+  ing_shared_.assign(n, 0);
+  ing_hdrm_.assign(n, 0);
+  headroom_.assign(n, 0);
+  xoff_sent_.assign(n, 0);
+  port_pauses_.assign(n, 0);
+  const SwitchParams& sp = params_.sw;
+  std::uint64_t total_headroom = 0;
+  for (std::size_t p = 0; p < n; ++p) {
+    const Port& port = ports_[p];
+    // ECN thresholds scale with the port rate from their 100 Gb/s values.
+    const double scale = static_cast<double>(port.rate_bps) / 100e9;
+    kmin_[p] = static_cast<std::uint64_t>(static_cast<double>(sp.ecn_kmin_bytes ? sp.ecn_kmin_bytes : 100'000) * scale);
+    kmax_[p] = static_cast<std::uint64_t>(static_cast<double>(sp.ecn_kmax_bytes ? sp.ecn_kmax_bytes : 400'000) * scale);
+    if (sp.pfc && !unbounded_ && port.peer != id_) {
+      if (sp.pfc_headroom_bytes > 0) {
+        headroom_[p] = sp.pfc_headroom_bytes;
+      } else {
+        const auto bdp = static_cast<std::uint64_t>(
+            static_cast<SamplerU128>(port.rate_bps) * static_cast<SamplerU128>(port.latency_ps) /
+            8'000'000'000'000ull);
+        headroom_[p] = 2 * bdp + 3 * (static_cast<std::uint64_t>(port.mtu_bytes) + params_.nic.header_bytes) +
+                       sp.pause_frame_bytes;
+      }
+      total_headroom += headroom_[p];
+    }
   }
-  const auto pkt = ev.get<Packet>();
-  const std::uint32_t out = topo_.route(id_, pkt.dst_rank, pkt.flow_hash);
-  const Port& port = topo_.ports(id_)[out];
-  const engine::SimTime now = ctx.now();
-  const engine::SimTime start = std::max(now, free_at_[out]);
-  max_queue_ps_ = std::max(max_queue_ps_, start - now);
-  free_at_[out] = start + engine::serialization_ps(pkt.bytes, port.rate_bps);
-  if (sampler_.enabled()) {
-    // Backlog ahead of this packet: the rest of the port's busy time, as bytes at the port rate.
-    const auto backlog = static_cast<std::uint64_t>(static_cast<SamplerU128>(start - now) *
-                                                    port.rate_bps / 8'000'000'000'000ull);
-    sampler_.queue(out, now, backlog);
-    sampler_.tx(out, start, free_at_[out], pkt.bytes);
+  if (!unbounded_ && total_headroom >= sp.buffer_bytes) {
+    throw engine::InputError(params_.source, "switch.buffer",
+                             topo_.describe(id_) + " needs " + std::to_string(total_headroom) +
+                                 " bytes of PFC headroom but its buffer is " + std::to_string(sp.buffer_bytes) +
+                                 " bytes",
+                             "raise switch.buffer or lower switch.pfc_headroom");
   }
-  bytes_[out] += pkt.bytes;
-  engine::Event fwd = ev;
-  fwd.dst = port.peer;
-  fwd.time = free_at_[out] + port.latency_ps;
-  ctx.send_event(fwd);
+  shared_size_ = unbounded_ ? ~std::uint64_t{0} : sp.buffer_bytes - total_headroom;
+}
+
+std::uint64_t SwitchLp::xoff_threshold() const {
+  if (params_.sw.pfc_xoff_bytes > 0) return params_.sw.pfc_xoff_bytes;
+  return static_cast<std::uint64_t>(params_.sw.pfc_alpha * static_cast<double>(shared_size_ - shared_used_));
+}
+
+std::uint32_t SwitchLp::pick_port(const WirePacket& p) const {
+  const std::span<const std::uint32_t> cand = topo_.candidates(id_, p.dst);
+  if (cand.empty()) {
+    throw engine::InputError(params_.source, "cluster",
+                             topo_.describe(id_) + " has no route to gpu " + std::to_string(p.dst),
+                             "connect every GPU's NIC to the fabric (see `fabricsim topo`)");
+  }
+  if (cand.size() == 1) return cand[0];
+  const std::uint64_t flow = roce_flow_hash(p.src, p.dst, p.sport);
+  const RoutingMode mode = p.kind == kWireData ? params_.sw.routing : RoutingMode::kEcmp;
+  switch (mode) {
+    case RoutingMode::kEcmp:
+      return topo_.route(id_, p.dst, flow);
+    case RoutingMode::kSpray:
+      return cand[engine::mix64(flow ^ topo_.switch_seed(id_) ^ (static_cast<std::uint64_t>(p.psn) << 20)) % cand.size()];
+    case RoutingMode::kAdaptive: {
+      // Least queued bytes (all classes) plus the rest of the current serialization; ties go to
+      // the flow's ECMP choice, then the next candidates in order.
+      const std::size_t first = engine::mix64(flow ^ topo_.switch_seed(id_)) % cand.size();
+      std::uint32_t best = cand[first];
+      std::uint64_t best_q = ~std::uint64_t{0};
+      for (std::size_t k = 0; k < cand.size(); ++k) {
+        const std::uint32_t c = cand[(first + k) % cand.size()];
+        std::uint64_t q = 0;
+        for (std::uint32_t cl = 0; cl < kNumClasses; ++cl) q += qbytes_[c * kNumClasses + cl];
+        if (q < best_q) {
+          best_q = q;
+          best = c;
+        }
+      }
+      return best;
+    }
+  }
+  return cand[0];
+}
+
+void SwitchLp::handle(const engine::Event& ev, Context& ctx) {
+  switch (ev.kind) {
+    case kEvWire:
+      on_arrive(ev.get<WirePacket>(), ctx);
+      return;
+    case kEvPortFree: {
+      const auto port = ev.get<std::uint32_t>();
+      free_pending_[port] = 0;
+      try_tx(port, ctx);
+      return;
+    }
+    case kEvPfc: {
+      const auto f = ev.get<PfcFrame>();
+      const std::size_t k = static_cast<std::size_t>(f.port) * kNumClasses + f.cls;
+      if (f.on != 0 && paused_[k] == 0) {
+        paused_[k] = 1;
+        paused_since_[f.port] = ctx.now();
+      } else if (f.on == 0 && paused_[k] != 0) {
+        paused_[k] = 0;
+        ctr_.paused_ps += ctx.now() - paused_since_[f.port];
+        if (!free_pending_[f.port]) {
+          if (busy_until_[f.port] <= ctx.now()) {
+            try_tx(f.port, ctx);
+          } else if (has_eligible(f.port)) {
+            free_pending_[f.port] = 1;
+            ctx.send(id_, busy_until_[f.port], kEvPortFree, f.port);
+          }
+        }
+      }
+      return;
+    }
+    default:
+      throw engine::InternalError("switch " + topo_.describe(id_) + ": unexpected event kind " +
+                                  std::to_string(ev.kind));
+  }
+}
+
+bool SwitchLp::has_eligible(std::uint32_t port) const {
+  for (std::uint32_t c = 0; c < kNumClasses; ++c) {
+    const std::size_t k = static_cast<std::size_t>(port) * kNumClasses + c;
+    if (!queue_[k].empty() && paused_[k] == 0) return true;
+  }
+  return false;
+}
+
+void SwitchLp::on_arrive(WirePacket p, Context& ctx) {
+  const SimTime now = ctx.now();
+  const std::uint32_t out = pick_port(p);
+  const std::uint32_t cls = p.cls;
+  const std::size_t k = static_cast<std::size_t>(out) * kNumClasses + cls;
+  const std::uint64_t size = wire_bytes(p);
+  const SwitchParams& sp = params_.sw;
+  p.flags = static_cast<std::uint8_t>(p.flags & ~kFlagHeadroom);
+  if (!unbounded_) {
+    const std::uint64_t free_shared = shared_size_ - shared_used_;
+    if (cls == kClassData && sp.pfc) {
+      const std::uint32_t in = p.in_port;
+      const std::uint64_t thr = xoff_threshold();
+      if (ing_shared_[in] + size <= thr && size <= free_shared) {
+        ing_shared_[in] += size;
+        shared_used_ += size;
+      } else if (ing_hdrm_[in] + size <= headroom_[in]) {
+        ing_hdrm_[in] += size;
+        p.flags |= kFlagHeadroom;
+      } else {
+        ++ctr_.drops;
+        ++ctr_.headroom_drops;
+        return;
+      }
+      if (!xoff_sent_[in] && (ing_hdrm_[in] > 0 || ing_shared_[in] >= xoff_threshold())) {
+        xoff_sent_[in] = 1;
+        send_pfc(in, true, ctx);
+      }
+    } else {
+      const auto limit = static_cast<std::uint64_t>(sp.egress_alpha * static_cast<double>(free_shared));
+      if (size > free_shared || qbytes_[k] + size > limit) {
+        ++ctr_.drops;
+        return;
+      }
+      shared_used_ += size;
+    }
+    ctr_.max_buffer_bytes = std::max(ctr_.max_buffer_bytes, shared_used_);
+    if (cls == kClassData && sp.ecn && p.kind == kWireData) {
+      const std::uint64_t q = qbytes_[k];
+      bool mark = false;
+      if (q > kmax_[out]) {
+        mark = true;
+      } else if (q > kmin_[out]) {
+        const double prob = sp.ecn_pmax * static_cast<double>(q - kmin_[out]) /
+                            static_cast<double>(kmax_[out] - kmin_[out]);
+        const std::uint64_t r = engine::mix64(topo_.switch_seed(id_) ^ (++ecn_counter_ * 0x9E3779B97F4A7C15ull));
+        mark = static_cast<double>(r >> 11) * 0x1.0p-53 < prob;
+      }
+      if (mark) {
+        p.flags |= kFlagCe;
+        ++ctr_.ecn_marks;
+      }
+    }
+  }
+  std::uint64_t backlog = 0;
+  for (std::uint32_t c = 0; c < kNumClasses; ++c) backlog += qbytes_[static_cast<std::size_t>(out) * kNumClasses + c];
+  if (busy_until_[out] > now) {
+    backlog += static_cast<std::uint64_t>(static_cast<SamplerU128>(busy_until_[out] - now) *
+                                          ports_[out].rate_bps / 8'000'000'000'000ull);
+  }
+  max_queue_ps_ = std::max(max_queue_ps_, engine::serialization_ps(backlog, ports_[out].rate_bps));
+  if (sampler_.enabled()) sampler_.queue(out, now, backlog);
+  queue_[k].push(p);
+  qbytes_[k] += size;
+  if (free_pending_[out]) return;
+  if (busy_until_[out] <= now) {
+    try_tx(out, ctx);
+  } else if (paused_[k] == 0) {
+    free_pending_[out] = 1;
+    ctx.send(id_, busy_until_[out], kEvPortFree, out);
+  }
+}
+
+void SwitchLp::try_tx(std::uint32_t port, Context& ctx) {
+  const SimTime now = ctx.now();
+  std::uint32_t cls = kNumClasses;
+  for (std::uint32_t c = 0; c < kNumClasses; ++c) {
+    const std::size_t k = static_cast<std::size_t>(port) * kNumClasses + c;
+    if (!queue_[k].empty() && paused_[k] == 0) {
+      cls = c;
+      break;
+    }
+  }
+  if (cls == kNumClasses) return;  // idle, or only paused classes wait
+  const std::size_t k = static_cast<std::size_t>(port) * kNumClasses + cls;
+  WirePacket p = queue_[k].pop();
+  const std::uint64_t size = wire_bytes(p);
+  qbytes_[k] -= size;
+  if (!unbounded_) {
+    if (cls == kClassData && params_.sw.pfc) {
+      const std::uint32_t in = p.in_port;
+      if (p.flags & kFlagHeadroom) {
+        ing_hdrm_[in] -= size;
+      } else {
+        ing_shared_[in] -= size;
+        shared_used_ -= size;
+      }
+      if (xoff_sent_[in] && ing_hdrm_[in] == 0 &&
+          (ing_shared_[in] == 0 || ing_shared_[in] + params_.sw.pfc_resume_offset_bytes <= xoff_threshold())) {
+        xoff_sent_[in] = 0;
+        send_pfc(in, false, ctx);
+      }
+    } else {
+      shared_used_ -= size;
+    }
+  }
+  const Port& link = ports_[port];
+  if (hpcc_ && p.kind == kWireData && !unbounded_ && p.nint < kMaxIntHops) {
+    p.hops[p.nint++] = IntHop::make(now, tx_bytes_[port] + size, qbytes_[k], link.rate_bps);
+  }
+  p.in_port = static_cast<std::uint16_t>(link.peer_port);
+  p.flags = static_cast<std::uint8_t>(p.flags & ~kFlagHeadroom);
+  const SimTime end = now + engine::serialization_ps(size, link.rate_bps);
+  busy_until_[port] = end;
+  tx_bytes_[port] += size;
+  ++ctr_.packets;
+  if (sampler_.enabled()) sampler_.tx(port, now, end, size);
+  ctx.send(link.peer, end + link.latency_ps, kEvWire, p);
+  if (has_eligible(port)) {
+    free_pending_[port] = 1;
+    ctx.send(id_, end, kEvPortFree, port);
+  }
+}
+
+void SwitchLp::send_pfc(std::uint32_t port, bool on, Context& ctx) {
+  const Port& link = ports_[port];
+  // A MAC control frame waits for the frame being serialized on that port, then goes first.
+  const SimTime depart = std::max(ctx.now(), busy_until_[port]);
+  const SimTime at = depart + engine::serialization_ps(params_.sw.pause_frame_bytes, link.rate_bps) + link.latency_ps;
+  ctx.send(link.peer, at, kEvPfc, PfcFrame{link.peer_port, kClassData, on ? 1u : 0u});
+  if (on) {
+    ++ctr_.pause_frames;
+    ++port_pauses_[port];
+  } else {
+    ++ctr_.resume_frames;
+  }
 }
 
 }  // namespace fabricsim::models

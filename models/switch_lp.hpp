@@ -1,42 +1,133 @@
 #pragma once
 /// @file switch_lp.hpp
-/// Store-and-forward switch (Ethernet leaf/spine or NVSwitch) with FIFO output queues.
+/// Output-queued, store-and-forward switch (Ethernet leaf/spine/core, or NVSwitch) with a shared
+/// buffer, per-port per-class queues, PFC, ECN and HPCC INT (issue 3).
 #include <cstdint>
 #include <vector>
 
 #include "engine/lp.hpp"
 #include "models/cluster.hpp"
+#include "models/fabric_params.hpp"
 #include "models/link_sampler.hpp"
+#include "models/packet.hpp"
 
 namespace fabricsim::models {
 
-/// A switch LP. Each egress port is a FIFO with unbounded buffer: a packet that arrives at t
-/// starts transmission at max(t, port free time) and reaches the peer after its serialization
-/// time plus the link latency. Keeping only the port's free time makes this exactly a FIFO
-/// output queue with one event per packet hop (htsim habit); the queue length at time t is
-/// (free_time - t) * rate. Buffers, PFC and ECN arrive with issue 3.
+/// Growable ring buffer of packets (one per port and class): no allocation per packet once
+/// it reached its high-water mark.
+class PacketRing {
+ public:
+  bool empty() const { return size_ == 0; }
+  std::uint32_t size() const { return size_; }
+  void push(const WirePacket& p) {
+    if (size_ == buf_.size()) grow();
+    buf_[(head_ + size_) & (buf_.size() - 1)] = p;
+    ++size_;
+  }
+  WirePacket pop() {
+    WirePacket p = buf_[head_];
+    head_ = (head_ + 1) & (static_cast<std::uint32_t>(buf_.size()) - 1);
+    --size_;
+    return p;
+  }
+
+ private:
+  void grow();
+  std::vector<WirePacket> buf_;
+  std::uint32_t head_ = 0, size_ = 0;
+};
+
+/// Per-switch counters (summed over ports), reported in the run summary and HDF5 /links.
+struct SwitchCounters {
+  std::uint64_t pause_frames = 0;   ///< PFC XOFF frames this switch sent upstream
+  std::uint64_t resume_frames = 0;  ///< PFC XON frames sent
+  engine::SimTime paused_ps = 0;    ///< total time its egress ports were paused by a downstream XOFF
+  std::uint64_t ecn_marks = 0;      ///< data packets marked CE
+  std::uint64_t drops = 0;          ///< packets dropped (lossy admission or headroom overflow)
+  std::uint64_t headroom_drops = 0; ///< lossless packets dropped because PFC headroom overflowed
+  std::uint64_t max_buffer_bytes = 0;  ///< high-water mark of the shared buffer
+  std::uint64_t packets = 0;        ///< packets forwarded (packet hops out of this switch)
+};
+
+/// A switch LP.
+///
+/// Arrival (store-and-forward, the whole packet received): pick the egress port (ECMP hash of
+/// the 5-tuple with this switch's seed, spraying, or least-loaded adaptive), admit it to the
+/// shared buffer (data class with PFC: the ingress (port, class) counter against a dynamic XOFF
+/// threshold, then the port's headroom; lossy classes: a dynamic egress threshold), mark ECN
+/// (RED on the egress queue), enqueue. Egress: strict priority between classes, a class paused
+/// by the downstream peer's PFC is skipped; a port has at most one pending event (its
+/// serialization end) and only while packets wait. Dequeue releases the buffer, may send XON,
+/// and stamps HPCC INT. NVSwitches (`lossless_unbounded`) keep the queues but no buffer limit,
+/// no PFC and no ECN (NVLink is credit-based and lossless).
 class SwitchLp final : public engine::Lp {
  public:
-  SwitchLp(const Topology& topo, engine::LpId id);
+  /// @param params outlives the LP. @param lossless_unbounded true for NVSwitches.
+  SwitchLp(const Topology& topo, engine::LpId id, const FabricParams& params, bool lossless_unbounded);
   void init(engine::Context&) override {}
   void handle(const engine::Event& ev, engine::Context& ctx) override;
   engine::LpId lp_id() const { return id_; }
-  /// Bytes transmitted per egress port.
-  const std::vector<std::uint64_t>& port_bytes() const { return bytes_; }
-  /// Largest queueing delay seen at any egress port (ps).
+  /// Bytes transmitted per egress port (wire bytes).
+  const std::vector<std::uint64_t>& port_bytes() const { return tx_bytes_; }
+  /// Largest queueing delay seen at any egress port (ps): backlog ahead of a packet at its rate.
   engine::SimTime max_queue_delay_ps() const { return max_queue_ps_; }
+  const SwitchCounters& counters() const { return ctr_; }
+  /// PFC XOFF frames sent upstream on each port.
+  const std::vector<std::uint64_t>& port_pauses() const { return port_pauses_; }
   /// Starts sampling egress bytes and queue backlog in bins of `bin_ps` (ps); off by default.
-  void enable_sampling(engine::SimTime bin_ps) { sampler_.enable(bin_ps, free_at_.size()); }
-  /// The sampled series (empty unless enable_sampling was called).
+  void enable_sampling(engine::SimTime bin_ps) { sampler_.enable(bin_ps, ports_.size()); }
   const LinkSampler& sampler() const { return sampler_; }
+  /// PFC headroom of a port (bytes), as configured or auto-sized.
+  std::uint64_t headroom_bytes(std::uint32_t port) const { return headroom_[port]; }
+  /// Shared buffer available to queues (bytes): buffer minus all ports' headroom.
+  std::uint64_t shared_bytes() const { return shared_size_; }
 
  private:
+  std::uint32_t pick_port(const WirePacket& p) const;
+  std::uint64_t xoff_threshold() const;
+  void on_arrive(WirePacket p, engine::Context& ctx);
+  void try_tx(std::uint32_t port, engine::Context& ctx);
+  void send_pfc(std::uint32_t port, bool on, engine::Context& ctx);
+  bool has_eligible(std::uint32_t port) const;
+  std::uint32_t wire_bytes(const WirePacket& p) const {
+    return p.kind == kWireData ? p.bytes + params_.nic.header_bytes : params_.nic.control_bytes;
+  }
+
   const Topology& topo_;
   engine::LpId id_;
-  std::vector<engine::SimTime> free_at_;
-  std::vector<std::uint64_t> bytes_;
+  const FabricParams& params_;
+  const std::vector<Port>& ports_;
+  bool unbounded_;
+  bool hpcc_;
+  std::uint64_t shared_size_ = 0;
+  std::uint64_t shared_used_ = 0;
+  std::uint64_t ecn_counter_ = 0;
+  // Per port x class
+  std::vector<PacketRing> queue_;
+  std::vector<std::uint64_t> qbytes_;
+  std::vector<std::uint8_t> paused_;
+  // Per port
+  std::vector<engine::SimTime> busy_until_;
+  std::vector<std::uint8_t> free_pending_;
+  std::vector<std::uint64_t> tx_bytes_;
+  std::vector<engine::SimTime> paused_since_;
+  std::vector<std::uint64_t> kmin_, kmax_;
+  // Per ingress port (lossless data class)
+  std::vector<std::uint64_t> ing_shared_, ing_hdrm_, headroom_;
+  std::vector<std::uint8_t> xoff_sent_;
+  std::vector<std::uint64_t> port_pauses_;
   engine::SimTime max_queue_ps_ = 0;
+  SwitchCounters ctr_;
   LinkSampler sampler_;
 };
+
+/// ECMP flow hash of a RoCEv2 connection's 5-tuple (src, dst, UDP source port; destination
+/// port 4791 and protocol UDP are the same for all RoCEv2 traffic). Switches mix it with their
+/// own seed (Topology::route), so equal seeds reproduce hash polarization.
+std::uint64_t roce_flow_hash(std::uint32_t src, std::uint32_t dst, std::uint16_t sport);
+
+/// UDP source port a NIC gives QP `qp_index` of the connection src -> dst (RoCEv2 NICs derive it
+/// from the QP number; here a hash, deterministic per run seed), in [49152, 65535] (IANA dynamic).
+std::uint16_t roce_sport(std::uint32_t src, std::uint32_t dst, std::uint32_t qp_index, std::uint64_t seed);
 
 }  // namespace fabricsim::models

@@ -1,0 +1,157 @@
+#include "jobs/fabric_spec.hpp"
+
+#include <cstdlib>
+
+#include "engine/errors.hpp"
+#include "engine/units.hpp"
+
+namespace fabricsim::jobs {
+
+using engine::InputError;
+
+const std::vector<SpecKey>& fabric_spec_keys() {
+  static const std::vector<SpecKey> keys = {
+      {"switch.buffer", "bytes", "64MiB", "shared packet buffer per Ethernet switch (Tomahawk 3 class: 64 MB)"},
+      {"switch.pfc", "bool", "true", "PFC (802.1Qbb) on the RDMA data class: lossless; false = lossy with go-back-N"},
+      {"switch.pfc_alpha", "double", "0.125", "dynamic XOFF threshold: pause when an ingress port's buffer use >= alpha x free buffer"},
+      {"switch.pfc_xoff", "bytes", "0", "static XOFF threshold per ingress port (0 = dynamic, switch.pfc_alpha)"},
+      {"switch.pfc_resume_offset", "bytes", "3KiB", "XON when use + offset <= XOFF threshold"},
+      {"switch.pfc_headroom", "bytes", "0", "PFC headroom per ingress port (0 = auto: 2 x link BDP + 3 MTU + pause frame)"},
+      {"switch.egress_alpha", "double", "1.0", "dynamic threshold of lossy queues: drop when queue > alpha x free buffer"},
+      {"switch.ecn", "bool", "true", "RED ECN marking of the data class at egress"},
+      {"switch.ecn_kmin", "bytes", "0", "ECN Kmin at 100 Gb/s, scaled with port rate (0 = 100KB)"},
+      {"switch.ecn_kmax", "bytes", "0", "ECN Kmax at 100 Gb/s, scaled with port rate (0 = 400KB)"},
+      {"switch.ecn_pmax", "double", "0.2", "ECN marking probability at Kmax"},
+      {"switch.routing", "enum", "ecmp", "ecmp (5-tuple hash, per-switch seed), spray (per packet) or adaptive (least-loaded egress)"},
+      {"nic.cc", "enum", "dcqcn", "congestion control: none (line rate), dcqcn or hpcc"},
+      {"nic.qps_per_connection", "int", "1", "queue pairs per connection (NCCL_IB_QPS_PER_CONNECTION); messages >= qps x MTU are split over them"},
+      {"nic.header_bytes", "bytes", "0", "wire bytes per data packet beyond the payload (RoCEv2 on Ethernet with preamble/IFG: 82)"},
+      {"nic.control_bytes", "bytes", "84", "wire bytes of an ACK/NACK/CNP frame"},
+      {"nic.ack_interval", "int", "0", "one ACK per N in-order packets (0 = auto: 1 with HPCC, else 4)"},
+      {"nic.rto", "time", "1048576ns", "go-back-N retransmission timeout"},
+      {"nic.flow_start", "enum", "all", "all (QPs start at once) or staggered (per-QP offset in [0, nic.stagger_window))"},
+      {"nic.stagger_window", "time", "10us", "window of nic.flow_start: staggered"},
+      {"cc.dcqcn_g", "double", "0.00390625", "DCQCN alpha gain g (1/256)"},
+      {"cc.dcqcn_cnp_interval", "time", "50us", "DCQCN: at most one CNP per QP per interval"},
+      {"cc.dcqcn_alpha_timer", "time", "55us", "DCQCN alpha decay period"},
+      {"cc.dcqcn_rate_timer", "time", "55us", "DCQCN rate-increase timer T"},
+      {"cc.dcqcn_byte_counter", "bytes", "10MiB", "DCQCN rate-increase byte counter B"},
+      {"cc.dcqcn_fast_recovery", "int", "5", "DCQCN fast-recovery steps F"},
+      {"cc.dcqcn_rai", "double", "0.001", "DCQCN additive increase R_AI as a fraction of line rate (40 Mb/s at 40 Gb/s)"},
+      {"cc.dcqcn_rhai", "double", "0.01", "DCQCN hyper increase R_HAI as a fraction of line rate"},
+      {"cc.dcqcn_min_rate", "double", "0.001", "DCQCN minimum rate as a fraction of line rate"},
+      {"cc.hpcc_eta", "double", "0.95", "HPCC target utilization eta"},
+      {"cc.hpcc_max_stage", "int", "5", "HPCC maxStage"},
+      {"cc.hpcc_wai", "double", "0.005", "HPCC W_AI as a fraction of W_init"},
+      {"cc.hpcc_base_rtt", "time", "0ns", "HPCC base RTT T (0 = per connection from its path)"},
+  };
+  return keys;
+}
+
+void parse_fabric_keys(const std::function<std::optional<std::string>(const std::string&)>& get,
+                       const std::function<std::string(const std::string&)>& file_of,
+                       models::FabricParams& p) {
+  auto dbl = [&](const std::string& key, double& field, double lo, double hi) {
+    if (auto v = get(key)) {
+      char* end = nullptr;
+      const double x = std::strtod(v->c_str(), &end);
+      if (end == v->c_str() || *end != '\0' || !(x >= lo && x <= hi)) {
+        throw InputError(file_of(key), key, "'" + *v + "' must be a number in [" + std::to_string(lo) + ", " +
+                                               std::to_string(hi) + "]", "e.g. the default from `fabricsim describe`");
+      }
+      field = x;
+    }
+  };
+  auto flag = [&](const std::string& key, bool& field) {
+    if (auto v = get(key)) {
+      if (*v == "true" || *v == "on" || *v == "yes") {
+        field = true;
+      } else if (*v == "false" || *v == "off" || *v == "no") {
+        field = false;
+      } else {
+        throw InputError(file_of(key), key, "'" + *v + "' is not a boolean", "use true or false");
+      }
+    }
+  };
+  auto bytes = [&](const std::string& key, std::uint64_t& field, std::uint64_t lo, std::uint64_t hi) {
+    if (auto v = get(key)) {
+      const std::uint64_t b = engine::parse_bytes(*v, file_of(key), key);
+      if (b < lo || b > hi) {
+        throw InputError(file_of(key), key, "'" + *v + "' is outside " + std::to_string(lo) + " .. " +
+                                               std::to_string(hi) + " bytes", "e.g. 4KiB, 64MiB");
+      }
+      field = b;
+    }
+  };
+  auto time = [&](const std::string& key, engine::SimTime& field, engine::SimTime lo) {
+    if (auto v = get(key)) {
+      field = engine::parse_time_ps(*v, file_of(key), key);
+      if (field < lo || field > engine::kPsPerS) {
+        throw InputError(file_of(key), key, "'" + *v + "' is outside " + (lo > 0 ? "1ps" : "0") + " .. 1s", "e.g. 55us");
+      }
+    }
+  };
+  auto count = [&](const std::string& key, std::uint32_t& field, std::uint32_t lo, std::uint32_t hi) {
+    if (auto v = get(key)) {
+      char* end = nullptr;
+      const unsigned long long x = std::strtoull(v->c_str(), &end, 10);
+      if (end == v->c_str() || *end != '\0' || v->front() == '-' || x < lo || x > hi) {
+        throw InputError(file_of(key), key, "'" + *v + "' must be an integer in [" + std::to_string(lo) + ", " +
+                                               std::to_string(hi) + "]", "e.g. the default from `fabricsim describe`");
+      }
+      field = static_cast<std::uint32_t>(x);
+    }
+  };
+  models::SwitchParams& s = p.sw;
+  bytes("switch.buffer", s.buffer_bytes, 16 * 1024, 1ull << 40);
+  flag("switch.pfc", s.pfc);
+  dbl("switch.pfc_alpha", s.pfc_alpha, 1.0 / 1024, 64);
+  bytes("switch.pfc_xoff", s.pfc_xoff_bytes, 0, 1ull << 40);
+  bytes("switch.pfc_resume_offset", s.pfc_resume_offset_bytes, 0, 1ull << 30);
+  bytes("switch.pfc_headroom", s.pfc_headroom_bytes, 0, 1ull << 40);
+  dbl("switch.egress_alpha", s.egress_alpha, 1.0 / 1024, 64);
+  flag("switch.ecn", s.ecn);
+  bytes("switch.ecn_kmin", s.ecn_kmin_bytes, 0, 1ull << 40);
+  bytes("switch.ecn_kmax", s.ecn_kmax_bytes, 0, 1ull << 40);
+  dbl("switch.ecn_pmax", s.ecn_pmax, 0, 1);
+  if (auto v = get("switch.routing")) s.routing = models::parse_routing(*v, file_of("switch.routing"), "switch.routing");
+  models::NicParams& n = p.nic;
+  if (auto v = get("nic.cc")) n.cc = models::parse_cc(*v, file_of("nic.cc"), "nic.cc");
+  count("nic.qps_per_connection", n.qps_per_connection, 1, 256);
+  std::uint64_t hb = n.header_bytes, cb = n.control_bytes;
+  bytes("nic.header_bytes", hb, 0, 1024);
+  bytes("nic.control_bytes", cb, 1, 1024);
+  n.header_bytes = static_cast<std::uint32_t>(hb);
+  n.control_bytes = static_cast<std::uint32_t>(cb);
+  count("nic.ack_interval", n.ack_interval_packets, 0, 1u << 20);
+  time("nic.rto", n.rto_ps, 1);
+  if (auto v = get("nic.flow_start")) {
+    if (*v == "all") {
+      n.flow_start = models::FlowStart::kAllAtOnce;
+    } else if (*v == "staggered") {
+      n.flow_start = models::FlowStart::kStaggered;
+    } else {
+      throw InputError(file_of("nic.flow_start"), "nic.flow_start", "'" + *v + "' is not a flow-start policy",
+                       "use all or staggered");
+    }
+  }
+  time("nic.stagger_window", n.stagger_window_ps, 0);
+  models::DcqcnParams& d = p.dcqcn;
+  dbl("cc.dcqcn_g", d.g, 0, 1);
+  time("cc.dcqcn_cnp_interval", d.cnp_interval_ps, 0);
+  time("cc.dcqcn_alpha_timer", d.alpha_timer_ps, 1);
+  time("cc.dcqcn_rate_timer", d.rate_timer_ps, 1);
+  bytes("cc.dcqcn_byte_counter", d.byte_counter_bytes, 1, 1ull << 40);
+  count("cc.dcqcn_fast_recovery", d.fast_recovery_steps, 0, 1000);
+  dbl("cc.dcqcn_rai", d.rai_fraction, 0, 1);
+  dbl("cc.dcqcn_rhai", d.rhai_fraction, 0, 1);
+  dbl("cc.dcqcn_min_rate", d.min_rate_fraction, 1e-6, 1);
+  models::HpccParams& h = p.hpcc;
+  dbl("cc.hpcc_eta", h.eta, 0.01, 1);
+  count("cc.hpcc_max_stage", h.max_stage, 0, 1000);
+  dbl("cc.hpcc_wai", h.wai_fraction, 0, 1);
+  time("cc.hpcc_base_rtt", h.base_rtt_ps, 0);
+  models::validate(p);
+}
+
+}  // namespace fabricsim::jobs

@@ -1,0 +1,54 @@
+#include "models/fabric_params.hpp"
+
+#include "engine/errors.hpp"
+
+namespace fabricsim::models {
+
+CcKind parse_cc(const std::string& v, const std::string& file, const std::string& field) {
+  if (v == "none") return CcKind::kNone;
+  if (v == "dcqcn") return CcKind::kDcqcn;
+  if (v == "hpcc") return CcKind::kHpcc;
+  throw engine::InputError(file, field, "'" + v + "' is not a congestion control", "use none, dcqcn or hpcc");
+}
+
+RoutingMode parse_routing(const std::string& v, const std::string& file, const std::string& field) {
+  if (v == "ecmp") return RoutingMode::kEcmp;
+  if (v == "spray") return RoutingMode::kSpray;
+  if (v == "adaptive") return RoutingMode::kAdaptive;
+  throw engine::InputError(file, field, "'" + v + "' is not a routing mode", "use ecmp, spray or adaptive");
+}
+
+const char* cc_name(CcKind k) {
+  switch (k) {
+    case CcKind::kNone: return "none";
+    case CcKind::kDcqcn: return "dcqcn";
+    case CcKind::kHpcc: return "hpcc";
+  }
+  return "?";
+}
+
+const char* routing_name(RoutingMode m) {
+  switch (m) {
+    case RoutingMode::kEcmp: return "ecmp";
+    case RoutingMode::kSpray: return "spray";
+    case RoutingMode::kAdaptive: return "adaptive";
+  }
+  return "?";
+}
+
+void validate(const FabricParams& p) {
+  if (p.sw.routing != RoutingMode::kEcmp && !p.sw.pfc) {
+    throw engine::InputError(p.source, "switch.routing",
+                             std::string("'") + routing_name(p.sw.routing) +
+                                 "' reorders packets, which go-back-N on a lossy fabric would treat as loss",
+                             "set switch.pfc: true (lossless) or switch.routing: ecmp");
+  }
+  const std::uint64_t kmin = p.sw.ecn_kmin_bytes > 0 ? p.sw.ecn_kmin_bytes : 100'000;
+  const std::uint64_t kmax = p.sw.ecn_kmax_bytes > 0 ? p.sw.ecn_kmax_bytes : 400'000;
+  if (kmin >= kmax) {
+    throw engine::InputError(p.source, "switch.ecn_kmin", "must be below switch.ecn_kmax",
+                             "e.g. ecn_kmin: 100KB, ecn_kmax: 400KB");
+  }
+}
+
+}  // namespace fabricsim::models

@@ -1,0 +1,141 @@
+#pragma once
+/// @file fabric_params.hpp
+/// Parameters of the packet-level RoCE fabric (issue 3): switch buffers, PFC, ECN, routing,
+/// NIC queue pairs, reliability and congestion control. Spec sections `switch:`, `nic:` and
+/// `cc:` (jobs/spec.cpp); `fabricsim describe` and docs/config.md list them with units.
+#include <cstdint>
+#include <string>
+
+#include "engine/time.hpp"
+
+namespace fabricsim::models {
+
+/// Congestion control at the NIC (reaction point).
+enum class CcKind : std::uint8_t {
+  kNone,   ///< every QP sends at line rate
+  kDcqcn,  ///< DCQCN (Zhu et al., "Congestion Control for Large-Scale RDMA Deployments", SIGCOMM 2015)
+  kHpcc,   ///< HPCC (Li et al., "HPCC: High Precision Congestion Control", SIGCOMM 2019)
+};
+
+/// How a switch picks the egress port among equal-cost next hops.
+enum class RoutingMode : std::uint8_t {
+  kEcmp,      ///< per-flow hash of the 5-tuple (RoCE UDP source port differs per QP), per-switch seed
+  kSpray,     ///< per-packet hash (packet spraying); needs an out-of-order tolerant receiver (lossless only)
+  kAdaptive,  ///< per packet, the candidate with the fewest queued bytes (ties: the flow hash)
+};
+
+/// When a NIC lets a newly active QP send its first packet.
+enum class FlowStart : std::uint8_t {
+  kAllAtOnce,  ///< immediately
+  kStaggered,  ///< after a deterministic per-QP offset uniform in [0, stagger_window)
+};
+
+/// Traffic classes (one queue each per egress port; strict priority, lower index first).
+inline constexpr std::uint32_t kClassControl = 0;  ///< ACK/NACK/CNP: lossy, highest priority
+inline constexpr std::uint32_t kClassData = 1;     ///< RDMA data: lossless when PFC is on
+inline constexpr std::uint32_t kNumClasses = 2;
+
+/// Switch model parameters (Ethernet leaves/spines; NVSwitches use lossless, unbounded buffers).
+struct SwitchParams {
+  /// Shared packet buffer per switch (bytes). Default 64 MiB: Broadcom Tomahawk 3 (32x400G,
+  /// 12.8 Tb/s) has a 64 MB on-chip buffer (Broadcom BCM56980 product brief).
+  std::uint64_t buffer_bytes = 64ull << 20;
+  bool pfc = true;  ///< PFC (IEEE 802.1Qbb) on the data class: lossless RDMA
+  /// Dynamic-threshold factor for PFC XOFF: an ingress (port, class) pauses its upstream when its
+  /// shared-buffer use reaches pfc_alpha x (free shared buffer). 1/8 as in the HPCC ns-3 setup
+  /// (pfc_a_shift = 3; Li et al. SIGCOMM 2019 artifact).
+  double pfc_alpha = 0.125;
+  /// Static XOFF threshold per ingress (port, class) in bytes; 0 = dynamic (pfc_alpha).
+  std::uint64_t pfc_xoff_bytes = 0;
+  /// XON hysteresis: resume when use + this <= the XOFF threshold (bytes). 3 KiB (two MTU-less
+  /// frames of slack) as in the HPCC ns-3 switch MMU's resume offset.
+  std::uint64_t pfc_resume_offset_bytes = 3 * 1024;
+  /// PFC headroom per ingress (port, lossless class) in bytes; 0 = auto: the bytes that can still
+  /// arrive after XOFF is sent, 2 x link BDP (rate x latency, both ways) + 3 MTU-sized frames
+  /// (one in flight each way plus the pause frame's wait), per IEEE 802.1Qbb Annex guidance.
+  std::uint64_t pfc_headroom_bytes = 0;
+  /// Dynamic threshold for lossy queues: drop when egress queue bytes > egress_alpha x free buffer
+  /// (Choudhury & Hahne, "Dynamic queue length thresholds", IEEE/ACM ToN 1998; alpha = 1 is the
+  /// common vendor default).
+  double egress_alpha = 1.0;
+  bool ecn = true;  ///< RED-style ECN marking of the data class at egress enqueue
+  /// ECN thresholds (bytes) at 100 Gb/s; scaled linearly with the egress port rate (0 = auto:
+  /// Kmin 100 KB, Kmax 400 KB per 100 Gb/s — the DCQCN 40G values Kmin 5 KB/Kmax 200 KB are too
+  /// low for 400G bursts; HPCC's ns-3 artifact uses Kmin 100 KB x rate/25G).
+  std::uint64_t ecn_kmin_bytes = 0;
+  std::uint64_t ecn_kmax_bytes = 0;
+  double ecn_pmax = 0.2;  ///< mark probability at Kmax (HPCC ns-3 artifact: 0.2)
+  RoutingMode routing = RoutingMode::kEcmp;
+  /// PFC pause frame size on the wire (IEEE 802.3 MAC control frame: 64 B + 20 B preamble/IFG).
+  std::uint32_t pause_frame_bytes = 84;
+};
+
+/// NIC (RoCEv2 RNIC) parameters, per GPU.
+struct NicParams {
+  CcKind cc = CcKind::kDcqcn;
+  /// Queue pairs per connection (NCCL_IB_QPS_PER_CONNECTION; NCCL default 1). A message of at
+  /// least qps x MTU is split evenly over the QPs (NCCL_IB_SPLIT_DATA_ON_QPS=1 behaviour).
+  std::uint32_t qps_per_connection = 1;
+  /// Per-packet bytes on the wire beyond the payload. 0 = payload only. RoCEv2 on Ethernet:
+  /// Eth 14 + IPv4 20 + UDP 8 + BTH 12 + ICRC 4 + FCS 4 = 62, + 20 preamble/IFG = 82.
+  std::uint32_t header_bytes = 0;
+  /// Control frame (ACK/NACK/CNP) bytes on the wire: minimum Ethernet frame 64 + 20.
+  std::uint32_t control_bytes = 84;
+  /// ACK coalescing: one ACK per this many in-order data packets (and always for the last packet
+  /// of a message). 0 = auto: 1 with HPCC (it needs per-packet INT), 4 otherwise.
+  std::uint32_t ack_interval_packets = 0;
+  /// Go-back-N retransmission timeout (ps) for a lossy class; NVIDIA ConnectX default minimum
+  /// RTO is about 4 us x 2^timeout; we use 1 ms (4.096 us x 2^8, IB spec local ACK timeout 8).
+  engine::SimTime rto_ps = 1'048'576'000;
+  FlowStart flow_start = FlowStart::kAllAtOnce;
+  engine::SimTime stagger_window_ps = 10'000'000;  ///< 10 us
+  /// NIC processing delay added to every packet it receives before the ACK/CNP leaves (ps).
+  engine::SimTime nic_delay_ps = 0;
+};
+
+/// DCQCN reaction-point and notification-point parameters (Zhu et al., SIGCOMM 2015, §3 and
+/// the parameter list of §5; rate steps scaled with the line rate from the paper's 40 Gb/s).
+struct DcqcnParams {
+  double g = 1.0 / 256;                          ///< alpha EWMA gain
+  engine::SimTime cnp_interval_ps = 50'000'000;  ///< NP: at most one CNP per QP per 50 us
+  engine::SimTime alpha_timer_ps = 55'000'000;   ///< RP: alpha decays every 55 us without CNP
+  engine::SimTime rate_timer_ps = 55'000'000;    ///< RP: rate-increase timer T
+  std::uint64_t byte_counter_bytes = 10ull << 20;  ///< RP: rate-increase byte counter B (10 MB)
+  std::uint32_t fast_recovery_steps = 5;         ///< F
+  /// Additive increase R_AI as a fraction of line rate: 40 Mb/s at 40 Gb/s in the paper = 1/1000.
+  double rai_fraction = 0.001;
+  double rhai_fraction = 0.01;                   ///< hyper increase R_HAI (10 x R_AI)
+  double min_rate_fraction = 0.001;              ///< floor on the sending rate
+};
+
+/// HPCC parameters (Li et al., SIGCOMM 2019, §3.3 Algorithm 1 and §5 settings).
+struct HpccParams {
+  double eta = 0.95;            ///< target utilization
+  std::uint32_t max_stage = 5;  ///< additive-increase stages before a multiplicative update
+  /// W_AI as a fraction of the initial window W_init = line rate x base RTT; the paper sets
+  /// W_AI so that N flows' increases stay within (1 - eta); 1/(2 x 100) here (100 flows).
+  double wai_fraction = 0.005;
+  /// Base RTT T (ps); 0 = auto: twice the sum of link latencies plus serialization of one MTU
+  /// per hop on the connection's path, computed when the QP is created.
+  engine::SimTime base_rtt_ps = 0;
+};
+
+/// Everything the packet fabric needs beyond the topology.
+struct FabricParams {
+  SwitchParams sw;
+  NicParams nic;
+  DcqcnParams dcqcn;
+  HpccParams hpcc;
+  std::string source = "<spec>";  ///< spec file, for error messages
+};
+
+/// Parses "none" | "dcqcn" | "hpcc". @throws engine::InputError naming `file` and `field`.
+CcKind parse_cc(const std::string& v, const std::string& file, const std::string& field);
+/// Parses "ecmp" | "spray" | "adaptive". @throws engine::InputError.
+RoutingMode parse_routing(const std::string& v, const std::string& file, const std::string& field);
+const char* cc_name(CcKind k);
+const char* routing_name(RoutingMode m);
+/// Checks cross-field consistency (e.g. spraying needs PFC). @throws engine::InputError.
+void validate(const FabricParams& p);
+
+}  // namespace fabricsim::models

@@ -1,0 +1,615 @@
+#include "models/nic.hpp"
+
+#include <algorithm>
+#include <cmath>
+
+#include "engine/errors.hpp"
+#include "engine/rng.hpp"
+#include "engine/simulator.hpp"
+#include "engine/units.hpp"
+
+namespace fabricsim::models {
+
+using engine::Context;
+using engine::SimTime;
+
+namespace {
+enum TimerType : std::uint32_t { kTimerRto = 0, kTimerTxDone = 1 };
+struct QpTimer {
+  std::uint32_t qp = 0;
+  std::uint32_t type = 0;
+  std::uint32_t msg = 0;
+};
+constexpr std::uint32_t kPresent = 1u << 17;
+constexpr std::uint32_t kLastBit = 1u << 16;
+}  // namespace
+
+Nic::Nic(const Topology& topo, engine::LpId gpu, const FabricParams& params, NicOwner& owner)
+    : topo_(topo), id_(gpu), params_(params), owner_(owner), ports_(topo.ports(gpu).size()) {
+  ack_interval_ = params.nic.ack_interval_packets > 0 ? params.nic.ack_interval_packets
+                  : params.nic.cc == CcKind::kHpcc      ? 1u
+                                                        : 4u;
+}
+
+SimTime Nic::path_latency(std::uint32_t dst, std::uint64_t flow_hash, SimTime* rtt) const {
+  SimTime lat = 0, ser = 0;
+  for (engine::LpId at = id_; at != dst;) {
+    const Port& hop = topo_.ports(at)[topo_.route(at, dst, flow_hash)];
+    lat += hop.latency_ps;
+    ser += engine::serialization_ps(hop.mtu_bytes + params_.nic.header_bytes, hop.rate_bps) +
+           engine::serialization_ps(params_.nic.control_bytes, hop.rate_bps);
+    at = hop.peer;
+  }
+  if (rtt != nullptr) *rtt = 2 * lat + ser;
+  return lat;
+}
+
+std::uint32_t Nic::qp_for(std::uint32_t dst, std::uint32_t k) {
+  const std::uint64_t key = static_cast<std::uint64_t>(dst) << 16 | k;
+  auto [it, inserted] = qp_index_.try_emplace(key, static_cast<std::uint32_t>(qps_.size()));
+  if (!inserted) return it->second;
+  if (qps_.size() >= 0xFFFF) {
+    throw engine::InputError(params_.source, "nic.qps_per_connection",
+                             "gpu " + std::to_string(id_) + " needs more than 65,535 queue pairs",
+                             "lower nic.qps_per_connection");
+  }
+  Qp q;
+  q.dst = dst;
+  q.sport = roce_sport(id_, dst, k, topo_.spec().seed);
+  // The GPU's port for this QP: NVLink inside the scale-up domain, else a NIC port (with
+  // several NIC ports, e.g. dual-plane, chosen by the QP's 5-tuple hash).
+  const std::uint32_t port = topo_.route(id_, dst, roce_flow_hash(id_, dst, q.sport));
+  q.port = static_cast<std::uint16_t>(port);
+  const Port& link = topo_.ports(id_)[port];
+  q.noack = topo_.kind(link.peer) == NodeKind::kNvSwitch;
+  q.mtu = link.mtu_bytes;
+  q.line_bps = link.rate_bps;
+  if (q.noack) q.sport = 0;
+  q.rate = static_cast<double>(q.line_bps);
+  q.target = q.rate;
+  if (!q.noack && params_.nic.cc == CcKind::kHpcc) {
+    SimTime rtt = 0;
+    path_latency(dst, roce_flow_hash(id_, dst, q.sport), &rtt);
+    q.base_rtt = params_.hpcc.base_rtt_ps > 0 ? params_.hpcc.base_rtt_ps : rtt;
+    q.window = static_cast<double>(q.line_bps) * static_cast<double>(q.base_rtt) / 8e12;  // W_init = B x T
+    q.wc = q.window;
+  }
+  qps_.push_back(q);
+  ++ctr_.qps;
+  return it->second;
+}
+
+void Nic::send_message(std::uint32_t dst, std::uint64_t bytes, const MsgMeta& meta, Context& ctx) {
+  const std::uint32_t port = topo_.route(id_, dst, 0);
+  const Port& link = topo_.ports(id_)[port];
+  const bool nvlink = topo_.kind(link.peer) == NodeKind::kNvSwitch;
+  const std::uint32_t nq = nvlink ? 1u : std::max<std::uint32_t>(1, params_.nic.qps_per_connection);
+  // Split over the QPs when each gets at least one MTU; smaller messages go to the next QP in turn.
+  std::uint32_t parts = nq;
+  std::uint32_t first_k = 0;
+  if (bytes < static_cast<std::uint64_t>(nq) * link.mtu_bytes) {
+    parts = 1;
+    std::uint32_t& rr = conn_rr_[dst];
+    first_k = rr;
+    rr = (rr + 1) % nq;
+  }
+  std::uint32_t mi;
+  if (!free_msgs_.empty()) {
+    mi = free_msgs_.back();
+    free_msgs_.pop_back();
+  } else {
+    mi = static_cast<std::uint32_t>(msgs_.size());
+    msgs_.emplace_back();
+  }
+  msgs_[mi] = TxMsg{parts, meta.done_slot, meta.done_idx};
+  const std::uint64_t mtu = link.mtu_bytes;
+  const std::uint64_t per = (bytes / parts + mtu - 1) / mtu * mtu;  // MTU-aligned shares
+  std::uint64_t left = bytes;
+  for (std::uint32_t i = 0; i < parts; ++i) {
+    const std::uint64_t b = i + 1 == parts ? left : std::min(left, per);
+    left -= b;
+    const std::uint32_t qi = qp_for(dst, (first_k + i) % nq);
+    Qp& q = qps_[qi];
+    const auto npkts = static_cast<std::uint32_t>(std::max<std::uint64_t>(1, (b + mtu - 1) / mtu));
+    if (static_cast<std::uint64_t>(q.next_psn) + npkts > 0xFFFFFFF0ull) {
+      throw engine::InputError(params_.source, "workload",
+                               "more than 2^32 packets on one queue pair (gpu " + std::to_string(id_) + ")",
+                               "raise cluster.mtu or nic.qps_per_connection");
+    }
+    q.parts.push_back(TxPart{q.next_psn, npkts, b, mi});
+    q.next_psn += npkts;
+    // The descriptor reaches the receiver after the path's propagation latency: no later than
+    // the first packet (which also pays serialization), and never sooner than the lookahead.
+    MsgDesc d;
+    d.flow_id = meta.flow_id;
+    d.flow_bytes = bytes;
+    d.part_bytes = b;
+    d.flow_start = ctx.now();
+    d.tag = meta.tag;
+    d.src = id_;
+    d.group = meta.group;
+    d.instance = meta.instance;
+    d.qp = static_cast<std::uint16_t>(qi);
+    d.sport = q.sport;
+    ctx.send(dst, ctx.now() + path_latency(dst, roce_flow_hash(id_, dst, q.sport), nullptr), kEvMsgDesc, d);
+    activate(qi, ctx);
+  }
+}
+
+void Nic::activate(std::uint32_t qi, Context& ctx) {
+  Qp& q = qps_[qi];
+  if (q.active || q.snd_nxt >= q.next_psn) return;
+  q.active = true;
+  if (params_.nic.flow_start == FlowStart::kStaggered && q.snd_nxt == q.snd_una && params_.nic.stagger_window_ps > 0) {
+    const std::uint64_t h = engine::mix64((static_cast<std::uint64_t>(id_) << 40) ^
+                                          (static_cast<std::uint64_t>(qi) << 20) ^ q.activations ^
+                                          topo_.spec().seed * 0x9E3779B97F4A7C15ull);
+    q.next_tx = std::max(q.next_tx, ctx.now() + static_cast<SimTime>(h % static_cast<std::uint64_t>(params_.nic.stagger_window_ps)));
+  }
+  ++q.activations;
+  ports_[q.port].active.push_back(qi);
+  kick(q.port, ctx);
+}
+
+void Nic::kick(std::uint32_t port, Context& ctx) {
+  NicPort& np = ports_[port];
+  if (np.free_pending) return;
+  if (np.busy_until <= ctx.now()) {
+    try_tx(port, ctx);
+  } else {
+    np.free_pending = true;
+    ctx.send(id_, np.busy_until, kEvPortFree, port);
+  }
+}
+
+bool Nic::eligible(const Qp& q, SimTime now) const {
+  if (q.snd_nxt >= q.next_psn || q.next_tx > now) return false;
+  if (!q.noack && params_.nic.cc == CcKind::kHpcc) {
+    const double inflight = static_cast<double>(q.snd_nxt - q.snd_una) * (q.mtu + params_.nic.header_bytes);
+    if (inflight >= q.window && q.snd_nxt > q.snd_una) return false;
+  }
+  return true;
+}
+
+void Nic::try_tx(std::uint32_t port, Context& ctx) {
+  NicPort& np = ports_[port];
+  const SimTime now = ctx.now();
+  if (!np.ctrl.empty()) {
+    const WirePacket p = np.ctrl.pop();
+    const Port& link = topo_.ports(id_)[port];
+    const SimTime end = now + engine::serialization_ps(wire_bytes(p), link.rate_bps);
+    np.busy_until = end;
+    np.tx_bytes += wire_bytes(p);
+    if (sampler_.enabled()) sampler_.tx(port, now, end, wire_bytes(p));
+    WirePacket out = p;
+    out.in_port = static_cast<std::uint16_t>(link.peer_port);
+    ctx.send(link.peer, end + link.latency_ps, kEvWire, out);
+  } else if (!np.paused && !np.active.empty()) {
+    // Round-robin over the port's active QPs; drop QPs with nothing left to send.
+    SimTime wake = -1;
+    std::uint32_t chosen = 0xFFFFFFFFu;
+    std::size_t n = np.active.size();
+    for (std::size_t scanned = 0; scanned < n;) {
+      if (np.rr >= np.active.size()) np.rr = 0;
+      const std::uint32_t qi = np.active[np.rr];
+      Qp& q = qps_[qi];
+      if (q.snd_nxt >= q.next_psn) {
+        q.active = false;
+        np.active[np.rr] = np.active.back();
+        np.active.pop_back();
+        --n;
+        continue;
+      }
+      if (eligible(q, now)) {
+        chosen = qi;
+        ++np.rr;
+        break;
+      }
+      if (q.next_tx > now && (wake < 0 || q.next_tx < wake)) wake = q.next_tx;
+      ++np.rr;
+      ++scanned;
+    }
+    if (chosen != 0xFFFFFFFFu) {
+      send_data(chosen, ctx);
+    } else if (wake > now && (np.wake_at < 0 || wake < np.wake_at || np.wake_at <= now)) {
+      np.wake_at = wake;
+      ctx.send(id_, wake, kEvPortFree, port);
+      return;
+    }
+  }
+  const bool more = !np.ctrl.empty() || (!np.paused && !np.active.empty());
+  if (more && np.busy_until > now && !np.free_pending) {
+    np.free_pending = true;
+    ctx.send(id_, np.busy_until, kEvPortFree, port);
+  }
+}
+
+void Nic::send_data(std::uint32_t qi, Context& ctx) {
+  Qp& q = qps_[qi];
+  NicPort& np = ports_[q.port];
+  const SimTime now = ctx.now();
+  const std::uint32_t psn = q.snd_nxt;
+  std::size_t pi = 0;
+  while (q.parts[pi].first_psn + q.parts[pi].npkts <= psn) ++pi;
+  const TxPart& part = q.parts[pi];
+  const std::uint64_t off = static_cast<std::uint64_t>(psn - part.first_psn) * q.mtu;
+  WirePacket p;
+  p.src = id_;
+  p.dst = q.dst;
+  p.psn = psn;
+  p.bytes = static_cast<std::uint16_t>(std::min<std::uint64_t>(q.mtu, part.bytes - off));
+  p.sport = q.sport;
+  p.qp = static_cast<std::uint16_t>(qi);
+  p.kind = kWireData;
+  p.cls = kClassData;
+  const bool last = psn + 1 == part.first_psn + part.npkts;
+  p.flags = static_cast<std::uint8_t>((last ? kFlagLast : 0) | (q.noack ? kFlagNoAck : 0));
+  const Port& link = topo_.ports(id_)[q.port];
+  p.in_port = static_cast<std::uint16_t>(link.peer_port);
+  const std::uint32_t wb = wire_bytes(p);
+  const SimTime end = now + engine::serialization_ps(wb, link.rate_bps);
+  np.busy_until = end;
+  np.tx_bytes += wb;
+  if (sampler_.enabled()) sampler_.tx(q.port, now, end, wb);
+  ctx.send(link.peer, end + link.latency_ps, kEvWire, p);
+  ++ctr_.data_packets;
+  const bool first_time = psn >= q.high;
+  if (first_time) {
+    q.high = psn + 1;
+  } else {
+    ++ctr_.retransmits;
+  }
+  if (q.snd_nxt == q.snd_una) q.last_progress = now;  // first packet outstanding: RTO from here
+  if (last && first_time) {
+    // The GPU's send is done once its last byte left the port (NCCL's kernel moves on once the
+    // data is handed to the NIC; reliability stays with the NIC, and the receive side completes
+    // only when every byte arrived).
+    ctx.send(id_, end, kEvQpTimer, QpTimer{qi, kTimerTxDone, part.msg});
+  }
+  ++q.snd_nxt;
+  if (q.noack) {
+    // Posted NVLink writes: the part is done once serialized.
+    q.snd_una = q.snd_nxt;
+    if (last) q.parts.pop_front();
+  } else {
+    if (params_.nic.cc == CcKind::kDcqcn) {
+      dcqcn_catch_up(q, now);
+      q.byte_acc += wb;
+      if (q.limited && q.byte_acc >= params_.dcqcn.byte_counter_bytes) {
+        q.byte_acc -= params_.dcqcn.byte_counter_bytes;
+        ++q.bc_count;
+        dcqcn_increase(q);
+      }
+    }
+    if (q.rate < static_cast<double>(q.line_bps)) {
+      q.next_tx = now + static_cast<SimTime>(std::ceil(static_cast<double>(wb) * 8e12 / q.rate));
+    }
+    arm_rto(qi, ctx);
+  }
+}
+
+void Nic::arm_rto(std::uint32_t qi, Context& ctx) {
+  Qp& q = qps_[qi];
+  if (q.rto_armed) return;
+  q.rto_armed = true;
+  ctx.send(id_, ctx.now() + params_.nic.rto_ps, kEvQpTimer, QpTimer{qi, kTimerRto, 0});
+}
+
+void Nic::send_ctrl(WirePacket p, Context& ctx) {
+  p.cls = kClassControl;
+  const std::uint32_t port = topo_.route(id_, p.dst, roce_flow_hash(id_, p.dst, p.sport));
+  ports_[port].ctrl.push(p);
+  kick(port, ctx);
+}
+
+bool Nic::handle(const engine::Event& ev, Context& ctx) {
+  switch (ev.kind) {
+    case kEvWire: {
+      const auto p = ev.get<WirePacket>();
+      if (p.dst != id_) {
+        throw engine::InternalError("gpu " + std::to_string(id_) + " got a packet for gpu " + std::to_string(p.dst));
+      }
+      if (p.kind == kWireData) {
+        on_data(p, ctx);
+      } else {
+        on_ack(p, ctx);
+      }
+      return true;
+    }
+    case kEvPortFree: {
+      const auto port = ev.get<std::uint32_t>();
+      NicPort& np = ports_[port];
+      if (np.wake_at == ctx.now()) np.wake_at = -1;
+      if (np.busy_until <= ctx.now()) {
+        np.free_pending = false;
+        try_tx(port, ctx);
+      }
+      return true;
+    }
+    case kEvPfc: {
+      const auto f = ev.get<PfcFrame>();
+      NicPort& np = ports_[f.port];
+      if (f.on != 0 && !np.paused) {
+        np.paused = true;
+        np.paused_since = ctx.now();
+        ++ctr_.pauses_received;
+      } else if (f.on == 0 && np.paused) {
+        np.paused = false;
+        ctr_.paused_ps += ctx.now() - np.paused_since;
+        kick(f.port, ctx);
+      }
+      return true;
+    }
+    case kEvMsgDesc: {
+      const auto d = ev.get<MsgDesc>();
+      rx_[static_cast<std::uint64_t>(d.src) << 16 | d.qp].descs.push_back(d);
+      return true;
+    }
+    case kEvQpTimer: {
+      const auto t = ev.get<QpTimer>();
+      if (t.type == kTimerTxDone) {
+        TxMsg& m = msgs_[t.msg];
+        if (--m.parts_left == 0) {
+          free_msgs_.push_back(t.msg);
+          owner_.on_send_complete(m.slot, m.idx, ctx);
+        }
+        return true;
+      }
+      Qp& q = qps_[t.qp];
+      q.rto_armed = false;
+      if (q.snd_una >= q.next_psn) return true;  // everything acknowledged
+      if (ctx.now() - q.last_progress >= params_.nic.rto_ps) {
+        if (q.snd_nxt > q.snd_una) {
+          ++ctr_.timeouts;
+          q.snd_nxt = q.snd_una;  // go back N
+        }
+        q.last_progress = ctx.now();
+        activate(t.qp, ctx);
+      }
+      q.rto_armed = true;
+      ctx.send(id_, q.last_progress + params_.nic.rto_ps, kEvQpTimer, QpTimer{t.qp, kTimerRto, 0});
+      return true;
+    }
+    default:
+      return false;
+  }
+}
+
+void Nic::on_data(const WirePacket& p, Context& ctx) {
+  const std::uint64_t key = static_cast<std::uint64_t>(p.src) << 16 | p.qp;
+  auto it = rx_.find(key);
+  if (it == rx_.end() || it->second.descs.empty()) {
+    throw engine::InternalError("gpu " + std::to_string(id_) + ": data from gpu " + std::to_string(p.src) +
+                                " qp " + std::to_string(p.qp) + " before its message descriptor");
+  }
+  RxQp& r = it->second;
+  const bool reorder_ok = params_.sw.routing != RoutingMode::kEcmp || (p.flags & kFlagNoAck);
+  const bool noack = (p.flags & kFlagNoAck) != 0;
+  if ((p.flags & kFlagCe) && params_.nic.cc == CcKind::kDcqcn && !noack &&
+      (r.last_cnp < 0 || ctx.now() - r.last_cnp >= params_.dcqcn.cnp_interval_ps)) {
+    r.last_cnp = ctx.now();
+    WirePacket cnp;
+    cnp.src = id_;
+    cnp.dst = p.src;
+    cnp.qp = p.qp;
+    cnp.sport = p.sport;
+    cnp.kind = kWireCnp;
+    ++ctr_.cnps_sent;
+    send_ctrl(cnp, ctx);
+  }
+  auto ack = [&](std::uint8_t kind) {
+    WirePacket a;
+    a.src = id_;
+    a.dst = p.src;
+    a.qp = p.qp;
+    a.sport = p.sport;
+    a.kind = kind;
+    a.psn = r.expected;
+    a.nint = p.nint;
+    a.flags = static_cast<std::uint8_t>((p.flags & kFlagCe) ? kFlagEce : 0);
+    for (std::uint32_t i = 0; i < p.nint; ++i) a.hops[i] = p.hops[i];
+    if (kind == kWireNack) {
+      ++ctr_.nacks_sent;
+    } else {
+      ++ctr_.acks_sent;
+    }
+    send_ctrl(a, ctx);
+  };
+  if (p.psn < r.expected) {  // duplicate after go-back-N
+    if (!noack && (p.flags & kFlagLast)) ack(kWireAck);
+    return;
+  }
+  const std::uint32_t gap = p.psn - r.expected;
+  if (gap > 0 && !reorder_ok) {
+    if (!r.nack_sent) {
+      r.nack_sent = true;
+      ack(kWireNack);
+    }
+    return;
+  }
+  if (r.ooo.size() <= gap) r.ooo.resize(gap + 1, 0);
+  r.ooo[gap] = p.bytes | ((p.flags & kFlagLast) ? kLastBit : 0) | kPresent;
+  bool ack_now = false;
+  while (!r.ooo.empty() && (r.ooo.front() & kPresent)) {
+    const std::uint32_t e = r.ooo.front();
+    r.ooo.pop_front();
+    ++r.expected;
+    ++r.since_ack;
+    r.got += e & 0xFFFFu;
+    r.nack_sent = false;
+    if (e & kLastBit) {
+      ack_now = true;
+      if (r.descs.empty()) {
+        throw engine::InternalError("gpu " + std::to_string(id_) + ": message part without descriptor");
+      }
+      const MsgDesc d = r.descs.front();
+      r.descs.pop_front();
+      if (r.got != d.part_bytes) {
+        throw engine::InternalError("gpu " + std::to_string(id_) + ": part of flow " + std::to_string(d.flow_id) +
+                                    " has " + std::to_string(r.got) + " bytes, expected " + std::to_string(d.part_bytes));
+      }
+      r.got = 0;
+      Packet m;
+      m.flow_id = d.flow_id;
+      m.flow_bytes = d.flow_bytes;
+      m.flow_start = d.flow_start;
+      m.flow_hash = roce_flow_hash(d.src, id_, d.sport);
+      m.tag = d.tag;
+      m.src_rank = d.src;
+      m.dst_rank = id_;
+      m.bytes = static_cast<std::uint32_t>(d.part_bytes);
+      m.group = d.group;
+      m.instance = d.instance;
+      owner_.on_part_received(m, ctx);
+    }
+  }
+  if (!noack && (ack_now || r.since_ack >= ack_interval_)) {
+    r.since_ack = 0;
+    ack(kWireAck);
+  }
+}
+
+void Nic::on_ack(const WirePacket& p, Context& ctx) {
+  if (p.qp >= qps_.size()) {
+    throw engine::InternalError("gpu " + std::to_string(id_) + ": ack for unknown qp " + std::to_string(p.qp));
+  }
+  Qp& q = qps_[p.qp];
+  const SimTime now = ctx.now();
+  switch (p.kind) {
+    case kWireCnp:
+      ++ctr_.cnps_received;
+      on_cnp(q, now);
+      return;
+    case kWireAck:
+      if (params_.nic.cc == CcKind::kHpcc && p.nint > 0) hpcc_update(q, p);
+      acked_to(p.qp, p.psn, ctx);
+      kick(q.port, ctx);
+      return;
+    case kWireNack:
+      acked_to(p.qp, p.psn, ctx);
+      if (q.snd_nxt > p.psn) {
+        q.snd_nxt = p.psn;  // go back N
+        activate(p.qp, ctx);
+      }
+      kick(q.port, ctx);
+      return;
+    default:
+      throw engine::InternalError("gpu " + std::to_string(id_) + ": unknown control packet kind");
+  }
+}
+
+void Nic::acked_to(std::uint32_t qi, std::uint32_t psn, Context& ctx) {
+  Qp& q = qps_[qi];
+  if (psn <= q.snd_una) return;
+  q.snd_una = psn;
+  q.last_progress = ctx.now();
+  if (q.snd_nxt < q.snd_una) q.snd_nxt = q.snd_una;
+  while (!q.parts.empty() && q.parts.front().first_psn + q.parts.front().npkts <= q.snd_una) q.parts.pop_front();
+}
+
+// --- DCQCN reaction point (Zhu et al., SIGCOMM 2015, §3.1 Algorithm of the RP) ---------------
+
+void Nic::on_cnp(Qp& q, SimTime now) {
+  if (params_.nic.cc != CcKind::kDcqcn) return;
+  const DcqcnParams& d = params_.dcqcn;
+  dcqcn_catch_up(q, now);
+  const double line = static_cast<double>(q.line_bps);
+  q.target = q.rate;
+  q.rate = std::max(line * d.min_rate_fraction, q.rate * (1.0 - q.alpha / 2));
+  q.alpha = (1 - d.g) * q.alpha + d.g;
+  q.t_count = 0;
+  q.bc_count = 0;
+  q.byte_acc = 0;
+  q.alpha_at = now;
+  q.rate_at = now;
+  q.limited = true;
+}
+
+void Nic::dcqcn_catch_up(Qp& q, SimTime now) {
+  if (!q.limited) return;
+  const DcqcnParams& d = params_.dcqcn;
+  // Timers evaluated lazily, in time order, at the QP's next CC decision (no timer events).
+  while (q.alpha_at + d.alpha_timer_ps <= now || q.rate_at + d.rate_timer_ps <= now) {
+    if (q.alpha_at + d.alpha_timer_ps <= q.rate_at + d.rate_timer_ps) {
+      q.alpha_at += d.alpha_timer_ps;
+      q.alpha *= 1 - d.g;
+    } else {
+      q.rate_at += d.rate_timer_ps;
+      ++q.t_count;
+      dcqcn_increase(q);
+      if (!q.limited) return;
+    }
+  }
+}
+
+void Nic::dcqcn_increase(Qp& q) {
+  const DcqcnParams& d = params_.dcqcn;
+  const double line = static_cast<double>(q.line_bps);
+  const std::uint32_t f = d.fast_recovery_steps;
+  if (std::max(q.t_count, q.bc_count) < f) {
+    // fast recovery: towards the rate before the cut
+  } else if (std::min(q.t_count, q.bc_count) > f) {
+    q.target += line * d.rhai_fraction * static_cast<double>(std::min(q.t_count, q.bc_count) - f);
+  } else {
+    q.target += line * d.rai_fraction;
+  }
+  q.target = std::min(q.target, line);
+  q.rate = std::min(line, (q.target + q.rate) / 2);
+  if (q.rate >= line * (1 - 1e-9)) {
+    q.rate = line;
+    q.limited = false;
+  }
+}
+
+// --- HPCC (Li et al., SIGCOMM 2019, §3.3 Algorithm 1) ---------------------------------------
+
+void Nic::hpcc_update(Qp& q, const WirePacket& ack) {
+  const HpccParams& h = params_.hpcc;
+  const double t_ns = static_cast<double>(q.base_rtt) / 1000.0;
+  if (q.last_nint == ack.nint && t_ns > 0) {
+    double u_max = 0, tau = 0;
+    for (std::uint32_t i = 0; i < ack.nint; ++i) {
+      const IntHop& cur = ack.hops[i];
+      const IntHop& prev = q.last_int[i];
+      const std::uint32_t dt = (cur.ts_ns() - prev.ts_ns()) & 0xFFFFFFu;
+      const double rate = static_cast<double>(cur.rate_bps());
+      if (dt == 0 || rate <= 0) continue;
+      const double tx_bytes = static_cast<double>(((cur.tx_units() - prev.tx_units()) & 0xFFFFFu) * 64u);
+      const double tx_rate = tx_bytes * 8 / (static_cast<double>(dt) * 1e-9);
+      const double qlen = static_cast<double>(std::min(cur.qlen_bytes(), prev.qlen_bytes()));
+      const double u = qlen * 8 / (rate * t_ns * 1e-9) + tx_rate / rate;
+      if (u > u_max) {
+        u_max = u;
+        tau = dt;
+      }
+    }
+    if (tau > 0) {
+      tau = std::min(tau, t_ns);
+      q.u = (1 - tau / t_ns) * q.u + tau / t_ns * u_max;
+      const double w_init = static_cast<double>(q.line_bps) * t_ns * 1e-9 / 8;
+      const double w_ai = w_init * h.wai_fraction;
+      const bool update = ack.psn > q.last_update_seq;
+      double w;
+      if (q.u >= h.eta || q.inc_stage >= h.max_stage) {
+        w = q.wc / (q.u / h.eta) + w_ai;
+        if (update) {
+          q.inc_stage = 0;
+          q.wc = std::min(w, w_init);
+        }
+      } else {
+        w = q.wc + w_ai;
+        if (update) {
+          ++q.inc_stage;
+          q.wc = std::min(w, w_init);
+        }
+      }
+      if (update) q.last_update_seq = q.snd_nxt;
+      q.window = std::clamp(w, static_cast<double>(q.mtu), w_init);
+      q.rate = std::min(static_cast<double>(q.line_bps), q.window * 8 / (t_ns * 1e-9));
+    }
+  }
+  q.last_nint = ack.nint;
+  for (std::uint32_t i = 0; i < ack.nint; ++i) q.last_int[i] = ack.hops[i];
+}
+
+}  // namespace fabricsim::models

@@ -1,0 +1,172 @@
+#pragma once
+/// @file nic.hpp
+/// The GPU's network endpoint (issue 3): RoCEv2 RNIC ports with queue pairs, per-QP rate
+/// limiters (DCQCN) or windows (HPCC), a TX scheduler across QPs, ACK/NACK, go-back-N, CNPs,
+/// PFC reaction; and the NVLink port (lossless, unacknowledged, line rate). Owned by GpuRankLp,
+/// which hands it messages and receives completed message parts and send completions.
+#include <cstdint>
+#include <deque>
+#include <unordered_map>
+#include <vector>
+
+#include "engine/lp.hpp"
+#include "models/cluster.hpp"
+#include "models/fabric_params.hpp"
+#include "models/link_sampler.hpp"
+#include "models/packet.hpp"
+#include "models/switch_lp.hpp"
+
+namespace fabricsim::models {
+
+/// What a message is, for the receiver's matching and the flow records.
+struct MsgMeta {
+  std::uint64_t flow_id = 0;
+  std::int64_t tag = 0;
+  std::uint32_t group = 0;
+  std::uint32_t instance = 0;
+  std::uint32_t done_slot = 0;  ///< opaque to the NIC: returned by on_send_complete
+  std::uint32_t done_idx = 0;
+};
+
+/// Callbacks from the NIC to the rank executor.
+class NicOwner {
+ public:
+  virtual ~NicOwner() = default;
+  /// A message part arrived completely (`p.bytes` = part bytes; p.flow_* describe the message).
+  virtual void on_part_received(const Packet& p, engine::Context& ctx) = 0;
+  /// The last byte of every part of a message left the GPU (first transmission; go-back-N
+  /// retransmissions stay inside the NIC).
+  virtual void on_send_complete(std::uint32_t done_slot, std::uint32_t done_idx, engine::Context& ctx) = 0;
+};
+
+/// NIC counters (per GPU), reported in the run summary.
+struct NicCounters {
+  std::uint64_t data_packets = 0;     ///< data packets sent (including retransmissions)
+  std::uint64_t retransmits = 0;      ///< data packets sent again after NACK/timeout (go-back-N)
+  std::uint64_t timeouts = 0;         ///< RTO expiries that rewound a QP
+  std::uint64_t nacks_sent = 0;
+  std::uint64_t cnps_sent = 0;        ///< DCQCN notification point
+  std::uint64_t cnps_received = 0;    ///< DCQCN reaction point rate cuts
+  std::uint64_t acks_sent = 0;
+  std::uint64_t pauses_received = 0;  ///< PFC XOFF frames that paused a NIC port
+  engine::SimTime paused_ps = 0;      ///< time NIC ports were paused
+  std::uint64_t qps = 0;              ///< queue pairs created
+};
+
+/// Endpoint state of one GPU. All state has one writer: the GPU's LP.
+class Nic {
+ public:
+  Nic(const Topology& topo, engine::LpId gpu, const FabricParams& params, NicOwner& owner);
+
+  /// Sends `bytes` to GPU `dst` (NVLink inside the scale-up domain, else RoCE over the NIC),
+  /// split over the connection's QPs. Completion comes back through NicOwner.
+  void send_message(std::uint32_t dst, std::uint64_t bytes, const MsgMeta& meta, engine::Context& ctx);
+  /// Handles kEvWire, kEvPortFree, kEvPfc, kEvMsgDesc, kEvQpTimer. @returns false for other kinds.
+  bool handle(const engine::Event& ev, engine::Context& ctx);
+
+  const NicCounters& counters() const { return ctr_; }
+  /// Starts sampling egress bytes of the GPU's ports in bins of `bin_ps` (ps).
+  void enable_sampling(engine::SimTime bin_ps) { sampler_.enable(bin_ps, ports_.size()); }
+  const LinkSampler& sampler() const { return sampler_; }
+  /// Current DCQCN/HPCC sending rate of a QP (bits/s), for tests. QP indices are dense per NIC.
+  double qp_rate_bps(std::uint32_t qp) const { return qps_[qp].rate; }
+  std::uint32_t num_qps() const { return static_cast<std::uint32_t>(qps_.size()); }
+
+ private:
+  struct TxPart {
+    std::uint32_t first_psn = 0, npkts = 0;
+    std::uint64_t bytes = 0;
+    std::uint32_t msg = 0;  // index into msgs_
+  };
+  struct TxMsg {
+    std::uint32_t parts_left = 0;
+    std::uint32_t slot = 0, idx = 0;
+  };
+  struct Qp {
+    std::uint32_t dst = 0;
+    std::uint16_t sport = 0;
+    std::uint16_t port = 0;
+    bool noack = false;
+    bool active = false;
+    std::uint32_t mtu = 0;
+    std::uint64_t line_bps = 0;
+    std::deque<TxPart> parts;  // unacknowledged parts in PSN order
+    std::uint32_t snd_una = 0, snd_nxt = 0, next_psn = 0;
+    std::uint32_t high = 0;           // highest PSN sent + 1 (retransmission counting)
+    engine::SimTime next_tx = 0;      // pacing: earliest start of the next data packet
+    double rate = 0;                  // current rate RC (bits/s)
+    // DCQCN reaction point
+    double target = 0, alpha = 1.0;
+    std::uint32_t t_count = 0, bc_count = 0;
+    std::uint64_t byte_acc = 0;
+    engine::SimTime alpha_at = 0, rate_at = 0;  // last alpha decay / rate-timer tick
+    bool limited = false;                        // below line rate: increase timers run
+    // HPCC
+    double window = 0, wc = 0, u = 0;
+    std::uint32_t inc_stage = 0, last_update_seq = 0;
+    engine::SimTime base_rtt = 0;
+    std::uint8_t last_nint = 0;
+    IntHop last_int[kMaxIntHops];
+    // go-back-N
+    engine::SimTime last_progress = 0;
+    bool rto_armed = false;
+    std::uint32_t activations = 0;
+  };
+  struct RxQp {
+    std::uint32_t expected = 0;
+    std::deque<MsgDesc> descs;
+    std::deque<std::uint32_t> ooo;  // psn - expected -> bytes | last << 16 | present << 17
+    std::uint64_t got = 0;
+    std::uint32_t since_ack = 0;
+    engine::SimTime last_cnp = -1;
+    bool nack_sent = false;
+  };
+  struct NicPort {
+    engine::SimTime busy_until = 0;
+    bool free_pending = false;
+    bool paused = false;  // data class paused by the peer's PFC
+    engine::SimTime paused_since = 0;
+    engine::SimTime wake_at = -1;  // earliest pending pacing wake-up, -1 = none
+    PacketRing ctrl;
+    std::vector<std::uint32_t> active;  // QPs with unsent data
+    std::uint32_t rr = 0;
+    std::uint64_t tx_bytes = 0;
+  };
+
+  std::uint32_t qp_for(std::uint32_t dst, std::uint32_t k);
+  void activate(std::uint32_t q, engine::Context& ctx);
+  void kick(std::uint32_t port, engine::Context& ctx);
+  void try_tx(std::uint32_t port, engine::Context& ctx);
+  bool eligible(const Qp& q, engine::SimTime now) const;
+  void send_data(std::uint32_t qi, engine::Context& ctx);
+  void send_ctrl(WirePacket p, engine::Context& ctx);
+  void on_data(const WirePacket& p, engine::Context& ctx);
+  void on_ack(const WirePacket& p, engine::Context& ctx);
+  void on_cnp(Qp& q, engine::SimTime now);
+  void acked_to(std::uint32_t qi, std::uint32_t psn, engine::Context& ctx);
+  void dcqcn_catch_up(Qp& q, engine::SimTime now);
+  void dcqcn_increase(Qp& q);
+  void hpcc_update(Qp& q, const WirePacket& ack);
+  void arm_rto(std::uint32_t qi, engine::Context& ctx);
+  std::uint32_t wire_bytes(const WirePacket& p) const {
+    return p.kind == kWireData ? p.bytes + params_.nic.header_bytes : params_.nic.control_bytes;
+  }
+  engine::SimTime path_latency(std::uint32_t dst, std::uint64_t flow_hash, engine::SimTime* rtt) const;
+
+  const Topology& topo_;
+  engine::LpId id_;
+  const FabricParams& params_;
+  NicOwner& owner_;
+  std::uint32_t ack_interval_ = 1;
+  std::vector<NicPort> ports_;
+  std::deque<Qp> qps_;  // deque: references stay valid when a callback creates a QP
+  std::unordered_map<std::uint64_t, std::uint32_t> qp_index_;  // (dst, k) -> qp
+  std::unordered_map<std::uint64_t, std::uint32_t> conn_rr_;   // dst -> next QP for small messages
+  std::unordered_map<std::uint64_t, RxQp> rx_;                 // (src, qp) -> receive state
+  std::vector<TxMsg> msgs_;
+  std::vector<std::uint32_t> free_msgs_;
+  NicCounters ctr_;
+  LinkSampler sampler_;
+};
+
+}  // namespace fabricsim::models

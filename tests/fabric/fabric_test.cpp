@@ -1,0 +1,356 @@
+// Issue 3 must-shows 1-5 and 7: the packet-level RoCE fabric checked against values each test
+// derives itself (store-and-forward closed forms, N*S/B, balls-into-bins expectations) and
+// against engine configurations (1, 2, 4 MPI processes; 1 and 2 threads).
+#include <gtest/gtest.h>
+#include <mpi.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cmath>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "jobs/run.hpp"
+#include "models/workload.hpp"
+
+namespace {
+
+using fabricsim::jobs::RunOptions;
+using fabricsim::jobs::RunResult;
+using fabricsim::models::NodeType;
+using fabricsim::models::WorkNode;
+using fabricsim::models::Workload;
+
+struct Flow {
+  unsigned src, dst;
+  unsigned long long bytes;
+  long long start_ps = 0;  // delay before the send is posted
+};
+
+/// A workload of point-to-point messages: each flow is a send on its source (after an optional
+/// compute node of `start_ps`) and a receive on its destination, matched by tag.
+Workload p2p_workload(unsigned ranks, const std::vector<Flow>& flows) {
+  Workload w;
+  w.source = "<fabric_test>";
+  w.format = "chakra";
+  w.ranks = ranks;
+  w.groups.push_back({"world", {}});
+  for (unsigned r = 0; r < ranks; ++r) w.groups[0].ranks.push_back(r);
+  w.programs.resize(ranks);
+  for (std::size_t i = 0; i < flows.size(); ++i) {
+    const Flow& f = flows[i];
+    auto& sp = w.programs[f.src];
+    std::vector<std::uint32_t> deps;
+    if (f.start_ps > 0) {
+      WorkNode c;
+      c.name = "delay";
+      c.type = NodeType::kCompute;
+      c.duration_ps = f.start_ps;
+      sp.push_back(c);
+      deps.push_back(static_cast<std::uint32_t>(sp.size() - 1));
+    }
+    WorkNode s;
+    s.name = "send";
+    s.type = NodeType::kSend;
+    s.peer = static_cast<std::int32_t>(f.dst);
+    s.bytes = f.bytes;
+    s.tag = static_cast<std::int64_t>(i);
+    s.deps = deps;
+    sp.push_back(s);
+    WorkNode r;
+    r.name = "recv";
+    r.type = NodeType::kRecv;
+    r.peer = static_cast<std::int32_t>(f.src);
+    r.bytes = f.bytes;
+    r.tag = static_cast<std::int64_t>(i);
+    w.programs[f.dst].push_back(r);
+  }
+  return w;
+}
+
+RunResult run(const Workload& w, std::vector<std::string> sets, MPI_Comm comm = MPI_COMM_SELF, unsigned threads = 1) {
+  RunOptions opt;
+  opt.workload_data = &w;
+  opt.sets = std::move(sets);
+  opt.write_h5 = false;
+  opt.quiet = true;
+  opt.keep_flows = true;
+  opt.threads = threads;
+  return fabricsim::jobs::run_simulation(opt, comm, "test", "test");
+}
+
+constexpr long long kPsPerBit400G = 2'500;  // 1 bit at 400 Gb/s = 2.5 ps (exact in integer ps per byte: 20 ps)
+long long ser_ps(long long bytes, long long gbps) { return bytes * 8 * 1000 / gbps; }  // exact for the rates used
+
+// Must-show 1: one flow across k hops; FCT = store-and-forward closed form, to the picosecond.
+TEST(Fabric, SingleFlowFctEqualsStoreAndForwardClosedForm) {
+  (void)kPsPerBit400G;
+  const long long mtu = 4096, header = 82, nic_lat = 500'000, fab_lat = 1'000'000;
+  // 2 hosts of 1 GPU under two leaves joined by one spine: GPU -> leaf -> spine -> leaf -> GPU, k = 4 links.
+  const std::vector<std::string> base = {
+      "cluster.hosts=2", "cluster.gpus_per_host=1", "cluster.topology=leaf_spine", "cluster.nics_per_leaf=1",
+      "cluster.spines=1", "cluster.nic_latency=500ns", "cluster.fabric_latency=1us", "cluster.mtu=4KiB",
+      "nic.header_bytes=82", "nic.cc=none"};
+  {
+    // Equal rates R on all k hops, n full packets: FCT = (n + k - 1) * T + sum(latency).
+    const long long n = 100, k = 4;
+    auto sets = base;
+    sets.push_back("cluster.nic_bandwidth=400Gbps");
+    sets.push_back("cluster.fabric_bandwidth=400Gbps");
+    const RunResult r = run(p2p_workload(2, {{0, 1, static_cast<unsigned long long>(n * mtu)}}), sets);
+    ASSERT_EQ(r.flow_records.size(), 1u);
+    const long long t = ser_ps(mtu + header, 400);
+    EXPECT_EQ(r.flow_records[0].fct_ps, (n + k - 1) * t + 2 * nic_lat + 2 * fab_lat);
+  }
+  {
+    // NIC hops at 100 Gb/s, fabric hops at 400 Gb/s, and a partial last packet of m bytes.
+    // Full packets leave the NIC every T1, cross the fast hops in T2 each and reach the last
+    // (100 Gb/s) hop exactly when it finished the previous one: packet n-1 ends there at
+    // (n-1)*T1 + 2*T2 + T1 + latencies. The short last packet catches up with it on the fast
+    // hops and waits, so the last byte arrives t1(m) later:
+    // FCT = (n-1)*T1 + 2*T2 + T1 + t1(m) + sum(latency).
+    const long long n = 50, m = 1000;
+    auto sets = base;
+    sets.push_back("cluster.nic_bandwidth=100Gbps");
+    sets.push_back("cluster.fabric_bandwidth=400Gbps");
+    const RunResult r = run(p2p_workload(2, {{0, 1, static_cast<unsigned long long>((n - 1) * mtu + m)}}), sets);
+    ASSERT_EQ(r.flow_records.size(), 1u);
+    const long long t1 = ser_ps(mtu + header, 100), t1m = ser_ps(m + header, 100), t2 = ser_ps(mtu + header, 400);
+    EXPECT_EQ(r.flow_records[0].fct_ps, (n - 1) * t1 + 2 * t2 + t1 + t1m + 2 * nic_lat + 2 * fab_lat);
+  }
+}
+
+// The incast topology: N senders and 1 receiver, hosts of 1 GPU under one leaf.
+std::vector<std::string> incast_sets(unsigned n, bool pfc, const std::string& buffer) {
+  return {"cluster.hosts=" + std::to_string(n + 1), "cluster.gpus_per_host=1", "cluster.topology=leaf_spine",
+          "cluster.nics_per_leaf=" + std::to_string(n + 1), "cluster.nic_bandwidth=400Gbps",
+          "cluster.nic_latency=500ns", "cluster.mtu=4KiB", "nic.header_bytes=82", "nic.cc=none",
+          std::string("switch.pfc=") + (pfc ? "true" : "false"), "switch.buffer=" + buffer};
+}
+
+// Must-show 2: N->1 incast.
+TEST(Fabric, IncastWithPfcIsLosslessAndLineRate) {
+  const unsigned n = 8;
+  const unsigned long long s = 2ull << 20;
+  std::vector<Flow> flows;
+  for (unsigned i = 0; i < n; ++i) flows.push_back({i, n, s});
+  // 1 MiB of buffer (of which ~0.56 MiB is PFC headroom) is far below N x BDP and N x S.
+  const RunResult r = run(p2p_workload(n + 1, flows), incast_sets(n, true, "1MiB"));
+  ASSERT_EQ(r.flow_records.size(), n);
+  unsigned long long bytes = 0;
+  long long last = 0;
+  for (const auto& f : r.flow_records) {
+    bytes += f.bytes;
+    last = std::max<long long>(last, f.end_ps);
+  }
+  EXPECT_EQ(bytes, n * s);
+  EXPECT_EQ(r.fabric.drops, 0u);
+  EXPECT_EQ(r.fabric.retransmits, 0u);
+  EXPECT_GT(r.fabric.pause_frames, 0u);  // the buffer is smaller than N x BDP: PFC must act
+  // The leaf -> receiver port is the bottleneck: once the first packet is in (one packet time and
+  // one latency), it serializes N*S wire bytes back to back, then one more latency.
+  const long long pkts = static_cast<long long>(s / 4096), t = ser_ps(4096 + 82, 400);
+  const long long ideal = t + 500'000 + static_cast<long long>(n) * pkts * t + 500'000;
+  EXPECT_GE(last, ideal);
+  EXPECT_LE(std::fabs(static_cast<double>(last - ideal)) / static_cast<double>(ideal), 0.01)
+      << "incast completion " << last << " ps vs N*S/B + latency " << ideal << " ps";
+}
+
+TEST(Fabric, IncastWithoutPfcDropsAndGoBackNDeliversEverything) {
+  const unsigned n = 8;
+  const unsigned long long s = 1ull << 20;
+  std::vector<Flow> flows;
+  for (unsigned i = 0; i < n; ++i) flows.push_back({i, n, s});
+  const RunResult r = run(p2p_workload(n + 1, flows), incast_sets(n, false, "256KiB"));
+  ASSERT_EQ(r.flow_records.size(), n);
+  unsigned long long bytes = 0;
+  for (const auto& f : r.flow_records) bytes += f.bytes;
+  EXPECT_EQ(bytes, n * s);
+  EXPECT_GT(r.fabric.drops, 0u);
+  EXPECT_GT(r.fabric.retransmits, 0u);
+  EXPECT_EQ(r.fabric.pause_frames, 0u);
+}
+
+// Must-show 3: PFC head-of-line blocking. Leaf 0 holds senders S1..S4 and the victim's sender V;
+// leaf 1 holds the incast receiver R and the victim's receiver D. Leaf-spine links are 8x the
+// NIC rate, so the only bottleneck is leaf1 -> R; V -> D shares no bottleneck with the incast.
+TEST(Fabric, PfcPausePropagationSlowsAVictimFlow) {
+  auto victim_slowdown = [](bool pfc, std::uint64_t* pauses) {
+    const std::vector<std::string> sets = {
+        "cluster.hosts=7", "cluster.gpus_per_host=1", "cluster.topology=leaf_spine", "cluster.nics_per_leaf=5",
+        "cluster.spines=1", "cluster.nic_bandwidth=400Gbps", "cluster.fabric_bandwidth=3200Gbps",
+        "cluster.mtu=4KiB", "nic.cc=none", std::string("switch.pfc=") + (pfc ? "true" : "false"),
+        "switch.buffer=2MiB"};
+    const unsigned long long s = 8ull << 20;
+    // GPUs 0-4 under leaf 0 (0-3 = S1..S4, 4 = V), GPUs 5, 6 under leaf 1 (5 = R, 6 = D).
+    std::vector<Flow> flows = {{0, 5, s}, {1, 5, s}, {2, 5, s}, {3, 5, s}, {4, 6, s}};
+    const RunResult r = run(p2p_workload(7, flows), sets);
+    *pauses = r.fabric.pause_frames;
+    for (const auto& f : r.flow_records) {
+      if (f.src == 4) return f.slowdown;
+    }
+    return -1.0;
+  };
+  std::uint64_t pauses_on = 0, pauses_off = 0;
+  const double with_pfc = victim_slowdown(true, &pauses_on);
+  const double without = victim_slowdown(false, &pauses_off);
+  EXPECT_GT(pauses_on, 0u);
+  EXPECT_EQ(pauses_off, 0u);
+  EXPECT_GT(with_pfc, 1.5) << "the victim should be held by pauses that spread from leaf 1 to spine to leaf 0";
+  EXPECT_LT(without, 1.05) << "without PFC the victim shares no queue with the incast";
+}
+
+// Mean backlog (bytes) of the queue feeding `to_node` from a switch, over bins in [t0, t1).
+double mean_queue(const RunResult& r, unsigned to_node, long long t0, long long t1) {
+  std::uint32_t link = ~0u;
+  for (const auto& l : r.link_records) {
+    if (l.to_node == to_node && l.tier != 0 && l.from_node > to_node) link = l.link_id;
+  }
+  double sum = 0;
+  int n = 0;
+  for (const auto& q : r.queue_records) {
+    if (q.link_id == link && q.bin_start_ps >= t0 && q.bin_start_ps < t1) {
+      sum += static_cast<double>(q.max_queue_bytes);
+      ++n;
+    }
+  }
+  return n ? sum / n : -1;
+}
+
+// Bytes per ps delivered to `to_node` over bins in [t0, t1), as a fraction of `gbps`.
+double utilization(const RunResult& r, unsigned to_node, long long t0, long long t1, double gbps) {
+  double bytes = 0;
+  for (const auto& l : r.link_records) {
+    if (l.to_node == to_node && l.bin_start_ps >= t0 && l.bin_start_ps < t1) bytes += static_cast<double>(l.bytes);
+  }
+  return bytes * 8 / (gbps * 1e9 * static_cast<double>(t1 - t0) * 1e-12);
+}
+
+// Must-show 4: DCQCN fairness and queue near Kmin; HPCC utilization with a near-empty queue.
+TEST(Fabric, DcqcnConvergesToFairShareWithQueueNearKmin) {
+  const unsigned long long s = 16ull << 20;
+  const std::vector<std::string> sets = {
+      "cluster.hosts=3", "cluster.gpus_per_host=1", "cluster.topology=leaf_spine", "cluster.nics_per_leaf=3",
+      "cluster.nic_bandwidth=100Gbps", "cluster.mtu=4KiB", "nic.cc=dcqcn", "output.sample_interval=10us"};
+  const RunResult r = run(p2p_workload(3, {{0, 2, s}, {1, 2, s}}), sets);
+  ASSERT_EQ(r.flow_records.size(), 2u);
+  EXPECT_GT(r.fabric.cnps, 0u);
+  const double a = static_cast<double>(r.flow_records[0].fct_ps), b = static_cast<double>(r.flow_records[1].fct_ps);
+  // Each flow gets B/2 while both run; equal sizes then finish within 10% of each other, and the
+  // pair within 10% of 2S/B.
+  EXPECT_LT(std::fabs(a - b) / std::max(a, b), 0.10);
+  const double fair = 2.0 * static_cast<double>(s) * 8 / 100e9 * 1e12;
+  EXPECT_LT(std::max(a, b), 1.10 * fair);
+  // Queue over the second half of the shared period: near Kmin (100 KB at 100 Gb/s).
+  const long long t_end = static_cast<long long>(std::min(a, b));
+  const double q = mean_queue(r, 2, t_end / 2, t_end * 9 / 10);
+  EXPECT_GT(q, 0.3 * 100'000) << "queue " << q;
+  EXPECT_LT(q, 100'000 + 0.5 * (400'000 - 100'000)) << "queue " << q;
+}
+
+TEST(Fabric, HpccKeepsUtilizationHighAndQueueNearEmpty) {
+  const unsigned long long s = 16ull << 20;
+  const std::vector<std::string> sets = {
+      "cluster.hosts=3", "cluster.gpus_per_host=1", "cluster.topology=leaf_spine", "cluster.nics_per_leaf=3",
+      "cluster.nic_bandwidth=100Gbps", "cluster.mtu=4KiB", "nic.cc=hpcc", "output.sample_interval=10us"};
+  const RunResult r = run(p2p_workload(3, {{0, 2, s}, {1, 2, s}}), sets);
+  ASSERT_EQ(r.flow_records.size(), 2u);
+  const long long t_end = std::min(r.flow_records[0].end_ps, r.flow_records[1].end_ps);
+  const double u = utilization(r, 2, t_end / 4, t_end * 9 / 10, 100);
+  EXPECT_GE(u, 0.95) << "bottleneck utilization";
+  const double q = mean_queue(r, 2, t_end / 4, t_end * 9 / 10);
+  EXPECT_LT(q, 20'000) << "HPCC queue should stay near empty (a few packets), got " << q;
+}
+
+// Must-show 5: ECMP collisions on a permutation, against the balls-into-bins expectation.
+// m leaves of m hosts (1 GPU each), m spines: non-blocking. Host i sends to host i + m, so the m
+// flows of leaf j all go to leaf j+1; each picks a spine by hash, and a spine uplink carrying k
+// flows delivers B in total. Aggregate throughput fraction = E[non-empty bins] / m
+// = 1 - (1 - 1/m)^m for one QP per connection. With q QPs each QP is a ball offering B/q, and a
+// bin with k balls delivers min(B, k B / q): E = E[min(1, k/q)] with k ~ Binomial(q m, 1/m).
+double binomial_expect_min(unsigned balls, unsigned bins, unsigned q) {
+  const double p = 1.0 / bins;
+  double e = 0;
+  for (unsigned k = 0; k <= balls; ++k) {
+    const double logc = std::lgamma(balls + 1.0) - std::lgamma(k + 1.0) - std::lgamma(balls - k + 1.0);
+    const double pk = std::exp(logc + k * std::log(p) + (balls - k) * std::log1p(-p));
+    e += pk * std::min(1.0, static_cast<double>(k) / q);
+  }
+  return e;
+}
+
+TEST(Fabric, EcmpPermutationMatchesBallsIntoBinsAndQpsOrSprayingRecover) {
+  const unsigned m = 8, hosts = m * m;
+  const unsigned long long s = 2ull << 20;
+  std::vector<Flow> flows;
+  for (unsigned i = 0; i < hosts; ++i) flows.push_back({i, (i + m) % hosts, s});
+  const Workload w = p2p_workload(hosts, flows);
+  auto measure = [&](std::vector<std::string> extra) {
+    std::vector<std::string> sets = {
+        "cluster.hosts=" + std::to_string(hosts), "cluster.gpus_per_host=1", "cluster.topology=leaf_spine",
+        "cluster.nics_per_leaf=" + std::to_string(m), "cluster.spines=" + std::to_string(m),
+        "cluster.nic_bandwidth=400Gbps", "cluster.fabric_bandwidth=400Gbps", "cluster.mtu=4KiB", "nic.cc=none",
+        "output.sample_interval=1us"};
+    sets.insert(sets.end(), extra.begin(), extra.end());
+    const RunResult r = run(w, sets);
+    EXPECT_EQ(r.flow_records.size(), hosts);
+    // Aggregate rate into all receivers while every flow is still active: from 5 us to 0.9 S/B.
+    const long long t1 = static_cast<long long>(0.9 * static_cast<double>(s) * 8 / 400e9 * 1e12);
+    double total = 0;
+    for (unsigned h = 0; h < hosts; ++h) total += utilization(r, h, 5'000'000, t1, 400);
+    return total / hosts;
+  };
+  const double e1 = 1.0 - std::pow(1.0 - 1.0 / m, m);  // 0.656 for m = 8
+  const double e4 = binomial_expect_min(4 * m, m, 4);
+  const double one_qp = measure({"switch.pfc=false"});
+  const double four_qp = measure({"switch.pfc=false", "nic.qps_per_connection=4"});
+  const double spray = measure({"switch.pfc=true", "switch.routing=spray"});
+  EXPECT_NEAR(one_qp, e1, 0.12) << "1 QP per connection vs balls-into-bins " << e1;
+  EXPECT_LT(one_qp, 0.85);
+  EXPECT_NEAR(four_qp, e4, 0.10) << "4 QPs vs expectation " << e4;
+  EXPECT_GT(four_qp, one_qp + 0.05);
+  EXPECT_GT(spray, 0.95);
+  std::printf("ECMP permutation, aggregate throughput / (N x B): 1 QP %.3f (balls-into-bins %.3f), 4 QPs %.3f "
+              "(expected %.3f), spraying %.3f\n", one_qp, e1, four_qp, e4, spray);
+}
+
+// Must-show 7: a 128-GPU AllReduce with DCQCN and PFC on (4:1 oversubscribed, small buffers so
+// both act) gives identical results on 1, 2 and 4 MPI processes and 1 and 2 threads.
+TEST(Fabric, DcqcnPfcAllReduce128IsIdenticalAcrossEngineConfigurations) {
+  Workload w;
+  w.source = "<allreduce128>";
+  w.format = "chakra";
+  w.ranks = 128;
+  w.groups.push_back({"world", {}});
+  for (unsigned r = 0; r < 128; ++r) w.groups[0].ranks.push_back(r);
+  w.programs.resize(128);
+  for (auto& p : w.programs) {
+    WorkNode n;
+    n.name = "allreduce";
+    n.type = NodeType::kCollective;
+    n.op = fabricsim::models::CollOp::kAllReduce;
+    n.bytes = 8ull << 20;
+    n.group = 0;
+    p.push_back(n);
+  }
+  const std::vector<std::string> sets = {"cluster.topology=leaf_spine", "cluster.nics_per_leaf=16", "cluster.spines=4",
+                                         "nic.cc=dcqcn", "switch.pfc=true", "switch.buffer=2MiB",
+                                         "switch.ecn_kmin=20KB", "switch.ecn_kmax=80KB"};
+  const RunResult ref = run(w, sets);
+  EXPECT_GT(ref.fabric.cnps + ref.fabric.pause_frames, 0u) << "congestion control must act in this scenario";
+  int procs = 1;
+  MPI_Comm_size(MPI_COMM_WORLD, &procs);
+  for (unsigned threads : {1u, 2u}) {
+    SCOPED_TRACE("processes=" + std::to_string(procs) + " threads=" + std::to_string(threads));
+    const RunResult got = run(w, sets, MPI_COMM_WORLD, threads);
+    EXPECT_EQ(got.digest, ref.digest);
+    EXPECT_EQ(got.stats.events, ref.stats.events);
+    EXPECT_EQ(got.meta.simulated_time_ps, ref.meta.simulated_time_ps);
+    EXPECT_EQ(got.fabric.pause_frames, ref.fabric.pause_frames);
+    EXPECT_EQ(got.fabric.cnps, ref.fabric.cnps);
+    EXPECT_EQ(got.fabric.ecn_marks, ref.fabric.ecn_marks);
+  }
+}
+
+}  // namespace
