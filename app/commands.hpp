@@ -25,5 +25,6 @@ Action add_regress(CLI::App& app);
 Action add_report(CLI::App& app);
 Action add_compare(CLI::App& app);
 Action add_ladder(CLI::App& app);
+Action add_topo(CLI::App& app);
 
 }  // namespace fabricsim::app

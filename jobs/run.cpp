@@ -166,10 +166,16 @@ std::string workload_desc(const models::Workload& w) {
 
 std::string cluster_desc(const models::Topology& t) {
   const auto& c = t.spec();
-  return fmt::format("{} hosts x {} GPUs, {} ({} leaves, {} spines), NIC {:g} Gb/s, NVLink {:g} Gb/s, MTU {} B",
-                     c.hosts, c.gpus_per_host,
-                     c.fabric == models::FabricKind::kRailOptimized ? "rail-optimized" : "leaf-spine",
-                     t.num_leaves(), t.num_spines(), static_cast<double>(c.nic_bps) / 1e9,
+  std::string shape = c.fabric == models::FabricKind::kRailOptimized ? "rail-optimized"
+                      : c.fabric == models::FabricKind::kLeafSpine   ? "leaf-spine"
+                                                                      : models::fabric_kind_name(c.fabric);
+  if (c.dual_plane) shape += ", dual-plane";
+  std::string counts = fmt::format("{} leaves, {} spines", t.num_leaves(), t.num_spines());
+  if (t.num_cores() > 0) counts += fmt::format(", {} cores", t.num_cores());
+  std::string domains;
+  if (c.domain_size() != c.gpus_per_host) domains = fmt::format(", NVLink domains of {} GPUs", c.domain_size());
+  return fmt::format("{} hosts x {} GPUs, {} ({}){}, NIC {:g} Gb/s, NVLink {:g} Gb/s, MTU {} B", c.hosts,
+                     c.gpus_per_host, shape, counts, domains, static_cast<double>(c.nic_bps) / 1e9,
                      static_cast<double>(c.nvlink_bps) / 1e9, c.mtu_bytes);
 }
 
@@ -373,18 +379,26 @@ RunResult run_simulation(const RunOptions& opt, MPI_Comm comm, const std::string
   }
   const models::ClusterSpec cspec = resolve_cluster(spec, w.ranks);
   const models::Topology topo(cspec);
+  // The GPU-rank LP keeps state for 2 ports (NVLink + one NIC; models/gpu_rank.hpp); GPUs with
+  // more NIC ports (dual_plane, multi-homed topology files) wait for the multi-port NIC model.
+  for (engine::LpId g = 0; g < topo.num_gpus(); ++g) {
+    if (topo.ports(g).size() > 2) {
+      throw InputError(spec.file, cspec.dual_plane ? "cluster.dual_plane" : "cluster.topology_file",
+                       topo.describe(g) + " has " + std::to_string(topo.ports(g).size()) +
+                           " ports but this build's GPU model simulates one NIC port per GPU",
+                       "inspect the topology with `fabricsim topo`; simulate it with one NIC port per GPU");
+    }
+  }
 
-  // Partition: a host's GPUs + NVSwitch stay together; switches are dealt round-robin.
-  partition::Blocks blocks;
-  for (std::uint32_t h = 0; h < cspec.hosts; ++h) {
-    std::vector<engine::LpId> b;
-    for (std::uint32_t g = 0; g < cspec.gpus_per_host; ++g) b.push_back(h * cspec.gpus_per_host + g);
-    b.push_back(topo.nvswitch_lp(h));
-    blocks.push_back(std::move(b));
+  // Partition: a scale-up domain's GPUs + NVSwitch stay together; Ethernet switches are dealt
+  // round-robin (in LP order: leaves, spines, cores).
+  partition::Blocks blocks(topo.num_domains());
+  for (std::uint32_t g = 0; g < topo.num_gpus(); ++g) blocks[topo.domain_of(g)].push_back(g);
+  for (std::uint32_t d = 0; d < topo.num_domains(); ++d) {
+    if (topo.domain_switch(d) != models::Topology::kNoLp) blocks[d].push_back(topo.domain_switch(d));
   }
   std::vector<engine::LpId> loose;
-  for (std::uint32_t l = 0; l < topo.num_leaves(); ++l) loose.push_back(topo.leaf_lp(l));
-  for (std::uint32_t s = 0; s < topo.num_spines(); ++s) loose.push_back(topo.spine_lp(s));
+  for (engine::LpId n = topo.first_lp(models::NodeKind::kLeaf); n < topo.num_nodes(); ++n) loose.push_back(n);
   // Flow rung: one network LP (id = num_nodes, after every topology node) owns all links; each GPU
   // talks to it with its smallest port latency at least, which is the lookahead across the cut.
   const models::Fidelity fidelity = models::parse_fidelity(spec.fidelity, spec.file, "sim.fidelity");
@@ -396,7 +410,7 @@ RunResult run_simulation(const RunOptions& opt, MPI_Comm comm, const std::string
   for (const auto& l : topo.links()) edges.push_back({l.a, l.b, l.latency_ps});
   if (net_lp) {
     const engine::SimTime gpu_net_ps = std::min(cspec.nvlink_latency_ps, cspec.nic_latency_ps);
-    for (engine::LpId g = 0; g < cspec.gpus(); ++g) edges.push_back({g, net_id, gpu_net_ps});
+    for (engine::LpId g = 0; g < topo.num_gpus(); ++g) edges.push_back({g, net_id, gpu_net_ps});
   }
   // Expected traffic (issue 7): an edge carries traffic in proportion to its bandwidth (NVLink
   // edges weigh more than NIC edges), an LP's events to its number of ports.

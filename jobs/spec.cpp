@@ -12,6 +12,7 @@
 
 #include "engine/errors.hpp"
 #include "engine/units.hpp"
+#include "models/topology_file.hpp"
 
 namespace fabricsim::jobs {
 
@@ -63,9 +64,18 @@ const std::vector<SpecKey>& spec_keys() {
       {"workload.generator.expert_ffn_hidden", "int", "", "custom model: expert FFN inner size"},
       {"cluster.hosts", "auto-int", "auto", "number of hosts; auto = enough 8-GPU hosts for the workload's ranks"},
       {"cluster.gpus_per_host", "int", "8", "GPUs per host (one NIC each, all behind one NVSwitch)"},
-      {"cluster.topology", "enum", "rail_optimized", "rail_optimized or leaf_spine"},
-      {"cluster.nics_per_leaf", "auto-int", "auto", "leaf downlink ports; auto = min(hosts, 32) for rail_optimized, min(NICs, 32) for leaf_spine"},
-      {"cluster.spines", "auto-int", "auto", "spine switches (one uplink per leaf each); auto = nics_per_leaf (non-blocking)"},
+      {"cluster.topology", "enum", "rail_optimized", "rail_optimized, leaf_spine, rail_only, torus, mesh or file (docs/topology.md)"},
+      {"cluster.topology_file", "string", "", "topology file (fabricsim text format or SimAI ns-3 format); implies topology: file; relative to the spec file"},
+      {"cluster.nics_per_leaf", "auto-int", "auto", "leaf (torus/mesh: switch) NIC ports; auto = min(hosts, 32) for rail_optimized/rail_only, min(NICs, 32) for leaf_spine, NICs/switches for torus/mesh"},
+      {"cluster.spines", "auto-int", "auto", "spine switches (per pod, per plane; per rail for rail_only), one uplink per leaf each; auto = nics_per_leaf (non-blocking) or from cluster.oversubscription"},
+      {"cluster.tiers", "int", "2", "Clos tiers: 2 (leaf, spine) or 3 (leaf, spine/aggregation per pod, core)"},
+      {"cluster.pods", "int", "1", "tiers 3: pods (leaf-spine blocks) joined by the core; must divide the leaves"},
+      {"cluster.oversubscription", "string", "", "down:up capacity per tier, leaf first: \"3:1\" or \"1:1,4:1\" (leaf, spine->core); sets spines (and cores); empty = non-blocking"},
+      {"cluster.core_bandwidth", "rate", "fabric_bandwidth", "spine <-> core link rate per direction"},
+      {"cluster.core_latency", "time", "fabric_latency", "spine <-> core propagation delay"},
+      {"cluster.dual_plane", "bool", "false", "each NIC has two ports (nic_bandwidth/2 each) to leaves of two separate planes (Alibaba HPN)"},
+      {"cluster.nvlink_domain", "auto-int", "auto", "GPUs per NVLink (scale-up) domain with one NVSwitch each, e.g. 72; auto = gpus_per_host"},
+      {"cluster.dims", "string", "", "torus/mesh switch grid, e.g. \"4x4\" or \"4x4x2\" (first dimension slowest in LP order)"},
       {"cluster.nic_bandwidth", "rate", "400Gbps", "NIC <-> leaf link rate per direction"},
       {"cluster.nic_latency", "time", "500ns", "NIC <-> leaf propagation delay"},
       {"cluster.fabric_bandwidth", "rate", "400Gbps", "leaf <-> spine link rate per direction"},
@@ -323,8 +333,93 @@ Spec load_spec(const std::string& path, const std::vector<std::string>& sets) {
   if (auto v = str("cluster.topology")) {
     if (*v == "rail_optimized") c.fabric = models::FabricKind::kRailOptimized;
     else if (*v == "leaf_spine") c.fabric = models::FabricKind::kLeafSpine;
+    else if (*v == "rail_only") c.fabric = models::FabricKind::kRailOnly;
+    else if (*v == "torus") c.fabric = models::FabricKind::kTorus;
+    else if (*v == "mesh") c.fabric = models::FabricKind::kMesh;
+    else if (*v == "file") c.fabric = models::FabricKind::kFile;
     else throw InputError(file_of("cluster.topology"), "cluster.topology", "'" + *v + "' is not a topology",
-                          "use rail_optimized or leaf_spine");
+                          "use rail_optimized, leaf_spine, rail_only, torus, mesh or file");
+  }
+  if (auto v = str("cluster.topology_file")) {
+    if (v->empty()) {
+      throw InputError(file_of("cluster.topology_file"), "cluster.topology_file", "is empty", "give a topology file path");
+    }
+    if (str("cluster.topology") && c.fabric != models::FabricKind::kFile) {
+      throw InputError(file_of("cluster.topology_file"), "cluster.topology_file",
+                       std::string("is set but cluster.topology is ") + models::fabric_kind_name(c.fabric),
+                       "drop cluster.topology or set it to file");
+    }
+    c.topology_file = resolve(*v, "cluster.topology_file");
+    c.fabric = models::FabricKind::kFile;
+  }
+  if (c.fabric == models::FabricKind::kFile && c.topology_file.empty()) {
+    throw InputError(file_of("cluster.topology"), "cluster.topology", "is file but cluster.topology_file is not set",
+                     "set cluster.topology_file: PATH");
+  }
+  if (auto v = str("cluster.tiers")) c.tiers = static_cast<std::uint32_t>(parse_uint(*v, file_of("cluster.tiers"), "cluster.tiers", 2));
+  if (c.tiers > 3) throw InputError(file_of("cluster.tiers"), "cluster.tiers", "must be 2 or 3", "use 2 or 3");
+  if (auto v = str("cluster.pods")) c.pods = static_cast<std::uint32_t>(parse_uint(*v, file_of("cluster.pods"), "cluster.pods", 1));
+  if (auto v = str("cluster.oversubscription")) {
+    const std::string key = "cluster.oversubscription";
+    std::vector<double> ratios;
+    std::stringstream ss(*v);
+    std::string part;
+    while (std::getline(ss, part, ',')) {
+      const auto colon = part.find(':');
+      char* end = nullptr;
+      const std::string num = part.substr(0, colon);
+      const double down = std::strtod(num.c_str(), &end);
+      bool ok = !num.empty() && *end == '\0' && down > 0 && down < 1e6;
+      double up = 1;
+      if (ok && colon != std::string::npos) {
+        const std::string den = part.substr(colon + 1);
+        up = std::strtod(den.c_str(), &end);
+        ok = !den.empty() && *end == '\0' && up > 0 && up < 1e6;
+      }
+      if (!ok) {
+        throw InputError(file_of(key), key, "'" + *v + "' is not a list of ratios",
+                         "write down:up per tier, leaf first, e.g. \"3:1\" or \"1:1,4:1\"");
+      }
+      ratios.push_back(down / up);
+    }
+    if (ratios.empty() || ratios.size() > 2) {
+      throw InputError(file_of(key), key, "'" + *v + "' needs 1 or 2 ratios", "e.g. \"3:1\" or \"1:1,4:1\"");
+    }
+    c.oversub_leaf = ratios[0];
+    if (ratios.size() > 1) c.oversub_spine = ratios[1];
+    if (ratios.size() > 1 && c.tiers != 3) {
+      throw InputError(file_of(key), key, "gives a spine ratio but cluster.tiers is 2", "set cluster.tiers: 3 or give one ratio");
+    }
+  }
+  if (auto v = str("cluster.dual_plane")) {
+    if (*v == "true" || *v == "1") c.dual_plane = true;
+    else if (*v == "false" || *v == "0") c.dual_plane = false;
+    else throw InputError(file_of("cluster.dual_plane"), "cluster.dual_plane", "'" + *v + "' is not a boolean", "use true or false");
+  }
+  if (auto v = str("cluster.nvlink_domain"); v && *v != "auto") {
+    c.nvlink_domain = static_cast<std::uint32_t>(parse_uint(*v, file_of("cluster.nvlink_domain"), "cluster.nvlink_domain", 1));
+    if (c.nvlink_domain > 1024) {
+      throw InputError(file_of("cluster.nvlink_domain"), "cluster.nvlink_domain", "'" + *v + "' is more than 1024",
+                       "give the GPUs of one NVLink domain, e.g. 72");
+    }
+  }
+  if (auto v = str("cluster.dims")) {
+    const std::string key = "cluster.dims";
+    std::stringstream ss(*v);
+    std::string part;
+    while (std::getline(ss, part, 'x')) c.dims.push_back(static_cast<std::uint32_t>(parse_uint(part, file_of(key), key, 1)));
+    if (c.dims.empty() || c.dims.size() > 3) {
+      throw InputError(file_of(key), key, "'" + *v + "' needs 1 to 3 sizes", "write e.g. \"4x4\" or \"4x4x2\"");
+    }
+  }
+  if ((c.fabric == models::FabricKind::kTorus || c.fabric == models::FabricKind::kMesh) && c.dims.empty()) {
+    throw InputError(file_of("cluster.topology"), "cluster.topology",
+                     std::string("'") + models::fabric_kind_name(c.fabric) + "' needs the switch grid cluster.dims",
+                     "set cluster.dims, e.g. \"4x4\"");
+  }
+  if (c.oversub_leaf > 0 && str("cluster.spines") && *str("cluster.spines") != "auto") {
+    throw InputError(file_of("cluster.oversubscription"), "cluster.oversubscription",
+                     "and cluster.spines both set the spine count", "give only one of them");
   }
   // Physical ranges: a link between 1 Mb/s and 100 Tb/s, a latency of at most 1 s. Outside them
   // the run would only overflow simulated time or stall, so they are input errors.
@@ -361,6 +456,8 @@ Spec load_spec(const std::string& path, const std::vector<std::string>& sets) {
   time("cluster.nic_latency", c.nic_latency_ps);
   rate("cluster.fabric_bandwidth", c.fabric_bps);
   time("cluster.fabric_latency", c.fabric_latency_ps);
+  rate("cluster.core_bandwidth", c.core_bps);
+  time("cluster.core_latency", c.core_latency_ps);
   rate("cluster.nvlink_bandwidth", c.nvlink_bps);
   time("cluster.nvlink_latency", c.nvlink_latency_ps);
   bytes("cluster.mtu", c.mtu_bytes);
@@ -450,10 +547,49 @@ Spec load_spec(const std::string& path, const std::vector<std::string>& sets) {
 
 models::ClusterSpec resolve_cluster(const Spec& spec, std::uint32_t ranks) {
   models::ClusterSpec c = spec.cluster;
+  if (c.fabric == models::FabricKind::kFile) {
+    // The file fixes the GPUs; hosts x gpus_per_host and the rates the NCCL model sees come from it.
+    const models::TopoGraph g = models::read_topology_file(c);
+    std::uint32_t gpus = 0;
+    for (auto k : g.kind) gpus += k == models::NodeKind::kGpu;
+    c.gpus_per_host = std::max<std::uint32_t>(1, g.gpus_per_host);
+    c.hosts = (gpus + c.gpus_per_host - 1) / c.gpus_per_host;
+    bool nic = false, nvl = false;
+    for (const auto& l : g.links) {
+      const bool gpu_end = g.kind[l.a] == models::NodeKind::kGpu || g.kind[l.b] == models::NodeKind::kGpu;
+      const bool nvs_end = g.kind[l.a] == models::NodeKind::kNvSwitch || g.kind[l.b] == models::NodeKind::kNvSwitch;
+      if (gpu_end && nvs_end && !nvl) c.nvlink_bps = l.rate_bps, c.nvlink_latency_ps = l.latency_ps, nvl = true;
+      if (gpu_end && !nvs_end && !nic) c.nic_bps = l.rate_bps, c.nic_latency_ps = l.latency_ps, nic = true;
+    }
+    if (gpus < ranks) {
+      throw InputError(c.topology_file, "nodes",
+                       "the workload has " + std::to_string(ranks) + " ranks but the topology has " + std::to_string(gpus) +
+                           " GPUs",
+                       "use a topology with >= " + std::to_string(ranks) + " GPUs");
+    }
+    return c;
+  }
   if (spec.hosts_auto) c.hosts = std::max<std::uint32_t>(1, (ranks + c.gpus_per_host - 1) / c.gpus_per_host);
+  const std::uint64_t nics = static_cast<std::uint64_t>(c.hosts) * c.gpus_per_host;
+  const bool grid = c.fabric == models::FabricKind::kTorus || c.fabric == models::FabricKind::kMesh;
   if (spec.nics_per_leaf_auto) c.nics_per_leaf = std::min<std::uint32_t>(c.hosts, 32);
   if (c.fabric == models::FabricKind::kLeafSpine && spec.nics_per_leaf_auto) {
-    c.nics_per_leaf = std::min<std::uint32_t>(c.hosts * c.gpus_per_host, 32);
+    c.nics_per_leaf = static_cast<std::uint32_t>(std::min<std::uint64_t>(nics, 32));
+  }
+  if (grid && spec.nics_per_leaf_auto) {
+    std::uint64_t n = 1;
+    for (auto d : c.dims) n *= std::max<std::uint32_t>(d, 1);
+    c.nics_per_leaf = static_cast<std::uint32_t>(std::max<std::uint64_t>(1, (nics + n - 1) / n));
+  }
+  if (!spec.nics_per_leaf_auto && !grid) {
+    // Leaves hold hosts (one NIC per rail) or NICs; a partial last group is a mistake when explicit.
+    const std::uint64_t holders = c.fabric == models::FabricKind::kLeafSpine ? nics : c.hosts;
+    if (holders > c.nics_per_leaf && holders % c.nics_per_leaf != 0) {
+      throw InputError(spec.file, "cluster.nics_per_leaf",
+                       std::to_string(c.nics_per_leaf) + " does not divide the " + std::to_string(holders) +
+                           (c.fabric == models::FabricKind::kLeafSpine ? " NICs" : " hosts (NICs per rail)"),
+                       "choose nics_per_leaf dividing " + std::to_string(holders) + " or leave it auto");
+    }
   }
   if (spec.spines_auto) c.spines = c.nics_per_leaf;
   if (static_cast<std::uint64_t>(c.hosts) * c.gpus_per_host < ranks) {

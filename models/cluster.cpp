@@ -1,14 +1,42 @@
 #include "models/cluster.hpp"
 
 #include <algorithm>
+#include <map>
+#include <numeric>
+#include <unordered_map>
 
 #include "engine/errors.hpp"
 #include "engine/rng.hpp"
+#include "models/topology_file.hpp"
 
 namespace fabricsim::models {
 
 using engine::InputError;
+using engine::InternalError;
 using engine::LpId;
+
+const char* fabric_kind_name(FabricKind k) {
+  switch (k) {
+    case FabricKind::kRailOptimized: return "rail_optimized";
+    case FabricKind::kLeafSpine: return "leaf_spine";
+    case FabricKind::kRailOnly: return "rail_only";
+    case FabricKind::kTorus: return "torus";
+    case FabricKind::kMesh: return "mesh";
+    case FabricKind::kFile: return "file";
+  }
+  return "?";
+}
+
+const char* node_kind_name(NodeKind k) {
+  switch (k) {
+    case NodeKind::kGpu: return "gpu";
+    case NodeKind::kNvSwitch: return "nvswitch";
+    case NodeKind::kLeaf: return "leaf";
+    case NodeKind::kSpine: return "spine";
+    case NodeKind::kCore: return "core";
+  }
+  return "?";
+}
 
 ClusterSpec default_cluster(std::uint32_t ranks) {
   ClusterSpec c;
@@ -21,136 +49,287 @@ ClusterSpec default_cluster(std::uint32_t ranks) {
 }
 
 Topology::Topology(const ClusterSpec& spec) : spec_(spec) {
-  const std::string& f = spec.source;
-  if (spec.hosts == 0) throw InputError(f, "cluster.hosts", "must be >= 1", "set cluster.hosts");
-  if (spec.gpus_per_host == 0) {
-    throw InputError(f, "cluster.gpus_per_host", "must be >= 1", "set cluster.gpus_per_host");
-  }
-  if (spec.nics_per_leaf == 0) {
-    throw InputError(f, "cluster.nics_per_leaf", "must be >= 1", "set cluster.nics_per_leaf");
-  }
-  if (spec.mtu_bytes == 0 || spec.nvlink_mtu_bytes == 0) {
-    throw InputError(f, "cluster.mtu", "must be > 0 bytes", "use e.g. 4KiB");
-  }
-  gpus_ = spec.hosts * spec.gpus_per_host;
-  if (spec.fabric == FabricKind::kRailOptimized) {
-    leaves_ = ((spec.hosts + spec.nics_per_leaf - 1) / spec.nics_per_leaf) * spec.gpus_per_host;
+  if (spec.fabric == FabricKind::kFile) {
+    TopoGraph g = read_topology_file(spec);
+    spec_.gpus_per_host = std::max<std::uint32_t>(1, g.gpus_per_host);
+    finish(std::move(g));
   } else {
-    leaves_ = (gpus_ + spec.nics_per_leaf - 1) / spec.nics_per_leaf;
+    finish(build_graph(spec));
   }
-  spines_ = spec.spines;
-  if (leaves_ > 1 && spines_ == 0) {
-    throw InputError(f, "cluster.spines",
-                     "is 0 but the fabric has " + std::to_string(leaves_) + " leaves",
-                     "set cluster.spines >= 1 so leaves can reach each other");
-  }
-  if (leaves_ == 1) spines_ = 0;  // a single leaf needs no spine layer
-  const std::uint32_t n = gpus_ + spec.hosts + leaves_ + spines_;
-  kinds_.resize(n);
-  ports_.resize(n);
-  switch_seed_.resize(n);
-  for (LpId i = 0; i < n; ++i) switch_seed_[i] = engine::mix64(spec.seed * 0x100000001B3ull + i);
-  for (std::uint32_t g = 0; g < gpus_; ++g) {
-    kinds_[g] = NodeKind::kGpu;
-    ports_[g] = {Port{nvswitch_lp(host_of(g)), spec.nvlink_bps, spec.nvlink_latency_ps, spec.nvlink_mtu_bytes},
-                 Port{leaf_lp(leaf_of(g)), spec.nic_bps, spec.nic_latency_ps, spec.mtu_bytes}};
-  }
-  for (std::uint32_t h = 0; h < spec.hosts; ++h) {
-    const LpId s = nvswitch_lp(h);
-    kinds_[s] = NodeKind::kNvSwitch;
-    for (std::uint32_t j = 0; j < spec.gpus_per_host; ++j) {
-      ports_[s].push_back(Port{h * spec.gpus_per_host + j, spec.nvlink_bps, spec.nvlink_latency_ps,
-                               spec.nvlink_mtu_bytes});
+}
+
+Topology::Topology(const ClusterSpec& spec, TopoGraph graph) : spec_(spec) {
+  if (graph.gpus_per_host) spec_.gpus_per_host = graph.gpus_per_host;
+  finish(std::move(graph));
+}
+
+void Topology::finish(TopoGraph g) {
+  const std::string& f =
+      spec_.fabric == FabricKind::kFile && !spec_.topology_file.empty() ? spec_.topology_file : spec_.source;
+  const auto n = static_cast<std::uint32_t>(g.kind.size());
+  if (g.tier.size() != n) throw InternalError("TopoGraph: kind and tier sizes differ");
+  kinds_ = std::move(g.kind);
+  tiers_ = std::move(g.tier);
+  for (LpId i = 0; i < n; ++i) {
+    const int k = static_cast<int>(kinds_[i]);
+    if (i > 0 && (kinds_[i] < kinds_[i - 1] || (k >= 2 && tiers_[i] < tiers_[i - 1]))) {
+      throw InternalError("TopoGraph: nodes not grouped by kind and tier at node " + std::to_string(i));
     }
+    if (count_[k]++ == 0) first_[k] = i;
   }
-  for (std::uint32_t l = 0; l < leaves_; ++l) {
-    const LpId id = leaf_lp(l);
-    kinds_[id] = NodeKind::kLeaf;
-    // Down ports: unused slots point back at the leaf itself and are never routed to.
-    ports_[id].assign(spec.nics_per_leaf, Port{id, spec.nic_bps, spec.nic_latency_ps, spec.mtu_bytes});
-    for (std::uint32_t s = 0; s < spines_; ++s) {
-      ports_[id].push_back(Port{spine_lp(s), spec.fabric_bps, spec.fabric_latency_ps, spec.mtu_bytes});
-    }
+  for (int k = 1; k < 5; ++k) {
+    if (count_[k] == 0) first_[k] = k == 0 ? 0 : first_[k - 1] + count_[k - 1];
   }
-  for (std::uint32_t g = 0; g < gpus_; ++g) {
-    ports_[leaf_lp(leaf_of(g))][leaf_port_of(g)].peer = g;
+  gpus_ = count_[0];
+  if (gpus_ == 0) throw InputError(f, "cluster.topology", "the topology has no GPU", "add GPU nodes");
+  spec_.hosts = std::max<std::uint32_t>(1, (gpus_ + spec_.gpus_per_host - 1) / spec_.gpus_per_host);
+
+  // Ports in link order, each with its reverse index; then sorted by peer (stable).
+  ports_.assign(n, {});
+  for (const auto& l : g.links) {
+    if (l.a >= n || l.b >= n || l.a == l.b) throw InternalError("TopoGraph: bad link endpoints");
+    const auto pa = static_cast<std::uint32_t>(ports_[l.a].size());
+    const auto pb = static_cast<std::uint32_t>(ports_[l.b].size());
+    ports_[l.a].push_back(Port{l.b, l.rate_bps, l.latency_ps, l.mtu_bytes, pb});
+    ports_[l.b].push_back(Port{l.a, l.rate_bps, l.latency_ps, l.mtu_bytes, pa});
   }
-  for (std::uint32_t s = 0; s < spines_; ++s) {
-    const LpId id = spine_lp(s);
-    kinds_[id] = NodeKind::kSpine;
-    for (std::uint32_t l = 0; l < leaves_; ++l) {
-      ports_[id].push_back(Port{leaf_lp(l), spec.fabric_bps, spec.fabric_latency_ps, spec.mtu_bytes});
-    }
-  }
-  // Reverse port of every link: the k-th link from a to b pairs with the k-th link from b to a.
-  std::size_t max_ports = 0;
+  std::vector<std::uint32_t> off(n + 1, 0), newpos;
+  for (LpId a = 0; a < n; ++a) off[a + 1] = off[a] + static_cast<std::uint32_t>(ports_[a].size());
+  newpos.resize(off[n]);
   for (LpId a = 0; a < n; ++a) {
-    max_ports = std::max(max_ports, ports_[a].size());
-    for (std::uint32_t p = 0; p < ports_[a].size(); ++p) {
-      Port& fwd = ports_[a][p];
-      if (fwd.peer == a) continue;  // unused leaf slot
-      const auto& back = ports_[fwd.peer];
-      std::uint32_t k = 0;
-      for (std::uint32_t q = 0; q < p; ++q) k += ports_[a][q].peer == fwd.peer;
-      for (std::uint32_t q = 0; q < back.size(); ++q) {
-        if (back[q].peer == a && k-- == 0) {
-          fwd.peer_port = q;
-          break;
+    std::vector<std::uint32_t> idx(ports_[a].size());
+    std::iota(idx.begin(), idx.end(), 0u);
+    std::stable_sort(idx.begin(), idx.end(),
+                     [&](std::uint32_t x, std::uint32_t y) { return ports_[a][x].peer < ports_[a][y].peer; });
+    for (std::uint32_t i = 0; i < idx.size(); ++i) newpos[off[a] + idx[i]] = i;
+  }
+  for (LpId a = 0; a < n; ++a) {
+    std::vector<Port> sorted(ports_[a].size());
+    for (std::uint32_t i = 0; i < ports_[a].size(); ++i) {
+      Port p = ports_[a][i];
+      p.peer_port = newpos[off[p.peer] + p.peer_port];
+      sorted[newpos[off[a] + i]] = p;
+    }
+    ports_[a] = std::move(sorted);
+  }
+
+  switch_seed_.resize(n);
+  for (LpId i = 0; i < n; ++i) switch_seed_[i] = engine::mix64(spec_.seed * 0x100000001B3ull + i);
+  std::size_t max_ports = 0;
+  for (const auto& p : ports_) max_ports = std::max(max_ports, p.size());
+  port_id_.resize(max_ports);
+  std::iota(port_id_.begin(), port_id_.end(), 0u);
+
+  // Scale-up domains: one per NVSwitch, then one per GPU without an NVSwitch.
+  const LpId nvs0 = first_lp(NodeKind::kNvSwitch);
+  domain_.assign(gpus_, kNoLp);
+  nvl_port_.assign(gpus_, 0);
+  nic_first_.assign(gpus_, 0);
+  domain_switch_.clear();
+  for (std::uint32_t s = 0; s < count(NodeKind::kNvSwitch); ++s) domain_switch_.push_back(nvs0 + s);
+  for (std::uint32_t s = 0; s < count(NodeKind::kNvSwitch); ++s) {
+    const LpId id = nvs0 + s;
+    for (std::uint32_t p = 0; p < ports_[id].size(); ++p) {
+      const LpId peer = ports_[id][p].peer;
+      if (kinds_[peer] != NodeKind::kGpu) {
+        throw InputError(f, "cluster.topology", describe(id) + " links to " + describe(peer),
+                         "an NVSwitch links only to the GPUs of its domain");
+      }
+      if (domain_[peer] != kNoLp && domain_[peer] != s) {
+        throw InputError(f, "cluster.topology", describe(peer) + " links to two NVSwitches",
+                         "give each GPU one scale-up switch");
+      }
+      if (domain_[peer] == kNoLp) nvl_port_[peer] = p;
+      domain_[peer] = s;
+    }
+  }
+  att_off_.assign(gpus_ + 1, 0);
+  att_sw_.clear();
+  att_port_.clear();
+  for (std::uint32_t gpu = 0; gpu < gpus_; ++gpu) {
+    if (domain_[gpu] == kNoLp) {
+      domain_[gpu] = static_cast<std::uint32_t>(domain_switch_.size());
+      domain_switch_.push_back(kNoLp);
+    }
+    std::uint8_t nvl = 0;
+    for (const Port& p : ports_[gpu]) {
+      if (kinds_[p.peer] == NodeKind::kGpu) {
+        throw InputError(f, "cluster.topology", describe(gpu) + " links to " + describe(p.peer),
+                         "GPUs link only to an NVSwitch and to Ethernet switches (NICs)");
+      }
+      if (kinds_[p.peer] == NodeKind::kNvSwitch) {
+        ++nvl;
+      } else {
+        att_sw_.push_back(p.peer);
+        att_port_.push_back(p.peer_port);
+      }
+    }
+    nic_first_[gpu] = nvl;
+    att_off_[gpu + 1] = static_cast<std::uint32_t>(att_sw_.size());
+    if (att_off_[gpu + 1] == att_off_[gpu]) {
+      throw InputError(f, "cluster.topology", describe(gpu) + " has no NIC link",
+                       "link every GPU to at least one Ethernet switch");
+    }
+  }
+  build_routes();
+}
+
+void Topology::build_routes() {
+  const auto n = num_nodes();
+  eth_first_ = first_lp(NodeKind::kLeaf);
+  eth_count_ = n - eth_first_;
+  // Classes: GPUs with the same first NIC port and the same attached switches share routes.
+  std::map<std::vector<std::uint32_t>, std::uint32_t> cls;
+  std::vector<std::uint32_t> rep;  // a GPU of each class
+  class_of_.resize(gpus_);
+  bool multi_homed = false;
+  for (std::uint32_t gpu = 0; gpu < gpus_; ++gpu) {
+    std::vector<std::uint32_t> key(att_sw_.begin() + att_off_[gpu], att_sw_.begin() + att_off_[gpu + 1]);
+    multi_homed |= key.size() > 1;
+    key.push_back(nic_first_[gpu]);
+    auto [it, fresh] = cls.emplace(std::move(key), static_cast<std::uint32_t>(rep.size()));
+    if (fresh) rep.push_back(gpu);
+    class_of_[gpu] = it->second;
+  }
+  classes_ = static_cast<std::uint32_t>(rep.size());
+  const std::size_t cells = static_cast<std::size_t>(classes_) * eth_count_;
+  dist_.assign(cells, 0xFFFF);
+  cand_off_.assign(cells, 0);
+  pool_.clear();
+  std::unordered_map<std::string, std::uint32_t> interned;
+  auto intern_list = [&](const std::vector<std::uint32_t>& list) {
+    std::string key(reinterpret_cast<const char*>(list.data()), list.size() * sizeof(std::uint32_t));
+    auto [it, fresh] = interned.emplace(std::move(key), static_cast<std::uint32_t>(pool_.size()));
+    if (fresh) {
+      pool_.push_back(static_cast<std::uint32_t>(list.size()));
+      pool_.insert(pool_.end(), list.begin(), list.end());
+    }
+    return it->second;
+  };
+  max_switch_ecmp_ = 0;
+  std::vector<std::uint32_t> queue, next;
+  queue.reserve(eth_count_);
+  for (std::uint32_t c = 0; c < classes_; ++c) {
+    std::uint16_t* dist = &dist_[static_cast<std::size_t>(c) * eth_count_];
+    queue.clear();
+    const std::uint32_t g = rep[c];
+    for (std::uint32_t i = att_off_[g]; i < att_off_[g + 1]; ++i) {
+      const std::uint32_t e = att_sw_[i] - eth_first_;
+      if (dist[e] != 0) {
+        dist[e] = 0;
+        queue.push_back(e);
+      }
+    }
+    for (std::size_t head = 0; head < queue.size(); ++head) {
+      const std::uint32_t e = queue[head];
+      for (const Port& p : ports_[eth_first_ + e]) {
+        if (p.peer < eth_first_) continue;  // GPUs never forward
+        const std::uint32_t x = p.peer - eth_first_;
+        if (dist[x] == 0xFFFF) {
+          if (dist[e] + 1 >= 0xFFFF) throw InputError(spec_.source, "cluster.topology", "diameter above 65534 hops", "");
+          dist[x] = static_cast<std::uint16_t>(dist[e] + 1);
+          queue.push_back(x);
         }
       }
     }
+    for (std::uint32_t e = 0; e < eth_count_; ++e) {
+      if (dist[e] == 0 || dist[e] == 0xFFFF) continue;
+      next.clear();
+      const auto& ps = ports_[eth_first_ + e];
+      for (std::uint32_t p = 0; p < ps.size(); ++p) {
+        if (ps[p].peer >= eth_first_ && dist[ps[p].peer - eth_first_] + 1 == dist[e]) next.push_back(p);
+      }
+      max_switch_ecmp_ = std::max(max_switch_ecmp_, static_cast<std::uint32_t>(next.size()));
+      cand_off_[static_cast<std::size_t>(c) * eth_count_ + e] = intern_list(next);
+    }
   }
-  for (std::uint32_t s = 0; s < spines_; ++s) leaf_up_.push_back(spec.nics_per_leaf + s);
-  port_id_.resize(max_ports);
-  for (std::uint32_t p = 0; p < max_ports; ++p) port_id_[p] = p;
+  // Multi-homed GPUs (dual-plane, files): the NIC ports that start a shortest path, per class pair.
+  gpu_cand_off_.clear();
+  if (multi_homed) {
+    gpu_cand_off_.assign(static_cast<std::size_t>(classes_) * classes_, 0);
+    for (std::uint32_t cs = 0; cs < classes_; ++cs) {
+      const std::uint32_t g = rep[cs];
+      for (std::uint32_t cd = 0; cd < classes_; ++cd) {
+        const std::uint16_t* dist = &dist_[static_cast<std::size_t>(cd) * eth_count_];
+        std::uint32_t best = 0xFFFF;
+        for (std::uint32_t p = nic_first_[g]; p < ports_[g].size(); ++p) {
+          best = std::min<std::uint32_t>(best, dist[ports_[g][p].peer - eth_first_]);
+        }
+        next.clear();
+        for (std::uint32_t p = nic_first_[g]; p < ports_[g].size() && best != 0xFFFF; ++p) {
+          if (dist[ports_[g][p].peer - eth_first_] == best) next.push_back(p);
+        }
+        gpu_cand_off_[static_cast<std::size_t>(cs) * classes_ + cd] = intern_list(next);
+      }
+    }
+  }
 }
 
 std::span<const std::uint32_t> Topology::candidates(LpId at, std::uint32_t dst) const {
-  if (kinds_[at] == NodeKind::kLeaf && leaf_of(dst) != at - leaf_lp(0)) {
-    return {leaf_up_.data(), leaf_up_.size()};
+  switch (kinds_[at]) {
+    case NodeKind::kGpu: {
+      if (domain_[at] == domain_[dst] && domain_switch_[domain_[at]] != kNoLp && at != dst) return {&port_id_[0], 1};
+      const std::uint32_t cd = class_of_[dst];
+      if (!gpu_cand_off_.empty()) {
+        const std::uint32_t o = gpu_cand_off_[static_cast<std::size_t>(class_of_[at]) * classes_ + cd];
+        return {&pool_[o + 1], pool_[o]};
+      }
+      const std::uint32_t p = nic_first_[at];
+      const std::uint32_t e = ports_[at][p].peer - eth_first_;
+      if (dist_[static_cast<std::size_t>(cd) * eth_count_ + e] == 0xFFFF) return {};
+      return {&port_id_[p], 1};
+    }
+    case NodeKind::kNvSwitch:
+      if (domain_switch_[domain_[dst]] != at) return {};
+      return {&port_id_[nvl_port_[dst]], 1};
+    default: {
+      const std::size_t cell = static_cast<std::size_t>(class_of_[dst]) * eth_count_ + (at - eth_first_);
+      if (dist_[cell] == 0) {
+        std::uint32_t i = att_off_[dst], j = att_off_[dst + 1];
+        while (i < j && att_sw_[i] != at) ++i;
+        std::uint32_t k = i;
+        while (k < j && att_sw_[k] == at) ++k;
+        return {att_port_.data() + i, k - i};
+      }
+      if (dist_[cell] == 0xFFFF) return {};
+      const std::uint32_t o = cand_off_[cell];
+      return {&pool_[o + 1], pool_[o]};
+    }
   }
-  const std::uint32_t p = route(at, dst, 0);
-  return {&port_id_[p], 1};
 }
 
-std::uint32_t Topology::leaf_of(std::uint32_t gpu) const {
-  const std::uint32_t h = gpu / spec_.gpus_per_host;
-  const std::uint32_t j = gpu % spec_.gpus_per_host;
-  if (spec_.fabric == FabricKind::kRailOptimized) {
-    return (h / spec_.nics_per_leaf) * spec_.gpus_per_host + j;
-  }
-  return gpu / spec_.nics_per_leaf;
+void Topology::no_path(LpId at, std::uint32_t dst) const {
+  throw InputError(spec_.source, "cluster.topology",
+                   std::string("no network path from ") + describe(at) + " to gpu " + std::to_string(dst) + " in the " +
+                       fabric_kind_name(spec_.fabric) + " fabric (" +
+                       (spec_.fabric == FabricKind::kRailOnly ? "rails do not interconnect" : "disconnected") + ")",
+                   "keep that traffic inside an NVLink domain (cross-rail traffic must use NVLink first, e.g. "
+                   "NCCL PXN) or choose a fabric that connects them (fabricsim topo SPEC shows unreachable pairs)");
 }
 
-std::uint32_t Topology::leaf_port_of(std::uint32_t gpu) const {
-  if (spec_.fabric == FabricKind::kRailOptimized) {
-    return (gpu / spec_.gpus_per_host) % spec_.nics_per_leaf;
+std::uint32_t Topology::leaf_of(std::uint32_t gpu) const { return att_sw_[att_off_[gpu]] - first_lp(NodeKind::kLeaf); }
+
+std::uint32_t Topology::leaf_port_of(std::uint32_t gpu) const { return att_port_[att_off_[gpu]]; }
+
+std::uint32_t Topology::fabric_hops(std::uint32_t a, std::uint32_t b) const {
+  if (a == b) return 0;
+  const std::uint16_t* dist = &dist_[static_cast<std::size_t>(class_of_[b]) * eth_count_];
+  std::uint32_t best = 0xFFFF;
+  for (std::uint32_t i = att_off_[a]; i < att_off_[a + 1]; ++i) {
+    best = std::min<std::uint32_t>(best, dist[att_sw_[i] - eth_first_]);
   }
-  return gpu % spec_.nics_per_leaf;
+  return best == 0xFFFF ? kUnreachable : best + 2;
 }
 
 std::uint32_t Topology::hops(std::uint32_t a, std::uint32_t b) const {
   if (a == b) return 0;
-  if (host_of(a) == host_of(b)) return 2;
-  return leaf_of(a) == leaf_of(b) ? 2 : 4;
+  if (same_scaleup_domain(a, b)) return 2;
+  return fabric_hops(a, b);
 }
 
-std::uint32_t Topology::route(LpId at, std::uint32_t dst, std::uint64_t flow_hash) const {
-  switch (kinds_[at]) {
-    case NodeKind::kGpu:
-      return host_of(at) == host_of(dst) ? 0u : 1u;
-    case NodeKind::kNvSwitch:
-      return dst % spec_.gpus_per_host;
-    case NodeKind::kLeaf: {
-      const std::uint32_t leaf = at - leaf_lp(0);
-      if (leaf_of(dst) == leaf) return leaf_port_of(dst);
-      const std::uint64_t h = engine::mix64(flow_hash ^ switch_seed_[at]);
-      return spec_.nics_per_leaf + static_cast<std::uint32_t>(h % spines_);
-    }
-    case NodeKind::kSpine:
-      return leaf_of(dst);
-  }
-  return 0;
+std::size_t Topology::routing_bytes() const {
+  return dist_.size() * sizeof(std::uint16_t) + cand_off_.size() * 4 + gpu_cand_off_.size() * 4 + pool_.size() * 4 +
+         (att_off_.size() + att_sw_.size() + att_port_.size() + class_of_.size()) * 4;
 }
 
 std::vector<Topology::Link> Topology::links() const {
@@ -164,13 +343,14 @@ std::vector<Topology::Link> Topology::links() const {
 }
 
 std::string Topology::describe(LpId n) const {
-  switch (kinds_[n]) {
-    case NodeKind::kGpu: return "gpu " + std::to_string(n);
-    case NodeKind::kNvSwitch: return "nvswitch " + std::to_string(n - gpus_);
-    case NodeKind::kLeaf: return "leaf " + std::to_string(n - leaf_lp(0));
-    case NodeKind::kSpine: return "spine " + std::to_string(n - spine_lp(0));
-  }
-  return "lp " + std::to_string(n);
+  if (n >= num_nodes()) return "lp " + std::to_string(n);
+  const NodeKind k = kinds_[n];
+  return std::string(node_kind_name(k)) + " " + std::to_string(n - first_lp(k));
+}
+
+std::string Topology::node_name(LpId n) const {
+  const NodeKind k = kinds_[n];
+  return std::string(node_kind_name(k)) + std::to_string(n - first_lp(k));
 }
 
 }  // namespace fabricsim::models
