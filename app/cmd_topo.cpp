@@ -24,42 +24,56 @@ struct TopoOptions {
   std::uint32_t gpus = 0;
   std::string export_path;
 };
-}  // namespace
+} // namespace
 
-Action add_topo(CLI::App& app) {
+Action add_topo(CLI::App &app) {
   auto opt = std::make_shared<TopoOptions>();
-  CLI::App* sub = app.add_subcommand("topo", "build the spec's cluster topology and print its figures");
-  sub->add_option("spec", opt->spec_path, "experiment spec (YAML); optional")->check(CLI::ExistingFile);
-  sub->add_option("--set", opt->sets, "override a spec key: --set cluster.topology=torus (repeatable)");
-  sub->add_option("--gpus", opt->gpus, "GPUs to size an auto cluster for (default: the spec's workload, else 1 host)")
+  CLI::App *sub =
+      app.add_subcommand("topo", "build the spec's cluster topology and print its figures");
+  sub->add_option("spec", opt->spec_path, "experiment spec (YAML); optional")
+      ->check(CLI::ExistingFile);
+  sub->add_option("--set", opt->sets,
+                  "override a spec key: --set cluster.topology=torus (repeatable)");
+  sub->add_option("--gpus", opt->gpus,
+                  "GPUs to size an auto cluster for (default: the spec's workload, else 1 host)")
       ->check(CLI::Range(1u, 1u << 20));
-  sub->add_option("--export", opt->export_path, "write the topology to FILE (fabricsim topology text format)");
+  sub->add_option("--export", opt->export_path,
+                  "write the topology to FILE (fabricsim topology text format)");
   return [sub, opt]() -> int {
-    if (!*sub) return -1;
+    if (!*sub)
+      return -1;
     if (sub->count("--export") > 0 && opt->export_path.empty()) {
       throw engine::InputError("<cli>", "--export", "the path is empty", "give a file name");
     }
     const jobs::Spec spec = jobs::load_spec(opt->spec_path, opt->sets);
     std::uint32_t ranks = opt->gpus;
     if (ranks == 0 && !spec.workload_path.empty() && spec.generator.count("model") == 0) {
-      ranks = jobs::load_workload(spec.workload_path, spec.workload_format, spec.workload_gpus, spec.comm_groups).ranks;
+      ranks = jobs::load_workload(spec.workload_path, spec.workload_format, spec.workload_gpus,
+                                  spec.comm_groups)
+                  .ranks;
     }
     const models::ClusterSpec c = jobs::resolve_cluster(spec, ranks);
     const models::Topology topo(c);
     const models::TopologyStats s = models::topology_stats(topo);
     if (!opt->export_path.empty() && is_root()) {
       std::ofstream out(opt->export_path, std::ios::binary);
-      if (!out) throw engine::InputError("<cli>", "--export", "cannot write " + opt->export_path, "check the directory");
-      out << models::topology_to_text(topo, std::string("exported by fabricsim topo from ") +
-                                                (opt->spec_path.empty() ? "<defaults>" : opt->spec_path));
-      if (!out.flush()) throw engine::InputError("<cli>", "--export", "writing " + opt->export_path + " failed", "check free space");
+      if (!out)
+        throw engine::InputError("<cli>", "--export", "cannot write " + opt->export_path,
+                                 "check the directory");
+      out << models::topology_to_text(topo,
+                                      std::string("exported by fabricsim topo from ") +
+                                          (opt->spec_path.empty() ? "<defaults>" : opt->spec_path));
+      if (!out.flush())
+        throw engine::InputError("<cli>", "--export", "writing " + opt->export_path + " failed",
+                                 "check free space");
     }
     if (is_root()) {
       std::fputs(models::format_topology_stats(topo, s).c_str(), stdout);
-      if (!opt->export_path.empty()) std::printf("exported: %s\n", opt->export_path.c_str());
+      if (!opt->export_path.empty())
+        std::printf("exported: %s\n", opt->export_path.c_str());
     }
     return 0;
   };
 }
 
-}  // namespace fabricsim::app
+} // namespace fabricsim::app

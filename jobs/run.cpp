@@ -379,17 +379,6 @@ RunResult run_simulation(const RunOptions& opt, MPI_Comm comm, const std::string
   }
   const models::ClusterSpec cspec = resolve_cluster(spec, w.ranks);
   const models::Topology topo(cspec);
-  // The GPU-rank LP keeps state for 2 ports (NVLink + one NIC; models/gpu_rank.hpp); GPUs with
-  // more NIC ports (dual_plane, multi-homed topology files) wait for the multi-port NIC model.
-  for (engine::LpId g = 0; g < topo.num_gpus(); ++g) {
-    if (topo.ports(g).size() > 2) {
-      throw InputError(spec.file, cspec.dual_plane ? "cluster.dual_plane" : "cluster.topology_file",
-                       topo.describe(g) + " has " + std::to_string(topo.ports(g).size()) +
-                           " ports but this build's GPU model simulates one NIC port per GPU",
-                       "inspect the topology with `fabricsim topo`; simulate it with one NIC port per GPU");
-    }
-  }
-
   // Partition: a scale-up domain's GPUs + NVSwitch stay together; Ethernet switches are dealt
   // round-robin (in LP order: leaves, spines, cores).
   partition::Blocks blocks(topo.num_domains());

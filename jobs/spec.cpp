@@ -581,15 +581,14 @@ models::ClusterSpec resolve_cluster(const Spec& spec, std::uint32_t ranks) {
     for (auto d : c.dims) n *= std::max<std::uint32_t>(d, 1);
     c.nics_per_leaf = static_cast<std::uint32_t>(std::max<std::uint64_t>(1, (nics + n - 1) / n));
   }
-  if (!spec.nics_per_leaf_auto && !grid) {
-    // Leaves hold hosts (one NIC per rail) or NICs; a partial last group is a mistake when explicit.
-    const std::uint64_t holders = c.fabric == models::FabricKind::kLeafSpine ? nics : c.hosts;
-    if (holders > c.nics_per_leaf && holders % c.nics_per_leaf != 0) {
-      throw InputError(spec.file, "cluster.nics_per_leaf",
-                       std::to_string(c.nics_per_leaf) + " does not divide the " + std::to_string(holders) +
-                           (c.fabric == models::FabricKind::kLeafSpine ? " NICs" : " hosts (NICs per rail)"),
-                       "choose nics_per_leaf dividing " + std::to_string(holders) + " or leave it auto");
-    }
+  if (!spec.nics_per_leaf_auto && c.fabric == models::FabricKind::kRailOptimized && c.hosts > c.nics_per_leaf &&
+      c.hosts % c.nics_per_leaf != 0) {
+    // Every rail group must be whole: each rail has one NIC per host, nics_per_leaf hosts per leaf.
+    // (leaf_spine keeps a partly filled last leaf: NICs simply fill leaves in order.)
+    throw InputError(spec.file, "cluster.nics_per_leaf",
+                     std::to_string(c.nics_per_leaf) + " does not divide the " + std::to_string(c.hosts) +
+                         " hosts of each rail (one NIC per host per rail)",
+                     "choose nics_per_leaf dividing " + std::to_string(c.hosts) + " or leave it auto");
   }
   if (spec.spines_auto) c.spines = c.nics_per_leaf;
   if (static_cast<std::uint64_t>(c.hosts) * c.gpus_per_host < ranks) {

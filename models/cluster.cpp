@@ -15,25 +15,36 @@ using engine::InputError;
 using engine::InternalError;
 using engine::LpId;
 
-const char* fabric_kind_name(FabricKind k) {
+const char *fabric_kind_name(FabricKind k) {
   switch (k) {
-    case FabricKind::kRailOptimized: return "rail_optimized";
-    case FabricKind::kLeafSpine: return "leaf_spine";
-    case FabricKind::kRailOnly: return "rail_only";
-    case FabricKind::kTorus: return "torus";
-    case FabricKind::kMesh: return "mesh";
-    case FabricKind::kFile: return "file";
+  case FabricKind::kRailOptimized:
+    return "rail_optimized";
+  case FabricKind::kLeafSpine:
+    return "leaf_spine";
+  case FabricKind::kRailOnly:
+    return "rail_only";
+  case FabricKind::kTorus:
+    return "torus";
+  case FabricKind::kMesh:
+    return "mesh";
+  case FabricKind::kFile:
+    return "file";
   }
   return "?";
 }
 
-const char* node_kind_name(NodeKind k) {
+const char *node_kind_name(NodeKind k) {
   switch (k) {
-    case NodeKind::kGpu: return "gpu";
-    case NodeKind::kNvSwitch: return "nvswitch";
-    case NodeKind::kLeaf: return "leaf";
-    case NodeKind::kSpine: return "spine";
-    case NodeKind::kCore: return "core";
+  case NodeKind::kGpu:
+    return "gpu";
+  case NodeKind::kNvSwitch:
+    return "nvswitch";
+  case NodeKind::kLeaf:
+    return "leaf";
+  case NodeKind::kSpine:
+    return "spine";
+  case NodeKind::kCore:
+    return "core";
   }
   return "?";
 }
@@ -44,11 +55,11 @@ ClusterSpec default_cluster(std::uint32_t ranks) {
   c.hosts = std::max<std::uint32_t>(1, (ranks + c.gpus_per_host - 1) / c.gpus_per_host);
   c.fabric = FabricKind::kRailOptimized;
   c.nics_per_leaf = std::min<std::uint32_t>(c.hosts, 32);
-  c.spines = c.nics_per_leaf;  // non-blocking: uplink capacity equals downlink capacity
+  c.spines = c.nics_per_leaf; // non-blocking: uplink capacity equals downlink capacity
   return c;
 }
 
-Topology::Topology(const ClusterSpec& spec) : spec_(spec) {
+Topology::Topology(const ClusterSpec &spec) : spec_(spec) {
   if (spec.fabric == FabricKind::kFile) {
     TopoGraph g = read_topology_file(spec);
     spec_.gpus_per_host = std::max<std::uint32_t>(1, g.gpus_per_host);
@@ -58,50 +69,61 @@ Topology::Topology(const ClusterSpec& spec) : spec_(spec) {
   }
 }
 
-Topology::Topology(const ClusterSpec& spec, TopoGraph graph) : spec_(spec) {
-  if (graph.gpus_per_host) spec_.gpus_per_host = graph.gpus_per_host;
+Topology::Topology(const ClusterSpec &spec, TopoGraph graph) : spec_(spec) {
+  if (graph.gpus_per_host)
+    spec_.gpus_per_host = graph.gpus_per_host;
   finish(std::move(graph));
 }
 
 void Topology::finish(TopoGraph g) {
-  const std::string& f =
-      spec_.fabric == FabricKind::kFile && !spec_.topology_file.empty() ? spec_.topology_file : spec_.source;
+  const std::string &f = spec_.fabric == FabricKind::kFile && !spec_.topology_file.empty()
+                             ? spec_.topology_file
+                             : spec_.source;
   const auto n = static_cast<std::uint32_t>(g.kind.size());
-  if (g.tier.size() != n) throw InternalError("TopoGraph: kind and tier sizes differ");
+  if (g.tier.size() != n)
+    throw InternalError("TopoGraph: kind and tier sizes differ");
   kinds_ = std::move(g.kind);
   tiers_ = std::move(g.tier);
   for (LpId i = 0; i < n; ++i) {
     const int k = static_cast<int>(kinds_[i]);
     if (i > 0 && (kinds_[i] < kinds_[i - 1] || (k >= 2 && tiers_[i] < tiers_[i - 1]))) {
-      throw InternalError("TopoGraph: nodes not grouped by kind and tier at node " + std::to_string(i));
+      throw InternalError("TopoGraph: nodes not grouped by kind and tier at node " +
+                          std::to_string(i));
     }
-    if (count_[k]++ == 0) first_[k] = i;
+    if (count_[k]++ == 0)
+      first_[k] = i;
   }
   for (int k = 1; k < 5; ++k) {
-    if (count_[k] == 0) first_[k] = k == 0 ? 0 : first_[k - 1] + count_[k - 1];
+    if (count_[k] == 0)
+      first_[k] = k == 0 ? 0 : first_[k - 1] + count_[k - 1];
   }
   gpus_ = count_[0];
-  if (gpus_ == 0) throw InputError(f, "cluster.topology", "the topology has no GPU", "add GPU nodes");
+  if (gpus_ == 0)
+    throw InputError(f, "cluster.topology", "the topology has no GPU", "add GPU nodes");
   spec_.hosts = std::max<std::uint32_t>(1, (gpus_ + spec_.gpus_per_host - 1) / spec_.gpus_per_host);
 
   // Ports in link order, each with its reverse index; then sorted by peer (stable).
   ports_.assign(n, {});
-  for (const auto& l : g.links) {
-    if (l.a >= n || l.b >= n || l.a == l.b) throw InternalError("TopoGraph: bad link endpoints");
+  for (const auto &l : g.links) {
+    if (l.a >= n || l.b >= n || l.a == l.b)
+      throw InternalError("TopoGraph: bad link endpoints");
     const auto pa = static_cast<std::uint32_t>(ports_[l.a].size());
     const auto pb = static_cast<std::uint32_t>(ports_[l.b].size());
     ports_[l.a].push_back(Port{l.b, l.rate_bps, l.latency_ps, l.mtu_bytes, pb});
     ports_[l.b].push_back(Port{l.a, l.rate_bps, l.latency_ps, l.mtu_bytes, pa});
   }
   std::vector<std::uint32_t> off(n + 1, 0), newpos;
-  for (LpId a = 0; a < n; ++a) off[a + 1] = off[a] + static_cast<std::uint32_t>(ports_[a].size());
+  for (LpId a = 0; a < n; ++a)
+    off[a + 1] = off[a] + static_cast<std::uint32_t>(ports_[a].size());
   newpos.resize(off[n]);
   for (LpId a = 0; a < n; ++a) {
     std::vector<std::uint32_t> idx(ports_[a].size());
     std::iota(idx.begin(), idx.end(), 0u);
-    std::stable_sort(idx.begin(), idx.end(),
-                     [&](std::uint32_t x, std::uint32_t y) { return ports_[a][x].peer < ports_[a][y].peer; });
-    for (std::uint32_t i = 0; i < idx.size(); ++i) newpos[off[a] + idx[i]] = i;
+    std::stable_sort(idx.begin(), idx.end(), [&](std::uint32_t x, std::uint32_t y) {
+      return ports_[a][x].peer < ports_[a][y].peer;
+    });
+    for (std::uint32_t i = 0; i < idx.size(); ++i)
+      newpos[off[a] + idx[i]] = i;
   }
   for (LpId a = 0; a < n; ++a) {
     std::vector<Port> sorted(ports_[a].size());
@@ -114,9 +136,11 @@ void Topology::finish(TopoGraph g) {
   }
 
   switch_seed_.resize(n);
-  for (LpId i = 0; i < n; ++i) switch_seed_[i] = engine::mix64(spec_.seed * 0x100000001B3ull + i);
+  for (LpId i = 0; i < n; ++i)
+    switch_seed_[i] = engine::mix64(spec_.seed * 0x100000001B3ull + i);
   std::size_t max_ports = 0;
-  for (const auto& p : ports_) max_ports = std::max(max_ports, p.size());
+  for (const auto &p : ports_)
+    max_ports = std::max(max_ports, p.size());
   port_id_.resize(max_ports);
   std::iota(port_id_.begin(), port_id_.end(), 0u);
 
@@ -126,7 +150,8 @@ void Topology::finish(TopoGraph g) {
   nvl_port_.assign(gpus_, 0);
   nic_first_.assign(gpus_, 0);
   domain_switch_.clear();
-  for (std::uint32_t s = 0; s < count(NodeKind::kNvSwitch); ++s) domain_switch_.push_back(nvs0 + s);
+  for (std::uint32_t s = 0; s < count(NodeKind::kNvSwitch); ++s)
+    domain_switch_.push_back(nvs0 + s);
   for (std::uint32_t s = 0; s < count(NodeKind::kNvSwitch); ++s) {
     const LpId id = nvs0 + s;
     for (std::uint32_t p = 0; p < ports_[id].size(); ++p) {
@@ -139,7 +164,8 @@ void Topology::finish(TopoGraph g) {
         throw InputError(f, "cluster.topology", describe(peer) + " links to two NVSwitches",
                          "give each GPU one scale-up switch");
       }
-      if (domain_[peer] == kNoLp) nvl_port_[peer] = p;
+      if (domain_[peer] == kNoLp)
+        nvl_port_[peer] = p;
       domain_[peer] = s;
     }
   }
@@ -152,7 +178,7 @@ void Topology::finish(TopoGraph g) {
       domain_switch_.push_back(kNoLp);
     }
     std::uint8_t nvl = 0;
-    for (const Port& p : ports_[gpu]) {
+    for (const Port &p : ports_[gpu]) {
       if (kinds_[p.peer] == NodeKind::kGpu) {
         throw InputError(f, "cluster.topology", describe(gpu) + " links to " + describe(p.peer),
                          "GPUs link only to an NVSwitch and to Ethernet switches (NICs)");
@@ -180,15 +206,17 @@ void Topology::build_routes() {
   eth_count_ = n - eth_first_;
   // Classes: GPUs with the same first NIC port and the same attached switches share routes.
   std::map<std::vector<std::uint32_t>, std::uint32_t> cls;
-  std::vector<std::uint32_t> rep;  // a GPU of each class
+  std::vector<std::uint32_t> rep; // a GPU of each class
   class_of_.resize(gpus_);
   bool multi_homed = false;
   for (std::uint32_t gpu = 0; gpu < gpus_; ++gpu) {
-    std::vector<std::uint32_t> key(att_sw_.begin() + att_off_[gpu], att_sw_.begin() + att_off_[gpu + 1]);
+    std::vector<std::uint32_t> key(att_sw_.begin() + att_off_[gpu],
+                                   att_sw_.begin() + att_off_[gpu + 1]);
     multi_homed |= key.size() > 1;
     key.push_back(nic_first_[gpu]);
     auto [it, fresh] = cls.emplace(std::move(key), static_cast<std::uint32_t>(rep.size()));
-    if (fresh) rep.push_back(gpu);
+    if (fresh)
+      rep.push_back(gpu);
     class_of_[gpu] = it->second;
   }
   classes_ = static_cast<std::uint32_t>(rep.size());
@@ -197,8 +225,9 @@ void Topology::build_routes() {
   cand_off_.assign(cells, 0);
   pool_.clear();
   std::unordered_map<std::string, std::uint32_t> interned;
-  auto intern_list = [&](const std::vector<std::uint32_t>& list) {
-    std::string key(reinterpret_cast<const char*>(list.data()), list.size() * sizeof(std::uint32_t));
+  auto intern_list = [&](const std::vector<std::uint32_t> &list) {
+    std::string key(reinterpret_cast<const char *>(list.data()),
+                    list.size() * sizeof(std::uint32_t));
     auto [it, fresh] = interned.emplace(std::move(key), static_cast<std::uint32_t>(pool_.size()));
     if (fresh) {
       pool_.push_back(static_cast<std::uint32_t>(list.size()));
@@ -210,7 +239,7 @@ void Topology::build_routes() {
   std::vector<std::uint32_t> queue, next;
   queue.reserve(eth_count_);
   for (std::uint32_t c = 0; c < classes_; ++c) {
-    std::uint16_t* dist = &dist_[static_cast<std::size_t>(c) * eth_count_];
+    std::uint16_t *dist = &dist_[static_cast<std::size_t>(c) * eth_count_];
     queue.clear();
     const std::uint32_t g = rep[c];
     for (std::uint32_t i = att_off_[g]; i < att_off_[g + 1]; ++i) {
@@ -222,22 +251,26 @@ void Topology::build_routes() {
     }
     for (std::size_t head = 0; head < queue.size(); ++head) {
       const std::uint32_t e = queue[head];
-      for (const Port& p : ports_[eth_first_ + e]) {
-        if (p.peer < eth_first_) continue;  // GPUs never forward
+      for (const Port &p : ports_[eth_first_ + e]) {
+        if (p.peer < eth_first_)
+          continue; // GPUs never forward
         const std::uint32_t x = p.peer - eth_first_;
         if (dist[x] == 0xFFFF) {
-          if (dist[e] + 1 >= 0xFFFF) throw InputError(spec_.source, "cluster.topology", "diameter above 65534 hops", "");
+          if (dist[e] + 1 >= 0xFFFF)
+            throw InputError(spec_.source, "cluster.topology", "diameter above 65534 hops", "");
           dist[x] = static_cast<std::uint16_t>(dist[e] + 1);
           queue.push_back(x);
         }
       }
     }
     for (std::uint32_t e = 0; e < eth_count_; ++e) {
-      if (dist[e] == 0 || dist[e] == 0xFFFF) continue;
+      if (dist[e] == 0 || dist[e] == 0xFFFF)
+        continue;
       next.clear();
-      const auto& ps = ports_[eth_first_ + e];
+      const auto &ps = ports_[eth_first_ + e];
       for (std::uint32_t p = 0; p < ps.size(); ++p) {
-        if (ps[p].peer >= eth_first_ && dist[ps[p].peer - eth_first_] + 1 == dist[e]) next.push_back(p);
+        if (ps[p].peer >= eth_first_ && dist[ps[p].peer - eth_first_] + 1 == dist[e])
+          next.push_back(p);
       }
       max_switch_ecmp_ = std::max(max_switch_ecmp_, static_cast<std::uint32_t>(next.size()));
       cand_off_[static_cast<std::size_t>(c) * eth_count_ + e] = intern_list(next);
@@ -250,14 +283,15 @@ void Topology::build_routes() {
     for (std::uint32_t cs = 0; cs < classes_; ++cs) {
       const std::uint32_t g = rep[cs];
       for (std::uint32_t cd = 0; cd < classes_; ++cd) {
-        const std::uint16_t* dist = &dist_[static_cast<std::size_t>(cd) * eth_count_];
+        const std::uint16_t *dist = &dist_[static_cast<std::size_t>(cd) * eth_count_];
         std::uint32_t best = 0xFFFF;
         for (std::uint32_t p = nic_first_[g]; p < ports_[g].size(); ++p) {
           best = std::min<std::uint32_t>(best, dist[ports_[g][p].peer - eth_first_]);
         }
         next.clear();
         for (std::uint32_t p = nic_first_[g]; p < ports_[g].size() && best != 0xFFFF; ++p) {
-          if (dist[ports_[g][p].peer - eth_first_] == best) next.push_back(p);
+          if (dist[ports_[g][p].peer - eth_first_] == best)
+            next.push_back(p);
         }
         gpu_cand_off_[static_cast<std::size_t>(cs) * classes_ + cd] = intern_list(next);
       }
@@ -267,53 +301,67 @@ void Topology::build_routes() {
 
 std::span<const std::uint32_t> Topology::candidates(LpId at, std::uint32_t dst) const {
   switch (kinds_[at]) {
-    case NodeKind::kGpu: {
-      if (domain_[at] == domain_[dst] && domain_switch_[domain_[at]] != kNoLp && at != dst) return {&port_id_[0], 1};
-      const std::uint32_t cd = class_of_[dst];
-      if (!gpu_cand_off_.empty()) {
-        const std::uint32_t o = gpu_cand_off_[static_cast<std::size_t>(class_of_[at]) * classes_ + cd];
-        return {&pool_[o + 1], pool_[o]};
-      }
-      const std::uint32_t p = nic_first_[at];
-      const std::uint32_t e = ports_[at][p].peer - eth_first_;
-      if (dist_[static_cast<std::size_t>(cd) * eth_count_ + e] == 0xFFFF) return {};
-      return {&port_id_[p], 1};
-    }
-    case NodeKind::kNvSwitch:
-      if (domain_switch_[domain_[dst]] != at) return {};
-      return {&port_id_[nvl_port_[dst]], 1};
-    default: {
-      const std::size_t cell = static_cast<std::size_t>(class_of_[dst]) * eth_count_ + (at - eth_first_);
-      if (dist_[cell] == 0) {
-        std::uint32_t i = att_off_[dst], j = att_off_[dst + 1];
-        while (i < j && att_sw_[i] != at) ++i;
-        std::uint32_t k = i;
-        while (k < j && att_sw_[k] == at) ++k;
-        return {att_port_.data() + i, k - i};
-      }
-      if (dist_[cell] == 0xFFFF) return {};
-      const std::uint32_t o = cand_off_[cell];
+  case NodeKind::kGpu: {
+    if (domain_[at] == domain_[dst] && domain_switch_[domain_[at]] != kNoLp && at != dst)
+      return {&port_id_[0], 1};
+    const std::uint32_t cd = class_of_[dst];
+    if (!gpu_cand_off_.empty()) {
+      const std::uint32_t o =
+          gpu_cand_off_[static_cast<std::size_t>(class_of_[at]) * classes_ + cd];
       return {&pool_[o + 1], pool_[o]};
     }
+    const std::uint32_t p = nic_first_[at];
+    const std::uint32_t e = ports_[at][p].peer - eth_first_;
+    if (dist_[static_cast<std::size_t>(cd) * eth_count_ + e] == 0xFFFF)
+      return {};
+    return {&port_id_[p], 1};
+  }
+  case NodeKind::kNvSwitch:
+    if (domain_switch_[domain_[dst]] != at)
+      return {};
+    return {&port_id_[nvl_port_[dst]], 1};
+  default: {
+    const std::size_t cell =
+        static_cast<std::size_t>(class_of_[dst]) * eth_count_ + (at - eth_first_);
+    if (dist_[cell] == 0) {
+      std::uint32_t i = att_off_[dst], j = att_off_[dst + 1];
+      while (i < j && att_sw_[i] != at)
+        ++i;
+      std::uint32_t k = i;
+      while (k < j && att_sw_[k] == at)
+        ++k;
+      return {att_port_.data() + i, k - i};
+    }
+    if (dist_[cell] == 0xFFFF)
+      return {};
+    const std::uint32_t o = cand_off_[cell];
+    return {&pool_[o + 1], pool_[o]};
+  }
   }
 }
 
 void Topology::no_path(LpId at, std::uint32_t dst) const {
-  throw InputError(spec_.source, "cluster.topology",
-                   std::string("no network path from ") + describe(at) + " to gpu " + std::to_string(dst) + " in the " +
-                       fabric_kind_name(spec_.fabric) + " fabric (" +
-                       (spec_.fabric == FabricKind::kRailOnly ? "rails do not interconnect" : "disconnected") + ")",
-                   "keep that traffic inside an NVLink domain (cross-rail traffic must use NVLink first, e.g. "
-                   "NCCL PXN) or choose a fabric that connects them (fabricsim topo SPEC shows unreachable pairs)");
+  throw InputError(
+      spec_.source, "cluster.topology",
+      std::string("no network path from ") + describe(at) + " to gpu " + std::to_string(dst) +
+          " in the " + fabric_kind_name(spec_.fabric) + " fabric (" +
+          (spec_.fabric == FabricKind::kRailOnly ? "rails do not interconnect" : "disconnected") +
+          ")",
+      "keep that traffic inside an NVLink domain (cross-rail traffic must use NVLink first, e.g. "
+      "NCCL PXN) or choose a fabric that connects them (fabricsim topo SPEC shows unreachable "
+      "pairs)");
 }
 
-std::uint32_t Topology::leaf_of(std::uint32_t gpu) const { return att_sw_[att_off_[gpu]] - first_lp(NodeKind::kLeaf); }
+std::uint32_t Topology::leaf_of(std::uint32_t gpu) const {
+  return att_sw_[att_off_[gpu]] - first_lp(NodeKind::kLeaf);
+}
 
 std::uint32_t Topology::leaf_port_of(std::uint32_t gpu) const { return att_port_[att_off_[gpu]]; }
 
 std::uint32_t Topology::fabric_hops(std::uint32_t a, std::uint32_t b) const {
-  if (a == b) return 0;
-  const std::uint16_t* dist = &dist_[static_cast<std::size_t>(class_of_[b]) * eth_count_];
+  if (a == b)
+    return 0;
+  const std::uint16_t *dist = &dist_[static_cast<std::size_t>(class_of_[b]) * eth_count_];
   std::uint32_t best = 0xFFFF;
   for (std::uint32_t i = att_off_[a]; i < att_off_[a + 1]; ++i) {
     best = std::min<std::uint32_t>(best, dist[att_sw_[i] - eth_first_]);
@@ -322,28 +370,33 @@ std::uint32_t Topology::fabric_hops(std::uint32_t a, std::uint32_t b) const {
 }
 
 std::uint32_t Topology::hops(std::uint32_t a, std::uint32_t b) const {
-  if (a == b) return 0;
-  if (same_scaleup_domain(a, b)) return 2;
+  if (a == b)
+    return 0;
+  if (same_scaleup_domain(a, b))
+    return 2;
   return fabric_hops(a, b);
 }
 
 std::size_t Topology::routing_bytes() const {
-  return dist_.size() * sizeof(std::uint16_t) + cand_off_.size() * 4 + gpu_cand_off_.size() * 4 + pool_.size() * 4 +
+  return dist_.size() * sizeof(std::uint16_t) + cand_off_.size() * 4 + gpu_cand_off_.size() * 4 +
+         pool_.size() * 4 +
          (att_off_.size() + att_sw_.size() + att_port_.size() + class_of_.size()) * 4;
 }
 
 std::vector<Topology::Link> Topology::links() const {
   std::vector<Link> out;
   for (LpId a = 0; a < num_nodes(); ++a) {
-    for (const Port& p : ports_[a]) {
-      if (p.peer > a) out.push_back(Link{a, p.peer, p.latency_ps});
+    for (const Port &p : ports_[a]) {
+      if (p.peer > a)
+        out.push_back(Link{a, p.peer, p.latency_ps});
     }
   }
   return out;
 }
 
 std::string Topology::describe(LpId n) const {
-  if (n >= num_nodes()) return "lp " + std::to_string(n);
+  if (n >= num_nodes())
+    return "lp " + std::to_string(n);
   const NodeKind k = kinds_[n];
   return std::string(node_kind_name(k)) + " " + std::to_string(n - first_lp(k));
 }
@@ -353,4 +406,4 @@ std::string Topology::node_name(LpId n) const {
   return std::string(node_kind_name(k)) + std::to_string(n - first_lp(k));
 }
 
-}  // namespace fabricsim::models
+} // namespace fabricsim::models

@@ -18,49 +18,49 @@ namespace fabricsim::models {
 
 /// Shape of the Ethernet fabric (cluster.topology).
 enum class FabricKind : std::uint8_t {
-  kRailOptimized,  ///< NIC j of every host in a group of `nics_per_leaf` hosts goes to rail-j's leaf
-  kLeafSpine,      ///< NICs fill leaves in order (host-major), `nics_per_leaf` per leaf
-  kRailOnly,       ///< rail-optimized leaves, spines only within a rail: rails never interconnect
-  kTorus,          ///< grid of switches (`dims`) with wrap-around links; hosts fill switches in order
-  kMesh,           ///< grid of switches without wrap-around
-  kFile,           ///< read from `topology_file` (fabricsim text format or SimAI ns-3 format)
+  kRailOptimized, ///< NIC j of every host in a group of `nics_per_leaf` hosts goes to rail-j's leaf
+  kLeafSpine,     ///< NICs fill leaves in order (host-major), `nics_per_leaf` per leaf
+  kRailOnly,      ///< rail-optimized leaves, spines only within a rail: rails never interconnect
+  kTorus, ///< grid of switches (`dims`) with wrap-around links; hosts fill switches in order
+  kMesh,  ///< grid of switches without wrap-around
+  kFile,  ///< read from `topology_file` (fabricsim text format or SimAI ns-3 format)
 };
 
 /// Name of a fabric kind as cluster.topology spells it ("rail_optimized", ...).
-const char* fabric_kind_name(FabricKind k);
+const char *fabric_kind_name(FabricKind k);
 
 /// The cluster a run simulates. Builders validate it (engine::InputError); see docs/config.md
 /// and docs/topology.md. Rates are bits/s per direction, latencies picoseconds, sizes bytes.
 struct ClusterSpec {
-  std::uint32_t hosts = 1;                  ///< number of hosts (servers)
-  std::uint32_t gpus_per_host = 8;          ///< GPUs per host, one NIC each
+  std::uint32_t hosts = 1;         ///< number of hosts (servers)
+  std::uint32_t gpus_per_host = 8; ///< GPUs per host, one NIC each
   FabricKind fabric = FabricKind::kRailOptimized;
   std::uint32_t nics_per_leaf = 32;         ///< leaf downlinks (NIC ports per leaf)
   std::uint32_t spines = 32;                ///< spines (per pod, per plane, per rail for rail_only)
   std::uint64_t nic_bps = 400'000'000'000;  ///< NIC rate (bits/s); dual-plane: split over 2 ports
-  engine::SimTime nic_latency_ps = 500'000;      ///< NIC <-> leaf propagation delay
-  std::uint64_t fabric_bps = 400'000'000'000;    ///< switch <-> switch (leaf-spine, torus) link rate
-  engine::SimTime fabric_latency_ps = 500'000;   ///< switch <-> switch propagation delay
+  engine::SimTime nic_latency_ps = 500'000; ///< NIC <-> leaf propagation delay
+  std::uint64_t fabric_bps = 400'000'000'000;  ///< switch <-> switch (leaf-spine, torus) link rate
+  engine::SimTime fabric_latency_ps = 500'000; ///< switch <-> switch propagation delay
   /// GPU <-> NVSwitch rate per direction. Default: H100 NVLink4, 900 GB/s bidirectional =
   /// 450 GB/s = 3.6 Tb/s per direction (NVIDIA H100 datasheet).
   std::uint64_t nvlink_bps = 3'600'000'000'000;
-  engine::SimTime nvlink_latency_ps = 100'000;   ///< GPU <-> NVSwitch latency
-  std::uint32_t mtu_bytes = 4096;                ///< network packet payload
-  std::uint32_t nvlink_mtu_bytes = 4096;         ///< NVLink transfer unit
-  std::uint64_t seed = 1;                        ///< ECMP hash seeds derive from it
-  std::string source = "<spec>";                ///< file the spec came from (for error messages)
+  engine::SimTime nvlink_latency_ps = 100'000; ///< GPU <-> NVSwitch latency
+  std::uint32_t mtu_bytes = 4096;              ///< network packet payload
+  std::uint32_t nvlink_mtu_bytes = 4096;       ///< NVLink transfer unit
+  std::uint64_t seed = 1;                      ///< ECMP hash seeds derive from it
+  std::string source = "<spec>";               ///< file the spec came from (for error messages)
 
   // --- general topologies (docs/topology.md) ---
-  std::uint32_t tiers = 2;        ///< Clos tiers above the NICs: 2 (leaf, spine) or 3 (+ core)
-  std::uint32_t pods = 1;         ///< tiers = 3: pods (each with its own spines) under the core
-  double oversub_leaf = 0;        ///< leaf down:up capacity ratio (0 = not given: `spines` decides)
-  double oversub_spine = 0;       ///< spine down:up ratio toward the core (0 = non-blocking)
-  std::uint64_t core_bps = 0;     ///< spine <-> core rate (0 = fabric_bps)
-  engine::SimTime core_latency_ps = 0;  ///< spine <-> core latency (0 = fabric_latency_ps)
-  bool dual_plane = false;        ///< each NIC has 2 ports (nic_bps/2 each) into 2 planes (HPN)
-  std::uint32_t nvlink_domain = 0;  ///< GPUs per scale-up domain (0 = gpus_per_host)
-  std::vector<std::uint32_t> dims;  ///< torus/mesh switch grid, e.g. {4, 4} (first = slowest)
-  std::string topology_file;        ///< fabric == kFile: path of the topology file
+  std::uint32_t tiers = 2;    ///< Clos tiers above the NICs: 2 (leaf, spine) or 3 (+ core)
+  std::uint32_t pods = 1;     ///< tiers = 3: pods (each with its own spines) under the core
+  double oversub_leaf = 0;    ///< leaf down:up capacity ratio (0 = not given: `spines` decides)
+  double oversub_spine = 0;   ///< spine down:up ratio toward the core (0 = non-blocking)
+  std::uint64_t core_bps = 0; ///< spine <-> core rate (0 = fabric_bps)
+  engine::SimTime core_latency_ps = 0; ///< spine <-> core latency (0 = fabric_latency_ps)
+  bool dual_plane = false;         ///< each NIC has 2 ports (nic_bps/2 each) into 2 planes (HPN)
+  std::uint32_t nvlink_domain = 0; ///< GPUs per scale-up domain (0 = gpus_per_host)
+  std::vector<std::uint32_t> dims; ///< torus/mesh switch grid, e.g. {4, 4} (first = slowest)
+  std::string topology_file;       ///< fabric == kFile: path of the topology file
 
   std::uint32_t gpus() const { return hosts * gpus_per_host; }
   /// GPUs per scale-up domain (nvlink_domain, or gpus_per_host when 0).
@@ -73,23 +73,23 @@ ClusterSpec default_cluster(std::uint32_t ranks);
 
 /// Kind of a topology node (each node is one LP). LP ids are grouped by kind in this order.
 enum class NodeKind : std::uint8_t {
-  kGpu,       ///< tier 0: a GPU with its NIC port(s); never forwards packets for others
-  kNvSwitch,  ///< tier 0: the scale-up (NVLink) switch of one domain
-  kLeaf,      ///< tier 1: leaf / ToR (also every torus/mesh switch)
-  kSpine,     ///< tier 2: spine / aggregation
-  kCore,      ///< tier >= 3: core
+  kGpu,      ///< tier 0: a GPU with its NIC port(s); never forwards packets for others
+  kNvSwitch, ///< tier 0: the scale-up (NVLink) switch of one domain
+  kLeaf,     ///< tier 1: leaf / ToR (also every torus/mesh switch)
+  kSpine,    ///< tier 2: spine / aggregation
+  kCore,     ///< tier >= 3: core
 };
 
 /// Name of a node kind ("gpu", "nvswitch", "leaf", "spine", "core").
-const char* node_kind_name(NodeKind k);
+const char *node_kind_name(NodeKind k);
 
 /// One directed port of a node: where its egress link goes.
 struct Port {
-  engine::LpId peer = 0;            ///< LP at the far end
-  std::uint64_t rate_bps = 0;       ///< link rate
-  engine::SimTime latency_ps = 0;   ///< propagation delay
-  std::uint32_t mtu_bytes = 0;      ///< packet payload size on this link
-  std::uint32_t peer_port = 0;      ///< index of this link's port at `peer` (the reverse direction)
+  engine::LpId peer = 0;          ///< LP at the far end
+  std::uint64_t rate_bps = 0;     ///< link rate
+  engine::SimTime latency_ps = 0; ///< propagation delay
+  std::uint32_t mtu_bytes = 0;    ///< packet payload size on this link
+  std::uint32_t peer_port = 0;    ///< index of this link's port at `peer` (the reverse direction)
 };
 
 /// A topology as plain data, before routing: nodes (kind, tier) and undirected links. Builders
@@ -99,14 +99,14 @@ struct TopoGraph {
   /// One undirected link (a full-duplex cable: one port at each end).
   struct Link {
     engine::LpId a = 0, b = 0;
-    std::uint64_t rate_bps = 0;       ///< per direction
-    engine::SimTime latency_ps = 0;   ///< propagation delay
-    std::uint32_t mtu_bytes = 0;      ///< packet payload
+    std::uint64_t rate_bps = 0;     ///< per direction
+    engine::SimTime latency_ps = 0; ///< propagation delay
+    std::uint32_t mtu_bytes = 0;    ///< packet payload
   };
-  std::vector<NodeKind> kind;       ///< per node
-  std::vector<std::uint8_t> tier;   ///< per node: 0 GPU/NVSwitch, 1 leaf, 2 spine, 3+ core
-  std::vector<Link> links;          ///< in the order ports are created
-  std::uint32_t gpus_per_host = 0;  ///< for ClusterSpec::gpus_per_host of file topologies
+  std::vector<NodeKind> kind;      ///< per node
+  std::vector<std::uint8_t> tier;  ///< per node: 0 GPU/NVSwitch, 1 leaf, 2 spine, 3+ core
+  std::vector<Link> links;         ///< in the order ports are created
+  std::uint32_t gpus_per_host = 0; ///< for ClusterSpec::gpus_per_host of file topologies
 
   /// Appends a node. @returns its LP id.
   engine::LpId add(NodeKind k, std::uint8_t t) {
@@ -118,7 +118,7 @@ struct TopoGraph {
 
 /// Builds the graph of a generated topology (every FabricKind but kFile).
 /// @throws engine::InputError on inconsistent sizes (field named, with a fix).
-TopoGraph build_graph(const ClusterSpec& spec);
+TopoGraph build_graph(const ClusterSpec &spec);
 
 /// The built topology with its routing table.
 ///
@@ -128,21 +128,21 @@ TopoGraph build_graph(const ClusterSpec& spec);
 /// of switches), the equal-cost next hops on shortest paths through the switches (BFS).
 /// Memory: 6 bytes per (class, switch) + 12 bytes per GPU NIC port + the interned next-hop lists.
 class Topology {
- public:
+public:
   /// Builds from a spec (generated, or read from spec.topology_file).
   /// @throws engine::InputError on inconsistent sizes or a bad topology file.
-  explicit Topology(const ClusterSpec& spec);
+  explicit Topology(const ClusterSpec &spec);
   /// Builds from an explicit graph (file readers, tests). `spec` supplies seed, MTUs and source.
-  Topology(const ClusterSpec& spec, TopoGraph graph);
+  Topology(const ClusterSpec &spec, TopoGraph graph);
 
-  const ClusterSpec& spec() const { return spec_; }
+  const ClusterSpec &spec() const { return spec_; }
   std::uint32_t num_nodes() const { return static_cast<std::uint32_t>(kinds_.size()); }
   /// GPUs: LP ids [0, num_gpus()).
   std::uint32_t num_gpus() const { return gpus_; }
   NodeKind kind(engine::LpId n) const { return kinds_[n]; }
   /// 0 = GPU or NVSwitch, 1 = leaf/ToR, 2 = spine/aggregation, 3 = core (higher in files).
   std::uint32_t tier(engine::LpId n) const { return tiers_[n]; }
-  const std::vector<Port>& ports(engine::LpId n) const { return ports_[n]; }
+  const std::vector<Port> &ports(engine::LpId n) const { return ports_[n]; }
   /// Nodes of one kind: LP ids [first_lp(k), first_lp(k) + count(k)).
   std::uint32_t count(NodeKind k) const { return count_[static_cast<int>(k)]; }
   engine::LpId first_lp(NodeKind k) const { return first_[static_cast<int>(k)]; }
@@ -167,7 +167,8 @@ class Topology {
     return domain_switch_[domain_[host * spec_.gpus_per_host]];
   }
   std::uint32_t host_of(std::uint32_t gpu) const { return gpu / spec_.gpus_per_host; }
-  /// Leaf index (among leaves) of the first switch the NIC of `gpu` attaches to, and its port there.
+  /// Leaf index (among leaves) of the first switch the NIC of `gpu` attaches to, and its port
+  /// there.
   std::uint32_t leaf_of(std::uint32_t gpu) const;
   std::uint32_t leaf_port_of(std::uint32_t gpu) const;
   /// Hop count (links) of the path GPU a -> GPU b: NVLink (2) inside a domain, else through the
@@ -181,8 +182,10 @@ class Topology {
   /// @throws engine::InputError (field cluster.topology) when no path exists.
   std::uint32_t route(engine::LpId at, std::uint32_t dst, std::uint64_t flow_hash) const {
     const auto c = candidates(at, dst);
-    if (c.size() == 1) return c[0];
-    if (c.empty()) no_path(at, dst);
+    if (c.size() == 1)
+      return c[0];
+    if (c.empty())
+      no_path(at, dst);
     return c[engine::mix64(flow_hash ^ switch_seed_[at]) % c.size()];
   }
   /// Every equal-cost egress port at node `at` toward GPU `dst` on shortest paths (ECMP set, in
@@ -213,10 +216,10 @@ class Topology {
   /// Bytes held by the routing table (per-class arrays + next-hop pool + per-GPU attachments).
   std::size_t routing_bytes() const;
 
-  static constexpr engine::LpId kNoLp = 0xFFFFFFFFu;           ///< "no such node"
-  static constexpr std::uint32_t kUnreachable = 0xFFFFFFFFu;   ///< hops() without a path
+  static constexpr engine::LpId kNoLp = 0xFFFFFFFFu;         ///< "no such node"
+  static constexpr std::uint32_t kUnreachable = 0xFFFFFFFFu; ///< hops() without a path
 
- private:
+private:
   [[noreturn]] void no_path(engine::LpId at, std::uint32_t dst) const;
   void finish(TopoGraph graph);
   void build_routes();
@@ -229,11 +232,11 @@ class Topology {
   std::vector<std::uint8_t> tiers_;
   std::vector<std::vector<Port>> ports_;
   std::vector<std::uint64_t> switch_seed_;
-  std::vector<std::uint32_t> port_id_;  // identity 0..max ports, for single-port candidate spans
+  std::vector<std::uint32_t> port_id_; // identity 0..max ports, for single-port candidate spans
   // Scale-up domains.
-  std::vector<std::uint32_t> domain_;         // per GPU
-  std::vector<engine::LpId> domain_switch_;   // per domain (kNoLp: 1-GPU domain)
-  std::vector<std::uint32_t> nvl_port_;       // per GPU: its port index at its NVSwitch
+  std::vector<std::uint32_t> domain_;       // per GPU
+  std::vector<engine::LpId> domain_switch_; // per domain (kNoLp: 1-GPU domain)
+  std::vector<std::uint32_t> nvl_port_;     // per GPU: its port index at its NVSwitch
   // NIC attachments: GPU g's links to Ethernet switches are att_[att_off_[g] .. att_off_[g+1]),
   // sorted by switch; nic_first_[g] = the GPU's first NIC port.
   std::vector<std::uint32_t> att_off_, att_sw_, att_port_;
@@ -242,12 +245,12 @@ class Topology {
   engine::LpId eth_first_ = 0;
   std::uint32_t eth_count_ = 0;
   std::uint32_t classes_ = 0;
-  std::vector<std::uint32_t> class_of_;       // per GPU
-  std::vector<std::uint16_t> dist_;           // [class * eth_count + e]: switch hops to the class
-  std::vector<std::uint32_t> cand_off_;       // [class * eth_count + e]: offset in pool_
-  std::vector<std::uint32_t> gpu_cand_off_;   // multi-homed only: [src class * classes + dst class]
-  std::vector<std::uint32_t> pool_;           // interned lists: count, then ports
+  std::vector<std::uint32_t> class_of_;     // per GPU
+  std::vector<std::uint16_t> dist_;         // [class * eth_count + e]: switch hops to the class
+  std::vector<std::uint32_t> cand_off_;     // [class * eth_count + e]: offset in pool_
+  std::vector<std::uint32_t> gpu_cand_off_; // multi-homed only: [src class * classes + dst class]
+  std::vector<std::uint32_t> pool_;         // interned lists: count, then ports
   std::uint32_t max_switch_ecmp_ = 0;
 };
 
-}  // namespace fabricsim::models
+} // namespace fabricsim::models

@@ -12,20 +12,22 @@ namespace fabricsim::models {
 /// or a number = SimAI ns-3). MTUs come from the spec (cluster.mtu for Ethernet links,
 /// cluster.nvlink_mtu for NVLink links) unless the file gives one per link.
 /// @throws engine::InputError (file, "line N", problem, fix) on any bad record.
-TopoGraph read_topology_file(const ClusterSpec& spec);
+TopoGraph read_topology_file(const ClusterSpec &spec);
 
 /// Parses fabricsim text-format content `text` (from `path`, for messages).
 /// @throws engine::InputError on dangling links, duplicate nodes, zero rate/latency, unknown kinds.
-TopoGraph parse_fabricsim_topology(const std::string& text, const std::string& path, const ClusterSpec& spec);
+TopoGraph parse_fabricsim_topology(const std::string &text, const std::string &path,
+                                   const ClusterSpec &spec);
 
 /// Parses SimAI ns-3 topology content `text` (from `path`, for messages): header
 /// `nodes gpus_per_server nvswitches switches links gpu_type`, the NVSwitch ids, the switch ids,
 /// then `src dst rate delay error_rate` per link. Switch tiers are BFS distances from the GPUs.
 /// @throws engine::InputError on counts that disagree with the header, bad ids or units.
-TopoGraph parse_simai_topology(const std::string& text, const std::string& path, const ClusterSpec& spec);
+TopoGraph parse_simai_topology(const std::string &text, const std::string &path,
+                               const ClusterSpec &spec);
 
 /// The fabricsim text format of a built topology: reading it back gives an identical Topology
 /// (same LP order, ports, rates, latencies, MTUs). `comment` goes on a `#` line after the header.
-std::string topology_to_text(const Topology& topo, const std::string& comment);
+std::string topology_to_text(const Topology &topo, const std::string &comment);
 
-}  // namespace fabricsim::models
+} // namespace fabricsim::models

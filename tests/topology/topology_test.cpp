@@ -21,15 +21,17 @@ namespace fabricsim::models {
 namespace {
 
 std::string source_dir() {
-  if (const char* d = std::getenv("FABRICSIM_SOURCE_DIR")) return d;
+  if (const char *d = std::getenv("FABRICSIM_SOURCE_DIR"))
+    return d;
   return std::filesystem::path(__FILE__).parent_path().parent_path().parent_path().string();
 }
 
-std::string simai_topo(const std::string& name) {
+std::string simai_topo(const std::string &name) {
   return source_dir() + "/tests/data/simai/SimAI/astra-sim-alibabacloud/inputs/topo/" + name;
 }
 
-ClusterSpec spec(FabricKind k, std::uint32_t hosts, std::uint32_t gph, std::uint32_t npl, std::uint32_t spines) {
+ClusterSpec spec(FabricKind k, std::uint32_t hosts, std::uint32_t gph, std::uint32_t npl,
+                 std::uint32_t spines) {
   ClusterSpec c;
   c.fabric = k;
   c.hosts = hosts;
@@ -39,7 +41,7 @@ ClusterSpec spec(FabricKind k, std::uint32_t hosts, std::uint32_t gph, std::uint
   return c;
 }
 
-ClusterSpec from_file(const std::string& path) {
+ClusterSpec from_file(const std::string &path) {
   ClusterSpec c;
   c.fabric = FabricKind::kFile;
   c.topology_file = path;
@@ -47,13 +49,13 @@ ClusterSpec from_file(const std::string& path) {
 }
 
 /// ports(ports(a)[p].peer)[peer_port].peer == a and the reverse port points back at p.
-void expect_peer_ports(const Topology& t) {
+void expect_peer_ports(const Topology &t) {
   for (engine::LpId a = 0; a < t.num_nodes(); ++a) {
     for (std::uint32_t p = 0; p < t.ports(a).size(); ++p) {
-      const Port& f = t.ports(a)[p];
+      const Port &f = t.ports(a)[p];
       ASSERT_LT(f.peer, t.num_nodes());
       ASSERT_LT(f.peer_port, t.ports(f.peer).size());
-      const Port& b = t.ports(f.peer)[f.peer_port];
+      const Port &b = t.ports(f.peer)[f.peer_port];
       ASSERT_EQ(b.peer, a) << t.describe(a) << " port " << p;
       ASSERT_EQ(b.peer_port, p) << t.describe(a) << " port " << p;
       ASSERT_EQ(b.rate_bps, f.rate_bps);
@@ -63,11 +65,11 @@ void expect_peer_ports(const Topology& t) {
 }
 
 /// Follows route() from GPU a to GPU b; @returns the links crossed (fails on a loop).
-std::uint32_t walk(const Topology& t, std::uint32_t a, std::uint32_t b, std::uint64_t hash) {
+std::uint32_t walk(const Topology &t, std::uint32_t a, std::uint32_t b, std::uint64_t hash) {
   engine::LpId at = a;
   std::uint32_t n = 0;
   while (at != b) {
-    const Port& p = t.ports(at)[t.route(at, b, hash)];
+    const Port &p = t.ports(at)[t.route(at, b, hash)];
     if (at != a) {
       EXPECT_NE(t.kind(at), NodeKind::kGpu) << "a GPU forwarded";
     }
@@ -80,7 +82,7 @@ std::uint32_t walk(const Topology& t, std::uint32_t a, std::uint32_t b, std::uin
   return n;
 }
 
-void expect_identical(const Topology& x, const Topology& y) {
+void expect_identical(const Topology &x, const Topology &y) {
   ASSERT_EQ(x.num_nodes(), y.num_nodes());
   ASSERT_EQ(x.num_gpus(), y.num_gpus());
   for (engine::LpId n = 0; n < x.num_nodes(); ++n) {
@@ -98,7 +100,7 @@ void expect_identical(const Topology& x, const Topology& y) {
   }
 }
 
-Topology round_trip(const Topology& t) {
+Topology round_trip(const Topology &t) {
   const std::string text = topology_to_text(t, "test");
   return Topology(t.spec(), parse_fabricsim_topology(text, "<export>", t.spec()));
 }
@@ -119,19 +121,24 @@ TEST(Topology, RailOptimizedRoutesEqualTheOriginalFormula) {
       const std::uint32_t h = d / 4, j = d % 4, dleaf = (h / 2) * 4 + j;
       for (std::uint64_t hash : {1ull, 77ull, 0xDEADBEEFull}) {
         const std::uint32_t want =
-            dleaf == l ? h % 2 : 2 + static_cast<std::uint32_t>(engine::mix64(hash ^ t.switch_seed(leaf)) % 3);
+            dleaf == l
+                ? h % 2
+                : 2 + static_cast<std::uint32_t>(engine::mix64(hash ^ t.switch_seed(leaf)) % 3);
         ASSERT_EQ(t.route(leaf, d, hash), want) << "leaf " << l << " dst " << d;
       }
     }
   }
   for (std::uint32_t s = 0; s < 3; ++s) {
-    for (std::uint32_t d = 0; d < G; ++d) ASSERT_EQ(t.route(t.spine_lp(s), d, 5), ((d / 4) / 2) * 4 + d % 4);
+    for (std::uint32_t d = 0; d < G; ++d)
+      ASSERT_EQ(t.route(t.spine_lp(s), d, 5), ((d / 4) / 2) * 4 + d % 4);
   }
   for (std::uint32_t a = 0; a < G; ++a) {
     for (std::uint32_t b = 0; b < G; ++b) {
-      if (a == b) continue;
-      ASSERT_EQ(t.route(a, b, 9), a / 4 == b / 4 ? 0u : 1u);  // port 0 NVLink, port 1 NIC
-      const std::uint32_t want = a / 4 == b / 4 ? 2 : ((a / 4) / 2 == (b / 4) / 2 && a % 4 == b % 4 ? 2 : 4);
+      if (a == b)
+        continue;
+      ASSERT_EQ(t.route(a, b, 9), a / 4 == b / 4 ? 0u : 1u); // port 0 NVLink, port 1 NIC
+      const std::uint32_t want =
+          a / 4 == b / 4 ? 2 : ((a / 4) / 2 == (b / 4) / 2 && a % 4 == b % 4 ? 2 : 4);
       ASSERT_EQ(t.hops(a, b), want);
       ASSERT_EQ(walk(t, a, b, a * 31 + b), want);
     }
@@ -143,7 +150,7 @@ TEST(Topology, RailOptimizedRoutesEqualTheOriginalFormula) {
 
 TEST(Topology, LeafSpineCountsHopsAndEcmpWidth) {
   for (std::uint32_t spines : {1u, 4u, 7u}) {
-    const Topology t(spec(FabricKind::kLeafSpine, 8, 4, 8, spines));  // 32 NICs, 4 leaves
+    const Topology t(spec(FabricKind::kLeafSpine, 8, 4, 8, spines)); // 32 NICs, 4 leaves
     const auto s = topology_stats(t);
     EXPECT_EQ(s.nodes[0], 32u);
     EXPECT_EQ(s.nodes[1], 8u);
@@ -173,31 +180,35 @@ TEST(Topology, KaryFatTreeFromClosedForms) {
     const auto s = topology_stats(t);
     const std::uint64_t hosts = k * k * k / 4;
     EXPECT_EQ(s.nodes[0], hosts);
-    EXPECT_EQ(s.nodes[1], 0u);  // 1-GPU hosts: no NVSwitch
+    EXPECT_EQ(s.nodes[1], 0u); // 1-GPU hosts: no NVSwitch
     EXPECT_EQ(s.nodes[2], k * k / 2);
     EXPECT_EQ(s.nodes[3], k * k / 2);
     EXPECT_EQ(s.nodes[4], k * k / 4);
-    EXPECT_EQ(s.links, 3 * hosts);  // hosts + edge-agg k^3/4 + agg-core k^3/4
+    EXPECT_EQ(s.links, 3 * hosts); // hosts + edge-agg k^3/4 + agg-core k^3/4
     EXPECT_TRUE(s.clos);
     EXPECT_EQ(s.bisection_bps, hosts / 2 * c.nic_bps);
     EXPECT_EQ(s.diameter_hops, 6u);
     EXPECT_EQ(s.switch_ecmp, k / 2);
     EXPECT_EQ(s.unreachable_pairs, 0u);
-    for (const auto& tier : s.tiers) {
+    for (const auto &tier : s.tiers) {
       if (tier.up_bps) {
-        EXPECT_EQ(tier.down_bps, tier.up_bps) << "tier " << tier.tier;  // 1:1
+        EXPECT_EQ(tier.down_bps, tier.up_bps) << "tier " << tier.tier; // 1:1
       }
     }
     // Hop count: same edge 2, same pod 4, else 6 (host h on edge h/(k/2), pod h/(k^2/4)).
     for (std::uint32_t a = 0; a < hosts; ++a) {
       for (std::uint32_t b = 0; b < hosts; ++b) {
-        const std::uint32_t want = a == b ? 0 : a / (k / 2) == b / (k / 2) ? 2 : a / (k * k / 4) == b / (k * k / 4) ? 4 : 6;
+        const std::uint32_t want = a == b                               ? 0
+                                   : a / (k / 2) == b / (k / 2)         ? 2
+                                   : a / (k * k / 4) == b / (k * k / 4) ? 4
+                                                                        : 6;
         ASSERT_EQ(t.hops(a, b), want) << a << "->" << b;
       }
     }
-    for (std::uint32_t a = 0; a < hosts; a += 3) ASSERT_EQ(walk(t, a, (a + hosts / 2) % hosts, a), 6u);
+    for (std::uint32_t a = 0; a < hosts; a += 3)
+      ASSERT_EQ(walk(t, a, (a + hosts / 2) % hosts, a), 6u);
     expect_peer_ports(t);
-    EXPECT_EQ(t.ports(0)[0].peer, t.leaf_lp(0));  // no NVLink port when the domain is 1 GPU
+    EXPECT_EQ(t.ports(0)[0].peer, t.leaf_lp(0)); // no NVLink port when the domain is 1 GPU
   }
 }
 
@@ -237,7 +248,7 @@ TEST(Topology, DualPlaneHasTwoHalfRatePortsAndSeparatePlanes) {
   EXPECT_EQ(t.num_leaves(), 2 * leaves_per_plane);
   EXPECT_EQ(t.num_spines(), 2u * 2u);
   for (std::uint32_t g = 0; g < 32; ++g) {
-    ASSERT_EQ(t.ports(g).size(), 3u);  // NVLink + 2 NIC ports
+    ASSERT_EQ(t.ports(g).size(), 3u); // NVLink + 2 NIC ports
     EXPECT_EQ(t.kind(t.ports(g)[0].peer), NodeKind::kNvSwitch);
     EXPECT_EQ(t.ports(g)[1].rate_bps, c.nic_bps / 2);
     EXPECT_EQ(t.ports(g)[2].rate_bps, c.nic_bps / 2);
@@ -245,7 +256,7 @@ TEST(Topology, DualPlaneHasTwoHalfRatePortsAndSeparatePlanes) {
   }
   // A leaf of plane p links only to spines of plane p.
   for (std::uint32_t l = 0; l < t.num_leaves(); ++l) {
-    for (const Port& p : t.ports(t.leaf_lp(l))) {
+    for (const Port &p : t.ports(t.leaf_lp(l))) {
       if (t.kind(p.peer) == NodeKind::kSpine) {
         EXPECT_EQ((p.peer - t.spine_lp(0)) / 2, l / leaves_per_plane);
       }
@@ -259,7 +270,8 @@ TEST(Topology, DualPlaneHasTwoHalfRatePortsAndSeparatePlanes) {
   ASSERT_EQ(t.candidates(0, 3).size(), 1u);
   EXPECT_EQ(t.candidates(0, 3)[0], 0u);
   for (std::uint32_t b = 8; b < 32; ++b) {
-    for (std::uint64_t h = 0; h < 8; ++h) ASSERT_EQ(walk(t, 0, b, h), t.hops(0, b));
+    for (std::uint64_t h = 0; h < 8; ++h)
+      ASSERT_EQ(walk(t, 0, b, h), t.hops(0, b));
   }
   const auto s = topology_stats(t);
   EXPECT_EQ(s.gpu_ecmp, 2u);
@@ -281,7 +293,8 @@ TEST(Topology, TorusAndMeshHopsAreWrapAndManhattanDistances) {
     std::uint32_t diameter = 0;
     for (std::uint32_t a = 0; a < 16; ++a) {
       for (std::uint32_t b = 0; b < 16; ++b) {
-        if (a == b) continue;
+        if (a == b)
+          continue;
         const std::uint32_t want = 2 + d1(a / 4, b / 4) + d1(a % 4, b % 4);
         ASSERT_EQ(t.hops(a, b), want);
         ASSERT_EQ(walk(t, a, b, a ^ (b << 8)), want);
@@ -290,15 +303,16 @@ TEST(Topology, TorusAndMeshHopsAreWrapAndManhattanDistances) {
     }
     const auto s = topology_stats(t);
     EXPECT_EQ(s.diameter_hops, diameter);
-    EXPECT_EQ(s.links, 16u + (torus ? 32u : 24u));  // NICs + 2 k^2 (torus) or 2 k (k-1) (mesh)
+    EXPECT_EQ(s.links, 16u + (torus ? 32u : 24u)); // NICs + 2 k^2 (torus) or 2 k (k-1) (mesh)
     EXPECT_FALSE(s.clos);
     // Bisection of a k x k grid across the first dimension: 2k links (torus), k (mesh).
-    EXPECT_EQ(s.bisection_bps, std::min<std::uint64_t>((torus ? 8 : 4) * c.fabric_bps, 16 * c.nic_bps / 2));
+    EXPECT_EQ(s.bisection_bps,
+              std::min<std::uint64_t>((torus ? 8 : 4) * c.fabric_bps, 16 * c.nic_bps / 2));
     // Max ECMP: torus offset 2 in both dimensions = 4 equal next hops; mesh 2.
     EXPECT_EQ(s.switch_ecmp, torus ? 4u : 2u);
     expect_peer_ports(t);
   }
-  ClusterSpec c3 = spec(FabricKind::kTorus, 8, 8, 4, 0);  // 64 NICs, 4 per switch, 2x2x4 torus
+  ClusterSpec c3 = spec(FabricKind::kTorus, 8, 8, 4, 0); // 64 NICs, 4 per switch, 2x2x4 torus
   c3.dims = {2, 2, 4};
   const Topology t3(c3);
   EXPECT_EQ(t3.num_leaves(), 16u);
@@ -323,12 +337,12 @@ TEST(Topology, NvlinkDomainsSpanHosts) {
 }
 
 TEST(Topology, RailOnlyHasNoCrossRailPath) {
-  const Topology t(spec(FabricKind::kRailOnly, 4, 8, 4, 0));  // one leaf per rail, no spines
+  const Topology t(spec(FabricKind::kRailOnly, 4, 8, 4, 0)); // one leaf per rail, no spines
   EXPECT_EQ(t.num_leaves(), 8u);
   EXPECT_EQ(t.num_spines(), 0u);
-  EXPECT_EQ(t.hops(0, 8), 2u);                    // same rail, other host
-  EXPECT_EQ(t.hops(0, 1), 2u);                    // same host: NVLink
-  EXPECT_EQ(t.hops(0, 9), Topology::kUnreachable);  // other rail, other host
+  EXPECT_EQ(t.hops(0, 8), 2u);                     // same rail, other host
+  EXPECT_EQ(t.hops(0, 1), 2u);                     // same host: NVLink
+  EXPECT_EQ(t.hops(0, 9), Topology::kUnreachable); // other rail, other host
   EXPECT_TRUE(t.candidates(0, 9).empty());
   EXPECT_THROW(t.route(0, 9, 1), engine::InputError);
   // Unreachable ordered pairs: other host and other rail = 32 x (3 hosts x 7 rails).
@@ -344,16 +358,17 @@ TEST(Topology, RailOnlyHasNoCrossRailPath) {
 
 TEST(Topology, SimaiImportMatchesItsHeader) {
   struct Case {
-    const char* file;
+    const char *file;
     std::uint32_t nodes, gpus, nvswitches, switches, links, spines;
   };
   // Header line 1 of each file: node_num gpus_per_server nvswitch_num switch_num link_num.
-  for (const Case& k : {Case{"Rail_Opti_SingleToR_16g_8gps_200Gbps_H20", 34, 16, 2, 16, 96, 8},
+  for (const Case &k : {Case{"Rail_Opti_SingleToR_16g_8gps_200Gbps_H20", 34, 16, 2, 16, 96, 8},
                         Case{"Spectrum-X_16g_8gps_100Gbps_A100", 90, 16, 2, 72, 544, 64}}) {
     const std::string path = simai_topo(k.file);
     std::ifstream in(path);
     std::uint32_t h[5];
-    for (auto& x : h) in >> x;
+    for (auto &x : h)
+      in >> x;
     ASSERT_EQ(h[0], k.nodes);
     const Topology t(from_file(path));
     const auto s = topology_stats(t);
@@ -364,18 +379,19 @@ TEST(Topology, SimaiImportMatchesItsHeader) {
     EXPECT_EQ(s.links, h[4]);
     EXPECT_EQ(t.num_gpus(), k.gpus);
     EXPECT_EQ(t.num_spines(), k.spines);
-    EXPECT_EQ(s.switch_ecmp, k.spines);  // ECMP width = number of spines
+    EXPECT_EQ(s.switch_ecmp, k.spines); // ECMP width = number of spines
     EXPECT_EQ(s.unreachable_pairs, 0u);
-    EXPECT_EQ(t.hops(0, 8), 2u);   // rail 0 of both servers: same ToR
-    EXPECT_EQ(t.hops(0, 9), 4u);   // other rail: ToR - spine - ToR
-    EXPECT_EQ(t.hops(0, 1), 2u);   // NVLink
+    EXPECT_EQ(t.hops(0, 8), 2u); // rail 0 of both servers: same ToR
+    EXPECT_EQ(t.hops(0, 9), 4u); // other rail: ToR - spine - ToR
+    EXPECT_EQ(t.hops(0, 1), 2u); // NVLink
     expect_peer_ports(t);
     expect_identical(t, round_trip(t));
   }
 }
 
 TEST(Topology, ExportImportRoundTripIsIdentical) {
-  std::vector<ClusterSpec> specs = {spec(FabricKind::kRailOptimized, 6, 8, 4, 2), spec(FabricKind::kLeafSpine, 5, 4, 8, 3),
+  std::vector<ClusterSpec> specs = {spec(FabricKind::kRailOptimized, 6, 8, 4, 2),
+                                    spec(FabricKind::kLeafSpine, 5, 4, 8, 3),
                                     spec(FabricKind::kRailOnly, 8, 2, 4, 2)};
   ClusterSpec dp = spec(FabricKind::kLeafSpine, 8, 2, 4, 2);
   dp.dual_plane = true;
@@ -388,9 +404,10 @@ TEST(Topology, ExportImportRoundTripIsIdentical) {
   ClusterSpec nvl = spec(FabricKind::kRailOptimized, 9, 4, 9, 9);
   nvl.nvlink_domain = 12;
   specs.push_back(nvl);
-  const auto dir = std::filesystem::temp_directory_path() / ("fabricsim_topo_rt_" + std::to_string(::getpid()));
+  const auto dir =
+      std::filesystem::temp_directory_path() / ("fabricsim_topo_rt_" + std::to_string(::getpid()));
   std::filesystem::create_directories(dir);
-  for (const auto& c : specs) {
+  for (const auto &c : specs) {
     const Topology t(c);
     const std::string path = (dir / "t.topo").string();
     std::ofstream(path) << topology_to_text(t, "round trip");
@@ -399,16 +416,17 @@ TEST(Topology, ExportImportRoundTripIsIdentical) {
     const Topology u(f);
     expect_identical(t, u);
     for (std::uint32_t a = 0; a < t.num_gpus(); a += 5) {
-      for (std::uint32_t b = 0; b < t.num_gpus(); b += 3) ASSERT_EQ(t.hops(a, b), u.hops(a, b));
+      for (std::uint32_t b = 0; b < t.num_gpus(); b += 3)
+        ASSERT_EQ(t.hops(a, b), u.hops(a, b));
     }
   }
   std::filesystem::remove_all(dir);
 }
 
-std::string error_of(const std::string& text) {
+std::string error_of(const std::string &text) {
   try {
     parse_fabricsim_topology(text, "t.topo", ClusterSpec{});
-  } catch (const engine::InputError& e) {
+  } catch (const engine::InputError &e) {
     return e.what();
   }
   return "";
@@ -416,32 +434,38 @@ std::string error_of(const std::string& text) {
 
 TEST(Topology, BadFilesNameTheLineAndProblem) {
   const std::string head = "fabricsim-topology 1\nnode g0 gpu\nnode s0 switch 1\n";
-  EXPECT_NE(error_of(head + "link g0 s9 400Gbps 1us\n").find("t.topo: line 4: dangling link: node 's9'"), std::string::npos);
+  EXPECT_NE(
+      error_of(head + "link g0 s9 400Gbps 1us\n").find("t.topo: line 4: dangling link: node 's9'"),
+      std::string::npos);
   EXPECT_NE(error_of(head + "link g0 s0 0Gbps 1us\n").find("line 4"), std::string::npos);
-  EXPECT_NE(error_of(head + "link g0 s0 400Gbps 0ns\n").find("line 4: zero latency"), std::string::npos);
-  EXPECT_NE(error_of(head + "node g0 gpu\n").find("line 4: duplicate node 'g0'"), std::string::npos);
-  EXPECT_NE(error_of(head + "node r0 router\n").find("line 4: unknown node kind 'router'"), std::string::npos);
+  EXPECT_NE(error_of(head + "link g0 s0 400Gbps 0ns\n").find("line 4: zero latency"),
+            std::string::npos);
+  EXPECT_NE(error_of(head + "node g0 gpu\n").find("line 4: duplicate node 'g0'"),
+            std::string::npos);
+  EXPECT_NE(error_of(head + "node r0 router\n").find("line 4: unknown node kind 'router'"),
+            std::string::npos);
   EXPECT_NE(error_of("node g0 gpu\n").find("header"), std::string::npos);
   // A GPU with no NIC link is found when the topology is built.
   ClusterSpec c;
   try {
-    Topology t(c, parse_fabricsim_topology(head + "node g1 gpu\nlink g0 s0 400Gbps 1us\n", "t.topo", c));
+    Topology t(
+        c, parse_fabricsim_topology(head + "node g1 gpu\nlink g0 s0 400Gbps 1us\n", "t.topo", c));
     ADD_FAILURE() << "no error";
-  } catch (const engine::InputError& e) {
+  } catch (const engine::InputError &e) {
     EXPECT_NE(std::string(e.what()).find("gpu 1 has no NIC link"), std::string::npos) << e.what();
   }
 }
 
 TEST(Topology, BadSpecsNameTheField) {
-  auto field_of = [](const ClusterSpec& c) -> std::string {
+  auto field_of = [](const ClusterSpec &c) -> std::string {
     try {
       Topology t(c);
-    } catch (const engine::InputError& e) {
+    } catch (const engine::InputError &e) {
       return e.field();
     }
     return "";
   };
-  ClusterSpec c = spec(FabricKind::kRailOnly, 6, 8, 4, 2);  // 6 hosts per rail, 4 per leaf
+  ClusterSpec c = spec(FabricKind::kRailOnly, 6, 8, 4, 2); // 6 hosts per rail, 4 per leaf
   EXPECT_EQ(field_of(c), "cluster.nics_per_leaf");
   c = spec(FabricKind::kLeafSpine, 4, 8, 8, 0);
   EXPECT_EQ(field_of(c), "cluster.spines");
@@ -456,29 +480,29 @@ TEST(Topology, BadSpecsNameTheField) {
   c.fabric_latency_ps = 0;
   EXPECT_EQ(field_of(c), "cluster.fabric_latency");
   c = spec(FabricKind::kTorus, 16, 8, 2, 0);
-  c.dims = {2, 2};  // 4 switches x 2 ports < 128 NICs
+  c.dims = {2, 2}; // 4 switches x 2 ports < 128 NICs
   EXPECT_EQ(field_of(c), "cluster.dims");
 }
 
 TEST(Topology, ThousandGpuFabricsBuildFast) {
-  ClusterSpec clos = spec(FabricKind::kRailOptimized, 128, 8, 32, 32);  // 1,024 GPUs
+  ClusterSpec clos = spec(FabricKind::kRailOptimized, 128, 8, 32, 32); // 1,024 GPUs
   clos.tiers = 3;
   clos.pods = 4;
   ClusterSpec dp = spec(FabricKind::kRailOptimized, 128, 8, 16, 16);
   dp.dual_plane = true;
   ClusterSpec tor = spec(FabricKind::kTorus, 128, 8, 8, 0);
   tor.dims = {8, 4, 4};
-  for (const auto& c : {clos, dp, tor}) {
+  for (const auto &c : {clos, dp, tor}) {
     const auto t0 = std::chrono::steady_clock::now();
     const Topology t(c);
     const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    std::printf("%s%s: %u nodes built in %.3f s, routing table %zu bytes (%.1f B/GPU)\n", fabric_kind_name(c.fabric),
-                c.dual_plane ? " dual-plane" : "", t.num_nodes(), s, t.routing_bytes(),
-                static_cast<double>(t.routing_bytes()) / t.num_gpus());
-    EXPECT_LT(s, 2.0);  // "well under a second" on an idle core; slack for a loaded CI machine
+    std::printf("%s%s: %u nodes built in %.3f s, routing table %zu bytes (%.1f B/GPU)\n",
+                fabric_kind_name(c.fabric), c.dual_plane ? " dual-plane" : "", t.num_nodes(), s,
+                t.routing_bytes(), static_cast<double>(t.routing_bytes()) / t.num_gpus());
+    EXPECT_LT(s, 2.0); // "well under a second" on an idle core; slack for a loaded CI machine
     EXPECT_LT(t.routing_bytes() / t.num_gpus(), 4096u);
   }
 }
 
-}  // namespace
-}  // namespace fabricsim::models
+} // namespace
+} // namespace fabricsim::models
