@@ -20,6 +20,7 @@ AR_ARGS=(--gpus 1024 --bytes 64MiB)
 if [ "${QUICK:-0}" = 1 ]; then
   PH_ARGS=(--end-time 5us)
   PERM_ARGS=(--hosts 16 --bytes 256KiB)
+  INCAST_BYTES=256KiB
   AR_ARGS=(--gpus 64 --bytes 4MiB)
 fi
 rss() { /usr/bin/time -f '%M' -o "$OUT/$1.time" "${@:2}"; }
@@ -30,6 +31,8 @@ rss phold_p2_t1 mpiexec -n 2 "$PH" "${PH_ARGS[@]}" --json "$OUT/phold_p2_t1.json
 echo "== packet permutation, 128 hosts"
 rss perm_p1 "$CL" --scenario permutation "${PERM_ARGS[@]}" --json "$OUT/perm_p1.json"
 rss perm_p2 mpiexec -n 2 "$CL" --scenario permutation "${PERM_ARGS[@]}" --json "$OUT/perm_p2.json"
+echo "== packet incast, 32 -> 1 (PFC + ECN + DCQCN)"
+rss incast_p1 "$CL" --scenario incast --hosts 33 --bytes "${INCAST_BYTES:-4MiB}" --json "$OUT/incast_p1.json"
 echo "== AllReduce, 1,024 GPUs"
 rss allreduce_p1 "$CL" --scenario allreduce "${AR_ARGS[@]}" --json "$OUT/allreduce_p1.json"
 if [ "${BIG:-0}" = 1 ]; then

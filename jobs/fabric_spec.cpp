@@ -11,7 +11,7 @@ using engine::InputError;
 
 const std::vector<SpecKey>& fabric_spec_keys() {
   static const std::vector<SpecKey> keys = {
-      {"switch.buffer", "bytes", "64MiB", "shared packet buffer per Ethernet switch (Tomahawk 3 class: 64 MB)"},
+      {"switch.buffer", "bytes", "auto", "packet buffer per Ethernet switch; auto = 64MiB (Tomahawk 3 class), more if PFC headroom needs it"},
       {"switch.pfc", "bool", "true", "PFC (802.1Qbb) on the RDMA data class: lossless; false = lossy with go-back-N"},
       {"switch.pfc_alpha", "double", "0.125", "dynamic XOFF threshold: pause when an ingress port's buffer use >= alpha x free buffer"},
       {"switch.pfc_xoff", "bytes", "0", "static XOFF threshold per ingress port (0 = dynamic, switch.pfc_alpha)"},
@@ -28,7 +28,7 @@ const std::vector<SpecKey>& fabric_spec_keys() {
       {"nic.header_bytes", "bytes", "0", "wire bytes per data packet beyond the payload (RoCEv2 on Ethernet with preamble/IFG: 82)"},
       {"nic.control_bytes", "bytes", "84", "wire bytes of an ACK/NACK/CNP frame"},
       {"nic.ack_interval", "int", "0", "one ACK per N in-order packets (0 = auto: 1 with HPCC, else 4)"},
-      {"nic.rto", "time", "1048576ns", "go-back-N retransmission timeout"},
+      {"nic.rto", "time", "4294967296ns", "go-back-N retransmission timeout (4.096us x 2^NCCL_IB_TIMEOUT, default 20)"},
       {"nic.flow_start", "enum", "all", "all (QPs start at once) or staggered (per-QP offset in [0, nic.stagger_window))"},
       {"nic.stagger_window", "time", "10us", "window of nic.flow_start: staggered"},
       {"cc.dcqcn_g", "double", "0.00390625", "DCQCN alpha gain g (1/256)"},
@@ -103,7 +103,7 @@ void parse_fabric_keys(const std::function<std::optional<std::string>(const std:
     }
   };
   models::SwitchParams& s = p.sw;
-  bytes("switch.buffer", s.buffer_bytes, 16 * 1024, 1ull << 40);
+  if (auto v = get("switch.buffer"); v && *v != "auto") bytes("switch.buffer", s.buffer_bytes, 16 * 1024, 1ull << 40);
   flag("switch.pfc", s.pfc);
   dbl("switch.pfc_alpha", s.pfc_alpha, 1.0 / 1024, 64);
   bytes("switch.pfc_xoff", s.pfc_xoff_bytes, 0, 1ull << 40);
@@ -124,7 +124,12 @@ void parse_fabric_keys(const std::function<std::optional<std::string>(const std:
   n.header_bytes = static_cast<std::uint32_t>(hb);
   n.control_bytes = static_cast<std::uint32_t>(cb);
   count("nic.ack_interval", n.ack_interval_packets, 0, 1u << 20);
-  time("nic.rto", n.rto_ps, 1);
+  if (auto v = get("nic.rto")) {
+    n.rto_ps = engine::parse_time_ps(*v, file_of("nic.rto"), "nic.rto");
+    if (n.rto_ps < 1000 || n.rto_ps > 3600 * engine::kPsPerS) {
+      throw InputError(file_of("nic.rto"), "nic.rto", "'" + *v + "' is outside 1ns .. 1h", "e.g. 4294967296ns (NCCL_IB_TIMEOUT=20)");
+    }
+  }
   if (auto v = get("nic.flow_start")) {
     if (*v == "all") {
       n.flow_start = models::FlowStart::kAllAtOnce;

@@ -37,9 +37,11 @@ inline constexpr std::uint32_t kNumClasses = 2;
 
 /// Switch model parameters (Ethernet leaves/spines; NVSwitches use lossless, unbounded buffers).
 struct SwitchParams {
-  /// Shared packet buffer per switch (bytes). Default 64 MiB: Broadcom Tomahawk 3 (32x400G,
-  /// 12.8 Tb/s) has a 64 MB on-chip buffer (Broadcom BCM56980 product brief).
-  std::uint64_t buffer_bytes = 64ull << 20;
+  /// Packet buffer per switch (bytes), shared by all ports after their PFC headroom.
+  /// 0 = auto: 64 MiB (Broadcom Tomahawk 3, 32x400G / 12.8 Tb/s, has a 64 MB on-chip buffer —
+  /// BCM56980 product brief), raised to the ports' total headroom + 32 MiB when headroom alone
+  /// would take more than half of it (long links or jumbo MTUs).
+  std::uint64_t buffer_bytes = 0;
   bool pfc = true;  ///< PFC (IEEE 802.1Qbb) on the data class: lossless RDMA
   /// Dynamic-threshold factor for PFC XOFF: an ingress (port, class) pauses its upstream when its
   /// shared-buffer use reaches pfc_alpha x (free shared buffer). 1/8 as in the HPCC ns-3 setup
@@ -84,9 +86,10 @@ struct NicParams {
   /// ACK coalescing: one ACK per this many in-order data packets (and always for the last packet
   /// of a message). 0 = auto: 1 with HPCC (it needs per-packet INT), 4 otherwise.
   std::uint32_t ack_interval_packets = 0;
-  /// Go-back-N retransmission timeout (ps) for a lossy class; NVIDIA ConnectX default minimum
-  /// RTO is about 4 us x 2^timeout; we use 1 ms (4.096 us x 2^8, IB spec local ACK timeout 8).
-  engine::SimTime rto_ps = 1'048'576'000;
+  /// Go-back-N retransmission timeout (ps): the RC local ACK timeout 4.096 us x 2^t with t =
+  /// NCCL_IB_TIMEOUT, default 20 in NCCL 2.28 (docs: env vars) -> 4.295 s. Lost tails wait this
+  /// long, as on real lossy RoCE; NACKs recover the other losses within an RTT.
+  engine::SimTime rto_ps = 4'096'000LL << 20;
   FlowStart flow_start = FlowStart::kAllAtOnce;
   engine::SimTime stagger_window_ps = 10'000'000;  ///< 10 us
   /// NIC processing delay added to every packet it receives before the ACK/CNP leaves (ps).

@@ -114,7 +114,7 @@ void FlowNetLp::schedule(SimTime t, Context& ctx) {
 void FlowNetLp::handle(const engine::Event& ev, Context& ctx) {
   switch (ev.kind) {
     case kEvFlowStart:
-      pending_.push_back(ev.get<Packet>());
+      pending_.emplace_back(ev.get<Packet>(), false);
       // Ticks sort after every GPU event of the same instant (this LP has the largest id), so
       // all flows starting at this instant are solved together.
       schedule(ctx.now(), ctx);
@@ -134,6 +134,18 @@ void FlowNetLp::finish(std::uint32_t f, Context& ctx) {
   ctx.send(a.head.src_rank, ctx.now() + sent_delay_ps_, kEvFlowSent, a.head.flow_id);
 }
 
+void FlowNetLp::release_connection(const Packet& head) {
+  const std::uint64_t key = static_cast<std::uint64_t>(head.src_rank) << 32 | head.dst_rank;
+  auto it = waiting_.find(key);
+  if (it == waiting_.end()) {
+    busy_.erase(key);
+    return;
+  }
+  pending_.emplace_back(it->second.front(), true);  // starts at this instant; inherits the pair
+  it->second.pop_front();
+  if (it->second.empty()) waiting_.erase(it);
+}
+
 void FlowNetLp::tick(Context& ctx) {
   const SimTime now = ctx.now();
   seeds_.clear();
@@ -143,12 +155,20 @@ void FlowNetLp::tick(Context& ctx) {
     drains_.pop();
     if (act_[f].version != version || act_[f].drain != t) continue;  // rescheduled since
     finish(f, ctx);
+    release_connection(act_[f].head);
     for (std::uint32_t i = 0; i < solver_.hops(f); ++i) seeds_.push_back(solver_.link(f, i));
     solver_.remove_flow(f);
     ++act_[f].version;
   }
-  // 2. Flows starting now.
-  for (const Packet& head : pending_) {
+  // 2. Flows starting now. Flows between the same two GPUs are served in order, one at a time,
+  // as on the packet level's queue pair (and NVLink's per-peer FIFO): a later one waits.
+  for (std::size_t pi = 0; pi < pending_.size(); ++pi) {
+    const Packet head = pending_[pi].first;
+    const std::uint64_t key = static_cast<std::uint64_t>(head.src_rank) << 32 | head.dst_rank;
+    if (!pending_[pi].second && !busy_.insert(key).second) {
+      waiting_[key].push_back(head);
+      continue;
+    }
     ++flows_total_;
     const FlowPath path = route_path(topo_, &index_, head.src_rank, head.dst_rank, head.flow_hash);
     const TransferTiming t = transfer_timing(path, head.flow_bytes);
@@ -157,6 +177,7 @@ void FlowNetLp::tick(Context& ctx) {
       // A single packet: pure store-and-forward latency, it never holds a link's share.
       ctx.send(head.dst_rank, now + t.tail_ps, kEvFlowArrive, head);
       ctx.send(head.src_rank, now + sent_delay_ps_, kEvFlowSent, head.flow_id);
+      release_connection(head);  // may append the next flow of this pair to pending_
       continue;
     }
     const std::uint32_t f = solver_.add_flow(path.link, path.hops);

@@ -4,7 +4,10 @@
 /// analytical (alpha-beta per transfer on its route's bottleneck, no sharing). Both keep the
 /// rank executor (GpuRankLp), the planners, routes/ECMP and the output tables of the packet level.
 #include <cstdint>
+#include <deque>
 #include <queue>
+#include <unordered_map>
+#include <unordered_set>
 #include <set>
 #include <string>
 #include <tuple>
@@ -128,15 +131,18 @@ class FlowNetLp final : public engine::Lp {
     bool shared = false;         // rate ever differed from R_1
   };
   void tick(engine::Context& ctx);
+  void release_connection(const Packet& head);
   void finish(std::uint32_t f, engine::Context& ctx);
   void schedule(engine::SimTime t, engine::Context& ctx);
 
   const Topology& topo_;
   engine::LpId id_;
+  std::unordered_set<std::uint64_t> busy_;                       // (src, dst) pairs with a flow in service
+  std::unordered_map<std::uint64_t, std::deque<Packet>> waiting_;  // their queued flows, in order
   LinkIndex index_;
   MaxMinSolver solver_;
   std::vector<Active> act_;  // by solver flow id
-  std::vector<Packet> pending_;
+  std::vector<std::pair<Packet, bool>> pending_;  // flow, already owns its (src, dst) pair
   using Drain = std::tuple<engine::SimTime, std::uint32_t, std::uint32_t>;  // time, flow, version
   std::priority_queue<Drain, std::vector<Drain>, std::greater<>> drains_;
   std::set<engine::SimTime> ticks_;

@@ -20,8 +20,8 @@ struct QpTimer {
   std::uint32_t type = 0;
   std::uint32_t msg = 0;
 };
-constexpr std::uint32_t kPresent = 1u << 17;
-constexpr std::uint32_t kLastBit = 1u << 16;
+constexpr std::uint64_t kPresent = 1ull << 33;
+constexpr std::uint64_t kLastBit = 1ull << 32;
 }  // namespace
 
 Nic::Nic(const Topology& topo, engine::LpId gpu, const FabricParams& params, NicOwner& owner)
@@ -180,7 +180,6 @@ void Nic::try_tx(std::uint32_t port, Context& ctx) {
     const SimTime end = now + engine::serialization_ps(wire_bytes(p), link.rate_bps);
     np.busy_until = end;
     np.tx_bytes += wire_bytes(p);
-    if (sampler_.enabled()) sampler_.tx(port, now, end, wire_bytes(p));
     WirePacket out = p;
     out.in_port = static_cast<std::uint16_t>(link.peer_port);
     ctx.send(link.peer, end + link.latency_ps, kEvWire, out);
@@ -237,7 +236,7 @@ void Nic::send_data(std::uint32_t qi, Context& ctx) {
   p.src = id_;
   p.dst = q.dst;
   p.psn = psn;
-  p.bytes = static_cast<std::uint16_t>(std::min<std::uint64_t>(q.mtu, part.bytes - off));
+  p.bytes = static_cast<std::uint32_t>(std::min<std::uint64_t>(q.mtu, part.bytes - off));
   p.sport = q.sport;
   p.qp = static_cast<std::uint16_t>(qi);
   p.kind = kWireData;
@@ -250,7 +249,7 @@ void Nic::send_data(std::uint32_t qi, Context& ctx) {
   const SimTime end = now + engine::serialization_ps(wb, link.rate_bps);
   np.busy_until = end;
   np.tx_bytes += wb;
-  if (sampler_.enabled()) sampler_.tx(q.port, now, end, wb);
+  if (sampler_.enabled()) sampler_.tx(q.port, now, end, p.bytes);  // payload (see SwitchLp)
   ctx.send(link.peer, end + link.latency_ps, kEvWire, p);
   ++ctr_.data_packets;
   const bool first_time = psn >= q.high;
@@ -431,11 +430,11 @@ void Nic::on_data(const WirePacket& p, Context& ctx) {
   r.ooo[gap] = p.bytes | ((p.flags & kFlagLast) ? kLastBit : 0) | kPresent;
   bool ack_now = false;
   while (!r.ooo.empty() && (r.ooo.front() & kPresent)) {
-    const std::uint32_t e = r.ooo.front();
+    const std::uint64_t e = r.ooo.front();
     r.ooo.pop_front();
     ++r.expected;
     ++r.since_ack;
-    r.got += e & 0xFFFFu;
+    r.got += e & 0xFFFFFFFFull;
     r.nack_sent = false;
     if (e & kLastBit) {
       ack_now = true;

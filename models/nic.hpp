@@ -115,7 +115,7 @@ class Nic {
   struct RxQp {
     std::uint32_t expected = 0;
     std::deque<MsgDesc> descs;
-    std::deque<std::uint32_t> ooo;  // psn - expected -> bytes | last << 16 | present << 17
+    std::deque<std::uint64_t> ooo;  // psn - expected -> bytes | last << 32 | present << 33
     std::uint64_t got = 0;
     std::uint32_t since_ack = 0;
     engine::SimTime last_cnp = -1;

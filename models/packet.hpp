@@ -60,14 +60,14 @@ struct WirePacket {
   std::uint32_t src = 0;      ///< source GPU (rank)
   std::uint32_t dst = 0;      ///< destination GPU
   std::uint32_t psn = 0;      ///< data: packet sequence number; ACK/NACK: next expected PSN
-  std::uint16_t bytes = 0;    ///< data payload bytes (ACK/NACK/CNP: 0)
+  std::uint32_t bytes = 0;    ///< data payload bytes (ACK/NACK/CNP: 0)
   std::uint16_t sport = 0;    ///< RoCEv2 UDP source port of the QP (ECMP entropy)
   std::uint16_t qp = 0;       ///< QP index at the data sender
   std::uint16_t in_port = 0;  ///< port of the receiving node this packet arrives on
-  std::uint8_t kind = kWireData;
-  std::uint8_t flags = 0;
-  std::uint8_t nint = 0;      ///< INT hops recorded
-  std::uint8_t cls = 1;       ///< traffic class (kClassControl / kClassData)
+  std::uint16_t kind : 2 = kWireData;  ///< WireKind
+  std::uint16_t flags : 5 = 0;         ///< WireFlags
+  std::uint16_t nint : 3 = 0;          ///< INT hops recorded
+  std::uint16_t cls : 1 = 1;           ///< traffic class (kClassControl / kClassData)
   IntHop hops[kMaxIntHops];
 };
 static_assert(sizeof(WirePacket) == 64);

@@ -70,14 +70,16 @@ SwitchLp::SwitchLp(const Topology& topo, engine::LpId id, const FabricParams& pa
       total_headroom += headroom_[p];
     }
   }
-  if (!unbounded_ && total_headroom >= sp.buffer_bytes) {
+  std::uint64_t buffer = sp.buffer_bytes;
+  if (buffer == 0) buffer = std::max<std::uint64_t>(64ull << 20, total_headroom + (32ull << 20));
+  if (!unbounded_ && total_headroom >= buffer) {
     throw engine::InputError(params_.source, "switch.buffer",
                              topo_.describe(id_) + " needs " + std::to_string(total_headroom) +
-                                 " bytes of PFC headroom but its buffer is " + std::to_string(sp.buffer_bytes) +
+                                 " bytes of PFC headroom but its buffer is " + std::to_string(buffer) +
                                  " bytes",
                              "raise switch.buffer or lower switch.pfc_headroom");
   }
-  shared_size_ = unbounded_ ? ~std::uint64_t{0} : sp.buffer_bytes - total_headroom;
+  shared_size_ = unbounded_ ? ~std::uint64_t{0} : buffer - total_headroom;
 }
 
 std::uint64_t SwitchLp::xoff_threshold() const {
@@ -282,7 +284,8 @@ void SwitchLp::try_tx(std::uint32_t port, Context& ctx) {
   busy_until_[port] = end;
   tx_bytes_[port] += size;
   ++ctr_.packets;
-  if (sampler_.enabled()) sampler_.tx(port, now, end, size);
+  // /links counts data payload bytes (headers, ACK/CNP excluded) so bytes are conserved.
+  if (sampler_.enabled() && p.kind == kWireData) sampler_.tx(port, now, end, p.bytes);
   ctx.send(link.peer, end + link.latency_ps, kEvWire, p);
   if (has_eligible(port)) {
     free_pending_[port] = 1;
