@@ -101,6 +101,9 @@ constexpr Column kLinkCols[] = {
     {"to_node", ColType::U32, "1"},      {"tier", ColType::Str8, "text"},
     {"bin_start_ps", ColType::I64, "ps"}, {"bytes", ColType::U64, "bytes"},
     {"utilization", ColType::F64, "1"},
+    // schema 3
+    {"pause_ps", ColType::I64, "ps"},     {"pfc_pauses", ColType::U64, "1"},
+    {"ecn_marks", ColType::U64, "1"},     {"drops", ColType::U64, "1"},
 };
 constexpr Column kQueueCols[] = {
     {"link_id", ColType::U32, "1"},      {"from_node", ColType::U32, "1"},
@@ -222,7 +225,8 @@ const char* tier_name(std::uint32_t tier) {
     case 0: return "nvlink";
     case 1: return "nic";
     case 2: return "fabric";
-    default: throw InternalError("write_results_h5: link tier " + std::to_string(tier) + " is not 0, 1 or 2");
+    case 3: return "core";
+    default: throw InternalError("write_results_h5: link tier " + std::to_string(tier) + " is not 0..3");
   }
 }
 
@@ -238,6 +242,10 @@ PackedTable pack(const std::vector<LinkBinRecord>& v) {
     w.i64(l.bin_start_ps);
     w.u64(l.bytes);
     w.f64(l.utilization);
+    w.i64(l.pause_ps);
+    w.u64(l.pfc_pauses);
+    w.u64(l.ecn_marks);
+    w.u64(l.drops);
   }
   return t;
 }

@@ -3,6 +3,7 @@
 /// Result records of a run, as written to HDF5 and the summary JSON. Plain data; times in ps.
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "engine/time.hpp"
@@ -23,6 +24,9 @@ struct RunMeta {
   std::uint64_t events = 0;
   engine::SimTime simulated_time_ps = 0;
   engine::SimTime sample_interval_ps = 0;  ///< bin width of /links and /queues (ps); schema 2
+  /// Packet-fabric totals (schema 3), name -> value, e.g. {"pause_frames", 12}; written as
+  /// /meta attributes "fabric_<name>" (uint64). Empty at the coarse rungs.
+  std::vector<std::pair<std::string, std::uint64_t>> fabric_counters;
 };
 
 /// Per-rank summary (dataset /ranks). Ordered by rank.
@@ -75,10 +79,15 @@ struct LinkBinRecord {
   std::uint32_t link_id = 0;       ///< directed port id (docs/hdf5_schema.md)
   std::uint32_t from_node = 0;     ///< LP id of the transmitting node
   std::uint32_t to_node = 0;       ///< LP id of the receiving node
-  std::uint32_t tier = 0;          ///< 0 nvlink, 1 nic (GPU <-> leaf), 2 fabric (leaf <-> spine)
+  std::uint32_t tier = 0;          ///< 0 nvlink, 1 nic (GPU <-> leaf), 2 fabric (switch <-> switch below core), 3 core
   engine::SimTime bin_start_ps = 0;
   std::uint64_t bytes = 0;         ///< bytes serialized onto the link during the bin
   double utilization = 0;          ///< bytes * 8 / (rate * bin width), 0..1
+  // Schema 3 (packet fabric, issue 3):
+  engine::SimTime pause_ps = 0;    ///< time the transmitter was paused by PFC in the bin (ps)
+  std::uint64_t pfc_pauses = 0;    ///< PFC XOFF frames that paused this link's transmitter in the bin
+  std::uint64_t ecn_marks = 0;     ///< packets CE-marked at this egress in the bin
+  std::uint64_t drops = 0;         ///< packets dropped at this egress in the bin
 };
 
 /// One bin of one switch egress queue (dataset /queues). Sparse: only bins in which a packet

@@ -285,6 +285,7 @@ std::uint32_t link_tier(const models::Topology& t, engine::LpId a, engine::LpId 
   const auto ka = t.kind(a), kb = t.kind(b);
   if (ka == models::NodeKind::kNvSwitch || kb == models::NodeKind::kNvSwitch) return 0;
   if (ka == models::NodeKind::kGpu || kb == models::NodeKind::kGpu) return 1;
+  if (ka == models::NodeKind::kCore || kb == models::NodeKind::kCore) return 3;
   return 2;
 }
 
@@ -298,19 +299,36 @@ void collect_link_series(const models::Topology& topo, const std::vector<std::un
     base[n + 1] = base[n] + static_cast<std::uint32_t>(topo.ports(n).size());
   }
   auto add = [&](engine::LpId node, const models::LinkSampler& s) {
+    // One row per (port, bin) with traffic, PFC pause, ECN marks or drops; ordered by (port, bin).
+    std::map<std::pair<std::uint32_t, engine::SimTime>, io::LinkBinRecord> rows;
+    auto row = [&](std::uint32_t port, engine::SimTime bin) -> io::LinkBinRecord& {
+      auto [it, fresh] = rows.try_emplace({port, bin});
+      if (fresh) {
+        const models::Port& p = topo.ports(node)[port];
+        io::LinkBinRecord& r = it->second;
+        r.link_id = base[node] + port;
+        r.from_node = node;
+        r.to_node = p.peer;
+        r.tier = link_tier(topo, node, p.peer);
+        r.bin_start_ps = bin;
+      }
+      return it->second;
+    };
     for (const auto& b : s.tx_bins()) {
       const models::Port& p = topo.ports(node)[b.port];
-      io::LinkBinRecord r;
-      r.link_id = base[node] + b.port;
-      r.from_node = node;
-      r.to_node = p.peer;
-      r.tier = link_tier(topo, node, p.peer);
-      r.bin_start_ps = b.bin_start_ps;
+      io::LinkBinRecord& r = row(b.port, b.bin_start_ps);
       r.bytes = b.value;
       r.utilization = static_cast<double>(b.value) * 8.0 /
                       (static_cast<double>(p.rate_bps) * static_cast<double>(bin_ps) * 1e-12);
-      links.push_back(r);
     }
+    for (const auto& b : s.pause_bins()) row(b.port, b.bin_start_ps).pause_ps = static_cast<engine::SimTime>(b.value);
+    for (const auto& c : s.count_bins()) {
+      io::LinkBinRecord& r = row(c.port, c.bin_start_ps);
+      r.pfc_pauses = c.xoff;
+      r.ecn_marks = c.marks;
+      r.drops = c.drops;
+    }
+    for (const auto& [k, r] : rows) links.push_back(r);
     for (const auto& b : s.queue_bins()) {
       queues.push_back(io::QueueBinRecord{base[node] + b.port, b.bin_start_ps, b.value});
     }
@@ -610,6 +628,17 @@ RunResult run_simulation(const RunOptions& opt, MPI_Comm comm, const std::string
     MPI_Allreduce(MPI_IN_PLACE, &maxbuf, 1, MPI_UINT64_T, MPI_MAX, comm);
     f = FabricTotals{sums[0], sums[1], sums[2], sums[3], sums[4], sums[5], sums[6], sums[7],
                      sums[8], sums[9], sums[10], sums[11], sums[12], sums[13], sums[14], maxbuf};
+  }
+  if (fidelity == models::Fidelity::kPacket) {
+    const FabricTotals& f = res.fabric;
+    m.fabric_counters = {{"switch_packets", f.switch_packets}, {"nic_data_packets", f.nic_data_packets},
+                         {"pause_frames", f.pause_frames},     {"resume_frames", f.resume_frames},
+                         {"switch_paused_ps", f.switch_paused_ps}, {"nic_paused_ps", f.nic_paused_ps},
+                         {"nic_pauses", f.nic_pauses},         {"ecn_marks", f.ecn_marks},
+                         {"drops", f.drops},                   {"headroom_drops", f.headroom_drops},
+                         {"retransmits", f.retransmits},       {"timeouts", f.timeouts},
+                         {"nacks", f.nacks},                   {"cnps", f.cnps},
+                         {"acks", f.acks},                     {"max_buffer_bytes", f.max_buffer_bytes}};
   }
   if (opt.keep_flows) {
     res.flow_records = allgather_pod(comm, local_flows);

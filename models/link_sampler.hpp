@@ -30,6 +30,8 @@ class LinkSampler {
     bin_ps_ = bin_ps;
     last_tx_.assign(ports, kNone);
     last_q_.assign(ports, kNone);
+    last_pause_.assign(ports, kNone);
+    last_cnt_.assign(ports, kNone);
   }
   bool enabled() const { return bin_ps_ > 0; }
 
@@ -57,8 +59,40 @@ class LinkSampler {
     add(q_, last_q_[port], port, t - t % bin_ps_, backlog_bytes, true);
   }
 
+  /// The port's transmitter was paused by PFC during [start, end) (ps); split over the bins.
+  /// Intervals of one port arrive in time order (recorded when the XON comes).
+  void paused(std::uint32_t port, engine::SimTime start, engine::SimTime end) {
+    if (bin_ps_ <= 0 || end <= start) return;
+    for (engine::SimTime b = start - start % bin_ps_; b < end; b += bin_ps_) {
+      const engine::SimTime lo = std::max(start, b), hi = std::min(end, b + bin_ps_);
+      add(pause_, last_pause_[port], port, b, static_cast<std::uint64_t>(hi - lo), false);
+    }
+  }
+  /// Counters of one port per bin: PFC XOFF frames received (they pause this port's
+  /// transmitter), ECN marks and drops at this egress port.
+  struct CountBin {
+    std::uint32_t port = 0;
+    engine::SimTime bin_start_ps = 0;
+    std::uint64_t xoff = 0, marks = 0, drops = 0;
+  };
+  enum class Count { kXoff, kMark, kDrop };
+  void count(std::uint32_t port, engine::SimTime t, Count what) {
+    if (bin_ps_ <= 0) return;
+    const engine::SimTime b = t - t % bin_ps_;
+    std::size_t& last = last_cnt_[port];
+    if (last == kNone || cnt_[last].bin_start_ps != b) {
+      last = cnt_.size();
+      cnt_.push_back(CountBin{port, b, 0, 0, 0});
+    }
+    CountBin& c = cnt_[last];
+    (what == Count::kXoff ? c.xoff : what == Count::kMark ? c.marks : c.drops) += 1;
+  }
+
   const std::vector<Bin>& tx_bins() const { return tx_; }
   const std::vector<Bin>& queue_bins() const { return q_; }
+  /// Paused picoseconds per bin (value), per port.
+  const std::vector<Bin>& pause_bins() const { return pause_; }
+  const std::vector<CountBin>& count_bins() const { return cnt_; }
 
  private:
   static constexpr std::size_t kNone = ~std::size_t{0};
@@ -73,8 +107,9 @@ class LinkSampler {
   }
 
   engine::SimTime bin_ps_ = 0;
-  std::vector<std::size_t> last_tx_, last_q_;
-  std::vector<Bin> tx_, q_;
+  std::vector<std::size_t> last_tx_, last_q_, last_pause_, last_cnt_;
+  std::vector<Bin> tx_, q_, pause_;
+  std::vector<CountBin> cnt_;
 };
 
 }  // namespace fabricsim::models

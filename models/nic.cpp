@@ -332,9 +332,11 @@ bool Nic::handle(const engine::Event& ev, Context& ctx) {
         np.paused = true;
         np.paused_since = ctx.now();
         ++ctr_.pauses_received;
+        if (sampler_.enabled()) sampler_.count(f.port, ctx.now(), LinkSampler::Count::kXoff);
       } else if (f.on == 0 && np.paused) {
         np.paused = false;
         ctr_.paused_ps += ctx.now() - np.paused_since;
+        if (sampler_.enabled()) sampler_.paused(f.port, np.paused_since, ctx.now());
         kick(f.port, ctx);
       }
       return true;

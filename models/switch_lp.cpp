@@ -140,9 +140,11 @@ void SwitchLp::handle(const engine::Event& ev, Context& ctx) {
       if (f.on != 0 && paused_[k] == 0) {
         paused_[k] = 1;
         paused_since_[f.port] = ctx.now();
+        if (sampler_.enabled()) sampler_.count(f.port, ctx.now(), LinkSampler::Count::kXoff);
       } else if (f.on == 0 && paused_[k] != 0) {
         paused_[k] = 0;
         ctr_.paused_ps += ctx.now() - paused_since_[f.port];
+        if (sampler_.enabled()) sampler_.paused(f.port, paused_since_[f.port], ctx.now());
         if (!free_pending_[f.port]) {
           if (busy_until_[f.port] <= ctx.now()) {
             try_tx(f.port, ctx);
@@ -190,6 +192,7 @@ void SwitchLp::on_arrive(WirePacket p, Context& ctx) {
       } else {
         ++ctr_.drops;
         ++ctr_.headroom_drops;
+        if (sampler_.enabled()) sampler_.count(out, now, LinkSampler::Count::kDrop);
         return;
       }
       if (!xoff_sent_[in] && (ing_hdrm_[in] > 0 || ing_shared_[in] >= xoff_threshold())) {
@@ -200,6 +203,7 @@ void SwitchLp::on_arrive(WirePacket p, Context& ctx) {
       const auto limit = static_cast<std::uint64_t>(sp.egress_alpha * static_cast<double>(free_shared));
       if (size > free_shared || qbytes_[k] + size > limit) {
         ++ctr_.drops;
+        if (sampler_.enabled()) sampler_.count(out, now, LinkSampler::Count::kDrop);
         return;
       }
       shared_used_ += size;
@@ -219,6 +223,7 @@ void SwitchLp::on_arrive(WirePacket p, Context& ctx) {
       if (mark) {
         p.flags |= kFlagCe;
         ++ctr_.ecn_marks;
+        if (sampler_.enabled()) sampler_.count(out, now, LinkSampler::Count::kMark);
       }
     }
   }
