@@ -24,7 +24,8 @@ const std::vector<SpecKey>& fabric_spec_keys() {
       {"switch.ecn_pmax", "double", "0.2", "ECN marking probability at Kmax"},
       {"switch.routing", "enum", "ecmp", "ecmp (5-tuple hash, per-switch seed), spray (per packet) or adaptive (least-loaded egress)"},
       {"nic.cc", "enum", "dcqcn", "congestion control: none (line rate), dcqcn or hpcc"},
-      {"nic.qps_per_connection", "int", "1", "queue pairs per connection (NCCL_IB_QPS_PER_CONNECTION); messages >= qps x MTU are split over them"},
+      {"nic.qps_per_connection", "int", "1", "queue pairs per connection; default: NCCL_IB_QPS_PER_CONNECTION of the nccl: section / environment (NCCL default 1)"},
+      {"nic.split_data_on_qps", "bool", "false", "split each message of >= qps x MTU over the QPs (else whole messages round-robin); default: NCCL_IB_SPLIT_DATA_ON_QPS (0)"},
       {"nic.header_bytes", "bytes", "0", "wire bytes per data packet beyond the payload (RoCEv2 on Ethernet with preamble/IFG: 82)"},
       {"nic.control_bytes", "bytes", "84", "wire bytes of an ACK/NACK/CNP frame"},
       {"nic.ack_interval", "int", "0", "one ACK per N in-order packets (0 = auto: 1 with HPCC, else 4)"},
@@ -118,6 +119,8 @@ void parse_fabric_keys(const std::function<std::optional<std::string>(const std:
   models::NicParams& n = p.nic;
   if (auto v = get("nic.cc")) n.cc = models::parse_cc(*v, file_of("nic.cc"), "nic.cc");
   count("nic.qps_per_connection", n.qps_per_connection, 1, 256);
+  flag("nic.split_data_on_qps", n.split_data_on_qps);
+  n.qps_given = get("nic.qps_per_connection").has_value() || get("nic.split_data_on_qps").has_value();
   std::uint64_t hb = n.header_bytes, cb = n.control_bytes;
   bytes("nic.header_bytes", hb, 0, 1024);
   bytes("nic.control_bytes", cb, 1, 1024);

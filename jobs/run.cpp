@@ -455,6 +455,10 @@ RunResult run_simulation(const RunOptions& opt, MPI_Comm comm, const std::string
     for (const auto& warning : planned.warnings) std::fprintf(stderr, "fabricsim: warning: %s\n", warning.c_str());
   }
   const models::CollectivePlanner& planner = *planned.planner;
+  if (!spec.fabric.nic.qps_given && planned.qps_given) {
+    spec.fabric.nic.qps_per_connection = static_cast<std::uint32_t>(std::max(1, planned.ib_qps_per_connection));
+    spec.fabric.nic.split_data_on_qps = planned.ib_split_data_on_qps;
+  }
   simccl::check_workload_plans(planner, w);
   engine::Simulator sim(comm, placement, w_ps);
   std::vector<std::unique_ptr<models::GpuRankLp>> gpus;

@@ -75,9 +75,14 @@ struct SwitchParams {
 /// NIC (RoCEv2 RNIC) parameters, per GPU.
 struct NicParams {
   CcKind cc = CcKind::kDcqcn;
-  /// Queue pairs per connection (NCCL_IB_QPS_PER_CONNECTION; NCCL default 1). A message of at
-  /// least qps x MTU is split evenly over the QPs (NCCL_IB_SPLIT_DATA_ON_QPS=1 behaviour).
+  /// Queue pairs per connection (NCCL_IB_QPS_PER_CONNECTION; NCCL default 1), each with its own
+  /// UDP source port. Taken from the run's NCCL settings unless the spec's nic: section sets it.
   std::uint32_t qps_per_connection = 1;
+  /// NCCL_IB_SPLIT_DATA_ON_QPS (NCCL default 0): false = each message goes whole to the
+  /// connection's next QP in turn; true = a message of at least qps x MTU is split evenly.
+  bool split_data_on_qps = false;
+  /// The spec set nic.qps_per_connection or nic.split_data_on_qps (then NCCL_IB_* do not apply).
+  bool qps_given = false;
   /// Per-packet bytes on the wire beyond the payload. 0 = payload only. RoCEv2 on Ethernet:
   /// Eth 14 + IPv4 20 + UDP 8 + BTH 12 + ICRC 4 + FCS 4 = 62, + 20 preamble/IFG = 82.
   std::uint32_t header_bytes = 0;

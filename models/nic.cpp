@@ -84,10 +84,11 @@ void Nic::send_message(std::uint32_t dst, std::uint64_t bytes, const MsgMeta& me
   const Port& link = topo_.ports(id_)[port];
   const bool nvlink = topo_.kind(link.peer) == NodeKind::kNvSwitch;
   const std::uint32_t nq = nvlink ? 1u : std::max<std::uint32_t>(1, params_.nic.qps_per_connection);
-  // Split over the QPs when each gets at least one MTU; smaller messages go to the next QP in turn.
+  // NCCL_IB_SPLIT_DATA_ON_QPS=1: split over the QPs when each gets at least one MTU; otherwise
+  // (NCCL's default, and for small messages) the whole message goes to the next QP in turn.
   std::uint32_t parts = nq;
   std::uint32_t first_k = 0;
-  if (bytes < static_cast<std::uint64_t>(nq) * link.mtu_bytes) {
+  if (!params_.nic.split_data_on_qps || bytes < static_cast<std::uint64_t>(nq) * link.mtu_bytes) {
     parts = 1;
     std::uint32_t& rr = conn_rr_[dst];
     first_k = rr;

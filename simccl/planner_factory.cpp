@@ -13,13 +13,19 @@ PlannerBuild make_planner(const std::string& kind, const std::vector<std::pair<s
                           const std::string& spec_file, int gpu_sm, const models::ClusterSpec& cluster,
                           bool use_env) {
   PlannerBuild out;
+  NcclPlannerConfig cfg;
+  cfg.settings = load_nccl_settings(nccl_pairs, spec_file, use_env);
+  out.warnings = cfg.settings.warnings;
+  // The transport settings apply to the NIC whichever planner plans the collectives.
+  out.ib_qps_per_connection = cfg.settings.ib_qps_per_connection;
+  out.ib_split_data_on_qps = cfg.settings.ib_split_data_on_qps != 0;
+  for (const auto& a : cfg.settings.applied) {
+    if (a.name == "NCCL_IB_QPS_PER_CONNECTION" || a.name == "NCCL_IB_SPLIT_DATA_ON_QPS") out.qps_given = true;
+  }
   if (kind == "ring") {
     out.planner = std::make_unique<RingPlanner>();
     return out;
   }
-  NcclPlannerConfig cfg;
-  cfg.settings = load_nccl_settings(nccl_pairs, spec_file, use_env);
-  out.warnings = cfg.settings.warnings;
 
   cfg.gpus_per_host = cluster.gpus_per_host;
   cfg.sm = gpu_sm;

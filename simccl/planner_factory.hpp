@@ -16,6 +16,11 @@ namespace fabricsim::simccl {
 struct PlannerBuild {
   std::unique_ptr<models::CollectivePlanner> planner;
   std::vector<std::string> warnings;
+  /// NCCL_IB_QPS_PER_CONNECTION / NCCL_IB_SPLIT_DATA_ON_QPS as NCCL would use them (defaults 1, 0),
+  /// for the NIC model (models::NicParams); `qps_given` when the spec or environment set it.
+  int ib_qps_per_connection = 1;
+  bool ib_split_data_on_qps = false;
+  bool qps_given = false;
 };
 
 /// @param kind "nccl" (NcclPlanner) or "ring" (RingPlanner)
