@@ -2,6 +2,7 @@
 """Compares per-packet delays of the ns-3 chain (tests/ns3/ns3_chain.cc) with fabricsim's.
 
   compare_delays.py NS3.csv FABRICSIM.h5|FABRICSIM.csv [--receiver R] [--tolerance-ps T]
+                    [--lost-if-fct-ps F]
   compare_delays.py --self-test
 
 Pairing (docs/validation_ns3.md): fabricsim runs the workload of ns3_chain_workload, so every
@@ -12,7 +13,10 @@ flow_id order (flow_id = (src << 32) | per-source counter, docs/hdf5_schema.md) 
 fabricsim side: HDF5 `/flows` (columns src, dst, bytes, start_ps, end_ps, fct_ps; optional
 `dropped`) or a CSV with the same column names (flow_id optional; rows then in issue order per
 src). A flow counts as dropped if it has dropped != 0, end_ps < 0, or is missing (fewer flows
-than ns-3 packets for that sender; only the tail can be missing without a flow_id).
+than ns-3 packets for that sender; only the tail can be missing without a flow_id). With
+--lost-if-fct-ps F, a flow with end_ps - start_ps >= F also counts as dropped: for runs where a
+lost packet is recovered only by a retransmission timeout longer than F (case (b2),
+docs/validation_ns3.md).
 
 Delay compared: ns-3 recv_time_ps - send_time_ps against fabricsim end_ps - start_ps, both in
 integer ps. Also reported: send-instant offsets (start_ps - send_time_ps), which must be
@@ -104,7 +108,7 @@ def read_fabricsim(path):
     return rows
 
 
-def compare(ns3, flows, receiver, tolerance_ps, show=10):
+def compare(ns3, flows, receiver, tolerance_ps, show=10, lost_if_fct_ps=None):
     """Returns (ok, report lines)."""
     senders = sorted({s for s, _ in ns3})
     if receiver is None:
@@ -125,7 +129,8 @@ def compare(ns3, flows, receiver, tolerance_ps, show=10):
         for k in seqs:
             send, recv = ns3[(s, k)]
             fl = fls[k] if k < len(fls) else None
-            f_dropped = fl is None or fl["dropped"] != 0 or fl["end_ps"] < 0
+            f_dropped = fl is None or fl["dropped"] != 0 or fl["end_ps"] < 0 or (
+                lost_if_fct_ps is not None and fl["end_ps"] - fl["start_ps"] >= lost_if_fct_ps)
             if recv is None or f_dropped:
                 if recv is None and f_dropped:
                     drops_both += 1
@@ -194,6 +199,14 @@ def self_test():
                     "0,2,1000,2000000,5370800,3370800\n1,2,1000,1000000,5000000,4000000\n")
         ok, lines = compare(read, read_fabricsim(c), None, 0)
         assert not ok and any("dropped only in ns-3" in x for x in lines), lines
+        # The same packet delivered only after a (long) retransmission timeout counts as lost.
+        with open(c, "w") as f:
+            f.write("src,dst,bytes,start_ps,end_ps,fct_ps\n0,2,1000,1000000,4370800,3370800\n"
+                    "0,2,1000,2000000,1000002000000,1000000000000\n1,2,1000,1000000,5000000,4000000\n")
+        ok, lines = compare(read, read_fabricsim(c), None, 0, lost_if_fct_ps=10**12)
+        assert ok, lines
+        ok, lines = compare(read, read_fabricsim(c), None, 0, lost_if_fct_ps=10**12 + 1)
+        assert not ok and any("dropped only in ns-3" in x for x in lines), lines
     print("compare_delays: self-test passed")
 
 
@@ -204,6 +217,9 @@ def main():
     ap.add_argument("--receiver", type=int, default=None,
                     help="fabricsim rank of the receiver (default: number of ns-3 senders)")
     ap.add_argument("--tolerance-ps", type=int, default=0, help="allowed |delay difference|, ps")
+    ap.add_argument("--lost-if-fct-ps", type=int, default=None,
+                    help="count a fabricsim flow with end_ps - start_ps >= this as dropped "
+                         "(lost packets recovered only by a longer retransmission timeout)")
     ap.add_argument("--self-test", action="store_true", help="check this script and exit")
     a = ap.parse_args()
     if a.self_test:
@@ -211,7 +227,8 @@ def main():
         return 0
     if not a.ns3_csv or not a.fabricsim:
         fail("<cli>", "two files needed", "compare_delays.py NS3.csv FABRICSIM.h5")
-    ok, lines = compare(read_ns3(a.ns3_csv), read_fabricsim(a.fabricsim), a.receiver, a.tolerance_ps)
+    ok, lines = compare(read_ns3(a.ns3_csv), read_fabricsim(a.fabricsim), a.receiver, a.tolerance_ps,
+                        lost_if_fct_ps=a.lost_if_fct_ps)
     print("\n".join(lines))
     print("compare_delays: " + ("MATCH" if ok else "DIFFER"))
     return 0 if ok else 1
