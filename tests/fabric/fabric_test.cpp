@@ -246,6 +246,8 @@ TEST(Fabric, DcqcnConvergesToFairShareWithQueueNearKmin) {
   // Queue over the second half of the shared period: near Kmin (100 KB at 100 Gb/s).
   const long long t_end = static_cast<long long>(std::min(a, b));
   const double q = mean_queue(r, 2, t_end / 2, t_end * 9 / 10);
+  std::printf("DCQCN 2 flows on 100G: FCT %.1f us / %.1f us (fair 2S/B %.1f us), mean queue %.0f B (Kmin 100000)\n",
+              a * 1e-6, b * 1e-6, fair * 1e-6, q);
   EXPECT_GT(q, 0.3 * 100'000) << "queue " << q;
   EXPECT_LT(q, 100'000 + 0.5 * (400'000 - 100'000)) << "queue " << q;
 }
@@ -259,6 +261,8 @@ TEST(Fabric, HpccKeepsUtilizationHighAndQueueNearEmpty) {
   ASSERT_EQ(r.flow_records.size(), 2u);
   const long long t_end = std::min(r.flow_records[0].end_ps, r.flow_records[1].end_ps);
   const double u = utilization(r, 2, t_end / 4, t_end * 9 / 10, 100);
+  std::printf("HPCC 2 flows on 100G: bottleneck utilization %.4f, mean queue %.0f B\n", u,
+              mean_queue(r, 2, t_end / 4, t_end * 9 / 10));
   EXPECT_GE(u, 0.95) << "bottleneck utilization";
   const double q = mean_queue(r, 2, t_end / 4, t_end * 9 / 10);
   EXPECT_LT(q, 20'000) << "HPCC queue should stay near empty (a few packets), got " << q;
