@@ -12,7 +12,8 @@ Action add_report(CLI::App& app) {
   };
   auto o = std::make_shared<Opt>();
   CLI::App* sub = app.add_subcommand(
-      "report", "plots of a results file (PNG + index.html): breakdown, busbw, FCT, flow starts, queues, links");
+      "report", "plots of a results file (PNG + index.html): breakdown, busbw, FCT, flow starts, "
+                "queues, links, PFC pauses, ECN marks/drops");
   sub->add_option("run_h5", o->h5, "HDF5 results file (fabricsim run -o)")->required();
   sub->add_option("-o,--output", o->out, "output directory (default: RUN_report next to RUN.h5)");
   return [sub, o]() -> int {

@@ -425,6 +425,12 @@ RunMeta bcast_meta(MPI_Comm comm, const RunMeta& meta) {
     put(meta.events);
     put(meta.simulated_time_ps);
     put(meta.sample_interval_ps);
+    const std::uint64_t nf = meta.fabric_counters.size();
+    put(nf);
+    for (const auto& [name, value] : meta.fabric_counters) {
+      put_str(name);
+      put(value);
+    }
   }
   buf = bcast_string(comm, std::move(buf));
   RunMeta m;
@@ -452,6 +458,13 @@ RunMeta bcast_meta(MPI_Comm comm, const RunMeta& meta) {
   get(m.events);
   get(m.simulated_time_ps);
   get(m.sample_interval_ps);
+  std::uint64_t nf = 0;
+  get(nf);
+  m.fabric_counters.resize(nf);
+  for (auto& [name, value] : m.fabric_counters) {
+    get_str(name);
+    get(value);
+  }
   return m;
 }
 
@@ -639,25 +652,74 @@ void write_table(hid_t file, const Schema& s, const PackedTable& t, int rank, in
   ds.close(what + " close");
 }
 
+/// Unit of the /meta attribute `fabric_<name>`: "ps" for names ending in `_ps`, "bytes" for
+/// `_bytes`, "1" (a count) otherwise.
+const char* fabric_counter_unit(const std::string& name) {
+  auto ends = [&](const char* suf) {
+    const std::size_t n = std::strlen(suf);
+    return name.size() >= n && name.compare(name.size() - n, n, suf) == 0;
+  };
+  return ends("_ps") ? "ps" : ends("_bytes") ? "bytes" : "1";
+}
+
+/// Fabric counter names become attribute names: non-empty, [a-z0-9_] only, unique.
+/// @throws InternalError otherwise (identical on every process: the meta is broadcast).
+void check_fabric_counter_names(const RunMeta& m) {
+  std::vector<std::string> names;
+  for (const auto& [name, value] : m.fabric_counters) {
+    const bool ok = !name.empty() && std::all_of(name.begin(), name.end(), [](char ch) {
+      return (ch >= 'a' && ch <= 'z') || (ch >= '0' && ch <= '9') || ch == '_';
+    });
+    if (!ok) {
+      throw InternalError("write_results_h5: fabric counter name '" + name + "' is not [a-z0-9_]+");
+    }
+    names.push_back(name);
+  }
+  std::sort(names.begin(), names.end());
+  const auto dup = std::adjacent_find(names.begin(), names.end());
+  if (dup != names.end()) {
+    throw InternalError("write_results_h5: fabric counter '" + *dup + "' given twice");
+  }
+}
+
 void write_meta(hid_t file, const RunMeta& m) {
   Hid gcpl = plist(H5P_GROUP_CREATE, "group creation plist");
   check(H5Pset_obj_track_times(gcpl.get(), 0), "/meta track times");
   Hid g(H5Gcreate2(file, "/meta", H5P_DEFAULT, gcpl.get(), H5P_DEFAULT), H5Gclose,
         "group /meta create");
   const hid_t gid = g.get();
+  // Schema 3: every /meta attribute X has a string attribute units.X, as the table columns do.
+  auto unit = [&](const std::string& name, const char* u) { attr_string(gid, "units." + name, u); };
   attr_number<std::int32_t>(gid, "schema_version", H5T_STD_I32LE, kHdf5SchemaVersion);
+  unit("schema_version", "1");
   attr_string(gid, "spec_text", m.spec_text);
+  unit("spec_text", "text");
   attr_string(gid, "version", m.version);
+  unit("version", "text");
   attr_string(gid, "git_commit", m.git_commit);
+  unit("git_commit", "text");
   attr_string(gid, "workload", m.workload);
+  unit("workload", "text");
   attr_number<std::uint64_t>(gid, "seed", H5T_STD_U64LE, m.seed);
+  unit("seed", "1");
   attr_number<std::uint32_t>(gid, "processes", H5T_STD_U32LE, m.processes);
+  unit("processes", "1");
   attr_number<std::uint32_t>(gid, "threads", H5T_STD_U32LE, m.threads);
+  unit("threads", "1");
   attr_number<std::uint32_t>(gid, "ranks", H5T_STD_U32LE, m.ranks);
+  unit("ranks", "1");
   attr_number<double>(gid, "wall_s", H5T_IEEE_F64LE, m.wall_s);
+  unit("wall_s", "s");
   attr_number<std::uint64_t>(gid, "events", H5T_STD_U64LE, m.events);
+  unit("events", "1");
   attr_number<std::int64_t>(gid, "simulated_time_ps", H5T_STD_I64LE, m.simulated_time_ps);
+  unit("simulated_time_ps", "ps");
   attr_number<std::int64_t>(gid, "sample_interval_ps", H5T_STD_I64LE, m.sample_interval_ps);
+  unit("sample_interval_ps", "ps");
+  for (const auto& [name, value] : m.fabric_counters) {
+    attr_number<std::uint64_t>(gid, "fabric_" + name, H5T_STD_U64LE, value);
+    unit("fabric_" + name, fabric_counter_unit(name));
+  }
   g.close("group /meta close");
 }
 
@@ -851,6 +913,7 @@ void write_results_h5(MPI_Comm comm, const std::string& path, const RunMeta& met
   links.clear();
   queues.clear();
   const RunMeta m = bcast_meta(comm, meta);
+  check_fabric_counter_names(m);
   const std::string tmp = bcast_string(comm, rank == 0 ? temp_name(path) : std::string());
 
   // 3. Write the temporary file; on failure every process removes it and rethrows.

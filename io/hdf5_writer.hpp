@@ -13,7 +13,7 @@
 namespace fabricsim::io {
 
 /// Version of the file layout written by write_results_h5 (attribute /meta/schema_version).
-inline constexpr int kHdf5SchemaVersion = 2;
+inline constexpr int kHdf5SchemaVersion = 3;
 /// Fixed length of the `op` column of /collectives (NUL-padded, no terminator needed).
 inline constexpr std::size_t kOpChars = 24;
 /// Rows per chunk of every table dataset.
@@ -24,7 +24,10 @@ inline constexpr std::size_t kChunkRows = 4096;
 /// Rows of each table are gathered from all processes, sorted by key (ranks by rank, collectives by
 /// (group, instance), flows by flow_id; rows with equal keys by their packed bytes) and each
 /// process writes a contiguous slice with collective parallel HDF5, so the file's contents do not
-/// depend on the number of processes. /meta is written from rank 0's `meta` (broadcast).
+/// depend on the number of processes. /meta is written from rank 0's `meta` (broadcast); every
+/// /meta attribute X gets a string attribute `units.X`, and each `meta.fabric_counters` entry
+/// (name, value) becomes the uint64 attribute `fabric_<name>` with `units.fabric_<name>` = "ps"
+/// for names ending in `_ps`, "bytes" for `_bytes`, "1" otherwise (schema 3).
 /// The file is first written to `path + ".tmp.<hex>"` (name chosen by rank 0) and renamed to
 /// `path` by rank 0 once all processes have closed it; an existing `path` is replaced.
 /// /links and /queues are sorted by (link_id, bin_start_ps); `bin_width_ps` becomes their
@@ -33,7 +36,8 @@ inline constexpr std::size_t kChunkRows = 4096;
 ///
 /// @throws engine::InputError ("<cli>", "-o", ...) on every process, before anything is created,
 ///         if path is empty or a directory, or its directory does not exist or is not writable.
-/// @throws engine::InternalError on every process if an op name exceeds kOpChars characters or
+/// @throws engine::InternalError on every process if an op name exceeds kOpChars characters, a
+///         fabric counter name is empty, not [a-z0-9_]+ or repeated, or
 ///         HDF5 / the rename fails; the temporary file is then removed and `path` is untouched.
 void write_results_h5(MPI_Comm comm, const std::string& path, const RunMeta& meta,
                       std::vector<RankRecord> ranks, std::vector<CollectiveRecord> colls,

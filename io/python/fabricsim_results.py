@@ -52,6 +52,16 @@ def pct(a, q):
     return float(np.percentile(a, q)) if len(a) else float("nan")
 
 
+def fabric_counters(meta):
+    """The /meta fabric_<counter> attributes (schema 3, packet-level runs) as {counter: int}."""
+    return {k[len("fabric_"):]: int(v) for k, v in meta.items() if k.startswith("fabric_")}
+
+
+def node_name(n, ranks):
+    """LP id -> label: GPUs are LPs 0..ranks-1 (`gpu<r>`), switches follow (`sw<id>`)."""
+    return f"gpu{n}" if n < ranks else f"sw{n}"
+
+
 def gpus_per_host(meta):
     m = re.search(r"gpus_per_host:\s*(\d+)", meta.get("spec_text", ""))
     return int(m.group(1)) if m else 8
@@ -79,6 +89,7 @@ def report(args):
     meta = d["meta"]
     iter_ps = int(meta.get("simulated_time_ps", 0))
     pngs = []  # (file, title, caption)
+    notes = []  # (None, title, text): sections without a plot
 
     def save(fig, name, title, caption):
         p = os.path.join(out, name)
@@ -199,13 +210,16 @@ def report(args):
     # 6. Link utilization heatmap per tier.
     li = d["links"]
     tiers = [b"nvlink", b"nic", b"fabric"]
-    fig, axes = plt.subplots(3, 1, figsize=(11, 10))
+    if li is not None and len(li) and (li["tier"] == b"core").any():
+        tiers.append(b"core")  # schema 3: 3-tier Clos / multi-pod
+    fig, axes = plt.subplots(len(tiers), 1, figsize=(11, 10 * len(tiers) / 3))
     last_bin = max(iter_ps, 1)
     nb_full = last_bin // bw + 1
     group = max(1, int(np.ceil(nb_full / 400)))  # at most 400 columns
     ncols = int(nb_full // group + 1)
     for ax, tier in zip(axes, tiers):
-        s = li[li["tier"] == tier] if li is not None and len(li) else None
+        # Rows with bytes (schema 3 also has rows for pauses, marks or drops only).
+        s = li[(li["tier"] == tier) & (li["bytes"] > 0)] if li is not None and len(li) else None
         if s is None or not len(s):
             ax.set_title(f"{tier.decode()}: no traffic")
             ax.axis("off")
@@ -226,19 +240,70 @@ def report(args):
     save(fig, "link_util.png", "Link utilization heatmap per tier",
          "rows: directed links with traffic; colour: bytes*8 / (rate*bin)")
 
+    # 7. PFC pause timeline (schema 3): paused fraction per bin, one row per link ever paused.
+    li_names = li.dtype.names if li is not None else ()
+    nranks = int(meta.get("ranks", 0))
+    if li is None or "pause_ps" not in li_names:
+        notes.append((None, "PFC pause timeline", "this file has no PFC columns in /links (schema < 3)"))
+    else:
+        paused = li[li["pause_ps"] > 0]
+        n_xoff = int(li["pfc_pauses"].sum())
+        if not len(paused) and n_xoff == 0:
+            notes.append((None, "PFC pause timeline", "no PFC pauses in this run"))
+        else:
+            pfc_timeline(plt, save, paused if len(paused) else li[li["pfc_pauses"] > 0], bw, iter_ps, nranks,
+                         n_xoff)
+
+    # 8. ECN marks and drops per tier over time (schema 3), only when the run has any.
+    if li is not None and "ecn_marks" in li_names and (li["ecn_marks"].sum() > 0 or li["drops"].sum() > 0):
+        fig, axes = plt.subplots(2, 1, figsize=(11, 6.5), sharex=True)
+        width = group * bw
+        for ax, col, what in zip(axes, ("ecn_marks", "drops"), ("ECN marks", "drops")):
+            s = li[li[col] > 0]
+            for tier in sorted(set(s["tier"].tolist())):
+                t = s[s["tier"] == tier]
+                # Dense per-bin counts (bins without a row count 0), same columns as link_util.png.
+                cnt = np.zeros(ncols + 1)
+                np.add.at(cnt, np.minimum(t["bin_start_ps"] // width, ncols - 1).astype(int), t[col])
+                ax.step(np.arange(ncols + 1) * width / PS_PER_US, cnt, where="post", lw=1,
+                        label=f"{tier.decode()} ({int(t[col].sum())} total)")
+            ax.set_ylabel(f"{what} per {width / PS_PER_US:g} us")
+            ax.set_title(f"{what} per tier over time ({int(li[col].sum())} in total)")
+            ax.grid(alpha=0.3)
+            ax.set_xlim(0, ncols * width / PS_PER_US)
+            if len(s):
+                ax.legend(fontsize=8)
+        axes[-1].set_xlabel("time (us)")
+        fig.tight_layout()
+        save(fig, "ecn_drops.png", "ECN marks and drops per tier",
+             "packets CE-marked (RED at enqueue) and packets dropped at switch egress ports, summed per tier and bin")
+    elif li is not None and "ecn_marks" in li_names:
+        notes.append((None, "ECN marks and drops per tier", "no ECN marks and no drops in this run"))
+
     # HTML page.
     rows = [("iteration time", f"{iter_ps / PS_PER_US:.3f} us"), ("ranks", meta.get("ranks")),
             ("events", meta.get("events")), ("processes", meta.get("processes")),
             ("workload", meta.get("workload")), ("version", f"{meta.get('version')} ({meta.get('git_commit')})"),
             ("schema", meta.get("schema_version"))]
+    fc = fabric_counters(meta)
+    for k, v in fc.items():
+        unit = str(meta.get("units.fabric_" + k, "1"))
+        if unit == "ps":
+            rows.append((f"fabric {k}", f"{v / PS_PER_US:.3f} us ({v} ps)"))
+        else:
+            rows.append((f"fabric {k}", f"{v}" + ("" if unit == "1" else f" {unit}")))
+    if not fc:
+        rows.append(("fabric counters", "none (not a packet-level run, or schema < 3)"))
     page = ["<!doctype html><html><head><meta charset='utf-8'><title>fabricsim report</title>",
             "<style>body{font-family:sans-serif;max-width:1200px;margin:auto}td{padding:2px 8px}"
             "img{max-width:100%;border:1px solid #ddd}</style></head><body>",
             f"<h1>fabricsim report: {html.escape(os.path.basename(args.h5))}</h1><table>"]
     page += [f"<tr><td>{html.escape(str(k))}</td><td>{html.escape(str(v))}</td></tr>" for k, v in rows]
     page.append("</table>")
-    for name, title, cap in pngs:
-        page.append(f"<h2>{html.escape(title)}</h2><p>{html.escape(cap)}</p><img src='{name}' alt='{html.escape(title)}'>")
+    for name, title, cap in pngs + notes:
+        page.append(f"<h2>{html.escape(title)}</h2><p>{html.escape(cap)}</p>")
+        if name:
+            page.append(f"<img src='{name}' alt='{html.escape(title)}'>")
     page.append("</body></html>")
     p = os.path.join(out, "index.html")
     try:
@@ -250,6 +315,43 @@ def report(args):
     for name, _, _ in pngs:
         print(os.path.abspath(os.path.join(out, name)))
     return 0
+
+
+def pfc_timeline(plt, save, rows, bw, iter_ps, nranks, n_xoff, max_links=64):
+    """pfc.png: raster of the paused fraction (pause_ps / bin) per bin, one row per link whose
+    transmitter was paused (the `max_links` with the most paused time), labelled from->to tier."""
+    ids, inv = np.unique(rows["link_id"], return_inverse=True)
+    total = np.zeros(len(ids))
+    np.add.at(total, inv, rows["pause_ps"])
+    order = np.argsort(-total, kind="stable")[:max_links]
+    keep = np.sort(ids[order])
+    rows = rows[np.isin(rows["link_id"], keep)]
+    last = max(iter_ps, int(rows["bin_start_ps"].max()) + bw, 1)
+    nb = last // bw + 1
+    group = max(1, int(np.ceil(nb / 400)))  # at most 400 columns
+    ncols = int(nb // group + 1)
+    r = np.searchsorted(keep, rows["link_id"])
+    c = np.minimum((rows["bin_start_ps"] // bw) // group, ncols - 1).astype(int)
+    m = np.zeros((len(keep), ncols))
+    np.add.at(m, (r, c), rows["pause_ps"] / float(group * bw))
+    labels = []
+    for lid in keep:
+        s = rows[rows["link_id"] == lid][0]
+        labels.append(f"{node_name(int(s['from_node']), nranks)}->{node_name(int(s['to_node']), nranks)} "
+                      f"{s['tier'].decode()}")
+    fig, ax = plt.subplots(figsize=(11, 1.5 + 0.22 * len(keep)))
+    im = ax.imshow(np.minimum(m, 1.0), aspect="auto", interpolation="nearest", cmap="Reds", vmin=0, vmax=1,
+                   extent=[0, ncols * group * bw / PS_PER_US, len(keep), 0])
+    ax.set_yticks(np.arange(len(keep)) + 0.5)
+    ax.set_yticklabels(labels, fontsize=7 if len(keep) <= 32 else 5)
+    more = f", {len(ids) - len(keep)} more not shown" if len(ids) > len(keep) else ""
+    ax.set_title(f"PFC pause timeline: paused fraction per {group * bw / PS_PER_US:g} us bin "
+                 f"({len(ids)} paused transmitters{more}; {n_xoff} XOFF received)")
+    ax.set_xlabel("time (us)")
+    fig.colorbar(im, ax=ax, fraction=0.03, label="paused fraction of the bin")
+    save(fig, "pfc.png", "PFC pause timeline",
+         "rows: directed links whose transmitter PFC paused (from->to tier, gpuN = rank N, swN = switch LP N); "
+         "colour: pause_ps / bin width")
 
 
 # ------------------------------------------------------------------------------------------------
@@ -276,13 +378,35 @@ def metrics(d):
         m += [("flows", float(len(fl)), "1"), ("FCT p50", pct(fct, 50), "us"), ("FCT p99", pct(fct, 99), "us")]
         if "slowdown" in fl.dtype.names:
             m.append(("slowdown p99", pct(fl["slowdown"], 99), "1"))
+    fc = fabric_counters(d["meta"])
+    if fc:
+        for key, name in FABRIC_COMPARED:
+            if key == "paused_ps":
+                if "switch_paused_ps" in fc and "nic_paused_ps" in fc:
+                    m.append((name, (fc["switch_paused_ps"] + fc["nic_paused_ps"]) / PS_PER_US, "us"))
+            elif key in fc:
+                ps = key.endswith("_ps")
+                m.append((name, fc[key] / PS_PER_US if ps else float(fc[key]), "us" if ps else "1"))
     return m
+
+
+# Fabric counters shown by compare (when a file has /meta fabric_*): (counter, metric name).
+FABRIC_COMPARED = [("pause_frames", "fabric PFC pause frames"), ("paused_ps", "fabric paused time (sw+NIC)"),
+                   ("switch_paused_ps", "fabric paused time switches"), ("nic_paused_ps", "fabric paused time NICs"),
+                   ("ecn_marks", "fabric ECN marks"), ("cnps", "fabric CNPs"), ("drops", "fabric drops"),
+                   ("retransmits", "fabric retransmits"), ("timeouts", "fabric timeouts")]
 
 
 def compare(args):
     a, b = load(args.a), load(args.b)
     ma, mb = metrics(a), metrics(b)
     db = {k: (v, u) for k, v, u in mb}
+    # Fabric counters only when both files have them (a coarse-rung or schema-2 file has none).
+    both = bool(fabric_counters(a["meta"])) and bool(fabric_counters(b["meta"]))
+    fab = {name for _, name in FABRIC_COMPARED}
+    if not both:
+        ma = [x for x in ma if x[0] not in fab]
+        mb = [x for x in mb if x[0] not in fab]
     names = [k for k, _, _ in ma] + [k for k, _, _ in mb if k not in {x for x, _, _ in ma}]
     da = {k: (v, u) for k, v, u in ma}
     print(f"A: {args.a}\nB: {args.b}")
@@ -290,7 +414,7 @@ def compare(args):
     for k in names:
         va, u = da.get(k, (float("nan"), db.get(k, (0, ""))[1]))
         vb, _ = db.get(k, (float("nan"), u))
-        rel = (vb / va - 1) * 100 if va not in (0,) and va == va and vb == vb else float("nan")
+        rel = 0.0 if va == vb else (vb / va - 1) * 100 if va != 0 and va == va and vb == vb else float("nan")
         rs = f"{rel:+8.2f}%" if rel == rel else "      n/a"
         print(f"{k:<34} {u:>5} {va:>14.4f} {vb:>14.4f} {rs}")
     return 0

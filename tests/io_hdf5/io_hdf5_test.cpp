@@ -125,6 +125,8 @@ RunMeta make_meta() {
   m.wall_s = 1.25;
   m.events = 1'234'567'890'123ull;
   m.simulated_time_ps = 9'876'543'210'987LL;
+  m.fabric_counters = {{"pause_frames", 12}, {"switch_paused_ps", 3'000'000'000'123ull},
+                       {"max_buffer_bytes", 0xFFFF'FFFF'FFFF'FFFFull}, {"drops", 0}};
   return m;
 }
 
@@ -303,7 +305,7 @@ void check_file(const std::string& path, const RunMeta& meta, const std::vector<
   // /meta
   hid_t g = H5Gopen2(file, "/meta", H5P_DEFAULT);
   ASSERT_GE(g, 0);
-  EXPECT_EQ(read_num_attr<std::int32_t>(g, "schema_version", H5T_NATIVE_INT32), 2);
+  EXPECT_EQ(read_num_attr<std::int32_t>(g, "schema_version", H5T_NATIVE_INT32), 3);
   EXPECT_EQ(read_string_attr(g, "spec_text"), meta.spec_text);
   EXPECT_EQ(read_string_attr(g, "version"), meta.version);
   EXPECT_EQ(read_string_attr(g, "git_commit"), meta.git_commit);
@@ -317,7 +319,28 @@ void check_file(const std::string& path, const RunMeta& meta, const std::vector<
   EXPECT_EQ(read_num_attr<std::int64_t>(g, "simulated_time_ps", H5T_NATIVE_INT64),
             meta.simulated_time_ps);
   EXPECT_EQ(read_num_attr<std::int64_t>(g, "sample_interval_ps", H5T_NATIVE_INT64), meta.sample_interval_ps);
-  EXPECT_EQ(H5Aget_num_attrs(g), 13);
+  // Schema 3: units.X for every attribute X; fabric counters as fabric_<name> (uint64).
+  const std::pair<const char*, const char*> units[] = {
+      {"schema_version", "1"}, {"spec_text", "text"}, {"version", "text"}, {"git_commit", "text"},
+      {"workload", "text"},    {"seed", "1"},         {"processes", "1"},  {"threads", "1"},
+      {"ranks", "1"},          {"wall_s", "s"},       {"events", "1"},     {"simulated_time_ps", "ps"},
+      {"sample_interval_ps", "ps"}};
+  for (const auto& [name, unit] : units) {
+    EXPECT_EQ(read_string_attr(g, (std::string("units.") + name).c_str()), unit) << name;
+  }
+  for (const auto& [name, value] : meta.fabric_counters) {
+    const std::string a = "fabric_" + name;
+    hid_t at = H5Aopen(g, a.c_str(), H5P_DEFAULT);
+    ASSERT_GE(at, 0) << a;
+    hid_t t = H5Aget_type(at);
+    EXPECT_GT(H5Tequal(t, H5T_STD_U64LE), 0) << a;
+    H5Tclose(t);
+    H5Aclose(at);
+    EXPECT_EQ(read_num_attr<std::uint64_t>(g, a.c_str(), H5T_NATIVE_UINT64), value) << a;
+    const char* want = name.ends_with("_ps") ? "ps" : name.ends_with("_bytes") ? "bytes" : "1";
+    EXPECT_EQ(read_string_attr(g, ("units." + a).c_str()), want) << a;
+  }
+  EXPECT_EQ(H5Aget_num_attrs(g), 2 * (13 + static_cast<int>(meta.fabric_counters.size())));
   H5Gclose(g);
 
   // /ranks
@@ -502,6 +525,21 @@ TEST_F(Hdf5WriterTest, TooLongOpThrowsInternalErrorOnEveryProcess) {
   EXPECT_THROW(write_results_h5(MPI_COMM_WORLD, path, make_meta(), {}, colls, {}),
                engine::InternalError);
   EXPECT_THROW(results_digest(MPI_COMM_WORLD, colls, {}), engine::InternalError);
+  MPI_Barrier(MPI_COMM_WORLD);
+  EXPECT_TRUE(entries().empty());
+}
+
+TEST_F(Hdf5WriterTest, BadFabricCounterNameThrowsInternalErrorOnEveryProcess) {
+  // Rank 0's meta is written: its bad name makes every process throw, nothing is created.
+  const std::string path = dir_ + "/bad.h5";
+  for (const char* bad : {"", "Pause", "a/b", "units.x"}) {
+    RunMeta m = make_meta();
+    if (world_rank() == 0) m.fabric_counters.emplace_back(bad, 1);
+    EXPECT_THROW(write_results_h5(MPI_COMM_WORLD, path, m, {}, {}, {}), engine::InternalError) << bad;
+  }
+  RunMeta dup = make_meta();
+  dup.fabric_counters.emplace_back("pause_frames", 1);
+  EXPECT_THROW(write_results_h5(MPI_COMM_WORLD, path, dup, {}, {}, {}), engine::InternalError);
   MPI_Barrier(MPI_COMM_WORLD);
   EXPECT_TRUE(entries().empty());
 }

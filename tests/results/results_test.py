@@ -4,7 +4,8 @@
 usage: results_test.py FABRICSIM SOURCE_DIR MPIEXEC
 
 1. every dataset, column (name, order, HDF5 class), unit attribute and /meta attribute documented
-   in docs/hdf5_schema.md (schema 2) exists;
+   in docs/hdf5_schema.md (schema 3) exists, /meta attributes with their units.* attribute, the
+   packet run's fabric_<counter> attributes (uint64, units ps / bytes / 1);
 2. conservation: ring-planned collectives move exactly their closed-form bytes as flows
    (AllReduce 2(N-1)S, AllGather/ReduceScatter (N-1)S for S divisible by N), and the bytes of the
    GPU-side /links rows equal the flow bytes (NIC tier: inter-host flows);
@@ -13,7 +14,11 @@ usage: results_test.py FABRICSIM SOURCE_DIR MPIEXEC
    durations sum to /ranks.compute_ps and the union of comm events is /ranks.comm_ps;
 5. `fabricsim report` writes every PNG + index.html (skipped, with the reason, without matplotlib);
    `fabricsim compare` shows 0% differences for identical runs;
-6. read-only output directory -> exit 2 for run and report; SIGTERM half way -> no output file.
+6. read-only output directory -> exit 2 for run and report; SIGTERM half way -> no output file;
+7. a packet run that provokes PFC (incast into an oversubscribed leaf, small buffer): the /links
+   PFC/ECN/drop columns sum to the /meta fabric totals (pfc_pauses = pause_frames, pause_ps =
+   switch + NIC paused time, ecn_marks, drops), `report` draws pfc.png, `compare` shows the
+   fabric counters.
 """
 import json
 import os
@@ -44,7 +49,7 @@ def run(args, np_=1, **kw):
     return subprocess.run(cmd, capture_output=True, text=True, **kw)
 
 
-# Documented schema 2: dataset -> [(column, numpy kind, unit)]
+# Documented schema 3: dataset -> [(column, numpy kind, unit)]
 SCHEMA = {
     "ranks": [("rank", "u", "1"), ("finish_ps", "i", "ps"), ("compute_ps", "i", "ps"), ("comm_ps", "i", "ps"),
               ("exposed_comm_ps", "i", "ps")],
@@ -57,7 +62,8 @@ SCHEMA = {
               ("ideal_ps", "i", "ps"), ("slowdown", "f", "1"), ("first_spine", "i", "1"), ("group", "u", "1"),
               ("instance", "u", "1")],
     "links": [("link_id", "u", "1"), ("from_node", "u", "1"), ("to_node", "u", "1"), ("tier", "S", "text"),
-              ("bin_start_ps", "i", "ps"), ("bytes", "u", "bytes"), ("utilization", "f", "1")],
+              ("bin_start_ps", "i", "ps"), ("bytes", "u", "bytes"), ("utilization", "f", "1"),
+              ("pause_ps", "i", "ps"), ("pfc_pauses", "u", "1"), ("ecn_marks", "u", "1"), ("drops", "u", "1")],
     "queues": [("link_id", "u", "1"), ("from_node", "u", "1"), ("to_node", "u", "1"), ("tier", "S", "text"),
                ("bin_start_ps", "i", "ps"), ("max_queue_bytes", "u", "bytes")],
 }
@@ -66,6 +72,44 @@ SORTED_BY = {"ranks": "rank", "collectives": "group,instance", "flows": "flow_id
 META = {"schema_version": "i", "spec_text": "S", "version": "S", "git_commit": "S", "workload": "S", "seed": "u",
         "processes": "u", "threads": "u", "ranks": "u", "wall_s": "f", "events": "u", "simulated_time_ps": "i",
         "sample_interval_ps": "i"}
+META_UNITS = {"schema_version": "1", "spec_text": "text", "version": "text", "git_commit": "text", "workload": "text",
+              "seed": "1", "processes": "1", "threads": "1", "ranks": "1", "wall_s": "s", "events": "1",
+              "simulated_time_ps": "ps", "sample_interval_ps": "ps"}
+# Documented /meta fabric counters of packet-level runs (fabric_<name>, uint64).
+FABRIC = ["switch_packets", "nic_data_packets", "pause_frames", "resume_frames", "switch_paused_ps", "nic_paused_ps",
+          "nic_pauses", "ecn_marks", "drops", "headroom_drops", "retransmits", "timeouts", "nacks", "cnps", "acks",
+          "max_buffer_bytes"]
+TIERS = {b"nvlink", b"nic", b"fabric", b"core"}
+
+
+def fabric_unit(name):
+    return "ps" if name.endswith("_ps") else "bytes" if name.endswith("_bytes") else "1"
+
+
+def check_meta(path):
+    """/meta attributes, their units.* attributes and the fabric counters of a packet-level run."""
+    with h5py.File(path, "r") as f:
+        attrs = f["meta"].attrs
+        for name, kind in META.items():
+            check(name in attrs, f"{path}: /meta.{name} missing")
+            if name in attrs:
+                v = attrs[name]
+                k = "S" if isinstance(v, bytes) else np.asarray(v).dtype.kind
+                check(k == kind, f"/meta.{name} kind {k} != {kind}")
+            u = attrs.get("units." + name)
+            check(u is not None and u.decode() == META_UNITS[name], f"/meta units.{name} = {u!r}")
+        check(int(attrs["schema_version"]) == 3, "schema_version != 3")
+        for name in FABRIC:
+            a = "fabric_" + name
+            check(a in attrs, f"{path}: /meta.{a} missing")
+            if a in attrs:
+                check(np.asarray(attrs[a]).dtype == np.dtype("<u8"), f"/meta.{a} dtype {np.asarray(attrs[a]).dtype}")
+                u = attrs.get("units." + a)
+                check(u is not None and u.decode() == fabric_unit(name), f"/meta units.{a} = {u!r}")
+        extra = {k for k in attrs if not k.startswith("units.")} - set(META) - {"fabric_" + n for n in FABRIC}
+        check(not extra, f"undocumented /meta attributes {sorted(extra)}")
+        check(all(k[len("units."):] in attrs for k in attrs if k.startswith("units.")), "units.X without X")
+        return {k: attrs[k] for k in attrs}
 
 tmp = tempfile.mkdtemp(prefix="fabricsim_results_test_")
 h1, h2 = os.path.join(tmp, "np1.h5"), os.path.join(tmp, "np2.h5")
@@ -82,13 +126,6 @@ if failures:
 with h5py.File(h1, "r") as f:
     check(set(f.keys()) == {"meta"} | set(SCHEMA), f"top-level objects {sorted(f.keys())}")
     attrs = f["meta"].attrs
-    for name, kind in META.items():
-        check(name in attrs, f"/meta.{name} missing")
-        if name in attrs:
-            v = attrs[name]
-            k = "S" if isinstance(v, bytes) else np.asarray(v).dtype.kind
-            check(k == kind, f"/meta.{name} kind {k} != {kind}")
-    check(int(attrs["schema_version"]) == 2, "schema_version != 2")
     check(int(attrs["sample_interval_ps"]) == 5_000_000, "sample_interval_ps != 5us")
     for ds, cols in SCHEMA.items():
         d = f[ds]
@@ -103,6 +140,8 @@ with h5py.File(h1, "r") as f:
             check(int(d.attrs["bin_width_ps"]) == 5_000_000, f"/{ds} bin_width_ps")
     ranks, colls, flows, links, queues = (f[n][:] for n in ("ranks", "collectives", "flows", "links", "queues"))
     gph = 8
+check_meta(h1)
+check(set(links["tier"].tolist()) <= TIERS, f"/links tiers {set(links['tier'].tolist())}")
 
 # 2. Conservation laws.
 checked = 0
@@ -131,7 +170,11 @@ nic_bytes = int(gpu_links["bytes"][gpu_links["tier"] == b"nic"].sum())
 nvl_bytes = int(gpu_links["bytes"][gpu_links["tier"] == b"nvlink"].sum())
 check(nic_bytes == int(flows["bytes"][inter].sum()), f"NIC link bytes {nic_bytes} != inter-host flow bytes")
 check(nvl_bytes == int(flows["bytes"][~inter].sum()), f"NVLink link bytes {nvl_bytes} != intra-host flow bytes")
-check((links["utilization"] <= 1.0 + 1e-9).all() and (links["utilization"] > 0).all(), "utilization outside (0, 1]")
+check((links["utilization"] <= 1.0 + 1e-9).all() and (links["utilization"] >= 0).all(), "utilization outside [0, 1]")
+# A row exists for traffic, a PFC pause, an ECN mark or a drop in the bin (schema 3).
+check(((links["bytes"] > 0) | (links["pause_ps"] > 0) | (links["pfc_pauses"] > 0) | (links["ecn_marks"] > 0) |
+       (links["drops"] > 0)).all(), "a /links row without bytes, pause, marks or drops")
+check(((links["pause_ps"] >= 0) & (links["pause_ps"] <= 5_000_000)).all(), "pause_ps outside [0, bin width]")
 check((np.diff(links["link_id"].astype(np.int64)) >= 0).all(), "/links not sorted")
 check(len(queues) > 0, "no /queues rows")
 # Ring collectives here never contend at a switch (queues stay 0); an AllToAll across two hosts
@@ -152,7 +195,7 @@ with h5py.File(h1, "r") as a, h5py.File(h2, "r") as b:
     for ds in SCHEMA:
         check(a[ds].dtype == b[ds].dtype and a[ds].shape == b[ds].shape and
               a[ds][:].tobytes() == b[ds][:].tobytes(), f"/{ds} differs between 1 and 2 processes")
-    for k in META:
+    for k in list(META) + ["fabric_" + n for n in FABRIC]:
         if k not in ("processes", "wall_s", "spec_text"):
             check(a["meta"].attrs[k] == b["meta"].attrs[k], f"/meta.{k} differs between 1 and 2 processes")
     check(int(b["meta"].attrs["processes"]) == 2, "processes != 2")
@@ -247,6 +290,69 @@ p.wait(timeout=60)
 check(still_running, "the long run finished within 1.5 s; the kill test needs a longer workload")
 check(not os.path.exists(killed), "a killed run left the output file")
 check(not any(n.startswith("killed.h5") for n in os.listdir(tmp)), f"a killed run left {os.listdir(tmp)}")
+
+# 7. Packet runs that provoke PFC, ECN and drops: the /links columns sum to the /meta totals.
+# An AllToAll of 8 hosts (1 GPU each, 4 per leaf, one spine): with 1600 Gb/s uplinks and 512 KiB
+# of buffer (mostly PFC headroom) the receivers' leaf ports congest, XOFFs pause the spine, the
+# leaves and the NICs; low ECN thresholds mark. Without PFC, 100 Gb/s uplinks and DCQCN: drops,
+# marks, CNPs and retransmissions.
+A2A = os.path.join(SRC, "tests/data/chakra/astra-sim/examples/workload/microbenchmarks/all_to_all/8npus_1MB/all_to_all")
+PKT = ["--workload", A2A, "--set", "cluster.gpus_per_host=1", "--set", "cluster.nics_per_leaf=4", "--set",
+       "cluster.spines=1", "--set", "output.sample_interval=1us"]
+pfc_h5, lossy_h5 = os.path.join(tmp, "pfc.h5"), os.path.join(tmp, "lossy.h5")
+r = run(["run"] + PKT + ["--set", "nic.cc=none", "--set", "cluster.fabric_bandwidth=1600Gbps", "--set",
+                         "switch.buffer=512KiB", "--set", "switch.ecn_kmin=2KB", "--set", "switch.ecn_kmax=8KB",
+                         "-o", pfc_h5, "-q"])
+check(r.returncode == 0, f"PFC run rc {r.returncode} {r.stderr}")
+r = run(["run"] + PKT + ["--set", "nic.cc=dcqcn", "--set", "cluster.fabric_bandwidth=100Gbps", "--set",
+                         "switch.pfc=false", "--set", "switch.buffer=1MiB", "-o", lossy_h5, "-q"])
+check(r.returncode == 0, f"lossy run rc {r.returncode} {r.stderr}")
+for path, lossless in ((pfc_h5, True), (lossy_h5, False)):
+    if not os.path.isfile(path):
+        continue
+    m = check_meta(path)
+    fab = {n: int(m["fabric_" + n]) for n in FABRIC if "fabric_" + n in m}
+    with h5py.File(path, "r") as f:
+        li = f["links"][:]
+    xoff, paused = int(li["pfc_pauses"].sum()), int(li["pause_ps"].sum())
+    marks, drops = int(li["ecn_marks"].sum()), int(li["drops"].sum())
+    name = os.path.basename(path)
+    print(f"{name}: {fab}; /links sums: pfc_pauses {xoff}, pause_ps {paused}, ecn_marks {marks}, drops {drops}")
+    # Every XOFF a switch sends pauses one transmitter (a switch egress or a NIC port); all were
+    # delivered (the run ends with the traffic drained and every XON sent).
+    check(xoff == fab.get("pause_frames"), f"{name}: sum pfc_pauses {xoff} != fabric_pause_frames")
+    check(fab.get("pause_frames") == fab.get("resume_frames"), f"{name}: pause frames != resume frames")
+    check(paused == fab.get("switch_paused_ps", 0) + fab.get("nic_paused_ps", 0),
+          f"{name}: sum pause_ps {paused} != switch + NIC paused ps")
+    check(marks == fab.get("ecn_marks"), f"{name}: sum ecn_marks {marks} != fabric_ecn_marks")
+    check(drops == fab.get("drops"), f"{name}: sum drops {drops} != fabric_drops")
+    nic_xoff = int(li["pfc_pauses"][li["from_node"] < int(m["ranks"])].sum())
+    check(nic_xoff == fab.get("nic_pauses"), f"{name}: NIC-port pfc_pauses {nic_xoff} != fabric_nic_pauses")
+    check(((li["pause_ps"] >= 0) & (li["pause_ps"] <= 1_000_000)).all(), f"{name}: pause_ps outside [0, bin]")
+    if lossless:
+        check(fab.get("pause_frames", 0) > 0 and fab.get("switch_paused_ps", 0) > 0 and fab.get("nic_paused_ps", 0) > 0,
+              f"{name}: the scenario must pause switches and NICs")
+        check(marks > 0 and drops == 0, f"{name}: want ECN marks and no drops with PFC, got {marks}, {drops}")
+    else:
+        check(drops > 0 and marks > 0 and fab.get("cnps", 0) > 0 and fab.get("retransmits", 0) > 0 and xoff == 0,
+              f"{name}: want drops, marks, CNPs, retransmits and no pauses without PFC")
+if have_mpl and os.path.isfile(pfc_h5):
+    rep = os.path.join(tmp, "report_pfc")
+    r = run(["report", pfc_h5, "-o", rep])
+    check(r.returncode == 0, f"report (PFC run) rc {r.returncode} {r.stderr}")
+    page = open(os.path.join(rep, "index.html")).read() if r.returncode == 0 else ""
+    for png in ("pfc.png", "ecn_drops.png"):
+        p = os.path.join(rep, png)
+        check(os.path.isfile(p) and os.path.getsize(p) > 5000 and png in page, f"report (PFC run): {png} missing")
+    check("fabric pause_frames" in page and "no PFC pauses" not in page, "report (PFC run): fabric counters table")
+    page = open(os.path.join(tmp, "report", "index.html")).read() if os.path.isdir(os.path.join(tmp, "report")) else ""
+    want_none = int(check_meta(h1).get("fabric_pause_frames", 0)) == 0
+    check(("no PFC pauses in this run" in page) == want_none, "report: 'no PFC pauses in this run' note")
+if os.path.isfile(pfc_h5) and os.path.isfile(lossy_h5):
+    r = run(["compare", pfc_h5, lossy_h5])
+    check(r.returncode == 0 and all(k in r.stdout for k in ("fabric PFC pause frames", "fabric ECN marks",
+                                                            "fabric CNPs", "fabric drops", "fabric retransmits")),
+          f"compare with fabric counters: {r.stdout} {r.stderr}")
 
 os.chmod(ro, 0o755)
 if failures:
