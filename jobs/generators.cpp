@@ -347,6 +347,44 @@ class Builder {
     return k;
   }
 
+  /// Unfused attention core of Megatron-LM 2021-2022 (megatron/model/transformer.py
+  /// CoreAttention): per local head (b·heads/TP batches) baddbmm S = QK^T (s×s×d_qk), fused
+  /// scale-mask-softmax (FusedScaleMaskSoftmax: reads and writes s² elements), dropout on the
+  /// probabilities (writes s² elements and a 1-byte mask), bmm O = PV (s×d_v×s). The mask does
+  /// not skip work: both bmms compute the full s². FLOPs: 2·s²·d per bmm per head; bytes: the
+  /// operands and results each read/written once.
+  double score_elems() const { return double(c_.micro_batch) * (m_.heads / c_.tp) * double(c_.seq_len) * c_.seq_len; }
+  Kernel bmm_k(const char* what, double m, double n, double k) const {
+    const double batch = double(c_.micro_batch) * (m_.heads / c_.tp);
+    const double f = 2.0 * batch * m * n * k;
+    return Kernel{"attn_bmm", fmt::format("{} batch={} m={} n={} k={}", what, u64(batch), u64(m), u64(n), u64(k)), f,
+                  batch * (m * k + k * n + m * n) * B_, f};
+  }
+  void attn_core_fwd(Rank& R, const std::string& L, bool recompute) {
+    if (c_.flash_attention) {
+      comp(R, L + ".attn", flash_k(false), {}, recompute);
+      return;
+    }
+    const double s = c_.seq_len, dqk = m_.qk_head_dim(), dv = m_.head_dim, n = score_elems();
+    comp(R, L + ".qk", bmm_k("qk", s, s, dqk), {}, recompute);
+    comp(R, L + ".softmax", mem("softmax", el(n), 5 * n, 2 * n * B_), {}, recompute);
+    if (c_.attention_dropout > 0) comp(R, L + ".adrop", mem("dropout", el(n), n, (2 * B_ + 1) * n), {}, recompute);
+    comp(R, L + ".pv", bmm_k("pv", s, dv, s), {}, recompute);
+  }
+  void attn_core_bwd(Rank& R, const std::string& L) {
+    if (c_.flash_attention) {
+      comp(R, L + ".attn.b", flash_k(true));
+      return;
+    }
+    const double s = c_.seq_len, dqk = m_.qk_head_dim(), dv = m_.head_dim, n = score_elems();
+    comp(R, L + ".pv.dp", bmm_k("pv.dgrad", s, s, dv));   // dP = dO·V^T
+    comp(R, L + ".pv.dv", bmm_k("pv.wgrad", s, dv, s));   // dV = P^T·dO
+    if (c_.attention_dropout > 0) comp(R, L + ".adrop.b", mem("dropout_bwd", el(n), n, (2 * B_ + 1) * n));
+    comp(R, L + ".softmax.b", mem("softmax_bwd", el(n), 4 * n, 3 * n * B_));
+    comp(R, L + ".qk.dq", bmm_k("qk.dgrad", s, dqk, s));  // dQ = dS·K
+    comp(R, L + ".qk.dk", bmm_k("qk.wgrad", s, dqk, s));  // dK = dS^T·Q
+  }
+
   /// Attention-block linear layers: (name, k, n, column-parallel?) with n/k already TP-sharded.
   struct Lin {
     const char* name;
@@ -389,7 +427,7 @@ class Builder {
       comp(R, L + "." + lin.name, k, pre, recompute);
       pre.clear();
     }
-    comp(R, L + ".attn", flash_k(false), {}, recompute);
+    attn_core_fwd(R, L, recompute);
     comp(R, L + ".proj", gemm(T_, h, double(m_.heads) * m_.head_dim / t, B_), {}, recompute);
     std::int64_t red = -1;
     if (c_.tp > 1) {
@@ -514,8 +552,8 @@ class Builder {
     // Attention.
     std::int64_t ag = sp_ ? coll(R, L + ".proj.agg", CollOp::kAllGather, T_ * h * B_, rg_[R.r].tp, deps_of({R.last})) : -1;
     lin_bwd(R, L + ".proj", gemm(T_, h, double(m_.heads) * m_.head_dim / t, B_), false, true, deps_of({ag}), &wg);
-    if (c_.recompute == Recompute::kSelective) comp(R, L + ".attn.rc", flash_k(false), {}, true);
-    comp(R, L + ".attn.b", flash_k(true));
+    if (c_.recompute == Recompute::kSelective) attn_core_fwd(R, L + ".rc", true);
+    attn_core_bwd(R, L);
     red = -1;
     const auto ins = attn_in();
     for (std::size_t i = ins.size(); i-- > 0;) {
@@ -1016,6 +1054,11 @@ TrainConfig train_config_from_spec(const Spec& spec) {
     else if (*v == "selective") c.recompute = Recompute::kSelective;
     else if (*v == "full") c.recompute = Recompute::kFull;
     else throw InputError(r.where("recompute"), "workload.generator.recompute", "'" + *v + "' is not a mode", "use none, selective or full");
+  }
+  if (auto v = r.get("attention")) {
+    if (*v == "flash") c.flash_attention = true;
+    else if (*v == "unfused") c.flash_attention = false;
+    else throw InputError(r.where("attention"), "workload.generator.attention", "'" + *v + "' is not an attention kind", "use flash or unfused");
   }
   c.overlap_grad_reduce = r.boolean("overlap_grad_reduce", true);
   c.bucket_params = r.uint("bucket_params", 0, 0);

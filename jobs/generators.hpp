@@ -60,6 +60,12 @@ struct TrainConfig {
   std::uint32_t global_batch = 0;      ///< sequences per iteration (0 = micro_batch · DP)
   std::uint32_t seq_len = 2048;
   bool causal = true;                  ///< causal attention mask (timing only)
+  /// Attention core kernels: FlashAttention (one fused kernel each way; Megatron-Core/TE, 2023+)
+  /// or unfused as in Megatron-LM 2021-2022 (CoreAttention: baddbmm QK^T, fused
+  /// scale-mask-softmax, dropout, bmm with V; their backward kernels). Unfused materialises the
+  /// b·heads/TP·s² score matrix in HBM several times per layer.
+  bool flash_attention = true;
+  double attention_dropout = 0.1;      ///< unfused only: dropout on the probabilities (GPT-3/Megatron default 0.1; 0 = none)
   std::uint32_t zero = 0;              ///< 0 (DDP), 1 (distributed optimizer), 2, 3
   Recompute recompute = Recompute::kNone;
   bool overlap_grad_reduce = true;     ///< reduce buckets during the last backward

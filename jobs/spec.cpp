@@ -44,6 +44,7 @@ const std::vector<SpecKey>& spec_keys() {
       {"workload.generator.dtype", "enum", "bf16", "GEMM dtype: bf16, fp16 or fp8"},
       {"workload.generator.zero", "int", "0", "0 DDP, 1 distributed optimizer, 2/3 DeepSpeed ZeRO stages"},
       {"workload.generator.recompute", "enum", "none", "activation recomputation: none, selective or full"},
+      {"workload.generator.attention", "enum", "flash", "attention core kernels: flash (FlashAttention) or unfused (Megatron-LM 2021-22 bmm + softmax + dropout)"},
       {"workload.generator.overlap_grad_reduce", "bool", "true", "reduce gradient buckets during the last backward"},
       {"workload.generator.bucket_params", "int", "0", "parameters per DP bucket (0 = max(40M, 1M * dp), Megatron)"},
       {"workload.generator.grad_bytes", "int", "2", "bytes per gradient element in DP reductions (2 or 4)"},
