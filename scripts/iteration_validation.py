@@ -35,6 +35,7 @@ import math
 import os
 import subprocess
 import sys
+import threading
 from concurrent.futures import ThreadPoolExecutor
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -197,6 +198,16 @@ def cluster_sets(g):
             "simccl.planner=ring"]
 
 
+_locks = {}
+_locks_guard = threading.Lock()
+
+
+def _lock(path):
+    """One lock per result file: rows sharing a replica (same config, m) simulate it once."""
+    with _locks_guard:
+        return _locks.setdefault(path, threading.Lock())
+
+
 def simulate(fabricsim, s, m, g, fidelity, out, tag, env):
     sets = cluster_sets(g) + [f"workload.generator.{k}={v}" for k, v in s.items()]
     sets += ["workload.generator.dp=1", f"workload.generator.global_batch={m * s['micro_batch']}"]
@@ -204,8 +215,9 @@ def simulate(fabricsim, s, m, g, fidelity, out, tag, env):
     cmd = [fabricsim, "run", "-q", "--fidelity", fidelity, "-o", "/dev/null", "--summary-json", js]
     for x in sets:
         cmd += ["--set", x]
-    if not os.path.exists(js):
-        run_json(cmd, env)
+    with _lock(js):
+        if not os.path.exists(js):
+            run_json(cmd, env)
     with open(js) as f:
         d = json.load(f)
     return d["iteration_time_ps"] * 1e-12, d
