@@ -33,6 +33,8 @@ Action add_run(CLI::App& app) {
       ->check(CLI::Range(1u, 256u));
   run->add_flag("--stats", opt->stats, "print engine statistics (events, windows, events/s, remote events, sync time)");
   run->add_flag("-q,--quiet", opt->quiet, "no summary on stdout");
+  run->add_option("--log-level", opt->log_level, "stderr log: error, warn (default), info (phases, wall times) or debug")
+      ->check(CLI::IsMember({"error", "warn", "info", "debug"}));
   auto fidelity = std::make_shared<std::string>();
   run->add_option("--fidelity", *fidelity, "network rung: packet (default), flow or analytical (sim.fidelity)");
   auto part = std::make_shared<std::pair<std::string, std::string>>();

@@ -14,6 +14,8 @@
 #include <sstream>
 
 #include <fmt/format.h>
+#include <spdlog/sinks/stdout_sinks.h>
+#include <spdlog/spdlog.h>
 
 #include "engine/errors.hpp"
 #include "engine/rng.hpp"
@@ -357,6 +359,17 @@ RunResult run_simulation(const RunOptions& opt, MPI_Comm comm, const std::string
   int rank = 0, nprocs = 1;
   MPI_Comm_rank(comm, &rank);
   MPI_Comm_size(comm, &nprocs);
+  // Log on rank 0 only, to stderr, "fabricsim: <level>: ..." (spdlog; one logger per run).
+  auto log = std::make_shared<spdlog::logger>("fabricsim", std::make_shared<spdlog::sinks::stderr_sink_st>());
+  log->set_pattern("fabricsim: %l: %v");
+  {
+    const auto lvl = spdlog::level::from_str(opt.log_level);
+    if (opt.log_level != "error" && opt.log_level != "warn" && opt.log_level != "info" && opt.log_level != "debug") {
+      throw InputError("<cli>", "--log-level", "'" + opt.log_level + "' is not a log level", "use error, warn, info or debug");
+    }
+    log->set_level(rank == 0 ? lvl : spdlog::level::off);
+    log->flush_on(spdlog::level::debug);
+  }
 
   // Command-line options are applied as --set keys, so the recorded spec is the effective one.
   std::vector<std::string> sets = opt.sets;
@@ -389,14 +402,15 @@ RunResult run_simulation(const RunOptions& opt, MPI_Comm comm, const std::string
                      "drop workload.gpus/--gpus (Chakra traces carry their world size)");
   }
   check_workload(w);
-  if (rank == 0) {
-    for (const auto& warning : w.warnings) std::fprintf(stderr, "fabricsim: warning: %s\n", warning.c_str());
-  }
+  for (const auto& warning : w.warnings) log->warn("{}", warning);
+  log->info("workload {}: {} ranks, {} nodes ({:.3f} s)", w.source, w.ranks,
+            [&] { std::size_t n = 0; for (const auto& p : w.programs) n += p.size(); return n; }(), now_s() - t0);
   for (auto& prog : w.programs) {
     for (auto& n : prog) n.duration_ps = kernels::scaled_duration(n.duration_ps, spec.compute_scale);
   }
   const models::ClusterSpec cspec = resolve_cluster(spec, w.ranks);
   const models::Topology topo(cspec);
+  log->info("topology: {} ({} LPs) ({:.3f} s)", cluster_desc(topo), topo.num_nodes(), now_s() - t0);
   // Partition: a scale-up domain's GPUs + NVSwitch stay together; Ethernet switches are dealt
   // round-robin (in LP order: leaves, spines, cores).
   partition::Blocks blocks(topo.num_domains());
@@ -451,9 +465,10 @@ RunResult run_simulation(const RunOptions& opt, MPI_Comm comm, const std::string
 
   simccl::PlannerBuild planned =
       simccl::make_planner(spec.planner, spec.nccl, spec.file, spec.gpu_sm, cspec);
-  if (rank == 0 && !opt.quiet) {
-    for (const auto& warning : planned.warnings) std::fprintf(stderr, "fabricsim: warning: %s\n", warning.c_str());
-  }
+  for (const auto& warning : planned.warnings) log->warn("{}", warning);
+  log->info("planner {}; fabric: cc {}, pfc {}, ecn {}, routing {}, {} QP(s) per connection", spec.planner,
+            models::cc_name(spec.fabric.nic.cc), spec.fabric.sw.pfc, spec.fabric.sw.ecn,
+            models::routing_name(spec.fabric.sw.routing), spec.fabric.nic.qps_per_connection);
   const models::CollectivePlanner& planner = *planned.planner;
   if (!spec.fabric.nic.qps_given && planned.qps_given) {
     spec.fabric.nic.qps_per_connection = static_cast<std::uint32_t>(std::max(1, planned.ib_qps_per_connection));
@@ -468,7 +483,7 @@ RunResult run_simulation(const RunOptions& opt, MPI_Comm comm, const std::string
     if (topo.kind(id) == models::NodeKind::kGpu) {
       gpus.push_back(std::make_unique<models::GpuRankLp>(topo, id, &w, planner, spec.fabric));
       gpus.back()->set_fidelity(fidelity, net_id);
-      if (opt.write_h5 || opt.keep_flows) gpus.back()->enable_sampling(spec.sample_interval_ps);
+      if (opt.write_h5 || opt.keep_flows || !spec.trace_path.empty()) gpus.back()->enable_sampling(spec.sample_interval_ps);
       if (!spec.trace_path.empty() && id < w.ranks && id >= spec.trace_rank_lo && id <= spec.trace_rank_hi) {
         gpus.back()->enable_trace();
       }
@@ -511,7 +526,10 @@ RunResult run_simulation(const RunOptions& opt, MPI_Comm comm, const std::string
       progress_printed = true;
     });
   }
+  log->info("simulating on {} process(es) x {} thread(s), lookahead {}", nprocs, threads,
+            w_ps == engine::kInfinity ? std::string("none") : engine::format_time(w_ps));
   sim.run();
+  log->info("simulated ({:.3f} s)", now_s() - t0);
   if (progress_printed) std::fprintf(stderr, "\n");
   const engine::EngineStats stats = sim.global_stats();
 
@@ -804,8 +822,21 @@ RunResult run_simulation(const RunOptions& opt, MPI_Comm comm, const std::string
     std::vector<models::TraceInterval> local_trace;
     for (const auto& g : gpus) local_trace.insert(local_trace.end(), g->trace().begin(), g->trace().end());
     const auto all_trace = allgather_pod(comm, local_trace);
+    // NIC tracks: the traced ranks' own port bins.
+    std::vector<std::unique_ptr<models::SwitchLp>> no_switches;
+    std::vector<io::LinkBinRecord> gpu_bins, traced_bins;
+    std::vector<io::QueueBinRecord> unused;
+    collect_link_series(topo, gpus, no_switches, spec.sample_interval_ps, gpu_bins, unused);
+    for (const auto& b : gpu_bins) {
+      if (b.from_node < w.ranks && b.from_node >= spec.trace_rank_lo && b.from_node <= spec.trace_rank_hi) {
+        traced_bins.push_back(b);
+      }
+    }
+    const auto all_bins = allgather_pod(comm, traced_bins);
     std::string err;
-    if (rank == 0) err = write_file_checked(trace_tmp, trace_json(all_trace, w, res.collectives));
+    if (rank == 0) {
+      err = write_file_checked(trace_tmp, trace_json(all_trace, w, res.collectives, all_bins, spec.sample_interval_ps));
+    }
     if (!err.empty() && !json_tmp.empty()) fs::remove(json_tmp);
     bcast_error(comm, err, "--trace " + spec.trace_path);
   }
@@ -857,6 +888,8 @@ RunResult run_simulation(const RunOptions& opt, MPI_Comm comm, const std::string
     }
     bcast_error(comm, err, "--summary-json " + spec.summary_json);
   }
+  log->info("done: iteration {}, {} events, wall {:.3f} s", engine::format_time(res.meta.simulated_time_ps),
+            res.stats.events, now_s() - t0);
   return res;
 }
 

@@ -23,7 +23,10 @@ struct RunOptions {
   std::string summary_json;            ///< --summary-json
   std::uint32_t threads = 0;           ///< --threads (0 = spec / OMP_NUM_THREADS / 1)
   bool stats = false;                  ///< --stats
-  bool quiet = false;                  ///< --quiet: no summary on stdout
+  bool quiet = false;                  ///< --quiet: no summary on stdout (and log level error)
+  /// --log-level: error | warn (default: reader/NCCL warnings) | info (phases with wall times,
+  /// sizes) | debug (also partition and fabric details). Rank 0 logs to stderr.
+  std::string log_level = "warn";
   bool write_h5 = true;                ///< false for `validate`
   /// In-memory workload (e.g. `fabricsim nccl-tests`); when set, --workload/workload.path are not read.
   const models::Workload* workload_data = nullptr;

@@ -13,7 +13,8 @@ nlohmann::json us(engine::SimTime ps) { return static_cast<double>(ps) / 1e6; }
 }  // namespace
 
 std::string trace_json(const std::vector<models::TraceInterval>& intervals, const models::Workload& w,
-                       const std::vector<io::CollectiveRecord>& colls) {
+                       const std::vector<io::CollectiveRecord>& colls,
+                       const std::vector<io::LinkBinRecord>& gpu_links, engine::SimTime bin_ps) {
   std::vector<models::TraceInterval> v = intervals;
   std::sort(v.begin(), v.end(), [](const auto& a, const auto& b) {
     return std::tie(a.rank, a.start_ps, a.end_ps, a.kind, a.node) <
@@ -81,6 +82,36 @@ std::string trace_json(const std::vector<models::TraceInterval>& intervals, cons
     }
     e["args"] = std::move(args);
     events.push_back(std::move(e));
+  }
+  // NIC / NVLink counter tracks, per (rank, link) in bin order.
+  if (bin_ps > 0) {
+    std::vector<io::LinkBinRecord> l = gpu_links;
+    std::sort(l.begin(), l.end(), [](const auto& a, const auto& b) {
+      return std::tie(a.from_node, a.link_id, a.bin_start_ps) < std::tie(b.from_node, b.link_id, b.bin_start_ps);
+    });
+    static const char* const kTier[] = {"nvlink", "nic", "fabric", "core"};
+    for (std::size_t i = 0; i < l.size(); ++i) {
+      const auto& r = l[i];
+      const std::string tier = kTier[std::min<std::uint32_t>(r.tier, 3)];
+      const std::string port = tier + " port " + std::to_string(r.link_id);
+      const double gbps = static_cast<double>(r.bytes) * 8.0 / (static_cast<double>(bin_ps) * 1e-12) / 1e9;
+      events.push_back({{"ph", "C"}, {"pid", r.from_node}, {"tid", 0}, {"name", port + " tx Gb/s"}, {"ts", us(r.bin_start_ps)},
+                        {"args", {{"Gbps", gbps}}}});
+      if (r.pause_ps > 0) {
+        events.push_back({{"ph", "C"}, {"pid", r.from_node}, {"tid", 0}, {"name", port + " PFC paused %"}, {"ts", us(r.bin_start_ps)},
+                          {"args", {{"paused", 100.0 * static_cast<double>(r.pause_ps) / static_cast<double>(bin_ps)}}}});
+      }
+      const bool next_adjacent = i + 1 < l.size() && l[i + 1].link_id == r.link_id &&
+                                 l[i + 1].bin_start_ps == r.bin_start_ps + bin_ps;
+      if (!next_adjacent) {
+        events.push_back({{"ph", "C"}, {"pid", r.from_node}, {"tid", 0}, {"name", port + " tx Gb/s"},
+                          {"ts", us(r.bin_start_ps + bin_ps)}, {"args", {{"Gbps", 0.0}}}});
+      }
+      if (r.pause_ps > 0 && (!next_adjacent || l[i + 1].pause_ps == 0)) {
+        events.push_back({{"ph", "C"}, {"pid", r.from_node}, {"tid", 0}, {"name", port + " PFC paused %"},
+                          {"ts", us(r.bin_start_ps + bin_ps)}, {"args", {{"paused", 0.0}}}});
+      }
+    }
   }
   nlohmann::json j{{"displayTimeUnit", "ns"}, {"traceEvents", std::move(events)},
                    {"otherData", {{"generator", "fabricsim"}, {"time_unit", "us"}}}};

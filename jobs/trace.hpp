@@ -19,7 +19,13 @@ namespace fabricsim::jobs {
 /// are in microseconds (the format's unit) with picosecond precision kept as decimals.
 /// @param intervals every traced interval (any order); @param colls the /collectives table
 /// (algorithm, protocol, channels for the event arguments)
+///
+/// NIC tracks: for every link bin of a traced rank's own ports in `gpu_links` (/links rows whose
+/// from_node is the rank's GPU), counter events ("ph":"C") on the rank's process: "<tier> tx Gb/s"
+/// (payload bytes x 8 / bin width) and, when PFC paused the port, "<tier> PFC paused %"; a
+/// counter drops back to 0 after a bin without a following bin. `bin_ps` is the bin width.
 std::string trace_json(const std::vector<models::TraceInterval>& intervals, const models::Workload& w,
-                       const std::vector<io::CollectiveRecord>& colls);
+                       const std::vector<io::CollectiveRecord>& colls,
+                       const std::vector<io::LinkBinRecord>& gpu_links = {}, engine::SimTime bin_ps = 0);
 
 }  // namespace fabricsim::jobs

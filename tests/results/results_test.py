@@ -206,6 +206,11 @@ with open(trace) as fh:
 ev = tj["traceEvents"]
 xs = [e for e in ev if e.get("ph") == "X"]
 check(len(xs) > 0, "no X events")
+cs = [e for e in ev if e.get("ph") == "C"]
+check(len(cs) > 0, "no NIC counter (C) events")
+for e in cs:
+    check(isinstance(e.get("ts"), (int, float)) and len(e.get("args", {})) == 1 and
+          all(isinstance(v, (int, float)) and v >= 0 for v in e["args"].values()), f"bad counter event: {e}")
 for e in ev:
     check(all(k in e for k in ("ph", "pid", "tid", "name")), f"event without ph/pid/tid/name: {e}")
 for e in xs:
