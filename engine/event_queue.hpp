@@ -79,6 +79,12 @@ class EventQueue {
     return slot;
   }
 
+  /// The k-th next event of the current bucket (k = 0: the next one to be taken), or nullptr.
+  /// Only a cache hint for the caller (prefetching): the late heap is not looked at.
+  const Event* peek_near(std::size_t k) const {
+    return near_.size() > k ? &body(near_[near_.size() - 1 - k].slot) : nullptr;
+  }
+
   /// Body of a taken (not yet released) or queued event.
   const Event& body_of(std::uint32_t slot) const { return body(slot); }
 
