@@ -176,7 +176,7 @@ void GpuRankLp::op_ready(std::uint32_t slot, std::uint32_t op, Context& ctx) {
   const P2pOp& o = coll_states_[slot].plan.ops[op];
   const auto group = static_cast<std::uint32_t>(node.group);
   if (o.is_send) {
-    start_flow(o.peer, o.bytes, group, instance_[n], o.tag, slot, op, ctx);
+    start_flow(o.peer, o.bytes, group, instance_[n], o.tag, slot, op, ctx, o.channel);
     return;
   }
   const MsgKey key{group, instance_[n], o.peer, o.tag};
@@ -218,7 +218,7 @@ void GpuRankLp::op_done(std::uint32_t slot, std::uint32_t op, Context& ctx) {
 
 void GpuRankLp::start_flow(std::uint32_t dst, std::uint64_t bytes, std::uint32_t group,
                            std::uint32_t instance, std::int64_t tag, std::uint32_t slot,
-                           std::uint32_t op_or_node, Context& ctx) {
+                           std::uint32_t op_or_node, Context& ctx, std::uint16_t channel) {
   const std::uint64_t flow_id = (static_cast<std::uint64_t>(id_) << 32) | next_flow_++;
   if (fidelity_ != Fidelity::kPacket) {
     Packet head;
@@ -235,7 +235,7 @@ void GpuRankLp::start_flow(std::uint32_t dst, std::uint64_t bytes, std::uint32_t
     start_coarse_flow(topo_, fidelity_, net_lp_, head, ctx);
     return;
   }
-  nic_.send_message(dst, bytes, MsgMeta{flow_id, tag, group, instance, slot, op_or_node}, ctx);
+  nic_.send_message(dst, bytes, MsgMeta{flow_id, tag, group, instance, slot, op_or_node, channel}, ctx);
 }
 
 void GpuRankLp::on_send_complete(std::uint32_t slot, std::uint32_t idx, Context& ctx) {

@@ -109,7 +109,7 @@ class GpuRankLp final : public engine::Lp, private NicOwner {
   void op_done(std::uint32_t slot, std::uint32_t op, engine::Context& ctx);
   void start_flow(std::uint32_t dst, std::uint64_t bytes, std::uint32_t group,
                   std::uint32_t instance, std::int64_t tag, std::uint32_t slot,
-                  std::uint32_t op_or_node, engine::Context& ctx);
+                  std::uint32_t op_or_node, engine::Context& ctx, std::uint16_t channel = 0);
   void on_part_received(const Packet& p, engine::Context& ctx) override { on_packet(p, ctx); }
   void on_send_complete(std::uint32_t slot, std::uint32_t idx, engine::Context& ctx) override;
   void on_packet(const Packet& p, engine::Context& ctx);

@@ -44,8 +44,8 @@ SimTime Nic::path_latency(std::uint32_t dst, std::uint64_t flow_hash, SimTime* r
   return lat;
 }
 
-std::uint32_t Nic::qp_for(std::uint32_t dst, std::uint32_t k) {
-  const std::uint64_t key = static_cast<std::uint64_t>(dst) << 16 | k;
+std::uint32_t Nic::qp_for(std::uint32_t dst, std::uint32_t channel, std::uint32_t k) {
+  const std::uint64_t key = static_cast<std::uint64_t>(dst) << 32 | static_cast<std::uint64_t>(channel) << 16 | k;
   auto [it, inserted] = qp_index_.try_emplace(key, static_cast<std::uint32_t>(qps_.size()));
   if (!inserted) return it->second;
   if (qps_.size() >= 0xFFFF) {
@@ -55,7 +55,7 @@ std::uint32_t Nic::qp_for(std::uint32_t dst, std::uint32_t k) {
   }
   Qp q;
   q.dst = dst;
-  q.sport = roce_sport(id_, dst, k, topo_.spec().seed);
+  q.sport = roce_sport(id_, dst, channel << 16 | k, topo_.spec().seed);
   // The GPU's port for this QP: NVLink inside the scale-up domain, else a NIC port (with
   // several NIC ports, e.g. dual-plane, chosen by the QP's 5-tuple hash).
   const std::uint32_t port = topo_.route(id_, dst, roce_flow_hash(id_, dst, q.sport));
@@ -90,7 +90,7 @@ void Nic::send_message(std::uint32_t dst, std::uint64_t bytes, const MsgMeta& me
   std::uint32_t first_k = 0;
   if (!params_.nic.split_data_on_qps || bytes < static_cast<std::uint64_t>(nq) * link.mtu_bytes) {
     parts = 1;
-    std::uint32_t& rr = conn_rr_[dst];
+    std::uint32_t& rr = conn_rr_[static_cast<std::uint64_t>(dst) << 16 | meta.channel];
     first_k = rr;
     rr = (rr + 1) % nq;
   }
@@ -109,7 +109,7 @@ void Nic::send_message(std::uint32_t dst, std::uint64_t bytes, const MsgMeta& me
   for (std::uint32_t i = 0; i < parts; ++i) {
     const std::uint64_t b = i + 1 == parts ? left : std::min(left, per);
     left -= b;
-    const std::uint32_t qi = qp_for(dst, (first_k + i) % nq);
+    const std::uint32_t qi = qp_for(dst, meta.channel, (first_k + i) % nq);
     Qp& q = qps_[qi];
     const auto npkts = static_cast<std::uint32_t>(std::max<std::uint64_t>(1, (b + mtu - 1) / mtu));
     if (static_cast<std::uint64_t>(q.next_psn) + npkts > 0xFFFFFFF0ull) {

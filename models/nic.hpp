@@ -26,6 +26,9 @@ struct MsgMeta {
   std::uint32_t instance = 0;
   std::uint32_t done_slot = 0;  ///< opaque to the NIC: returned by on_send_complete
   std::uint32_t done_idx = 0;
+  /// NCCL channel: each channel has its own connection (own QPs, own UDP source ports), so
+  /// channels to the same peer progress concurrently rather than in one QP's order.
+  std::uint16_t channel = 0;
 };
 
 /// Callbacks from the NIC to the rank executor.
@@ -133,7 +136,7 @@ class Nic {
     std::uint64_t tx_bytes = 0;
   };
 
-  std::uint32_t qp_for(std::uint32_t dst, std::uint32_t k);
+  std::uint32_t qp_for(std::uint32_t dst, std::uint32_t channel, std::uint32_t k);
   void activate(std::uint32_t q, engine::Context& ctx);
   void kick(std::uint32_t port, engine::Context& ctx);
   void try_tx(std::uint32_t port, engine::Context& ctx);
@@ -160,8 +163,8 @@ class Nic {
   std::uint32_t ack_interval_ = 1;
   std::vector<NicPort> ports_;
   std::deque<Qp> qps_;  // deque: references stay valid when a callback creates a QP
-  std::unordered_map<std::uint64_t, std::uint32_t> qp_index_;  // (dst, k) -> qp
-  std::unordered_map<std::uint64_t, std::uint32_t> conn_rr_;   // dst -> next QP for small messages
+  std::unordered_map<std::uint64_t, std::uint32_t> qp_index_;  // (dst, channel, k) -> qp
+  std::unordered_map<std::uint64_t, std::uint32_t> conn_rr_;   // (dst, channel) -> next QP for whole messages
   std::unordered_map<std::uint64_t, RxQp> rx_;                 // (src, qp) -> receive state
   std::vector<TxMsg> msgs_;
   std::vector<std::uint32_t> free_msgs_;
