@@ -8,6 +8,7 @@
 #include "engine/errors.hpp"
 #include "jobs/run.hpp"
 #include "jobs/spec.hpp"
+#include "simccl/custom_planner.hpp"
 #include "simccl/nccl_planner.hpp"
 #include "simccl/planner_factory.hpp"
 
@@ -120,8 +121,10 @@ std::string run_nccl_tests(const NcclTestsOptions& opt, MPI_Comm comm, const std
   // The planner the runs will use, for --explain.
   const Spec spec = load_spec(ro.spec_path, ro.sets);
   const models::ClusterSpec cluster = resolve_cluster(spec, n);
-  simccl::PlannerBuild pb = simccl::make_planner(spec.planner, spec.nccl, spec.file, spec.gpu_sm, cluster);
-  const auto* nccl = dynamic_cast<const simccl::NcclPlanner*>(pb.planner.get());
+  simccl::PlannerBuild pb =
+      simccl::make_planner(spec.planner, spec.nccl, spec.file, spec.gpu_sm, cluster, true, spec.simccl_extras);
+  const auto* nccl = simccl::nccl_planner_of(*pb.planner);
+  const auto* custom = dynamic_cast<const simccl::CustomPlanner*>(pb.planner.get());
 
   std::ostringstream out;
   out << fmt::format("# fabricsim {} nccl-tests: {}  minBytes {} maxBytes {} step: {}(factor)\n", version, ci.name,
@@ -151,11 +154,14 @@ std::string run_nccl_tests(const NcclTestsOptions& opt, MPI_Comm comm, const std
       row.time_us = static_cast<double>(dt) * 1e-6;
       row.algbw_GBps = dt > 0 ? static_cast<double>(bytes) / (static_cast<double>(dt) * 1e-12) / 1e9 : 0;
       row.busbw_GBps = ci.p2p ? row.algbw_GBps : row.algbw_GBps * models::busbw_factor(ci.op, n);
-      if (nccl && !ci.p2p) {
-        models::CollRequest req;
-        req.op = ci.op;
-        req.bytes = bytes;
-        req.ranks = &world;
+      models::CollRequest req;
+      req.op = ci.op;
+      req.bytes = bytes;
+      req.ranks = &world;
+      if (const simccl::CustomSchedule* s = custom ? custom->match(req) : nullptr; s != nullptr && !ci.p2p) {
+        row.choice = fmt::format("{} schedule {} ({} transfers, {} chunks per buffer)", s->format, s->path, s->transfers,
+                                 s->chunks_per_buffer);
+      } else if (nccl && !ci.p2p) {
         const simccl::TuningDecision d = nccl->decision(req);
         row.choice = fmt::format("{}/{} {} channels (cost model {:.1f} us)", simccl::algo_name(d.algo),
                                  simccl::proto_name(d.proto), d.n_channels, d.time_us);

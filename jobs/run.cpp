@@ -32,6 +32,7 @@
 #include "models/gpu_rank.hpp"
 #include "models/switch_lp.hpp"
 #include "partition/partition.hpp"
+#include "simccl/custom_planner.hpp"
 #include "simccl/nccl_planner.hpp"
 #include "simccl/planner_factory.hpp"
 
@@ -254,6 +255,20 @@ void check_output_path(const std::string& path, const std::string& field, const 
 /// model's decision for the call; ring planner: its fixed schedule, one channel, Simple).
 void describe_algorithm(const models::CollectivePlanner& planner, const models::Workload& w, models::CollOp op,
                         io::CollectiveRecord& c) {
+  if (const auto* custom = dynamic_cast<const simccl::CustomPlanner*>(&planner); custom != nullptr && c.ranks > 1) {
+    models::CollRequest req;
+    req.op = op;
+    req.bytes = c.bytes;
+    req.ranks = &w.groups[c.group].ranks;
+    if (const simccl::CustomSchedule* s = custom->match(req)) {
+      c.algorithm = s->format == "msccl" ? "MSCCL" : "TE-CCL";  // replayed schedule (simccl/custom_planner.hpp)
+      c.protocol = "Simple";
+      c.channels = 1;
+      return;
+    }
+    describe_algorithm(custom->base(), w, op, c);
+    return;
+  }
   if (const auto* nccl = dynamic_cast<const simccl::NcclPlanner*>(&planner); nccl != nullptr && c.ranks > 1) {
     models::CollRequest req;
     req.op = op;
@@ -464,7 +479,7 @@ RunResult run_simulation(const RunOptions& opt, MPI_Comm comm, const std::string
   if (!spec.save_partition.empty() && rank == 0) partition::write_partition(spec.save_partition, placement);
 
   simccl::PlannerBuild planned =
-      simccl::make_planner(spec.planner, spec.nccl, spec.file, spec.gpu_sm, cspec);
+      simccl::make_planner(spec.planner, spec.nccl, spec.file, spec.gpu_sm, cspec, true, spec.simccl_extras);
   for (const auto& warning : planned.warnings) log->warn("{}", warning);
   log->info("planner {}; fabric: cc {}, pfc {}, ecn {}, routing {}, {} QP(s) per connection", spec.planner,
             models::cc_name(spec.fabric.nic.cc), spec.fabric.sw.pfc, spec.fabric.sw.ecn,

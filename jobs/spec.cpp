@@ -100,6 +100,10 @@ const std::vector<SpecKey>& spec_keys() {
                                "wins over the environment; unknown names are warned about (simccl/nccl_settings.cpp)"},
       {"simccl.planner", "enum", "nccl", "nccl (NCCL 2.28 cost model, channels, protocols) or ring (one ring, no channels)"},
       {"simccl.gpu_sm", "int", "90", "GPU compute capability x10 for the NCCL cost model (70 V100, 80 A100, 90 H100, 100 B200)"},
+      {"simccl.schedule", "string", "", "custom schedules replayed as given: TE-CCL JSON / MSCCL-IR XML files, comma-separated, "
+                                        "relative to the spec file; each plans the collectives of its op and rank count (docs/simccl.md)"},
+      {"simccl.topo_fallback", "bool", "false", "when NCCL_TOPO_FILE cannot be read, plan on NCCL's fallback (flat PCIe, no NVLink) "
+                                               "instead of failing"},
   };
   const auto& fabric = fabric_spec_keys();
   k.insert(k.end(), fabric.begin(), fabric.end());
@@ -510,6 +514,22 @@ Spec load_spec(const std::string& path, const std::vector<std::string>& sets) {
   if (auto v = str("simccl.gpu_sm")) {
     s.gpu_sm = static_cast<int>(parse_uint(*v, file_of("simccl.gpu_sm"), "simccl.gpu_sm", 60));
     if (s.gpu_sm > 120) throw InputError(file_of("simccl.gpu_sm"), "simccl.gpu_sm", "'" + *v + "' is above 120", "use 70, 80, 90 or 100");
+  }
+  if (auto v = str("simccl.schedule")) {
+    std::stringstream list(*v);
+    std::string item;
+    while (std::getline(list, item, ',')) {
+      const auto a = item.find_first_not_of(" \t");
+      const auto b = item.find_last_not_of(" \t");
+      if (a == std::string::npos) continue;
+      s.simccl_extras.schedules.push_back(resolve(item.substr(a, b - a + 1), "simccl.schedule"));
+    }
+  }
+  if (auto v = str("simccl.topo_fallback")) {
+    if (*v != "true" && *v != "false" && *v != "1" && *v != "0") {
+      throw InputError(file_of("simccl.topo_fallback"), "simccl.topo_fallback", "'" + *v + "' is not a bool", "use true or false");
+    }
+    s.simccl_extras.topo_fallback = *v == "true" || *v == "1";
   }
   s.output_h5 = "fabricsim_results.h5";
   if (auto v = str("output.h5")) s.output_h5 = *v;

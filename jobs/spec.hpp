@@ -12,6 +12,7 @@
 
 #include "models/cluster.hpp"
 #include "models/fabric_params.hpp"
+#include "simccl/planner_factory.hpp"
 
 namespace fabricsim::jobs {
 
@@ -56,6 +57,8 @@ struct Spec {
   std::vector<std::pair<std::string, std::string>> nccl;
   std::string planner = "nccl";  ///< simccl.planner: nccl | ring
   int gpu_sm = 90;               ///< simccl.gpu_sm: compute capability x10 for the NCCL cost model
+  /// simccl.schedule (custom TE-CCL/MSCCL schedules, resolved paths), simccl.topo_fallback.
+  simccl::PlannerExtras simccl_extras;
 };
 
 /// Loads `path` (may be empty: all defaults), applies `sets` ("a.b=value"), validates.

@@ -171,7 +171,8 @@ std::shared_ptr<const NcclPlanner::CommInfo> NcclPlanner::comm(const std::vector
   t.sm = cfg_.sm;
   t.nvlink_GBps = cfg_.nvlink_GBps;
   t.nic_GBps = cfg_.nic_GBps;
-  t.nics_per_node = static_cast<int>(cfg_.gpus_per_host);
+  t.nics_per_node = cfg_.nics_per_host > 0 ? cfg_.nics_per_host : static_cast<int>(cfg_.gpus_per_host);
+  t.pci_GBps = cfg_.pci_GBps;
   ci->tuner = std::make_unique<NcclTuner>(t, cfg_.settings);
   ci->channels = ci->tuner->comm_channels();
   // Rings: channel c starts node k's segment at position c mod m; even nodes ascend, odd nodes

@@ -35,6 +35,8 @@ struct NcclPlannerConfig {
   int sm = 90;                      ///< compute capability x10 of every GPU
   double nic_GBps = 50;             ///< one NIC's rate, GB/s (cost model)
   double nvlink_GBps = 0;           ///< cost model per-GPU NVLink bw; 0 = NCCL's per-link constant x links
+  int nics_per_host = 0;            ///< NICs per node for the cost model (0 = one per GPU); NCCL_TOPO_FILE
+  double pci_GBps = 0;              ///< GPU<->NIC PCIe bw, GB/s (0 = from sm)
   NcclSettings settings;
 };
 

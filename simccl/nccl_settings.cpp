@@ -165,7 +165,7 @@ const std::vector<KnownName>& known_names() {
       {"NCCL_IB_TIMEOUT", "IB timeout (no effect)", false},
       {"NCCL_IB_RETRY_CNT", "IB retries (no effect)", false},
       {"NCCL_NET_GDR_LEVEL", "GPUDirect RDMA level (no effect)", false},
-      {"NCCL_TOPO_FILE", "topology XML (not read yet: the topology comes from the cluster spec)", false},
+      {"NCCL_TOPO_FILE", "topology XML: GPUs, NVLink bandwidth, NICs and their GPU affinity for the cost model", true},
       {"NCCL_TOPO_DUMP_FILE", "topology dump (no effect)", false},
       {"NCCL_GRAPH_FILE", "graph XML (not read yet)", false},
       {"NCCL_NTHREADS", "threads per CTA (no effect on flows)", false},
@@ -253,7 +253,7 @@ NcclSettings load_nccl_settings(const std::vector<std::pair<std::string, std::st
     }
     s.applied.push_back(r);
     if (!known->modelled) {
-      if (name == "NCCL_TOPO_FILE" || name == "NCCL_GRAPH_FILE" || name == "NCCL_TUNER_PLUGIN") {
+      if (name == "NCCL_GRAPH_FILE" || name == "NCCL_TUNER_PLUGIN") {
         s.warnings.push_back(r.origin + ": " + name + ": not read by simccl yet, ignored");
       }
       continue;
@@ -265,6 +265,9 @@ NcclSettings load_nccl_settings(const std::vector<std::pair<std::string, std::st
     if (name == "NCCL_ALGO") {
       s.algo_enabled = parse_algo_list(r.value, r.origin, field);
       s.algo_set = true;
+    } else if (name == "NCCL_TOPO_FILE") {
+      s.topo_file = r.value;
+      s.topo_file_origin = r.origin;
     } else if (name == "NCCL_PROTO") {
       s.proto_enabled = parse_proto_list(r.value, r.origin, field);
       s.proto_set = true;

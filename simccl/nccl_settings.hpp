@@ -67,6 +67,8 @@ struct NcclSettings {
   std::uint64_t chunk_size = 0;                  ///< NCCL_CHUNK_SIZE (0 = unset; p2p only)
   int min_p2p_nchannels = 1;   ///< NCCL_MIN_P2P_NCHANNELS
   int max_p2p_nchannels = 64;  ///< NCCL_MAX_P2P_NCHANNELS (MAXCHANNELS)
+  std::string topo_file;         ///< NCCL_TOPO_FILE ("" = unset; simccl/nccl_topo.hpp reads it)
+  std::string topo_file_origin;  ///< where NCCL_TOPO_FILE came from (spec file or "<env>")
   std::vector<std::string> warnings;  ///< unknown / not-modelled names, one line each
   std::vector<RawSetting> applied;    ///< effective settings, spec over environment
 

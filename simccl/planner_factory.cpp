@@ -4,14 +4,52 @@
 #include <tuple>
 
 #include "engine/errors.hpp"
+#include "simccl/custom_planner.hpp"
 #include "simccl/nccl_planner.hpp"
 #include "simccl/ring_planner.hpp"
 
 namespace fabricsim::simccl {
 
+namespace {
+
+// NCCL_TOPO_FILE: what the cost model assumes about a node (GPU count, NVLink bandwidth, NICs).
+void apply_topo_file(NcclPlannerConfig& cfg, const PlannerExtras& extras, PlannerBuild& out) {
+  const std::string& path = cfg.settings.topo_file;
+  try {
+    out.topo = load_nccl_topo(path, cfg.sm);
+  } catch (const engine::InputError& e) {
+    const bool unreadable = std::string(e.what()).find("cannot read") != std::string::npos;
+    if (!extras.topo_fallback || !unreadable) throw;
+    // NCCL warns and detects the machine; simccl's stand-in is a flat PCIe node (no NVLink).
+    out.topo = fallback_nccl_topo(static_cast<int>(cfg.gpus_per_host), static_cast<int>(cfg.gpus_per_host), cfg.nic_GBps);
+    out.warnings.push_back(path + ": NCCL_TOPO_FILE: cannot read the NCCL topology file; simccl.topo_fallback: "
+                                  "planning on a flat PCIe node without NVLink");
+  }
+  const NcclTopo& t = out.topo;
+  if (t.gpus.size() != cfg.gpus_per_host) {
+    throw engine::InputError(path, "NCCL_TOPO_FILE",
+                             "describes " + std::to_string(t.gpus.size()) + " GPUs per node but the cluster has " +
+                                 std::to_string(cfg.gpus_per_host),
+                             "set cluster.gpus_per_host: " + std::to_string(t.gpus.size()) + " or use a matching file");
+  }
+  if (t.nvlink) {
+    cfg.nvlink_GBps = t.nvlink_GBps;
+  } else if (!t.skeleton) {
+    // No NVLink: intra-node rings run over PCIe (NCCL's P2P/SHM paths), the GPU's PCIe rate
+    // (Gen4 x16 24 GB/s before Hopper, Gen5 48 GB/s; src/graph/topo.h PCI_BW as in the tuner).
+    cfg.nvlink_GBps = cfg.sm >= 90 ? 48.0 : 24.0;
+  }
+  if (!t.nics.empty()) cfg.nics_per_host = static_cast<int>(t.nics.size());
+  double nic = 0;
+  for (const auto& n : t.nics) nic = nic == 0 ? n.speed_GBps : std::min(nic, n.speed_GBps);
+  if (nic > 0) cfg.nic_GBps = nic;
+}
+
+}  // namespace
+
 PlannerBuild make_planner(const std::string& kind, const std::vector<std::pair<std::string, std::string>>& nccl_pairs,
                           const std::string& spec_file, int gpu_sm, const models::ClusterSpec& cluster,
-                          bool use_env) {
+                          bool use_env, const PlannerExtras& extras) {
   PlannerBuild out;
   NcclPlannerConfig cfg;
   cfg.settings = load_nccl_settings(nccl_pairs, spec_file, use_env);
@@ -24,19 +62,30 @@ PlannerBuild make_planner(const std::string& kind, const std::vector<std::pair<s
   }
   if (kind == "ring") {
     out.planner = std::make_unique<RingPlanner>();
-    return out;
+  } else {
+    cfg.gpus_per_host = cluster.gpus_per_host;
+    cfg.sm = gpu_sm;
+    cfg.nic_GBps = static_cast<double>(cluster.nic_bps) / 8e9;  // NCCL: speed (Mb/s) / 8000
+    if (!cfg.settings.topo_file.empty()) apply_topo_file(cfg, extras, out);
+    out.planner = std::make_unique<NcclPlanner>(std::move(cfg));
   }
-
-  cfg.gpus_per_host = cluster.gpus_per_host;
-  cfg.sm = gpu_sm;
-  cfg.nic_GBps = static_cast<double>(cluster.nic_bps) / 8e9;  // NCCL: speed (Mb/s) / 8000
-  out.planner = std::make_unique<NcclPlanner>(std::move(cfg));
+  if (!extras.schedules.empty()) {
+    std::vector<CustomSchedule> schedules;
+    for (const auto& path : extras.schedules) schedules.push_back(load_custom_schedule(path));
+    out.planner = std::make_unique<CustomPlanner>(std::move(out.planner), std::move(schedules));
+  }
   return out;
 }
 
+const NcclPlanner* nccl_planner_of(const models::CollectivePlanner& p) {
+  if (const auto* c = dynamic_cast<const CustomPlanner*>(&p)) return nccl_planner_of(c->base());
+  return dynamic_cast<const NcclPlanner*>(&p);
+}
+
 void check_workload_plans(const models::CollectivePlanner& planner, const models::Workload& w) {
-  const auto* nccl = dynamic_cast<const NcclPlanner*>(&planner);
+  const auto* nccl = nccl_planner_of(planner);
   if (nccl == nullptr) return;
+  const auto* custom = dynamic_cast<const CustomPlanner*>(&planner);
   std::set<std::tuple<std::int32_t, models::CollOp, std::uint64_t>> seen;
   for (const auto& prog : w.programs) {
     for (const auto& node : prog) {
@@ -48,6 +97,7 @@ void check_workload_plans(const models::CollectivePlanner& planner, const models
       req.op = node.op;
       req.bytes = node.bytes;
       req.ranks = &ranks;
+      if (custom != nullptr && custom->match(req) != nullptr) continue;  // replayed, not tuned
       (void)nccl->decision(req);  // throws engine::InputError when NCCL_ALGO/PROTO leave nothing
     }
   }

@@ -9,6 +9,7 @@
 #include "models/cluster.hpp"
 #include "models/comm_plan.hpp"
 #include "models/workload.hpp"
+#include "simccl/nccl_topo.hpp"
 
 namespace fabricsim::simccl {
 
@@ -21,6 +22,19 @@ struct PlannerBuild {
   int ib_qps_per_connection = 1;
   bool ib_split_data_on_qps = false;
   bool qps_given = false;
+  /// The node topology the NCCL planner assumed: NCCL_TOPO_FILE, its fallback, or none
+  /// (`path` empty and `fallback` false: the cluster spec's one NIC per GPU behind an NVSwitch).
+  NcclTopo topo;
+};
+
+/// Planner inputs beyond NCCL_* settings (spec `simccl:` keys).
+struct PlannerExtras {
+  /// simccl.schedule: TE-CCL JSON / MSCCL XML files (paths as given, already resolved against the
+  /// spec file); collectives they fit are replayed as given (simccl/custom_planner.hpp).
+  std::vector<std::string> schedules;
+  /// simccl.topo_fallback: when NCCL_TOPO_FILE cannot be read, plan on NCCL's auto-detected
+  /// fallback (flat PCIe: no NVLink) instead of failing.
+  bool topo_fallback = false;
 };
 
 /// @param kind "nccl" (NcclPlanner) or "ring" (RingPlanner)
@@ -28,10 +42,15 @@ struct PlannerBuild {
 /// @param spec_file label for errors
 /// @param gpu_sm compute capability x10 for the cost model
 /// @param use_env read NCCL_* from the process environment
-/// @throws engine::InputError for bad NCCL_* values.
+/// @param extras custom schedules and topology fallback (`simccl:` spec keys)
+/// @throws engine::InputError for bad NCCL_* values, unreadable or invalid schedules.
 PlannerBuild make_planner(const std::string& kind, const std::vector<std::pair<std::string, std::string>>& nccl_pairs,
                           const std::string& spec_file, int gpu_sm, const models::ClusterSpec& cluster,
-                          bool use_env = true);
+                          bool use_env = true, const PlannerExtras& extras = {});
+
+class NcclPlanner;
+/// The NCCL planner inside `p` (itself, or the base of a CustomPlanner); nullptr for others.
+const NcclPlanner* nccl_planner_of(const models::CollectivePlanner& p);
 
 /// Runs the NCCL cost model once per distinct (communicator, collective, size) of `w`, so that
 /// settings leaving a collective without an algorithm fail before the simulation starts.
