@@ -175,6 +175,7 @@ bool Nic::eligible(const Qp& q, SimTime now) const {
 void Nic::try_tx(std::uint32_t port, Context& ctx) {
   NicPort& np = ports_[port];
   const SimTime now = ctx.now();
+  bool sent = true;
   if (!np.ctrl.empty()) {
     const WirePacket p = np.ctrl.pop();
     const Port& link = topo_.ports(id_)[port];
@@ -211,16 +212,23 @@ void Nic::try_tx(std::uint32_t port, Context& ctx) {
     }
     if (chosen != 0xFFFFFFFFu) {
       send_data(chosen, ctx);
-    } else if (wake > now && (np.wake_at < 0 || wake < np.wake_at || np.wake_at <= now)) {
-      np.wake_at = wake;
-      ctx.send(id_, wake, kEvPortFree, port);
+    } else {
+      sent = false;  // QPs wait for pacing (wake-up below) or for window (an ACK kicks the port)
+      if (wake > now && (np.wake_at < 0 || wake < np.wake_at || np.wake_at <= now)) {
+        np.wake_at = wake;
+        ctx.send(id_, wake, kEvPortFree, port);
+      }
       return;
     }
+  } else {
+    sent = false;
   }
   const bool more = !np.ctrl.empty() || (!np.paused && !np.active.empty());
-  if (more && np.busy_until > now && !np.free_pending) {
+  if (sent && more && !np.free_pending) {
+    // Also when the packet took no time (an empty message without header bytes): the port is
+    // free again at once, and one packet goes out per call.
     np.free_pending = true;
-    ctx.send(id_, np.busy_until, kEvPortFree, port);
+    ctx.send(id_, std::max(now, np.busy_until), kEvPortFree, port);
   }
 }
 

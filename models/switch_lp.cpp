@@ -70,6 +70,7 @@ SwitchLp::SwitchLp(const Topology& topo, engine::LpId id, const FabricParams& pa
       total_headroom += headroom_[p];
     }
   }
+  for (const Port& port : ports_) min_xoff_ = std::max<std::uint64_t>(min_xoff_, 2ull * (port.mtu_bytes + params_.nic.header_bytes));
   std::uint64_t buffer = sp.buffer_bytes;
   if (buffer == 0) buffer = std::max<std::uint64_t>(64ull << 20, total_headroom + (32ull << 20));
   if (!unbounded_ && total_headroom >= buffer) {
@@ -84,7 +85,9 @@ SwitchLp::SwitchLp(const Topology& topo, engine::LpId id, const FabricParams& pa
 
 std::uint64_t SwitchLp::xoff_threshold() const {
   if (params_.sw.pfc_xoff_bytes > 0) return params_.sw.pfc_xoff_bytes;
-  return static_cast<std::uint64_t>(params_.sw.pfc_alpha * static_cast<double>(shared_size_ - shared_used_));
+  // Dynamic, but never below two of the largest frames: otherwise every jumbo packet would pause
+  // its upstream on arrival (switches guarantee each port a minimum of its own).
+  return std::max(min_xoff_, static_cast<std::uint64_t>(params_.sw.pfc_alpha * static_cast<double>(shared_size_ - shared_used_)));
 }
 
 std::uint32_t SwitchLp::pick_port(const WirePacket& p) const {

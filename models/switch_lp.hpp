@@ -100,6 +100,7 @@ class SwitchLp final : public engine::Lp {
   bool unbounded_;
   bool hpcc_;
   std::uint64_t shared_size_ = 0;
+  std::uint64_t min_xoff_ = 0;  // floor of the dynamic XOFF threshold: two of the largest frames
   std::uint64_t shared_used_ = 0;
   std::uint64_t ecn_counter_ = 0;
   // Per port x class

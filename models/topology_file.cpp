@@ -48,6 +48,10 @@ std::uint64_t rate_of(const Token &t, const std::string &path) {
   if (r == 0)
     throw InputError(path, at_line(t.line), "zero bandwidth '" + t.text + "'",
                      "give a rate like 400Gbps");
+  // The spec's physical range: below 1 Mb/s a run only crawls for (simulated) hours.
+  if (r < 1'000'000 || r > 100'000'000'000'000ull)
+    throw InputError(path, at_line(t.line), "rate '" + t.text + "' is outside 1 Mbps .. 100 Tbps",
+                     "give a rate like 400Gbps");
   return r;
 }
 
@@ -56,6 +60,9 @@ engine::SimTime latency_of(const Token &t, const std::string &path) {
   if (l == 0) {
     throw InputError(path, at_line(t.line), "zero latency '" + t.text + "'",
                      "give a latency >= 1ps (it is the simulator's lookahead), e.g. 500ns");
+  }
+  if (l > engine::kPsPerS) {
+    throw InputError(path, at_line(t.line), "latency '" + t.text + "' is longer than 1 s", "give a link latency like 500ns");
   }
   return l;
 }

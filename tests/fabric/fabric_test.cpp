@@ -411,3 +411,36 @@ TEST(Fabric, QpsPerConnectionSpreadEcmpAndRaiseAllGatherBusbw) {
 }
 
 }  // namespace
+
+namespace {
+
+// Regression: a 4-byte AllReduce on 8 GPUs of one host splits into empty chunks; empty messages
+// (0 wire bytes without headers) take no serialization time and the port must keep sending.
+TEST(Fabric, EmptyMessagesDoNotStallAPort) {
+  Workload w;
+  w.source = "<allreduce4>";
+  w.format = "chakra";
+  w.ranks = 8;
+  w.groups.push_back({"world", {0, 1, 2, 3, 4, 5, 6, 7}});
+  w.programs.resize(8);
+  for (auto& p : w.programs) {
+    for (int i = 0; i < 3; ++i) {
+      WorkNode n;
+      n.name = "allreduce";
+      n.type = NodeType::kCollective;
+      n.op = fabricsim::models::CollOp::kAllReduce;
+      n.bytes = 4;
+      n.group = 0;
+      if (i > 0) n.deps = {static_cast<std::uint32_t>(i - 1)};
+      p.push_back(n);
+    }
+  }
+  for (const char* planner : {"simccl.planner=ring", "simccl.planner=nccl"}) {
+    const RunResult r = run(w, {planner});
+    EXPECT_EQ(r.collectives.size(), 3u) << planner;
+    EXPECT_GT(r.flow_records.size(), 0u);
+    for (const auto& c : r.collectives) EXPECT_GT(c.end_ps, c.start_ps);
+  }
+}
+
+}  // namespace
