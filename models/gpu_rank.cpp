@@ -123,8 +123,13 @@ void GpuRankLp::start_compute(Context& ctx) {
 std::uint32_t GpuRankLp::slot_of(std::uint32_t group, std::uint32_t instance) {
   auto [it, inserted] = coll_slot_.try_emplace((static_cast<std::uint64_t>(group) << 32) | instance, 0);
   if (inserted) {
-    it->second = static_cast<std::uint32_t>(coll_states_.size());
-    coll_states_.emplace_back();
+    if (!free_slots_.empty()) {
+      it->second = free_slots_.back();
+      free_slots_.pop_back();
+    } else {
+      it->second = static_cast<std::uint32_t>(coll_states_.size());
+      coll_states_.emplace_back();
+    }
   }
   return it->second;
 }
@@ -349,6 +354,8 @@ void GpuRankLp::op_done(std::uint32_t slot, std::uint32_t op, Context& ctx) {
     std::vector<std::uint64_t>().swap(st2.recv_key);
     std::vector<std::uint32_t>().swap(st2.recv_op);
     std::vector<std::uint64_t>().swap(st2.ring_got);
+    coll_slot_.erase((static_cast<std::uint64_t>(static_cast<std::uint32_t>(node.group)) << 32) | instance_[st2.node]);
+    retired_slots_.push_back(slot);
     node_done(st2.node, ctx);
   }
 }
@@ -456,6 +463,13 @@ void GpuRankLp::on_message(const Packet& p, Context& ctx) {
 }
 
 void GpuRankLp::handle(const engine::Event& ev, Context& ctx) {
+  if (!retired_slots_.empty()) {
+    for (std::uint32_t s : retired_slots_) {
+      coll_states_[s] = CollState{};
+      free_slots_.push_back(s);
+    }
+    retired_slots_.clear();
+  }
   switch (ev.kind) {
     case kEvSendDone: {
       const auto ref = ev.get<DoneRef>();

@@ -165,6 +165,10 @@ class GpuRankLp final : public engine::Lp, private NicOwner {
   std::unordered_map<std::uint64_t, std::pair<std::uint64_t, engine::SimTime>> rx_bytes_;  // bytes, first arrival
 
   std::deque<CollState> coll_states_;  // deque: references stay valid while it grows
+  // Slots of completed collectives: retired at completion, reset and reused from the next
+  // handle() on (no stack frame refers to them then), so coll_states_ holds at most the
+  // collectives running at once, not one entry per collective of the run.
+  std::vector<std::uint32_t> retired_slots_, free_slots_;
   std::unordered_map<std::uint64_t, std::uint32_t> coll_slot_;  // (group << 32 | instance) -> slot
   // Point-to-point nodes only (collectives match through CollState::recv_key):
   std::unordered_map<P2pKey, std::uint32_t, P2pKeyHash> arrived_;   // messages before their receive
