@@ -21,6 +21,7 @@
 #include "engine/rng.hpp"
 #include "engine/units.hpp"
 #include "io/chakra_reader.hpp"
+#include "io/digest.hpp"
 #include "io/hdf5_writer.hpp"
 #include "io/simai_reader.hpp"
 #include "jobs/generators.hpp"
@@ -490,6 +491,9 @@ RunResult run_simulation(const RunOptions& opt, MPI_Comm comm, const std::string
     spec.fabric.nic.split_data_on_qps = planned.ib_split_data_on_qps;
   }
   simccl::check_workload_plans(planner, w);
+  // Flow records are kept only where they are read: the HDF5 /flows table (output.flows) or
+  // RunResult::flow_records; the digest needs none of them (io/digest.hpp).
+  const bool keep_flow_records = opt.keep_flows || (opt.write_h5 && spec.output_flows);
   engine::Simulator sim(comm, placement, w_ps);
   std::vector<std::unique_ptr<models::GpuRankLp>> gpus;
   std::vector<std::unique_ptr<models::SwitchLp>> switches;
@@ -498,6 +502,7 @@ RunResult run_simulation(const RunOptions& opt, MPI_Comm comm, const std::string
     if (topo.kind(id) == models::NodeKind::kGpu) {
       gpus.push_back(std::make_unique<models::GpuRankLp>(topo, id, &w, planner, spec.fabric));
       gpus.back()->set_fidelity(fidelity, net_id);
+      gpus.back()->keep_flows(keep_flow_records);
       if (opt.write_h5 || opt.keep_flows || !spec.trace_path.empty()) gpus.back()->enable_sampling(spec.sample_interval_ps);
       if (!spec.trace_path.empty() && id < w.ranks && id >= spec.trace_rank_lo && id <= spec.trace_rank_hi) {
         gpus.back()->enable_trace();
@@ -573,11 +578,13 @@ RunResult run_simulation(const RunOptions& opt, MPI_Comm comm, const std::string
   // Gather results.
   std::vector<io::RankRecord> local_ranks;
   std::vector<io::FlowRecord> local_flows;
+  io::FlowDigest local_flow_digest;
   std::vector<models::CollectivePartial> local_parts;
   for (const auto& g : gpus) {
     const io::RankRecord rr = g->rank_record();
     if (rr.rank < w.ranks) local_ranks.push_back(rr);
     local_flows.insert(local_flows.end(), g->flow_records().begin(), g->flow_records().end());
+    local_flow_digest.merge(g->flow_digest());
     local_parts.insert(local_parts.end(), g->collective_partials().begin(), g->collective_partials().end());
   }
   std::vector<io::RankRecord> all_ranks = allgather_pod(comm, local_ranks);
@@ -613,7 +620,7 @@ RunResult run_simulation(const RunOptions& opt, MPI_Comm comm, const std::string
     describe_algorithm(planner, w, op, c);
     res.collectives.push_back(c);
   }
-  long long nflows = static_cast<long long>(local_flows.size()), total_flows = nflows;
+  long long nflows = static_cast<long long>(local_flow_digest.count), total_flows = nflows;
   MPI_Allreduce(&nflows, &total_flows, 1, MPI_LONG_LONG, MPI_SUM, comm);
   res.flows = static_cast<std::uint64_t>(total_flows);
   res.ranks = all_ranks;
@@ -682,7 +689,7 @@ RunResult run_simulation(const RunOptions& opt, MPI_Comm comm, const std::string
     std::sort(res.flow_records.begin(), res.flow_records.end(),
               [](const io::FlowRecord& a, const io::FlowRecord& b) { return a.flow_id < b.flow_id; });
   }
-  res.digest = io::results_digest(comm, rank == 0 ? res.collectives : std::vector<io::CollectiveRecord>{}, local_flows);
+  res.digest = io::results_digest_sum(comm, res.collectives, local_flow_digest);
   {
     // Fold the fabric counters in: equal digests also mean equal pauses, marks, drops, retransmits.
     const FabricTotals& f = res.fabric;

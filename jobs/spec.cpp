@@ -92,6 +92,7 @@ const std::vector<SpecKey>& spec_keys() {
       {"sim.save_partition", "string", "", "write the placement used to this file (reuse it with sim.partition: FILE)"},
       {"sim.fidelity", "enum", "packet", "network rung: packet (MTU packets, FIFO switches), flow (max-min fair flows) or analytical (alpha-beta, no sharing)"},
       {"output.h5", "string", "fabricsim_results.h5", "HDF5 results file (relative to the working directory)"},
+      {"output.flows", "bool", "true", "write one /flows row per flow into the HDF5 file (false: an empty /flows table and no per-flow memory; the digest is unchanged)"},
       {"output.summary_json", "string", "", "summary JSON file (none if empty)"},
       {"output.sample_interval", "time", "10us", "bin width of the HDF5 link and queue time series (/links, /queues)"},
       {"output.trace", "string", "", "Perfetto / Chrome trace-event JSON file (none if empty)"},
@@ -533,6 +534,11 @@ Spec load_spec(const std::string& path, const std::vector<std::string>& sets) {
   }
   s.output_h5 = "fabricsim_results.h5";
   if (auto v = str("output.h5")) s.output_h5 = *v;
+  if (auto v = str("output.flows")) {
+    if (*v == "true") s.output_flows = true;
+    else if (*v == "false") s.output_flows = false;
+    else throw InputError(file_of("output.flows"), "output.flows", "'" + *v + "' is not a boolean", "use true or false");
+  }
   if (auto v = str("output.summary_json")) s.summary_json = *v;
   if (auto v = str("output.sample_interval")) {
     s.sample_interval_ps = engine::parse_time_ps(*v, file_of("output.sample_interval"), "output.sample_interval");

@@ -49,6 +49,7 @@ struct Spec {
   std::string save_partition;           ///< sim.save_partition: write the placement used here ("" = no)
   std::string fidelity = "packet";  ///< sim.fidelity: packet | flow | analytical (models/flow_model.hpp)
   std::string output_h5;
+  bool output_flows = true;  ///< output.flows: write the HDF5 /flows table (keeps every flow record until then)
   std::string summary_json;
   engine::SimTime sample_interval_ps = 10'000'000;  ///< output.sample_interval: /links, /queues bin width (ps)
   std::string trace_path;                          ///< output.trace: trace-event JSON ("" = none)

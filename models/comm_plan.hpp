@@ -2,29 +2,111 @@
 /// @file comm_plan.hpp
 /// The contract between the rank executor (models) and the collective planner (simccl): a
 /// collective becomes, on each rank, a small DAG of point-to-point sends and receives.
+///
+/// Layout (compact, issue 7/9 scale work): a RankPlan holds its ops in one vector and their
+/// dependencies in CSR form (dep_begin offsets into one dep_index vector) instead of a vector per
+/// op. Planners build plans only through RankPlan::add(op, deps) and read them back through
+/// size(), ops[i] and deps(i); for example
+///   RankPlan p;
+///   const std::uint32_t r = p.add(P2pOp{false, prev, 0, tag});
+///   p.add(P2pOp{true, next, bytes, tag}, {r});      // send after the receive r
+/// Rules (checked by tests/simccl): deps of op i are indices < i; (peer, tag) of a receive is
+/// unique per receiver inside one collective instance.
+///
+/// Lazy form: a planner may instead set RankPlan::lazy_ring (a ring of identical steps, O(1)
+/// memory however many steps); the executor then produces each step's ops as it reaches them.
+/// RankPlan::expanded() gives the equivalent materialized plan (tests, tools).
 #include <cstdint>
+#include <functional>
+#include <initializer_list>
+#include <memory>
+#include <span>
 #include <vector>
 
 #include "models/workload.hpp"
 
 namespace fabricsim::models {
 
-/// One point-to-point operation of a rank inside a collective.
+/// One point-to-point operation of a rank inside a collective (32 bytes). Its dependencies live
+/// in the owning RankPlan (RankPlan::deps).
 struct P2pOp {
   bool is_send = false;
   std::uint32_t peer = 0;       ///< global rank of the peer
-  std::uint64_t bytes = 0;      ///< message size (sends only; receivers learn it from the flow)
+  std::uint64_t bytes = 0;      ///< message size in bytes (sends only; receivers learn it from the flow)
   std::uint32_t tag = 0;        ///< (sender rank, tag) is unique per receiver inside one collective instance
-  std::vector<std::uint32_t> deps;  ///< indices of ops of this rank that must complete first
   // Planner annotations (the executor does not need them; reports and tests do):
-  std::uint64_t payload_bytes = 0;  ///< sends: data carried; bytes - payload = protocol overhead (LL/LL128)
   std::uint16_t channel = 0;        ///< NCCL channel the op belongs to
   bool relay = false;               ///< forwards another rank's data (PXN relay), not this rank's own
+  std::uint64_t payload_bytes = 0;  ///< sends: data bytes carried; bytes - payload = protocol overhead (LL/LL128)
 };
 
-/// What one rank does for one collective.
+/// A ring of `steps` steps, the shape of simccl's ring AllReduce/AllGather/ReduceScatter: at
+/// step k the rank sends step_bytes(k) bytes to `next` with tag k once it received step k-1,
+/// and receives tag k from `prev`. Equivalent to the materialized ops 2k = send (deps {2k-1}
+/// for k > 0) and 2k+1 = receive; the executor numbers the ops the same way.
+struct LazyRing {
+  std::uint32_t steps = 0;
+  std::uint32_t next = 0;  ///< global rank sent to
+  std::uint32_t prev = 0;  ///< global rank received from
+  std::function<std::uint64_t(std::uint32_t)> step_bytes;  ///< bytes sent at step k (deterministic, pure)
+};
+
+/// What one rank does for one collective: ops plus their dependencies in CSR form, or a lazy
+/// ring (then ops is empty). Memory: 32 B per op + 4 B per op (offsets) + 4 B per dependency edge.
 struct RankPlan {
-  std::vector<P2pOp> ops;
+  std::vector<P2pOp> ops;                 ///< in index order
+  std::vector<std::uint32_t> dep_begin;   ///< deps of op i: dep_index[dep_begin[i] .. dep_begin[i+1]); size ops+1 (or empty when ops is)
+  std::vector<std::uint32_t> dep_index;   ///< indices of ops of this rank that must complete first
+  std::shared_ptr<const LazyRing> lazy_ring;  ///< set: the plan is this ring (ops empty)
+
+  /// Appends an op that starts once the ops `deps` (indices < its own) completed.
+  /// @returns the new op's index.
+  std::uint32_t add(const P2pOp& op, std::span<const std::uint32_t> deps = {}) {
+    if (dep_begin.empty()) dep_begin.push_back(0);
+    ops.push_back(op);
+    dep_index.insert(dep_index.end(), deps.begin(), deps.end());
+    dep_begin.push_back(static_cast<std::uint32_t>(dep_index.size()));
+    return static_cast<std::uint32_t>(ops.size() - 1);
+  }
+  std::uint32_t add(const P2pOp& op, std::initializer_list<std::uint32_t> deps) {
+    return add(op, std::span<const std::uint32_t>(deps.begin(), deps.size()));
+  }
+  std::uint32_t size() const { return static_cast<std::uint32_t>(ops.size()); }
+  /// True if the collective has nothing to do on this rank (no ops, no lazy ring steps).
+  bool empty() const { return ops.empty() && (!lazy_ring || lazy_ring->steps == 0); }
+  /// Dependencies of op i (indices < i).
+  std::span<const std::uint32_t> deps(std::uint32_t i) const {
+    return {dep_index.data() + dep_begin[i], dep_begin[i + 1] - dep_begin[i]};
+  }
+  /// Pre-sizes for `n_ops` ops and `n_deps` dependency edges (optional).
+  void reserve(std::size_t n_ops, std::size_t n_deps) {
+    ops.reserve(n_ops);
+    dep_begin.reserve(n_ops + 1);
+    dep_index.reserve(n_deps);
+  }
+  /// Frees all memory (the executor calls it when the collective completes).
+  void release() {
+    std::vector<P2pOp>().swap(ops);
+    std::vector<std::uint32_t>().swap(dep_begin);
+    std::vector<std::uint32_t>().swap(dep_index);
+    lazy_ring.reset();
+  }
+  /// The materialized equivalent: a copy of this plan, or a lazy ring's 2 x steps ops.
+  RankPlan expanded() const {
+    if (!lazy_ring) return *this;
+    RankPlan p;
+    const LazyRing& r = *lazy_ring;
+    p.reserve(2 * std::size_t{r.steps}, r.steps);
+    for (std::uint32_t k = 0; k < r.steps; ++k) {
+      if (k > 0) {
+        p.add(P2pOp{true, r.next, r.step_bytes(k), k}, {2 * k - 1});
+      } else {
+        p.add(P2pOp{true, r.next, r.step_bytes(k), k});
+      }
+      p.add(P2pOp{false, r.prev, 0, k});
+    }
+    return p;
+  }
 };
 
 /// A collective as one rank sees it.

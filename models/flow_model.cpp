@@ -86,11 +86,13 @@ TransferTiming transfer_timing(const FlowPath& path, std::uint64_t bytes) {
 
 void start_coarse_flow(const Topology& topo, Fidelity fidelity, engine::LpId net_lp, const Packet& head,
                        Context& ctx) {
-  const FlowPath path = route_path(topo, nullptr, head.src_rank, head.dst_rank, head.flow_hash);
   if (fidelity == Fidelity::kFlow) {
-    ctx.send(net_lp, ctx.now() + path.latency_ps[0], kEvFlowStart, head);
+    // Only the first hop's latency is needed here (the network LP routes the whole path).
+    const Port& first = topo.ports(head.src_rank)[topo.route(head.src_rank, head.dst_rank, head.flow_hash)];
+    ctx.send(net_lp, ctx.now() + first.latency_ps, kEvFlowStart, head);
     return;
   }
+  const FlowPath path = route_path(topo, nullptr, head.src_rank, head.dst_rank, head.flow_hash);
   // Analytical: alone on the route, no sharing.
   const TransferTiming t = transfer_timing(path, head.flow_bytes);
   const SimTime now = ctx.now();

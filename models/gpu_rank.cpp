@@ -14,6 +14,12 @@ using engine::SimTime;
 
 namespace {
 constexpr std::uint32_t kNoSlot = 0xFFFFFFFFu;
+// CollState::state bits (below them: unmet dependencies of the op).
+constexpr std::uint32_t kPosted = 1u << 28;
+constexpr std::uint32_t kArrived = 1u << 29;
+constexpr std::uint32_t kOpDone = 1u << 30;
+constexpr std::uint32_t kDepMask = kPosted - 1;
+constexpr std::uint32_t kSentMark = 0xFFFFFFFEu;  // coarse_sends_ entry whose send completed
 struct DoneRef {
   std::uint32_t slot;
   std::uint32_t idx;
@@ -77,7 +83,7 @@ void GpuRankLp::node_ready(std::uint32_t n, Context& ctx) {
       if (trace_on_) node_start_[n] = ctx.now();
       account(ctx.now());
       ++comm_active_;
-      const MsgKey key{kP2pGroup, 0, static_cast<std::uint32_t>(node.peer), node.tag};
+      const P2pKey key{static_cast<std::uint32_t>(node.peer), node.tag};
       auto it = arrived_.find(key);
       if (it != arrived_.end()) {
         if (--it->second == 0) arrived_.erase(it);
@@ -85,7 +91,7 @@ void GpuRankLp::node_ready(std::uint32_t n, Context& ctx) {
         --comm_active_;
         node_done(n, ctx);
       } else {
-        waiting_rx_[key].emplace_back(kNoSlot, n);
+        waiting_rx_[key].push_back(n);
       }
       return;
     }
@@ -115,10 +121,15 @@ void GpuRankLp::start_compute(Context& ctx) {
 }
 
 std::uint32_t GpuRankLp::slot_of(std::uint32_t group, std::uint32_t instance) {
-  auto [it, inserted] = coll_slot_.try_emplace({group, instance}, 0);
+  auto [it, inserted] = coll_slot_.try_emplace((static_cast<std::uint64_t>(group) << 32) | instance, 0);
   if (inserted) {
-    it->second = static_cast<std::uint32_t>(coll_states_.size());
-    coll_states_.emplace_back();
+    if (!free_slots_.empty()) {
+      it->second = free_slots_.back();
+      free_slots_.pop_back();
+    } else {
+      it->second = static_cast<std::uint32_t>(coll_states_.size());
+      coll_states_.emplace_back();
+    }
   }
   return it->second;
 }
@@ -142,7 +153,7 @@ void GpuRankLp::start_collective(std::uint32_t n, Context& ctx) {
   CollectivePartial part{group, inst, node.op, node.bytes,
                          static_cast<std::uint32_t>(members.size()), ctx.now(), ctx.now()};
   RankPlan plan = planner_.plan(req);
-  if (plan.ops.empty()) {
+  if (plan.empty()) {
     partials_.push_back(part);
     node_done(n, ctx);
     return;
@@ -155,19 +166,92 @@ void GpuRankLp::start_collective(std::uint32_t n, Context& ctx) {
   st.plan = std::move(plan);
   st.start = ctx.now();
   st.started = true;
-  const auto nops = static_cast<std::uint32_t>(st.plan.ops.size());
-  st.waiting.assign(nops, 0);
-  st.dependents.assign(nops, {});
-  for (std::uint32_t o = 0; o < nops; ++o) {
-    st.waiting[o] = static_cast<std::uint32_t>(st.plan.ops[o].deps.size());
-    for (std::uint32_t d : st.plan.ops[o].deps) st.dependents[d].push_back(o);
+  if (st.plan.lazy_ring) {
+    start_lazy_ring(slot, ctx);
+    return;
   }
+  const std::uint32_t nops = st.plan.size();
+  if (st.plan.dep_begin.size() != nops + std::size_t{1} || st.plan.dep_begin.back() != st.plan.dep_index.size()) {
+    throw engine::InternalError("rank " + std::to_string(id_) + ": malformed plan (dep_begin must have ops + 1 "
+                                "offsets; build plans with RankPlan::add)");
+  }
+  // Unmet-dependency counts and the dependents CSR (counting sort of the dependency edges).
+  st.state.assign(nops, 0);
+  st.out_begin.assign(nops + std::size_t{1}, 0);
+  for (std::uint32_t o = 0; o < nops; ++o) {
+    const auto deps = st.plan.deps(o);
+    if (deps.size() > kDepMask) throw engine::InternalError("plan op with too many dependencies");
+    st.state[o] = static_cast<std::uint32_t>(deps.size());
+    for (std::uint32_t d : deps) {
+      if (d >= o) throw engine::InternalError("rank " + std::to_string(id_) + ": plan dependency does not point backwards");
+      ++st.out_begin[d + 1];
+    }
+  }
+  for (std::uint32_t o = 0; o < nops; ++o) st.out_begin[o + 1] += st.out_begin[o];
+  st.out_index.resize(st.plan.dep_index.size());
+  {
+    std::vector<std::uint32_t> fill(st.out_begin.begin(), st.out_begin.end() - 1);
+    for (std::uint32_t o = 0; o < nops; ++o) {
+      for (std::uint32_t d : st.plan.deps(o)) st.out_index[fill[d]++] = o;
+    }
+  }
+  // Receive match index: (peer, tag) -> op, sorted for binary search.
+  std::vector<std::pair<std::uint64_t, std::uint32_t>> rx;
+  for (std::uint32_t o = 0; o < nops; ++o) {
+    const P2pOp& op = st.plan.ops[o];
+    if (!op.is_send) rx.emplace_back((static_cast<std::uint64_t>(op.peer) << 32) | op.tag, o);
+  }
+  if (!std::is_sorted(rx.begin(), rx.end())) std::sort(rx.begin(), rx.end());
+  st.recv_key.resize(rx.size());
+  st.recv_op.resize(rx.size());
+  for (std::size_t i = 0; i < rx.size(); ++i) {
+    st.recv_key[i] = rx[i].first;
+    st.recv_op[i] = rx[i].second;
+  }
+  std::vector<std::pair<std::uint64_t, std::uint32_t>>().swap(rx);
+  // Messages that arrived before this rank started the collective.
+  for (std::uint64_t key : st.early) st.state[recv_of(st, key)] |= kArrived;
+  std::vector<std::uint64_t>().swap(st.early);
   // Ready set taken first: ops readied by a completion during this loop must not start twice.
   std::vector<std::uint32_t> roots;
   for (std::uint32_t o = 0; o < nops; ++o) {
-    if (st.waiting[o] == 0) roots.push_back(o);
+    if ((st.state[o] & kDepMask) == 0) roots.push_back(o);
   }
-  for (std::uint32_t o : roots) op_ready(slot, o, ctx);
+  for (std::uint32_t o : roots) {
+    op_ready(slot, o, ctx);
+    if (st.completed) break;
+  }
+}
+
+void GpuRankLp::start_lazy_ring(std::uint32_t slot, Context& ctx) {
+  CollState& st = coll_states_[slot];
+  const LazyRing& r = *st.plan.lazy_ring;
+  st.ring_got.assign((std::size_t{r.steps} + 63) / 64, 0);
+  std::vector<std::uint64_t> early;
+  early.swap(st.early);
+  for (std::uint64_t key : early) {
+    const std::uint64_t k = key & 0xFFFFFFFFu;
+    if ((key >> 32) != r.prev || k >= r.steps || (st.ring_got[k / 64] >> (k % 64) & 1u)) {
+      throw engine::InternalError("rank " + std::to_string(id_) + ": message from rank " + std::to_string(key >> 32) +
+                                  " tag " + std::to_string(k) + " matches no receive of ring collective node " +
+                                  std::to_string(st.node));
+    }
+    st.ring_got[k / 64] |= std::uint64_t{1} << (k % 64);
+  }
+  // The materialized plan's roots in index order: send 0, then the receives (ops 2k+1); a
+  // receive whose message already came completes at once and readies send k+1.
+  ring_send(slot, 0, ctx);
+  const std::uint32_t steps = r.steps;
+  for (std::uint32_t k = 0; k < steps && !st.completed; ++k) {
+    if (st.ring_got[k / 64] >> (k % 64) & 1u) op_done(slot, 2 * k + 1, ctx);
+  }
+}
+
+void GpuRankLp::ring_send(std::uint32_t slot, std::uint32_t step, Context& ctx) {
+  const CollState& st = coll_states_[slot];
+  const LazyRing& r = *st.plan.lazy_ring;
+  start_flow(r.next, r.step_bytes(step), static_cast<std::uint32_t>((*program_)[st.node].group),
+             instance_[st.node], step, slot, 2 * step, ctx);
 }
 
 void GpuRankLp::op_ready(std::uint32_t slot, std::uint32_t op, Context& ctx) {
@@ -179,25 +263,80 @@ void GpuRankLp::op_ready(std::uint32_t slot, std::uint32_t op, Context& ctx) {
     start_flow(o.peer, o.bytes, group, instance_[n], o.tag, slot, op, ctx, o.channel);
     return;
   }
-  const MsgKey key{group, instance_[n], o.peer, o.tag};
-  auto it = arrived_.find(key);
-  if (it != arrived_.end()) {
-    if (--it->second == 0) arrived_.erase(it);
+  CollState& st = coll_states_[slot];
+  if (st.state[op] & kArrived) {
     op_done(slot, op, ctx);
   } else {
-    waiting_rx_[key].emplace_back(slot, op);
+    st.state[op] |= kPosted;
+  }
+}
+
+std::uint32_t GpuRankLp::recv_of(const CollState& st, std::uint64_t key) const {
+  const auto it = std::lower_bound(st.recv_key.begin(), st.recv_key.end(), key);
+  if (it == st.recv_key.end() || *it != key) {
+    throw engine::InternalError("rank " + std::to_string(id_) + ": message from rank " + std::to_string(key >> 32) +
+                                " tag " + std::to_string(key & 0xFFFFFFFFu) +
+                                " matches no receive of collective node " + std::to_string(st.node));
+  }
+  return st.recv_op[static_cast<std::size_t>(it - st.recv_key.begin())];
+}
+
+void GpuRankLp::coll_message(std::uint32_t slot, std::uint64_t key, Context& ctx) {
+  CollState& st = coll_states_[slot];
+  if (!st.started) {
+    st.early.push_back(key);
+    return;
+  }
+  if (st.completed) {
+    throw engine::InternalError("rank " + std::to_string(id_) + ": message from rank " + std::to_string(key >> 32) +
+                                " for collective node " + std::to_string(st.node) + " after it completed");
+  }
+  if (st.plan.lazy_ring) {
+    const std::uint64_t k = key & 0xFFFFFFFFu;
+    if ((key >> 32) != st.plan.lazy_ring->prev || k >= st.plan.lazy_ring->steps ||
+        (st.ring_got[k / 64] >> (k % 64) & 1u)) {
+      throw engine::InternalError("rank " + std::to_string(id_) + ": message from rank " + std::to_string(key >> 32) +
+                                  " tag " + std::to_string(k) + " matches no open receive of ring collective node " +
+                                  std::to_string(st.node));
+    }
+    st.ring_got[k / 64] |= std::uint64_t{1} << (k % 64);
+    op_done(slot, static_cast<std::uint32_t>(2 * k + 1), ctx);
+    return;
+  }
+  const std::uint32_t op = recv_of(st, key);
+  std::uint32_t& s = st.state[op];
+  if (s & (kArrived | kOpDone)) {
+    throw engine::InternalError("rank " + std::to_string(id_) + ": duplicate message from rank " +
+                                std::to_string(key >> 32) + " tag " + std::to_string(key & 0xFFFFFFFFu));
+  }
+  if (s & kPosted) {
+    op_done(slot, op, ctx);
+  } else {
+    s |= kArrived;
   }
 }
 
 void GpuRankLp::op_done(std::uint32_t slot, std::uint32_t op, Context& ctx) {
-  CollState& st2 = coll_states_[slot];
+  CollState& st2 = coll_states_[slot];  // deque: stays valid while slots are added
   ++st2.done_ops;
-  // Copy: a nested op_done may complete the collective and release its plan.
-  const std::vector<std::uint32_t> deps = st2.dependents[op];
-  for (std::uint32_t d : deps) {
-    if (--st2.waiting[d] == 0) op_ready(slot, d, ctx);
+  std::uint32_t total = st2.plan.size();
+  if (st2.plan.lazy_ring) {
+    // Lazy ring: op 2k+1 (receive of step k) readies op 2k+2 (send of step k+1).
+    const std::uint32_t steps = st2.plan.lazy_ring->steps;
+    total = 2 * steps;
+    if ((op & 1u) != 0 && op / 2 + 1 < steps) ring_send(slot, op / 2 + 1, ctx);
+  } else {
+    st2.state[op] = (st2.state[op] & ~kPosted) | kOpDone;
+    for (std::uint32_t e = st2.out_begin[op]; e < st2.out_begin[op + 1]; ++e) {
+      const std::uint32_t d = st2.out_index[e];
+      if ((--st2.state[d] & kDepMask) == 0) {
+        op_ready(slot, d, ctx);
+        // A nested completion released the state: every op, so every dependent, is done.
+        if (st2.completed) return;
+      }
+    }
   }
-  if (!st2.completed && st2.done_ops == st2.plan.ops.size()) {
+  if (!st2.completed && st2.done_ops == total) {
     st2.completed = true;
     const WorkNode& node = (*program_)[st2.node];
     account(ctx.now());
@@ -208,10 +347,15 @@ void GpuRankLp::op_done(std::uint32_t slot, std::uint32_t op, Context& ctx) {
                                           static_cast<std::uint32_t>(
                                               workload_->groups[static_cast<std::size_t>(node.group)].ranks.size()),
                                           st2.start, ctx.now()});
-    st2.plan.ops.clear();
-    st2.plan.ops.shrink_to_fit();
-    st2.dependents.clear();
-    st2.waiting.clear();
+    st2.plan.release();
+    std::vector<std::uint32_t>().swap(st2.state);
+    std::vector<std::uint32_t>().swap(st2.out_begin);
+    std::vector<std::uint32_t>().swap(st2.out_index);
+    std::vector<std::uint64_t>().swap(st2.recv_key);
+    std::vector<std::uint32_t>().swap(st2.recv_op);
+    std::vector<std::uint64_t>().swap(st2.ring_got);
+    coll_slot_.erase((static_cast<std::uint64_t>(static_cast<std::uint32_t>(node.group)) << 32) | instance_[st2.node]);
+    retired_slots_.push_back(slot);
     node_done(st2.node, ctx);
   }
 }
@@ -231,7 +375,11 @@ void GpuRankLp::start_flow(std::uint32_t dst, std::uint64_t bytes, std::uint32_t
     head.dst_rank = dst;
     head.group = group;
     head.instance = instance;
-    coarse_sends_.emplace(flow_id, std::make_pair(slot, op_or_node));
+    if (coarse_sends_.empty()) coarse_base_ = next_flow_ - 1;
+    if (next_flow_ - 1 != coarse_base_ + coarse_sends_.size()) {
+      throw engine::InternalError("gpu " + std::to_string(id_) + ": coarse flow counter out of step");
+    }
+    coarse_sends_.emplace_back(slot, op_or_node);
     start_coarse_flow(topo_, fidelity_, net_lp_, head, ctx);
     return;
   }
@@ -266,6 +414,11 @@ void GpuRankLp::on_packet(const Packet& p, Context& ctx) {
   if (got < p.flow_bytes) return;
   io::FlowRecord rec{p.flow_id, p.src_rank, p.dst_rank, p.flow_bytes, p.flow_start,
                      ctx.now(), ctx.now() - p.flow_start};
+  flow_digest_.add(rec);
+  if (!keep_flows_) {
+    on_message(p, ctx);
+    return;
+  }
   rec.first_byte_ps = first;
   rec.group = p.group;
   rec.instance = p.group == kP2pGroup ? 0 : p.instance;
@@ -289,26 +442,34 @@ void GpuRankLp::on_packet(const Packet& p, Context& ctx) {
 }
 
 void GpuRankLp::on_message(const Packet& p, Context& ctx) {
-  const MsgKey key{p.group, p.instance, p.src_rank, p.tag};
+  if (p.group != kP2pGroup) {
+    if (p.tag < 0 || p.tag > 0xFFFFFFFFll) throw engine::InternalError("collective message with a tag beyond 32 bits");
+    coll_message(slot_of(p.group, p.instance), (static_cast<std::uint64_t>(p.src_rank) << 32) | static_cast<std::uint64_t>(p.tag), ctx);
+    return;
+  }
+  const P2pKey key{p.src_rank, p.tag};
   auto it = waiting_rx_.find(key);
   if (it == waiting_rx_.end()) {
     ++arrived_[key];
     return;
   }
-  const auto [slot, idx] = it->second.front();
+  const std::uint32_t idx = it->second.front();
   it->second.pop_front();
   if (it->second.empty()) waiting_rx_.erase(it);
-  if (slot == kNoSlot) {
-    account(ctx.now());
-    --comm_active_;
-    if (trace_on_) trace_add(idx, TraceInterval::kRecv, 0, node_start_[idx], ctx.now());
-    node_done(idx, ctx);
-  } else {
-    op_done(slot, idx, ctx);
-  }
+  account(ctx.now());
+  --comm_active_;
+  if (trace_on_) trace_add(idx, TraceInterval::kRecv, 0, node_start_[idx], ctx.now());
+  node_done(idx, ctx);
 }
 
 void GpuRankLp::handle(const engine::Event& ev, Context& ctx) {
+  if (!retired_slots_.empty()) {
+    for (std::uint32_t s : retired_slots_) {
+      coll_states_[s] = CollState{};
+      free_slots_.push_back(s);
+    }
+    retired_slots_.clear();
+  }
   switch (ev.kind) {
     case kEvSendDone: {
       const auto ref = ev.get<DoneRef>();
@@ -327,10 +488,18 @@ void GpuRankLp::handle(const engine::Event& ev, Context& ctx) {
       return;
     }
     case kEvFlowSent: {
-      const auto it = coarse_sends_.find(ev.get<std::uint64_t>());
-      if (it == coarse_sends_.end()) throw engine::InternalError("gpu " + std::to_string(id_) + ": unknown flow sent");
-      const DoneRef ref{it->second.first, it->second.second};
-      coarse_sends_.erase(it);
+      const std::uint64_t counter = ev.get<std::uint64_t>() & 0xFFFFFFFFull;
+      if (counter < coarse_base_ || counter - coarse_base_ >= coarse_sends_.size() ||
+          coarse_sends_[counter - coarse_base_].first == kSentMark) {
+        throw engine::InternalError("gpu " + std::to_string(id_) + ": unknown flow sent");
+      }
+      auto& entry = coarse_sends_[counter - coarse_base_];
+      const DoneRef ref{entry.first, entry.second};
+      entry.first = kSentMark;
+      while (!coarse_sends_.empty() && coarse_sends_.front().first == kSentMark) {
+        coarse_sends_.pop_front();
+        ++coarse_base_;
+      }
       engine::Event done = ev;
       done.kind = kEvSendDone;
       std::memcpy(done.payload.data(), &ref, sizeof(ref));

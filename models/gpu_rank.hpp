@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "engine/lp.hpp"
+#include "io/digest.hpp"
 #include "io/results.hpp"
 #include "models/cluster.hpp"
 #include "models/comm_plan.hpp"
@@ -65,7 +66,12 @@ class GpuRankLp final : public engine::Lp, private NicOwner {
   /// First node that never completed (for deadlock reports), or -1.
   std::int64_t first_unfinished() const;
   io::RankRecord rank_record() const;
+  /// Flow records received here, kept only after keep_flows(true) (HDF5 /flows, tests).
   const std::vector<io::FlowRecord>& flow_records() const { return flows_; }
+  /// Keep every received flow's record (default off: only the digest sum is kept, 16 B per LP).
+  void keep_flows(bool on) { keep_flows_ = on; }
+  /// Order-independent digest of every flow received here (kept or not; io/digest.hpp).
+  const io::FlowDigest& flow_digest() const { return flow_digest_; }
   const std::vector<CollectivePartial>& collective_partials() const { return partials_; }
   /// Network rung (issue 9): flow level hands flows to the network LP `net_lp`; analytical
   /// schedules each transfer alone on its route. Default: packet level. Call before init().
@@ -85,17 +91,37 @@ class GpuRankLp final : public engine::Lp, private NicOwner {
   const std::vector<TraceInterval>& trace() const { return trace_; }
 
  private:
+  /// Executor state of one collective instance on this rank. Memory while it runs: the plan
+  /// (comm_plan.hpp: 36 B per op + 4 B per dependency) + 4 B per op (state) + 4 B per op and
+  /// per dependency (dependents CSR) + 12 B per receive (match index); all freed at completion.
   struct CollState {
     std::uint32_t node = 0;
     RankPlan plan;
-    std::vector<std::uint32_t> waiting;  // unmet deps per op
-    std::vector<std::vector<std::uint32_t>> dependents;
+    /// Per op: bits 0-27 unmet deps; kPosted: a ready receive waits for its message; kArrived:
+    /// its message came first; kDone.
+    std::vector<std::uint32_t> state;
+    std::vector<std::uint32_t> out_begin, out_index;  ///< dependents of op i: out_index[out_begin[i] .. out_begin[i+1])
+    std::vector<std::uint64_t> recv_key;  ///< (peer << 32 | tag) of every receive, sorted
+    std::vector<std::uint32_t> recv_op;   ///< op index of recv_key[i]
+    std::vector<std::uint64_t> early;     ///< (src << 32 | tag) of messages that came before the plan started
+    std::vector<std::uint64_t> ring_got;  ///< lazy ring: bit k = step k's message arrived (steps / 8 bytes)
     std::uint32_t done_ops = 0;
     bool started = false;
     bool completed = false;
     engine::SimTime start = 0;
   };
-  using MsgKey = std::tuple<std::uint32_t, std::uint32_t, std::uint32_t, std::int64_t>;  // group, inst, src, tag
+  /// Point-to-point (workload send/recv nodes) message key: source rank, tag.
+  struct P2pKey {
+    std::uint32_t src = 0;
+    std::int64_t tag = 0;
+    bool operator==(const P2pKey&) const = default;
+  };
+  struct P2pKeyHash {
+    std::size_t operator()(const P2pKey& k) const noexcept {
+      return static_cast<std::size_t>(engine::mix64((static_cast<std::uint64_t>(k.src) << 40) ^
+                                                    static_cast<std::uint64_t>(k.tag)));
+    }
+  };
 
   std::uint32_t nodes_size() const {
     return program_ ? static_cast<std::uint32_t>(program_->size()) : 0;
@@ -114,6 +140,10 @@ class GpuRankLp final : public engine::Lp, private NicOwner {
   void on_send_complete(std::uint32_t slot, std::uint32_t idx, engine::Context& ctx) override;
   void on_packet(const Packet& p, engine::Context& ctx);
   void on_message(const Packet& p, engine::Context& ctx);
+  void coll_message(std::uint32_t slot, std::uint64_t key, engine::Context& ctx);
+  void start_lazy_ring(std::uint32_t slot, engine::Context& ctx);
+  void ring_send(std::uint32_t slot, std::uint32_t step, engine::Context& ctx);
+  std::uint32_t recv_of(const CollState& st, std::uint64_t key) const;
   std::uint32_t slot_of(std::uint32_t group, std::uint32_t instance);
 
   const Topology& topo_;
@@ -135,9 +165,14 @@ class GpuRankLp final : public engine::Lp, private NicOwner {
   std::unordered_map<std::uint64_t, std::pair<std::uint64_t, engine::SimTime>> rx_bytes_;  // bytes, first arrival
 
   std::deque<CollState> coll_states_;  // deque: references stay valid while it grows
-  std::map<std::pair<std::uint32_t, std::uint32_t>, std::uint32_t> coll_slot_;
-  std::map<MsgKey, std::uint32_t> arrived_;   // messages that arrived before their receive
-  std::map<MsgKey, std::deque<std::pair<std::uint32_t, std::uint32_t>>> waiting_rx_;  // -> (slot, op)
+  // Slots of completed collectives: retired at completion, reset and reused from the next
+  // handle() on (no stack frame refers to them then), so coll_states_ holds at most the
+  // collectives running at once, not one entry per collective of the run.
+  std::vector<std::uint32_t> retired_slots_, free_slots_;
+  std::unordered_map<std::uint64_t, std::uint32_t> coll_slot_;  // (group << 32 | instance) -> slot
+  // Point-to-point nodes only (collectives match through CollState::recv_key):
+  std::unordered_map<P2pKey, std::uint32_t, P2pKeyHash> arrived_;   // messages before their receive
+  std::unordered_map<P2pKey, std::deque<std::uint32_t>, P2pKeyHash> waiting_rx_;  // -> recv nodes, FIFO
 
   // accounting
   engine::SimTime last_change_ = 0;
@@ -145,12 +180,17 @@ class GpuRankLp final : public engine::Lp, private NicOwner {
   engine::SimTime compute_ps_ = 0, comm_ps_ = 0, exposed_ps_ = 0, finish_ps_ = 0;
 
   std::vector<io::FlowRecord> flows_;
+  bool keep_flows_ = false;
+  io::FlowDigest flow_digest_;
   std::vector<CollectivePartial> partials_;
 
-  // Coarse rungs: flow id -> (collective slot, op or node) of sends in flight.
+  // Coarse rungs: (collective slot, op or node) of the sends in flight, indexed by the flow's
+  // per-source counter minus coarse_base_ (no allocation per flow; entries of completed sends
+  // are marked and dropped from the front). 8 B per flow between the oldest in flight and the newest.
   Fidelity fidelity_ = Fidelity::kPacket;
   engine::LpId net_lp_ = 0;
-  std::unordered_map<std::uint64_t, std::pair<std::uint32_t, std::uint32_t>> coarse_sends_;
+  std::deque<std::pair<std::uint32_t, std::uint32_t>> coarse_sends_;
+  std::uint64_t coarse_base_ = 0;  ///< flow counter of coarse_sends_.front()
 
   bool trace_on_ = false;
   engine::SimTime compute_start_ = 0;

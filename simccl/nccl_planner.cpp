@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <numeric>
+#include <span>
 #include <string>
 
 #include "engine/errors.hpp"
@@ -54,21 +55,19 @@ std::uint32_t checked_tag(std::uint64_t t) {
 struct Builder {
   RankPlan plan;
   Proto proto = Proto::kSimple;
-  std::uint32_t send(std::uint32_t peer, std::uint64_t data, std::uint32_t tag, std::vector<std::uint32_t> deps,
+  std::uint32_t send(std::uint32_t peer, std::uint64_t data, std::uint32_t tag, std::span<const std::uint32_t> deps,
                      std::uint16_t channel, bool relay = false) {
-    P2pOp o{true, peer, wire_bytes(proto, data), tag, std::move(deps)};
+    P2pOp o{true, peer, wire_bytes(proto, data), tag};
     o.payload_bytes = data;
     o.channel = channel;
     o.relay = relay;
-    plan.ops.push_back(std::move(o));
-    return static_cast<std::uint32_t>(plan.ops.size() - 1);
+    return plan.add(o, deps);
   }
   std::uint32_t recv(std::uint32_t peer, std::uint32_t tag, std::uint16_t channel, bool relay = false) {
-    P2pOp o{false, peer, 0, tag, {}};
+    P2pOp o{false, peer, 0, tag};
     o.channel = channel;
     o.relay = relay;
-    plan.ops.push_back(std::move(o));
-    return static_cast<std::uint32_t>(plan.ops.size() - 1);
+    return plan.add(o);
   }
 };
 
@@ -328,13 +327,13 @@ RankPlan NcclPlanner::plan(const CollRequest& req) const {
           const std::uint64_t nchunks = std::max<std::uint64_t>(1, ceil_div(parts[p].bytes, chunk));
           for (std::uint64_t c = 0; c < nchunks; ++c) {
             const std::uint64_t sz = std::min(chunk, parts[p].bytes - std::min(parts[p].bytes, c * chunk));
-            std::vector<std::uint32_t> deps;
-            if (prev != kNone) deps.push_back(prev);
+            std::uint32_t dep_buf[1] = {prev};
+            const std::span<const std::uint32_t> deps(dep_buf, prev != kNone ? 1 : 0);
             const auto chn = static_cast<std::uint16_t>((ch_base + p) % p2p_channels);
             if (relay == kNone) {
-              prev = b.send(ranks[to], sz, tag(0, 0, p, c), std::move(deps), chn);
+              prev = b.send(ranks[to], sz, tag(0, 0, p, c), deps, chn);
             } else {
-              prev = b.send(ranks[relay], sz, tag(1, ci->node_of[to], p, c), std::move(deps), chn);
+              prev = b.send(ranks[relay], sz, tag(1, ci->node_of[to], p, c), deps, chn);
             }
           }
         }
@@ -372,9 +371,9 @@ RankPlan NcclPlanner::plan(const CollRequest& req) const {
             for (std::uint64_t c = 0; c < nchunks; ++c) {
               const std::uint64_t sz = std::min(chunk, parts[p].bytes - std::min(parts[p].bytes, c * chunk));
               const std::uint32_t r = b.recv(ranks[s], tag(1, ci->node_of[dm], p, c), chn, true);
-              std::vector<std::uint32_t> deps{r};
-              if (prev != kNone) deps.push_back(prev);
-              prev = b.send(ranks[dm], sz, tag(2, ci->local_gpu[s], p, c), std::move(deps), chn, true);
+              const std::uint32_t deps[2] = {r, prev};
+              prev = b.send(ranks[dm], sz, tag(2, ci->local_gpu[s], p, c),
+                            std::span<const std::uint32_t>(deps, prev != kNone ? 2 : 1), chn, true);
             }
           }
         }
@@ -433,13 +432,13 @@ RankPlan NcclPlanner::plan(const CollRequest& req) const {
         if (parent != kNone) {
           std::vector<std::uint32_t> deps = ups;
           if (prev_up != kNone) deps.push_back(prev_up);
-          prev_up = b.send(parent, sz, tu, std::move(deps), chn);
+          prev_up = b.send(parent, sz, tu, deps, chn);
           down_deps = {b.recv(parent, tu + 1, chn)};
         }
         for (std::size_t k = 0; k < children.size(); ++k) {
           std::vector<std::uint32_t> deps = down_deps;
           if (prev_down[k] != kNone) deps.push_back(prev_down[k]);
-          prev_down[k] = b.send(children[k], sz, tu + 1, std::move(deps), chn);
+          prev_down[k] = b.send(children[k], sz, tu + 1, deps, chn);
         }
       }
     }
@@ -463,11 +462,12 @@ RankPlan NcclPlanner::plan(const CollRequest& req) const {
       for (std::uint64_t i = 0; i < nchunks; ++i) {
         const std::uint64_t sz = std::min(z.chunk, Bc - std::min(Bc, i * z.chunk));
         const std::uint32_t t = checked_tag(c * stride + i);
-        std::vector<std::uint32_t> deps;
-        if (cp > 0) deps.push_back(b.recv(prev, t, chn));
+        std::uint32_t deps[2];
+        std::size_t nd = 0;
+        if (cp > 0) deps[nd++] = b.recv(prev, t, chn);
         if (cp + 1 < n) {
-          if (prev_send != kNone) deps.push_back(prev_send);
-          prev_send = b.send(next, sz, t, std::move(deps), chn);
+          if (prev_send != kNone) deps[nd++] = prev_send;
+          prev_send = b.send(next, sz, t, std::span<const std::uint32_t>(deps, nd), chn);
         }
       }
     }
@@ -514,10 +514,11 @@ RankPlan NcclPlanner::plan(const CollRequest& req) const {
         const std::uint32_t ns = nslices(mine, z);
         for (std::uint32_t j = 0; j < ns; ++j) {
           const std::uint32_t t = checked_tag(((c * (max_loops + 1) + l) * steps + k) * z.max_slices + j);
-          std::vector<std::uint32_t> deps;
-          if (k > 0 && j < prev_recv.size()) deps.push_back(prev_recv[j]);
-          if (prev_send != kNone) deps.push_back(prev_send);
-          prev_send = b.send(next, chunk_bytes(mine, ns, j), t, std::move(deps), chn);
+          std::uint32_t deps[2];
+          std::size_t nd = 0;
+          if (k > 0 && j < prev_recv.size()) deps[nd++] = prev_recv[j];
+          if (prev_send != kNone) deps[nd++] = prev_send;
+          prev_send = b.send(next, chunk_bytes(mine, ns, j), t, std::span<const std::uint32_t>(deps, nd), chn);
         }
         const std::uint64_t theirs = piece(l, k, (p + n - 1) % n);
         const std::uint32_t nr = nslices(theirs, z);

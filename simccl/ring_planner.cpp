@@ -1,6 +1,7 @@
 #include "simccl/ring_planner.hpp"
 
 #include <algorithm>
+#include <memory>
 
 #include "engine/errors.hpp"
 
@@ -23,16 +24,16 @@ std::uint32_t mod(std::int64_t a, std::uint32_t n) {
 
 // Ring of `steps` steps: at step k the rank sends chunk send_chunk(k) to next and receives from
 // prev; the send of step k waits for the receive of step k-1 (the data it forwards or reduces).
+// Lazy (models::LazyRing): O(1) memory per rank whatever the ring's length.
 template <class ChunkOf>
 RankPlan ring(std::uint32_t steps, std::uint32_t next, std::uint32_t prev, ChunkOf send_bytes) {
   RankPlan p;
-  p.ops.reserve(2 * steps);
-  for (std::uint32_t k = 0; k < steps; ++k) {
-    P2pOp s{true, next, send_bytes(k), k, {}};
-    if (k > 0) s.deps.push_back(2 * (k - 1) + 1);
-    p.ops.push_back(std::move(s));
-    p.ops.push_back(P2pOp{false, prev, 0, k, {}});
-  }
+  auto r = std::make_shared<models::LazyRing>();
+  r->steps = steps;
+  r->next = next;
+  r->prev = prev;
+  r->step_bytes = send_bytes;
+  p.lazy_ring = std::move(r);
   return p;
 }
 
@@ -44,13 +45,12 @@ RankPlan chain(std::uint64_t bytes, std::uint32_t n, std::uint32_t pos, std::uin
   for (std::uint32_t c = 0; c < chunks; ++c) {
     const std::uint64_t sz = std::min<std::uint64_t>(kPipelineChunkBytes, bytes - std::min(bytes, c * kPipelineChunkBytes));
     if (pos == 0) {
-      p.ops.push_back(P2pOp{true, next, sz, c, {}});
+      p.add(P2pOp{true, next, sz, c});
     } else if (pos == n - 1) {
-      p.ops.push_back(P2pOp{false, prev, 0, c, {}});
+      p.add(P2pOp{false, prev, 0, c});
     } else {
-      const auto r = static_cast<std::uint32_t>(p.ops.size());
-      p.ops.push_back(P2pOp{false, prev, 0, c, {}});
-      p.ops.push_back(P2pOp{true, next, sz, c, {r}});
+      const std::uint32_t r = p.add(P2pOp{false, prev, 0, c});
+      p.add(P2pOp{true, next, sz, c}, {r});
     }
   }
   return p;
@@ -69,17 +69,17 @@ RankPlan RingPlanner::plan(const models::CollRequest& req) const {
   switch (req.op) {
     case CollOp::kAllReduce:
       // Reduce-scatter: step k sends chunk (i-k); all-gather: step t sends chunk (i+1-t).
-      return ring(2 * (n - 1), next, prev, [&](std::uint32_t k) {
+      return ring(2 * (n - 1), next, prev, [s, n, i](std::uint32_t k) {
         const std::int64_t c = k < n - 1 ? static_cast<std::int64_t>(i) - k
                                          : static_cast<std::int64_t>(i) + 1 - (k - (n - 1));
         return chunk_bytes(s, n, mod(c, n));
       });
     case CollOp::kAllGather:
-      return ring(n - 1, next, prev, [&](std::uint32_t k) {
+      return ring(n - 1, next, prev, [s, n, i](std::uint32_t k) {
         return chunk_bytes(s, n, mod(static_cast<std::int64_t>(i) - k, n));
       });
     case CollOp::kReduceScatter:
-      return ring(n - 1, next, prev, [&](std::uint32_t k) {
+      return ring(n - 1, next, prev, [s, n, i](std::uint32_t k) {
         return chunk_bytes(s, n, mod(static_cast<std::int64_t>(i) - k - 1, n));
       });
     case CollOp::kBroadcast:
@@ -91,8 +91,8 @@ RankPlan RingPlanner::plan(const models::CollRequest& req) const {
       RankPlan p;
       for (std::uint32_t d = 1; d < n; ++d) {
         const std::uint32_t to = (i + d) % n;
-        p.ops.push_back(P2pOp{true, ranks[to], chunk_bytes(s, n, to), 0, {}});
-        p.ops.push_back(P2pOp{false, ranks[(i + n - d) % n], 0, 0, {}});
+        p.add(P2pOp{true, ranks[to], chunk_bytes(s, n, to), 0});
+        p.add(P2pOp{false, ranks[(i + n - d) % n], 0, 0});
       }
       return p;
     }

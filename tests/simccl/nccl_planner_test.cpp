@@ -51,9 +51,13 @@ Totals check(const NcclPlanner& planner, CollOp op, std::uint64_t bytes, const s
   t.received.assign(n, 0);
   for (std::uint32_t i = 0; i < n; ++i) {
     t.ops += plans[i].ops.size();
+    if (!plans[i].ops.empty()) {  // CSR shape (models/comm_plan.hpp)
+      EXPECT_EQ(plans[i].dep_begin.size(), plans[i].ops.size() + 1);
+      EXPECT_EQ(plans[i].dep_begin.back(), plans[i].dep_index.size());
+    }
     for (std::uint32_t o = 0; o < plans[i].ops.size(); ++o) {
       const auto& x = plans[i].ops[o];
-      for (auto d : x.deps) EXPECT_LT(d, o) << "deps point backwards";
+      for (auto d : plans[i].deps(o)) EXPECT_LT(d, o) << "deps point backwards";
       if (x.is_send) {
         EXPECT_TRUE(sends.emplace(Key{ranks[i], x.peer, x.tag}, std::pair{i, o}).second) << "duplicate send tag";
         EXPECT_EQ(x.bytes, wire_bytes(proto, x.payload_bytes));
@@ -86,7 +90,7 @@ Totals check(const NcclPlanner& planner, CollOp op, std::uint64_t bytes, const s
         if (done[i][o]) continue;
         const auto& x = plans[i].ops[o];
         bool ready = true;
-        for (auto d : x.deps) ready = ready && done[i][d];
+        for (auto d : plans[i].deps(o)) ready = ready && done[i][d];
         if (ready && !x.is_send) {
           auto it = sends.find(Key{x.peer, ranks[i], x.tag});
           ready = it != sends.end() && done[it->second.first][it->second.second];
@@ -267,3 +271,46 @@ TEST(NcclPlanner, DoubleBinaryTree) {
 }
 
 }  // namespace
+
+TEST(RingPlanner, LazyRingExpandsToTheStepChain) {
+  // The ring planner's AllReduce/AllGather/ReduceScatter plans are lazy (models::LazyRing,
+  // O(1) memory per rank); expanded() is the materialized chain: op 2k sends tag k after op 2k-1,
+  // op 2k+1 receives tag k. Every rank's sends match the next rank's receives, and an AllGather
+  // delivers every block but the receiver's own.
+  const auto ranks = iota(5, 3, 2);
+  const std::uint64_t S = 1000003;
+  for (CollOp op : {CollOp::kAllReduce, CollOp::kAllGather, CollOp::kReduceScatter}) {
+    const std::uint32_t n = 5, steps = op == CollOp::kAllReduce ? 2 * (n - 1) : n - 1;
+    std::vector<std::uint64_t> got(n, 0);
+    for (std::uint32_t i = 0; i < n; ++i) {
+      const RankPlan lazy = RingPlanner().plan(CollRequest{op, S, &ranks, i, 0});
+      ASSERT_TRUE(lazy.lazy_ring != nullptr);
+      EXPECT_TRUE(lazy.ops.empty());
+      EXPECT_FALSE(lazy.empty());
+      const RankPlan p = lazy.expanded();
+      ASSERT_EQ(p.size(), 2 * steps);
+      ASSERT_EQ(p.dep_begin.size(), p.ops.size() + 1);
+      for (std::uint32_t k = 0; k < steps; ++k) {
+        const auto& s = p.ops[2 * k];
+        const auto& r = p.ops[2 * k + 1];
+        EXPECT_TRUE(s.is_send);
+        EXPECT_FALSE(r.is_send);
+        EXPECT_EQ(s.peer, ranks[(i + 1) % n]);
+        EXPECT_EQ(r.peer, ranks[(i + n - 1) % n]);
+        EXPECT_EQ(s.tag, k);
+        EXPECT_EQ(r.tag, k);
+        EXPECT_EQ(p.deps(2 * k + 1).size(), 0u);
+        if (k == 0) {
+          EXPECT_EQ(p.deps(0).size(), 0u);
+        } else {
+          ASSERT_EQ(p.deps(2 * k).size(), 1u);
+          EXPECT_EQ(p.deps(2 * k)[0], 2 * k - 1);
+        }
+        got[(i + 1) % n] += s.bytes;
+      }
+    }
+    if (op == CollOp::kAllGather) {
+      for (std::uint32_t i = 0; i < n; ++i) EXPECT_EQ(got[i], S - chunk_bytes(S, n, i));
+    }
+  }
+}
