@@ -1,5 +1,7 @@
 #include "simccl/custom_planner.hpp"
 
+#include <span>
+
 namespace fabricsim::simccl {
 
 CustomPlanner::CustomPlanner(std::unique_ptr<models::CollectivePlanner> base, std::vector<CustomSchedule> schedules)
@@ -16,19 +18,18 @@ models::RankPlan expand_schedule(const CustomSchedule& s, std::uint64_t bytes, c
                                  std::uint32_t position) {
   models::RankPlan p;
   const auto& ops = s.ranks[position];
-  p.ops.reserve(ops.size());
+  p.reserve(ops.size(), ops.size() * 2);
   for (const ScheduleOp& o : ops) {
     models::P2pOp op;
     op.is_send = o.is_send;
     op.peer = ranks[o.peer];
     op.tag = o.tag;
-    op.deps = o.deps;
     op.channel = o.channel;
     if (o.is_send) {
       op.bytes = schedule_chunk_bytes(bytes, s.chunks_per_buffer, o.chunks);
       op.payload_bytes = op.bytes;
     }
-    p.ops.push_back(std::move(op));
+    p.add(op, std::span<const std::uint32_t>(o.deps.data(), o.deps.size()));
   }
   return p;
 }
