@@ -388,7 +388,9 @@ bool Nic::handle(const engine::Event& ev, Context& ctx) {
 void Nic::on_data(const WirePacket& p, Context& ctx) {
   const std::uint64_t key = static_cast<std::uint64_t>(p.src) << 16 | p.qp;
   auto it = rx_.find(key);
-  if (it == rx_.end() || it->second.descs.empty()) {
+  // A retransmitted duplicate may arrive after its message part completed (no descriptor left);
+  // anything else always finds its descriptor (it travels ahead of the first packet).
+  if (it == rx_.end() || (it->second.descs.empty() && p.psn >= it->second.expected)) {
     throw engine::InternalError("gpu " + std::to_string(id_) + ": data from gpu " + std::to_string(p.src) +
                                 " qp " + std::to_string(p.qp) + " before its message descriptor");
   }
