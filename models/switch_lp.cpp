@@ -101,8 +101,8 @@ std::uint32_t SwitchLp::pick_port(const WirePacket& p) const {
   const std::uint64_t flow = roce_flow_hash(p.src, p.dst, p.sport);
   const RoutingMode mode = p.kind == kWireData ? params_.sw.routing : RoutingMode::kEcmp;
   switch (mode) {
-    case RoutingMode::kEcmp:
-      return topo_.route(id_, p.dst, flow);
+    case RoutingMode::kEcmp:  // Topology::route's choice, without looking the candidates up again
+      return cand[engine::mix64(flow ^ topo_.switch_seed(id_)) % cand.size()];
     case RoutingMode::kSpray:
       return cand[engine::mix64(flow ^ topo_.switch_seed(id_) ^ (static_cast<std::uint64_t>(p.psn) << 20)) % cand.size()];
     case RoutingMode::kAdaptive: {
