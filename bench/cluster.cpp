@@ -181,7 +181,8 @@ int run(int argc, char** argv, int rank, int nprocs) {
     j["packet_hops_per_s"] = st.wall_s > 0 ? static_cast<double>(hops) / st.wall_s : 0.0;
     j["packet_hops_per_s_per_core"] = st.wall_s > 0 ? static_cast<double>(hops) / st.wall_s / (nprocs * threads) : 0.0;
     j["fabric"] = {{"pause_frames", f.pause_frames}, {"ecn_marks", f.ecn_marks}, {"cnps", f.cnps},
-                   {"drops", f.drops}, {"retransmits", f.retransmits}, {"acks", f.acks}};
+                   {"drops", f.drops}, {"retransmits", f.retransmits}, {"acks", f.acks},
+                   {"max_buffer_bytes", f.max_buffer_bytes}};
     j["wall_s"] = st.wall_s;
     j["sync_s"] = st.sync_s;
     j["windows"] = st.windows;

@@ -34,6 +34,11 @@ rss perm_p1 "$CL" --scenario permutation "${PERM_ARGS[@]}" --json "$OUT/perm_p1.
 rss perm_p2 mpiexec -n 2 "$CL" --scenario permutation "${PERM_ARGS[@]}" --json "$OUT/perm_p2.json"
 echo "== packet incast, 32 -> 1 (PFC + ECN + DCQCN)"
 rss incast_p1 "$CL" --scenario incast --hosts 33 --bytes "${INCAST_BYTES:-4MiB}" --json "$OUT/incast_p1.json"
+echo "== memory per in-flight packet: the same lossless-by-size incast (no PFC, no CC, 1 GiB buffers)"
+echo "   with 1 MiB and 8 MiB per sender; (peak RSS difference) / (difference in queued packets)"
+INF_SETS=(--set switch.pfc=false --set nic.cc=none --set switch.buffer=1GiB)
+rss inflight_small "$CL" --scenario incast --hosts 33 --bytes "${INF_SMALL:-1MiB}" "${INF_SETS[@]}" --json "$OUT/inflight_small.json"
+rss inflight_big "$CL" --scenario incast --hosts 33 --bytes "${INF_BIG:-8MiB}" "${INF_SETS[@]}" --json "$OUT/inflight_big.json"
 echo "== AllReduce, 1,024 GPUs"
 rss allreduce_p1 "$CL" --scenario allreduce "${AR_ARGS[@]}" --json "$OUT/allreduce_p1.json"
 echo "== AllReduce, 1,024 ranks x 1 MiB, flow level, ring planner (issue 9 must-show 1)"
@@ -75,6 +80,14 @@ if "allreduce_flow_p1" in r:
     a = r["allreduce_flow_p1"]
     s["flow_allreduce_1MiB"] = {"gpus": a["gpus"], "wall_s": a["wall_s"], "peak_rss_kb": a["peak_rss_kb"],
                                 "target": "wall <= 0.47 s, peak <= 50 MB at 1,024 ranks (issue 9)"}
+if "inflight_small" in r and "inflight_big" in r:
+    a, b = r["inflight_small"], r["inflight_big"]
+    frame = 4096  # buffer bytes per queued packet: cluster.mtu payload + nic.header_bytes (default 0)
+    dq = (b["fabric"]["max_buffer_bytes"] - a["fabric"]["max_buffer_bytes"]) / frame
+    drss = (b["peak_rss_kb_time"] - a["peak_rss_kb_time"]) * 1024
+    s["memory_per_inflight_packet_b"] = {"queued_packets_delta": round(dq), "rss_delta_b": drss,
+                                         "bytes_per_packet": round(drss / dq, 1) if dq > 0 else None,
+                                         "target": "<= 256 B per in-flight packet (issue 7)"}
 s["events_per_s"] = {k: v["events_per_s"] for k, v in r.items()}
 s["ok"] = ok
 json.dump(s, open(out + "/summary.json", "w"), indent=2)

@@ -49,9 +49,15 @@ const std::vector<SpecKey>& fabric_spec_keys() {
   return keys;
 }
 
-void parse_fabric_keys(const std::function<std::optional<std::string>(const std::string&)>& get,
+void parse_fabric_keys(const std::function<std::optional<std::string>(const std::string&)>& get_value,
                        const std::function<std::string(const std::string&)>& file_of,
                        models::FabricParams& p) {
+  // Every key found is recorded with its origin, for cross-field errors raised later.
+  const auto get = [&](const std::string& key) {
+    auto v = get_value(key);
+    if (v) p.key_source[key] = file_of(key);
+    return v;
+  };
   auto dbl = [&](const std::string& key, double& field, double lo, double hi) {
     if (auto v = get(key)) {
       char* end = nullptr;

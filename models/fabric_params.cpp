@@ -38,30 +38,30 @@ const char* routing_name(RoutingMode m) {
 
 void validate(const FabricParams& p) {
   if (p.sw.routing != RoutingMode::kEcmp && !p.sw.pfc) {
-    throw engine::InputError(p.source, "switch.routing",
+    throw engine::InputError(p.origin("switch.routing"), "switch.routing",
                              std::string("'") + routing_name(p.sw.routing) +
                                  "' reorders packets, which go-back-N on a lossy fabric would treat as loss",
                              "set switch.pfc: true (lossless) or switch.routing: ecmp");
   }
   if (p.sw.buffer_bytes > 0 && p.sw.pfc_xoff_bytes >= p.sw.buffer_bytes) {
-    throw engine::InputError(p.source, "switch.pfc_xoff", "is not below switch.buffer, so PFC would never pause",
+    throw engine::InputError(p.origin("switch.pfc_xoff"), "switch.pfc_xoff", "is not below switch.buffer, so PFC would never pause",
                              "give a static XOFF threshold below the buffer, or 0 (dynamic)");
   }
   if (p.sw.pfc_headroom_bytes > (1ull << 32)) {
-    throw engine::InputError(p.source, "switch.pfc_headroom", "is more than 4 GiB per port",
+    throw engine::InputError(p.origin("switch.pfc_headroom"), "switch.pfc_headroom", "is more than 4 GiB per port",
                              "give a few link BDPs (e.g. 200KB) or 0 (auto)");
   }
   if (p.nic.flow_start == FlowStart::kStaggered && p.nic.stagger_window_ps <= 0) {
-    throw engine::InputError(p.source, "nic.stagger_window", "is 0 with nic.flow_start: staggered",
+    throw engine::InputError(p.origin("nic.stagger_window"), "nic.stagger_window", "is 0 with nic.flow_start: staggered",
                              "give a window like 10us, or nic.flow_start: all");
   }
   if (p.dcqcn.g <= 0) {
-    throw engine::InputError(p.source, "cc.dcqcn_g", "is 0: alpha would never change", "use e.g. 0.00390625 (1/256)");
+    throw engine::InputError(p.origin("cc.dcqcn_g"), "cc.dcqcn_g", "is 0: alpha would never change", "use e.g. 0.00390625 (1/256)");
   }
   const std::uint64_t kmin = p.sw.ecn_kmin_bytes > 0 ? p.sw.ecn_kmin_bytes : 100'000;
   const std::uint64_t kmax = p.sw.ecn_kmax_bytes > 0 ? p.sw.ecn_kmax_bytes : 400'000;
   if (kmin >= kmax) {
-    throw engine::InputError(p.source, "switch.ecn_kmin", "must be below switch.ecn_kmax",
+    throw engine::InputError(p.origin("switch.ecn_kmin"), "switch.ecn_kmin", "must be below switch.ecn_kmax",
                              "e.g. ecn_kmin: 100KB, ecn_kmax: 400KB");
   }
 }

@@ -4,6 +4,7 @@
 /// NIC queue pairs, reliability and congestion control. Spec sections `switch:`, `nic:` and
 /// `cc:` (jobs/spec.cpp); `fabricsim describe` and docs/config.md list them with units.
 #include <cstdint>
+#include <map>
 #include <string>
 
 #include "engine/time.hpp"
@@ -135,6 +136,14 @@ struct FabricParams {
   DcqcnParams dcqcn;
   HpccParams hpcc;
   std::string source = "<spec>";  ///< spec file, for error messages
+  /// Where each key that was given came from (the spec file, "<cli>" for --set, ...), filled by
+  /// jobs::parse_fabric_keys. Keys not listed were defaults or derived: their origin is `source`.
+  std::map<std::string, std::string> key_source;
+  /// The file (or "<cli>") to name in an error about `key`.
+  const std::string& origin(const std::string& key) const {
+    const auto it = key_source.find(key);
+    return it == key_source.end() ? source : it->second;
+  }
 };
 
 /// Parses "none" | "dcqcn" | "hpcc". @throws engine::InputError naming `file` and `field`.

@@ -49,7 +49,7 @@ std::uint32_t Nic::qp_for(std::uint32_t dst, std::uint32_t channel, std::uint32_
   auto [it, inserted] = qp_index_.try_emplace(key, static_cast<std::uint32_t>(qps_.size()));
   if (!inserted) return it->second;
   if (qps_.size() >= 0xFFFF) {
-    throw engine::InputError(params_.source, "nic.qps_per_connection",
+    throw engine::InputError(params_.origin("nic.qps_per_connection"), "nic.qps_per_connection",
                              "gpu " + std::to_string(id_) + " needs more than 65,535 queue pairs",
                              "lower nic.qps_per_connection");
   }

@@ -74,7 +74,7 @@ SwitchLp::SwitchLp(const Topology& topo, engine::LpId id, const FabricParams& pa
   std::uint64_t buffer = sp.buffer_bytes;
   if (buffer == 0) buffer = std::max<std::uint64_t>(64ull << 20, total_headroom + (32ull << 20));
   if (!unbounded_ && total_headroom >= buffer) {
-    throw engine::InputError(params_.source, "switch.buffer",
+    throw engine::InputError(params_.origin("switch.buffer"), "switch.buffer",
                              topo_.describe(id_) + " needs " + std::to_string(total_headroom) +
                                  " bytes of PFC headroom but its buffer is " + std::to_string(buffer) +
                                  " bytes",

@@ -159,8 +159,13 @@ std::string format_topology_stats(const Topology &topo, const TopologyStats &s) 
                        t.lateral_bps ? ", lateral " + gbps(t.lateral_bps) : "", ratio);
   }
   out += fmt::format("bisection bandwidth: {} ({})\n", gbps(s.bisection_bps), s.bisection_method);
-  out += fmt::format("diameter: {} hops GPU to GPU through the fabric (NVLink pairs: 2)\n",
-                     s.diameter_hops);
+  if (s.diameter_hops > 0) {
+    out += fmt::format("diameter: {} hops GPU to GPU through the fabric (NVLink pairs: 2)\n",
+                       s.diameter_hops);
+  } else {
+    out += "diameter: no GPU pair crosses the fabric (every GPU pair shares an NVLink domain or "
+           "is unreachable; NVLink pairs: 2 hops)\n";
+  }
   if (s.unreachable_pairs) {
     out += fmt::format(
         "unreachable: {} ordered GPU pairs in different NVLink domains have no network path\n",

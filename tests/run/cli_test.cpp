@@ -195,8 +195,8 @@ TEST_F(Cli, FabricBadInput) {
   const std::string w = fabricsim::testing::data("chakra/astra-sim/examples/workload/microbenchmarks/all_reduce/8npus_1MB/all_reduce");
   expect_bad("run --workload " + w + " --set nic.cc=timely", {"nic.cc", "'timely'", "none, dcqcn or hpcc"});
   expect_bad("run --workload " + w + " --set switch.routing=random", {"switch.routing", "ecmp, spray or adaptive"});
-  expect_bad("run --workload " + w + " --set switch.routing=spray --set switch.pfc=false", {"switch.routing", "switch.pfc"});
-  expect_bad("run --workload " + w + " --set switch.buffer=16KiB", {"switch.buffer", "headroom"});
+  expect_bad("run --workload " + w + " --set switch.routing=spray --set switch.pfc=false", {"<cli>: switch.routing", "switch.pfc"});
+  expect_bad("run --workload " + w + " --set switch.buffer=16KiB", {"<cli>: switch.buffer", "headroom"});
   expect_bad("run --workload " + w + " --set switch.ecn_kmin=500KB --set switch.ecn_kmax=100KB", {"switch.ecn_kmin"});
   expect_bad("run --workload " + w + " --set nic.qps_per_connection=0", {"nic.qps_per_connection"});
   expect_bad("run --workload " + w + " --set cc.dcqcn_g=2", {"cc.dcqcn_g"});
