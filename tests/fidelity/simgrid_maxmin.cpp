@@ -54,6 +54,7 @@ struct Flow {
   unsigned long long bytes = 0;
   std::vector<long long> links;
   double finish_us = -1;
+  int line = 0;  // input line, for messages
 };
 
 [[noreturn]] void bad(const std::string& file, int line, const std::string& what, const std::string& fix) {
@@ -88,6 +89,7 @@ int main(int argc, char** argv) {
       if (!link_bps.emplace(id, bps).second) bad(in_path, lineno, "link " + std::to_string(id) + " twice", "give each link once");
     } else if (kind == "flow") {
       Flow f;
+      f.line = lineno;
       std::size_t n = 0;
       if (!(ls >> f.id >> f.src >> f.dst >> f.start_ps >> f.bytes >> n) || n == 0 || f.bytes == 0 || f.start_ps < 0) {
         bad(in_path, lineno, "bad flow line", "write: flow <id> <src> <dst> <start_ps >= 0> <bytes > 0> <n > 0> <links...>");
@@ -133,7 +135,7 @@ int main(int argc, char** argv) {
   std::map<std::pair<long long, long long>, long long> route_of;  // (src, dst) -> flow id
   for (const Flow& f : flows) {
     if (!route_of.emplace(std::make_pair(f.src, f.dst), f.id).second) {
-      bad(in_path, 0, "flows " + std::to_string(route_of[{f.src, f.dst}]) + " and " + std::to_string(f.id) + " share (src, dst)",
+      bad(in_path, f.line, "flows " + std::to_string(route_of[{f.src, f.dst}]) + " and " + std::to_string(f.id) + " share (src, dst)",
           "a SimGrid route is per host pair: give each flow its own pair");
     }
     std::vector<sg4::LinkInRoute> route;
@@ -164,7 +166,7 @@ int main(int argc, char** argv) {
                simgrid::config::get_value<bool>("network/crosstraffic") ? 1 : 0);
   std::fprintf(out, "# id finish_ps\n");
   for (const Flow& f : flows) {
-    if (f.finish_us < 0) bad(in_path, 0, "flow " + std::to_string(f.id) + " never finished", "check its route");
+    if (f.finish_us < 0) bad(in_path, f.line, "flow " + std::to_string(f.id) + " never finished", "check its route");
     std::fprintf(out, "%lld %.6f\n", f.id, f.finish_us * 1e6);
   }
   return std::fclose(out) == 0 ? 0 : 2;
