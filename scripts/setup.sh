@@ -9,9 +9,11 @@ PKGS=(cmake ninja-build g++ pkg-config make
   libyaml-cpp-dev nlohmann-json3-dev libcli11-dev libfmt-dev libspdlog-dev libpugixml-dev
   libmetis-dev libzstd-dev python3-h5py python3-numpy python3-matplotlib
   slurm-wlm munge   # slurm-wlm + munge: the real single-node Slurm of tests/slurm
-  libns3-dev)       # ns-3 3.37 for the cross-check in tests/ns3 (headers /usr/include/ns3,
+  libns3-dev        # ns-3 3.37 for the cross-check in tests/ns3 (headers /usr/include/ns3,
                     # libns3-<module>.so.37); linked directly, so ns-3's CMake config and the
                     # libgsl-dev it names are not needed (docs/validation_ns3.md)
+  libsimgrid-dev)   # SimGrid 3.32 for the flow rung's max-min cross-check (tests/fidelity,
+                    # docs/fidelity.md); found through its pkg-config file
 missing=()
 for p in "${PKGS[@]}"; do
   if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
