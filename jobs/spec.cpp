@@ -103,6 +103,8 @@ const std::vector<SpecKey>& spec_keys() {
       {"simccl.gpu_sm", "int", "90", "GPU compute capability x10 for the NCCL cost model (70 V100, 80 A100, 90 H100, 100 B200)"},
       {"simccl.schedule", "string", "", "custom schedules replayed as given: TE-CCL JSON / MSCCL-IR XML files, comma-separated, "
                                         "relative to the spec file; each plans the collectives of its op and rank count (docs/simccl.md)"},
+      {"simccl.lazy_plans", "bool", "true", "NCCL ring AllReduce/AllGather/ReduceScatter plans produced step by step as each rank reaches "
+                                             "them (O(channels) memory per rank); false materializes every op up front (same results)"},
       {"simccl.topo_fallback", "bool", "false", "when NCCL_TOPO_FILE cannot be read, plan on NCCL's fallback (flat PCIe, no NVLink) "
                                                "instead of failing"},
   };
@@ -531,6 +533,12 @@ Spec load_spec(const std::string& path, const std::vector<std::string>& sets) {
       throw InputError(file_of("simccl.topo_fallback"), "simccl.topo_fallback", "'" + *v + "' is not a bool", "use true or false");
     }
     s.simccl_extras.topo_fallback = *v == "true" || *v == "1";
+  }
+  if (auto v = str("simccl.lazy_plans")) {
+    if (*v != "true" && *v != "false" && *v != "1" && *v != "0") {
+      throw InputError(file_of("simccl.lazy_plans"), "simccl.lazy_plans", "'" + *v + "' is not a bool", "use true or false");
+    }
+    s.simccl_extras.lazy_plans = *v == "true" || *v == "1";
   }
   s.output_h5 = "fabricsim_results.h5";
   if (auto v = str("output.h5")) s.output_h5 = *v;

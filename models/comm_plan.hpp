@@ -51,6 +51,109 @@ struct LazyRing {
   std::function<std::uint64_t(std::uint32_t)> step_bytes;  ///< bytes sent at step k (deterministic, pure)
 };
 
+struct RankPlan;
+
+/// Position of one channel's send cursor in a LazyChannelRing: loop l, step k, slice j (of ns
+/// slices at (l, k)); done once every send of the channel was issued.
+struct RingCursor {
+  std::uint64_t l = 0;
+  std::uint32_t k = 0;
+  std::uint32_t j = 0;
+  std::uint32_t ns = 0;
+  bool done = false;
+};
+
+/// The NCCL ring family (simccl's NcclPlanner: ring AllReduce / AllGather / ReduceScatter over
+/// several channels, loops of chunks, slices per step) in lazy form: O(channels) memory per rank
+/// instead of channels x loops x steps x slices ops. Per channel c the rank sends, in order, for
+/// every loop l < nloops[c], step k < steps and slice j < ns(l, k) one message to next[c]; each
+/// send waits for the channel's previous send and, when k > 0 and j < nr(l, k-1), for the receive
+/// of slice j of step k-1 from prev[c]. ns / nr = slices of the piece this rank / its predecessor
+/// sends at (l, k). Tags: ((c (max_loops + 1) + l) steps + k) max_slices + j, unique per
+/// receiver. Exactly the ops, dependencies, tags and message sizes of the materialized plan
+/// (`materialize()`, which the planner also uses for tests and reports).
+struct LazyChannelRing {
+  std::uint32_t channels = 0;
+  std::uint32_t steps = 0;
+  std::uint32_t max_slices = 1;
+  std::uint64_t max_loops = 1;        ///< tag stride: loops of the largest channel
+  std::uint64_t slice_bytes = 1;      ///< data bytes per slice (protocol slice size)
+  std::vector<std::uint32_t> next;    ///< per channel: global rank sent to
+  std::vector<std::uint32_t> prev;    ///< per channel: global rank received from
+  std::vector<std::uint64_t> nloops;  ///< per channel
+  /// Data bytes this rank (theirs = false) or its predecessor (theirs = true) sends at loop l,
+  /// step k of channel c (deterministic, pure).
+  std::function<std::uint64_t(std::uint32_t c, std::uint64_t l, std::uint32_t k, bool theirs)> piece;
+  /// Bytes on the wire for `data` payload bytes (the protocol's efficiency).
+  std::function<std::uint64_t(std::uint64_t data)> wire;
+  /// The equivalent materialized plan.
+  std::function<RankPlan()> materialize;
+
+  std::uint32_t nslices(std::uint64_t bytes) const {
+    const std::uint64_t n = bytes == 0 ? 1 : (bytes + slice_bytes - 1) / slice_bytes;
+    return static_cast<std::uint32_t>(n < 1 ? 1 : (n > max_slices ? max_slices : n));
+  }
+  std::uint32_t tag(std::uint32_t c, std::uint64_t l, std::uint32_t k, std::uint32_t j) const {
+    return static_cast<std::uint32_t>(((c * (max_loops + 1) + l) * steps + k) * max_slices + j);
+  }
+  /// Receive slot of (l, k, j) inside channel c's arrival bitmap.
+  std::uint64_t recv_index(std::uint64_t l, std::uint32_t k, std::uint32_t j) const {
+    return (l * steps + k) * max_slices + j;
+  }
+  std::uint64_t recv_slots(std::uint32_t c) const { return nloops[c] * steps * max_slices; }
+  /// Decodes a tag into (channel, receive slot); false if no receive of this plan has it.
+  bool decode(std::uint32_t t, std::uint32_t& c, std::uint64_t& slot) const {
+    const std::uint64_t per_c = (max_loops + 1) * steps * max_slices;
+    c = static_cast<std::uint32_t>(t / per_c);
+    if (c >= channels) return false;
+    const std::uint64_t rest = t % per_c;
+    const std::uint32_t j = static_cast<std::uint32_t>(rest % max_slices);
+    const std::uint32_t k = static_cast<std::uint32_t>((rest / max_slices) % steps);
+    const std::uint64_t l = rest / (std::uint64_t{max_slices} * steps);
+    if (l >= nloops[c] || j >= nslices(piece(c, l, k, true))) return false;
+    slot = recv_index(l, k, j);
+    return true;
+  }
+  /// Sets `cur` on channel c's first send.
+  void first(std::uint32_t c, RingCursor& cur) const {
+    cur = RingCursor{};
+    cur.done = nloops[c] == 0 || steps == 0;
+    if (!cur.done) cur.ns = nslices(piece(c, 0, 0, false));
+  }
+  /// Moves `cur` to channel c's next send.
+  void advance(std::uint32_t c, RingCursor& cur) const {
+    if (++cur.j < cur.ns) return;
+    cur.j = 0;
+    if (++cur.k == steps) {
+      cur.k = 0;
+      if (++cur.l == nloops[c]) {
+        cur.done = true;
+        return;
+      }
+    }
+    cur.ns = nslices(piece(c, cur.l, cur.k, false));
+  }
+  /// Data bytes of the send at `cur` (slice j of the piece, split as simccl's chunk_bytes).
+  std::uint64_t send_data(std::uint32_t c, const RingCursor& cur) const {
+    const std::uint64_t mine = piece(c, cur.l, cur.k, false);
+    return mine / cur.ns + (cur.j < mine % cur.ns ? 1 : 0);
+  }
+  /// True if the send at `cur` waits for a receive; its slot in `slot`.
+  bool waits_for(std::uint32_t c, const RingCursor& cur, std::uint64_t& slot) const {
+    if (cur.k == 0 || cur.j >= nslices(piece(c, cur.l, cur.k - 1, true))) return false;
+    slot = recv_index(cur.l, cur.k - 1, cur.j);
+    return true;
+  }
+  /// Receives of channel c (one per slice of every piece the predecessor sends).
+  std::uint64_t recv_count(std::uint32_t c) const {
+    std::uint64_t n = 0;
+    for (std::uint64_t l = 0; l < nloops[c]; ++l) {
+      for (std::uint32_t k = 0; k < steps; ++k) n += nslices(piece(c, l, k, true));
+    }
+    return n;
+  }
+};
+
 /// What one rank does for one collective: ops plus their dependencies in CSR form, or a lazy
 /// ring (then ops is empty). Memory: 32 B per op + 4 B per op (offsets) + 4 B per dependency edge.
 struct RankPlan {
@@ -58,6 +161,7 @@ struct RankPlan {
   std::vector<std::uint32_t> dep_begin;   ///< deps of op i: dep_index[dep_begin[i] .. dep_begin[i+1]); size ops+1 (or empty when ops is)
   std::vector<std::uint32_t> dep_index;   ///< indices of ops of this rank that must complete first
   std::shared_ptr<const LazyRing> lazy_ring;  ///< set: the plan is this ring (ops empty)
+  std::shared_ptr<const LazyChannelRing> lazy_channels;  ///< set: the plan is this NCCL ring family (ops empty)
 
   /// Appends an op that starts once the ops `deps` (indices < its own) completed.
   /// @returns the new op's index.
@@ -73,7 +177,9 @@ struct RankPlan {
   }
   std::uint32_t size() const { return static_cast<std::uint32_t>(ops.size()); }
   /// True if the collective has nothing to do on this rank (no ops, no lazy ring steps).
-  bool empty() const { return ops.empty() && (!lazy_ring || lazy_ring->steps == 0); }
+  bool empty() const {
+    return ops.empty() && (!lazy_ring || lazy_ring->steps == 0) && (!lazy_channels || lazy_channels->channels == 0);
+  }
   /// Dependencies of op i (indices < i).
   std::span<const std::uint32_t> deps(std::uint32_t i) const {
     return {dep_index.data() + dep_begin[i], dep_begin[i + 1] - dep_begin[i]};
@@ -90,9 +196,11 @@ struct RankPlan {
     std::vector<std::uint32_t>().swap(dep_begin);
     std::vector<std::uint32_t>().swap(dep_index);
     lazy_ring.reset();
+    lazy_channels.reset();
   }
   /// The materialized equivalent: a copy of this plan, or a lazy ring's 2 x steps ops.
   RankPlan expanded() const {
+    if (lazy_channels) return lazy_channels->materialize();
     if (!lazy_ring) return *this;
     RankPlan p;
     const LazyRing& r = *lazy_ring;

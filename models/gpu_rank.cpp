@@ -170,6 +170,10 @@ void GpuRankLp::start_collective(std::uint32_t n, Context& ctx) {
     start_lazy_ring(slot, ctx);
     return;
   }
+  if (st.plan.lazy_channels) {
+    start_lazy_channels(slot, ctx);
+    return;
+  }
   const std::uint32_t nops = st.plan.size();
   if (st.plan.dep_begin.size() != nops + std::size_t{1} || st.plan.dep_begin.back() != st.plan.dep_index.size()) {
     throw engine::InternalError("rank " + std::to_string(id_) + ": malformed plan (dep_begin must have ops + 1 "
@@ -247,6 +251,65 @@ void GpuRankLp::start_lazy_ring(std::uint32_t slot, Context& ctx) {
   }
 }
 
+// Lazy NCCL ring family. Same order of sends as the materialized plan: at the start every
+// channel's first send in channel order (the plan's roots in index order; no other send can be
+// ready then, each waits for its channel's previous send); afterwards a completed send or an
+// arrived receive can ready only the next send of its own channel.
+void GpuRankLp::start_lazy_channels(std::uint32_t slot, Context& ctx) {
+  CollState& st = coll_states_[slot];
+  const LazyChannelRing& r = *st.plan.lazy_channels;
+  st.cursor.assign(r.channels, RingCursor{});
+  st.in_flight.assign(r.channels, 0);
+  st.got_word.assign(r.channels + std::size_t{1}, 0);
+  st.recvs_left = 0;
+  for (std::uint32_t c = 0; c < r.channels; ++c) {
+    st.got_word[c + 1] = st.got_word[c] + (r.recv_slots(c) + 63) / 64;
+    st.recvs_left += r.recv_count(c);
+    r.first(c, st.cursor[c]);
+  }
+  st.ring_got.assign(st.got_word.back(), 0);
+  std::vector<std::uint64_t> early;
+  early.swap(st.early);
+  st.started = false;  // channel_message only records these
+  for (std::uint64_t key : early) channel_message(slot, key, ctx);
+  st.started = true;
+  for (std::uint32_t c = 0; c < r.channels && !st.completed; ++c) channel_send(slot, c, ctx);
+}
+
+void GpuRankLp::channel_send(std::uint32_t slot, std::uint32_t c, Context& ctx) {
+  CollState& st = coll_states_[slot];
+  if (!st.started || st.completed || st.in_flight[c] || st.cursor[c].done) return;
+  const LazyChannelRing& r = *st.plan.lazy_channels;
+  const RingCursor cur = st.cursor[c];
+  std::uint64_t need = 0;
+  if (r.waits_for(c, cur, need) && !(st.ring_got[st.got_word[c] + need / 64] >> (need % 64) & 1u)) return;
+  st.in_flight[c] = 1;  // before start_flow: a completion may come back synchronously
+  start_flow(r.next[c], r.wire(r.send_data(c, cur)), static_cast<std::uint32_t>((*program_)[st.node].group),
+             instance_[st.node], r.tag(c, cur.l, cur.k, cur.j), slot, c, ctx, static_cast<std::uint16_t>(c));
+}
+
+void GpuRankLp::channel_message(std::uint32_t slot, std::uint64_t key, Context& ctx) {
+  CollState& st = coll_states_[slot];
+  const LazyChannelRing& r = *st.plan.lazy_channels;
+  std::uint32_t c = 0;
+  std::uint64_t rs = 0;
+  if (!r.decode(static_cast<std::uint32_t>(key & 0xFFFFFFFFu), c, rs) || (key >> 32) != r.prev[c] ||
+      (st.ring_got[st.got_word[c] + rs / 64] >> (rs % 64) & 1u)) {
+    throw engine::InternalError("rank " + std::to_string(id_) + ": message from rank " + std::to_string(key >> 32) +
+                                " tag " + std::to_string(key & 0xFFFFFFFFu) +
+                                " matches no open receive of collective node " + std::to_string(st.node));
+  }
+  st.ring_got[st.got_word[c] + rs / 64] |= std::uint64_t{1} << (rs % 64);
+  --st.recvs_left;
+  if (!st.started) return;  // replayed at the start
+  channel_send(slot, c, ctx);
+  if (!st.completed && st.recvs_left == 0) {
+    bool idle = true;
+    for (std::uint32_t x = 0; x < r.channels && idle; ++x) idle = st.cursor[x].done && !st.in_flight[x];
+    if (idle) finish_collective(slot, ctx);
+  }
+}
+
 void GpuRankLp::ring_send(std::uint32_t slot, std::uint32_t step, Context& ctx) {
   const CollState& st = coll_states_[slot];
   const LazyRing& r = *st.plan.lazy_ring;
@@ -291,6 +354,10 @@ void GpuRankLp::coll_message(std::uint32_t slot, std::uint64_t key, Context& ctx
     throw engine::InternalError("rank " + std::to_string(id_) + ": message from rank " + std::to_string(key >> 32) +
                                 " for collective node " + std::to_string(st.node) + " after it completed");
   }
+  if (st.plan.lazy_channels) {
+    channel_message(slot, key, ctx);
+    return;
+  }
   if (st.plan.lazy_ring) {
     const std::uint64_t k = key & 0xFFFFFFFFu;
     if ((key >> 32) != st.plan.lazy_ring->prev || k >= st.plan.lazy_ring->steps ||
@@ -318,6 +385,19 @@ void GpuRankLp::coll_message(std::uint32_t slot, std::uint64_t key, Context& ctx
 
 void GpuRankLp::op_done(std::uint32_t slot, std::uint32_t op, Context& ctx) {
   CollState& st2 = coll_states_[slot];  // deque: stays valid while slots are added
+  if (st2.plan.lazy_channels) {
+    // Lazy channels: `op` is the channel whose send completed.
+    const LazyChannelRing& r = *st2.plan.lazy_channels;
+    st2.in_flight[op] = 0;
+    r.advance(op, st2.cursor[op]);
+    channel_send(slot, op, ctx);
+    if (!st2.completed && st2.recvs_left == 0) {
+      bool idle = true;
+      for (std::uint32_t x = 0; x < r.channels && idle; ++x) idle = st2.cursor[x].done && !st2.in_flight[x];
+      if (idle) finish_collective(slot, ctx);
+    }
+    return;
+  }
   ++st2.done_ops;
   std::uint32_t total = st2.plan.size();
   if (st2.plan.lazy_ring) {
@@ -336,7 +416,12 @@ void GpuRankLp::op_done(std::uint32_t slot, std::uint32_t op, Context& ctx) {
       }
     }
   }
-  if (!st2.completed && st2.done_ops == total) {
+  if (!st2.completed && st2.done_ops == total) finish_collective(slot, ctx);
+}
+
+void GpuRankLp::finish_collective(std::uint32_t slot, Context& ctx) {
+  CollState& st2 = coll_states_[slot];
+  {
     st2.completed = true;
     const WorkNode& node = (*program_)[st2.node];
     account(ctx.now());
@@ -354,6 +439,9 @@ void GpuRankLp::op_done(std::uint32_t slot, std::uint32_t op, Context& ctx) {
     std::vector<std::uint64_t>().swap(st2.recv_key);
     std::vector<std::uint32_t>().swap(st2.recv_op);
     std::vector<std::uint64_t>().swap(st2.ring_got);
+    std::vector<RingCursor>().swap(st2.cursor);
+    std::vector<std::uint64_t>().swap(st2.got_word);
+    std::vector<std::uint8_t>().swap(st2.in_flight);
     coll_slot_.erase((static_cast<std::uint64_t>(static_cast<std::uint32_t>(node.group)) << 32) | instance_[st2.node]);
     retired_slots_.push_back(slot);
     node_done(st2.node, ctx);

@@ -104,7 +104,14 @@ class GpuRankLp final : public engine::Lp, private NicOwner {
     std::vector<std::uint64_t> recv_key;  ///< (peer << 32 | tag) of every receive, sorted
     std::vector<std::uint32_t> recv_op;   ///< op index of recv_key[i]
     std::vector<std::uint64_t> early;     ///< (src << 32 | tag) of messages that came before the plan started
-    std::vector<std::uint64_t> ring_got;  ///< lazy ring: bit k = step k's message arrived (steps / 8 bytes)
+    std::vector<std::uint64_t> ring_got;  ///< lazy ring: bit k = step k's message arrived (steps / 8 bytes);
+                                          ///< lazy channels: every channel's receive slots, from got_word[c]
+    // Lazy NCCL ring family (RankPlan::lazy_channels): per channel the send cursor, whether its
+    // send is in flight and the first bitmap word; receives still to come.
+    std::vector<RingCursor> cursor;
+    std::vector<std::uint64_t> got_word;
+    std::vector<std::uint8_t> in_flight;
+    std::uint64_t recvs_left = 0;
     std::uint32_t done_ops = 0;
     bool started = false;
     bool completed = false;
@@ -142,6 +149,10 @@ class GpuRankLp final : public engine::Lp, private NicOwner {
   void on_message(const Packet& p, engine::Context& ctx);
   void coll_message(std::uint32_t slot, std::uint64_t key, engine::Context& ctx);
   void start_lazy_ring(std::uint32_t slot, engine::Context& ctx);
+  void start_lazy_channels(std::uint32_t slot, engine::Context& ctx);
+  void channel_send(std::uint32_t slot, std::uint32_t c, engine::Context& ctx);
+  void channel_message(std::uint32_t slot, std::uint64_t key, engine::Context& ctx);
+  void finish_collective(std::uint32_t slot, engine::Context& ctx);
   void ring_send(std::uint32_t slot, std::uint32_t step, engine::Context& ctx);
   std::uint32_t recv_of(const CollState& st, std::uint64_t key) const;
   std::uint32_t slot_of(std::uint32_t group, std::uint32_t instance);

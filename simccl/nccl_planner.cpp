@@ -241,7 +241,9 @@ std::uint32_t nslices(std::uint64_t piece, const ProtoSizes& z) {
 
 }  // namespace
 
-RankPlan NcclPlanner::plan(const CollRequest& req) const {
+RankPlan NcclPlanner::plan(const CollRequest& req) const { return plan_impl(req, cfg_.lazy_rings); }
+
+RankPlan NcclPlanner::plan_impl(const CollRequest& req, bool lazy) const {
   const auto& ranks = *req.ranks;
   const auto n = static_cast<std::uint32_t>(ranks.size());
   if (n <= 1 || req.bytes == 0) return {};
@@ -476,6 +478,66 @@ RankPlan NcclPlanner::plan(const CollRequest& req) const {
 
   const bool ar = req.op == CollOp::kAllReduce;
   const std::uint32_t steps = ar ? 2 * (n - 1) : n - 1;
+  if (lazy) {
+    // The same chain as below, produced step by step by the executor (models::LazyChannelRing).
+    auto r = std::make_shared<models::LazyChannelRing>();
+    r->channels = nc;
+    r->steps = steps;
+    r->max_slices = z.max_slices;
+    r->slice_bytes = std::max<std::uint64_t>(1, z.slice);
+    r->max_loops = std::max<std::uint64_t>(1, ceil_div(ar ? chunk_bytes(S, nc, 0) : chunk_bytes(chunk_bytes(S, n, 0), nc, 0),
+                                                      ar ? z.chunk * n : z.chunk));
+    std::vector<std::uint32_t> pos(nc);
+    std::vector<std::uint64_t> bc(nc);
+    for (std::uint32_t c = 0; c < nc; ++c) {
+      const auto& ring = ci->rings[c];
+      const std::uint32_t p = ci->ring_pos[c][me];
+      pos[c] = p;
+      r->next.push_back(ranks[ring[(p + 1) % n]]);
+      r->prev.push_back(ranks[ring[(p + n - 1) % n]]);
+      bc[c] = chunk_bytes(S, nc, c);
+      const std::uint64_t loop = ar ? z.chunk * n : z.chunk;
+      std::uint64_t nloops = 1;
+      if (ar) {
+        nloops = std::max<std::uint64_t>(1, ceil_div(bc[c], loop));
+      } else {
+        for (std::uint32_t mbr = 0; mbr < n; ++mbr) {
+          nloops = std::max(nloops, ceil_div(chunk_bytes(chunk_bytes(S, n, mbr), nc, c), z.chunk));
+        }
+      }
+      r->nloops.push_back(nloops);
+      // One past the channel's last tag; beyond 32 bits the materialized path reports the error.
+      if (((c * (r->max_loops + 1) + nloops) * steps) * z.max_slices > (1ull << 32)) return plan_impl(req, false);
+    }
+    const CollOp op = req.op;
+    const std::uint64_t chunk = z.chunk;
+    r->piece = [ci, pos = std::move(pos), bc = std::move(bc), ar, n, S, nc, chunk, op](
+                   std::uint32_t c, std::uint64_t l, std::uint32_t k, bool theirs) -> std::uint64_t {
+      const std::uint32_t from = theirs ? (pos[c] + n - 1) % n : pos[c];
+      if (ar) {
+        const std::uint64_t loop = chunk * n;
+        const std::uint64_t L = std::min(loop, bc[c] - std::min(bc[c], l * loop));
+        const std::uint32_t slot = k < n - 1 ? mod(static_cast<std::int64_t>(from) - k, n)
+                                             : mod(static_cast<std::int64_t>(from) + 1 - (k - (n - 1)), n);
+        return chunk_bytes(L, n, slot);
+      }
+      const std::uint32_t slot = op == CollOp::kAllGather ? mod(static_cast<std::int64_t>(from) - k, n)
+                                                          : mod(static_cast<std::int64_t>(from) - k - 1, n);
+      const std::uint64_t share = chunk_bytes(chunk_bytes(S, n, ci->rings[c][slot]), nc, c);
+      return std::min(chunk, share - std::min(share, l * chunk));
+    };
+    const Proto proto = d.proto;
+    r->wire = [proto](std::uint64_t data) { return wire_bytes(proto, data); };
+    auto ranks_copy = std::make_shared<const std::vector<std::uint32_t>>(ranks);
+    r->materialize = [this, req, ranks_copy]() {
+      models::CollRequest q = req;
+      q.ranks = ranks_copy.get();
+      return plan_impl(q, false);
+    };
+    RankPlan out;
+    out.lazy_channels = std::move(r);
+    return out;
+  }
   for (std::uint32_t c = 0; c < nc; ++c) {
     const auto& ring = ci->rings[c];
     const std::uint32_t p = ci->ring_pos[c][me];

@@ -35,6 +35,9 @@ struct PlannerExtras {
   /// simccl.topo_fallback: when NCCL_TOPO_FILE cannot be read, plan on NCCL's auto-detected
   /// fallback (flat PCIe: no NVLink) instead of failing.
   bool topo_fallback = false;
+  /// simccl.lazy_plans: NCCL ring-family plans in lazy form (models::LazyChannelRing, O(channels)
+  /// memory per rank); false materializes every op up front. Same results either way.
+  bool lazy_plans = true;
 };
 
 /// @param kind "nccl" (NcclPlanner) or "ring" (RingPlanner)
