@@ -79,7 +79,10 @@ Action add_kernels(CLI::App& app) {
       const auto& g = kernels::find_gpu(o->gpu, "<cli>", "--gpu");
       double f = 0, b = 0;
       work_of(*o, d, f, b);
-      const auto e = db.estimate(g, o->op, d, f, b, o->no_model ? kernels::Fallback::kNone : kernels::Fallback::kRoofline);
+      const kernels::KernelShape shape =
+          o->m > 0 ? kernels::KernelShape::gemm(o->m, o->n, o->k) : kernels::KernelShape{};
+      const auto e = db.estimate(g, o->op, d, f, b, o->no_model ? kernels::Fallback::kNone : kernels::Fallback::kRoofline,
+                                 kernels::RooflineEfficiency{}, shape);
       if (root) {
         std::printf("%s %s on %s: %.3f us (%s, %s-bound", o->op.c_str(), kernels::dtype_name(d), g.name.c_str(), e.time_us,
                     e.how.c_str(), kernels::kernel_class_name(e.cls));

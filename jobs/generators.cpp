@@ -124,13 +124,37 @@ struct Kernel {
   double flops = 0;      ///< executed FLOPs (timing)
   double bytes = 0;
   double model_flops = 0;  ///< FLOPs counted for MFU
+  kernels::KernelShape dims{};  ///< GEMM/attention shape for the efficiency model
+  /// A GEMM that stays in 16-bit in an FP8 job (Megatron-Core keeps the output layer and the
+  /// MoE router outside TransformerEngine's fp8_autocast: plain ColumnParallelLinear / torch).
+  bool keep16 = false;
 };
 
+/// A GEMM C[m×n] = A[m×k]·B[k×n]; `groups` > 1: a grouped GEMM of `groups` experts whose m
+/// rows are split evenly between them (each expert has its own k×n weight).
 Kernel gemm(double m, double n, double k, double B, double groups = 1, const char* op = "gemm") {
   Kernel kn{op, fmt::format("m={} n={} k={}", u64(m), u64(n), u64(k)), 2 * m * n * k,
             (m * k + groups * k * n + m * n) * B, 2 * m * n * k};
   if (groups > 1) kn.shape += fmt::format(" groups={}", u64(groups));
+  kn.dims = kernels::KernelShape::gemm(m / groups, n, k, groups);
   return kn;
+}
+/// The data-gradient GEMM of a linear layer whose forward is `fwd` (dX[m×k] = dY[m×n]·W^T):
+/// same FLOPs and bytes, shape (m, k, n).
+Kernel dgrad_of(const Kernel& fwd) {
+  Kernel k = fwd;
+  k.dims = kernels::KernelShape::gemm(fwd.dims.m, fwd.dims.k, fwd.dims.n, fwd.dims.batch);
+  k.shape = fmt::format("dgrad m={} n={} k={}", u64(fwd.dims.m * fwd.dims.batch), u64(fwd.dims.k), u64(fwd.dims.n));
+  if (fwd.dims.batch > 1) k.shape += fmt::format(" groups={}", u64(fwd.dims.batch));
+  return k;
+}
+/// The weight-gradient GEMM (dW[k×n] = X^T[k×m]·dY[m×n]): shape (k, n, m) per group.
+Kernel wgrad_of(const Kernel& fwd) {
+  Kernel k = fwd;
+  k.dims = kernels::KernelShape::gemm(fwd.dims.k, fwd.dims.n, fwd.dims.m, fwd.dims.batch);
+  k.shape = fmt::format("wgrad m={} n={} k={}", u64(fwd.dims.k), u64(fwd.dims.n), u64(fwd.dims.m * fwd.dims.batch));
+  if (fwd.dims.batch > 1) k.shape += fmt::format(" groups={}", u64(fwd.dims.batch));
+  return k;
 }
 Kernel mem(const std::string& op, const std::string& shape, double flops, double bytes) {
   return Kernel{op, shape, flops, bytes, 0};
@@ -141,7 +165,10 @@ std::string th(double t, double h) { return fmt::format("tokens={} hidden={}", u
 struct KernelKey {
   std::string op;
   double flops, bytes;
-  bool operator==(const KernelKey& o) const { return op == o.op && flops == o.flops && bytes == o.bytes; }
+  double m, n, k, batch;  ///< shape (the efficiency model depends on it)
+  bool operator==(const KernelKey& o) const {
+    return op == o.op && flops == o.flops && bytes == o.bytes && m == o.m && n == o.n && k == o.k && batch == o.batch;
+  }
 };
 struct KernelKeyHash {
   std::size_t operator()(const KernelKey& k) const {
@@ -159,12 +186,13 @@ class Timer {
     int how;  // 0 measured/interpolated, 1 scaled, 2 modelled
   };
   Result time(const Kernel& k, Dtype d) {
-    const KernelKey key{k.op + "|" + kernels::dtype_name(d), k.flops, k.bytes};
+    const KernelKey key{k.op + "|" + kernels::dtype_name(d), k.flops, k.bytes, k.dims.m, k.dims.n,
+                        k.dims.kind == kernels::KernelShape::Kind::kAttention ? k.dims.seq : k.dims.k, k.dims.batch};
     auto it = cache_.find(key);
     if (it != cache_.end()) return it->second;
     Result r{0, 2};
     if (db_ != nullptr) {
-      const auto e = db_->estimate(gpu_, k.op, d, k.flops, k.bytes, c_.fallback, c_.efficiency);
+      const auto e = db_->estimate(gpu_, k.op, d, k.flops, k.bytes, c_.fallback, c_.efficiency, k.dims);
       r.ps = static_cast<engine::SimTime>(std::llround(e.time_us * double(engine::kPsPerUs)));
       r.how = (e.how == "measured" || e.how == "interpolated") ? 0 : e.how.rfind("scaled", 0) == 0 ? 1 : 2;
     }
@@ -190,6 +218,7 @@ class Builder {
   Builder(const TrainConfig& c, const kernels::KernelDb* db, bool plan_only)
       : c_(c), m_(c.model), timer_(c, db), plan_only_(plan_only) {
     B_ = kernels::dtype_bytes(c.dtype == Dtype::kFp8 ? Dtype::kBf16 : c.dtype);  // activations stay 16-bit
+    fp8_ = c.dtype == Dtype::kFp8;
     gb_ = c.global_batch ? c.global_batch : c.micro_batch * c.dp;
     mbs_ = gb_ / (c.micro_batch * c.dp);
     T_ = double(c.seq_len) * c.micro_batch;
@@ -271,7 +300,8 @@ class Builder {
   /// count as hardware FLOPs only.
   std::uint32_t comp(Rank& R, const std::string& name, const Kernel& k, std::vector<std::uint32_t> extra = {},
                      bool recompute = false, Dtype d = Dtype::kBf16) {
-    const Dtype kd = (k.op == "gemm" || k.op == "grouped_gemm") ? c_.dtype : d;
+    Dtype kd = (k.op == "gemm" || k.op == "grouped_gemm") ? c_.dtype : d;
+    if (k.keep16 && kd == Dtype::kFp8) kd = Dtype::kBf16;
     if (R.r == 0) {
       auto& need = plan_[{k.op, kd, k.shape}];
       need.op = k.op;
@@ -344,6 +374,8 @@ class Builder {
              fmt::format("b={} heads={} s={} d={} dv={} causal={}", c_.micro_batch, u64(hl), c_.seq_len,
                          m_.qk_head_dim(), m_.head_dim, c_.causal ? 1 : 0),
              exec, bytes, model};
+    k.dims = kernels::KernelShape::attention(double(c_.micro_batch) * hl, c_.seq_len, m_.qk_head_dim(), c_.causal, bwd,
+                                             c_.flash2);
     return k;
   }
 
@@ -357,8 +389,10 @@ class Builder {
   Kernel bmm_k(const char* what, double m, double n, double k) const {
     const double batch = double(c_.micro_batch) * (m_.heads / c_.tp);
     const double f = 2.0 * batch * m * n * k;
-    return Kernel{"attn_bmm", fmt::format("{} batch={} m={} n={} k={}", what, u64(batch), u64(m), u64(n), u64(k)), f,
-                  batch * (m * k + k * n + m * n) * B_, f};
+    Kernel kn{"attn_bmm", fmt::format("{} batch={} m={} n={} k={}", what, u64(batch), u64(m), u64(n), u64(k)), f,
+              batch * (m * k + k * n + m * n) * B_, f};
+    kn.dims = kernels::KernelShape::gemm(m, n, k, batch);
+    return kn;
   }
   void attn_core_fwd(Rank& R, const std::string& L, bool recompute) {
     if (c_.flash_attention) {
@@ -428,6 +462,7 @@ class Builder {
       pre.clear();
     }
     attn_core_fwd(R, L, recompute);
+    if (fp8_) comp(R, L + ".proj.fp8ct", fp8_ct(T_ * double(m_.heads) * m_.head_dim / t), {}, recompute);
     comp(R, L + ".proj", gemm(T_, h, double(m_.heads) * m_.head_dim / t, B_), {}, recompute);
     std::int64_t red = -1;
     if (c_.tp > 1) {
@@ -455,6 +490,28 @@ class Builder {
     comp(R, L + ".add2", mem("residual_add", el(Tl_ * h), Tl_ * h, 3 * Tl_ * h * B_), {}, recompute);
   }
 
+  // ---- FP8 (TransformerEngine) extras ---------------------------------------------------------
+  // TE (transformer_engine/pytorch/module/{linear,layernorm_linear,layernorm_mlp}.py, delayed
+  // scaling on Hopper) feeds FP8 GEMMs with FP8 copies of their operands; the FP8 GEMM on Hopper
+  // needs the wgrad/dgrad operands transposed in memory (TE docs, "Performance considerations:
+  // handling transposes"). Per linear layer and micro-batch:
+  //  * an input that is not produced by a TE-fused norm/activation (the attention output feeding
+  //    the output projection) is cast to FP8 with its transpose: `fp8_cast_transpose`, read
+  //    16-bit, write two 1-byte copies (4 bytes per element); the amax is reduced in the same kernel;
+  //  * inputs produced by LayerNorm/RMSNorm or the activation are written in FP8 by that fused
+  //    kernel (no extra bytes forward); the wgrad needs their transpose: `fp8_transpose`, read and
+  //    write 1 byte (2 bytes per element);
+  //  * every output gradient is cast and transposed before dgrad/wgrad (`fp8_cast_transpose`,
+  //    4 bytes per element; the fc1 one is fused with the activation backward: counted in it);
+  //  * weights: cast + transpose once per iteration (Megatron passes is_first_microbatch, so TE
+  //    caches the FP8 weights across micro-batches): 4 bytes per parameter, emitted after the
+  //    optimizer step.
+  // Not modelled: the per-forward amax all-reduce over the amax group (a few KB) and the scale
+  // update (one multi-tensor kernel per iteration).
+  Kernel fp8_ct(double n) const { return mem("fp8_cast_transpose", el(n), n, 4 * n); }
+  Kernel fp8_tr(double n) const { return mem("fp8_transpose", el(n), 0, 2 * n); }
+  std::vector<Kernel> fp8_prep(std::vector<Kernel> ks) const { return fp8_ ? ks : std::vector<Kernel>{}; }
+
   Kernel act_k(double n, bool bwd) const {
     if (m_.ffn == FfnType::kSwiglu) {
       return mem(bwd ? "swiglu_bwd" : "swiglu", el(n), (bwd ? 12.0 : 6.0) * n, (bwd ? 5.0 : 3.0) * n * B_);
@@ -469,7 +526,7 @@ class Builder {
     const std::string L = fmt::format("L{}", l);
     const double rows = Tl_ * k;
     const double local_experts = E / c_.ep;
-    comp(R, L + ".router", gemm(Tl_, E, h, B_), {}, recompute);
+    comp(R, L + ".router", g16(gemm(Tl_, E, h, B_)), {}, recompute);
     comp(R, L + ".perm", mem("moe_permute", el(rows * h), 0, 2 * rows * h * B_), {}, recompute);
     std::int64_t a2a = coll(R, L + ".disp", CollOp::kAllToAll, rows * h * B_, rg_[R.r].ep, deps_of({R.last}));
     comp(R, L + ".efc1", gemm(rows, mats_in * el_, h, B_, local_experts, "grouped_gemm"), deps_of({a2a}), recompute);
@@ -489,7 +546,8 @@ class Builder {
   /// Backward of a (column-parallel when `col`) linear layer with SP/TP communication.
   /// Returns the comm node the next backward piece must wait for (input-gradient reduction).
   std::int64_t lin_bwd(Rank& R, const std::string& name, const Kernel& fwd, bool col, bool tp_comm,
-                       std::vector<std::uint32_t> pre, std::vector<std::uint32_t>* wgrads) {
+                       std::vector<std::uint32_t> pre, std::vector<std::uint32_t>* wgrads,
+                       const std::vector<Kernel>& prep = {}) {
     const double h = double(m_.hidden);
     std::int64_t ag_in = -1;
     if (col && tp_comm && sp_) {
@@ -497,7 +555,11 @@ class Builder {
       // with the data-gradient GEMM (Megatron async all-gather).
       ag_in = coll(R, name + ".agw", CollOp::kAllGather, T_ * h * B_, rg_[R.r].tp, deps_of({R.last}));
     }
-    Kernel dg = fwd, wg = fwd;
+    const Kernel dg = dgrad_of(fwd), wg = wgrad_of(fwd);
+    for (std::size_t i = 0; i < prep.size(); ++i) {
+      comp(R, fmt::format("{}.{}{}", name, prep[i].op, i), prep[i], std::move(pre));
+      pre.clear();
+    }
     comp(R, name + ".dg", dg, std::move(pre));
     const auto dgrad = static_cast<std::uint32_t>(R.last);
     std::int64_t red = -1;
@@ -538,20 +600,21 @@ class Builder {
       lin_bwd(R, L + ".efc1", gemm(rows, mats_in * el_, h, B_, E / c_.ep, "grouped_gemm"), false, false, {}, &wg);
       a2a = coll(R, L + ".disp.b", CollOp::kAllToAll, rows * h * B_, rg_[R.r].ep, deps_of({R.last}));
       comp(R, L + ".perm.b", mem("moe_permute", el(rows * h), 0, 2 * rows * h * B_), deps_of({a2a}));
-      lin_bwd(R, L + ".router", gemm(Tl_, E, h, B_), false, false, {}, &wg);
+      lin_bwd(R, L + ".router", g16(gemm(Tl_, E, h, B_)), false, false, {}, &wg);
       comp(R, L + ".ln2.b", norm_k(Tl_, true));
     } else {
       const double ffn = double(m_.ffn_hidden) / t, mats_in = m_.ffn == FfnType::kSwiglu ? 2 : 1;
       std::int64_t ag = sp_ ? coll(R, L + ".fc2.agg", CollOp::kAllGather, T_ * h * B_, rg_[R.r].tp, deps_of({R.last})) : -1;
       add_dep(in, ag);
-      lin_bwd(R, L + ".fc2", gemm(T_, h, ffn, B_), false, true, in, &wg);
+      lin_bwd(R, L + ".fc2", gemm(T_, h, ffn, B_), false, true, in, &wg, fp8_prep({fp8_ct(T_ * h), fp8_tr(T_ * ffn)}));
       comp(R, L + ".act.b", act_k(T_ * ffn, true));
-      red = lin_bwd(R, L + ".fc1", gemm(T_, mats_in * ffn, h, B_), true, true, {}, &wg);
+      red = lin_bwd(R, L + ".fc1", gemm(T_, mats_in * ffn, h, B_), true, true, {}, &wg, fp8_prep({fp8_tr(T_ * h)}));
       comp(R, L + ".ln2.b", norm_k(Tl_, true), deps_of({red}));
     }
     // Attention.
     std::int64_t ag = sp_ ? coll(R, L + ".proj.agg", CollOp::kAllGather, T_ * h * B_, rg_[R.r].tp, deps_of({R.last})) : -1;
-    lin_bwd(R, L + ".proj", gemm(T_, h, double(m_.heads) * m_.head_dim / t, B_), false, true, deps_of({ag}), &wg);
+    lin_bwd(R, L + ".proj", gemm(T_, h, double(m_.heads) * m_.head_dim / t, B_), false, true, deps_of({ag}), &wg,
+            fp8_prep({fp8_ct(T_ * h)}));
     if (c_.recompute == Recompute::kSelective) attn_core_fwd(R, L + ".rc", true);
     attn_core_bwd(R, L);
     red = -1;
@@ -562,7 +625,8 @@ class Builder {
       // One TP gather/reduction for the whole input-projection group (the first linear reads
       // the gathered input); MLA's inner projections need none.
       const bool first = i == 0;
-      const std::int64_t r = lin_bwd(R, L + "." + ins[i].name, k, true, first, {}, &wg);
+      const std::int64_t r = lin_bwd(R, L + "." + ins[i].name, k, true, first, {}, &wg,
+                                     fp8_prep({fp8_ct(T_ * ins[i].n), fp8_tr(T_ * ins[i].k)}));
       if (first) red = r;
     }
     comp(R, L + ".ln1.b", norm_k(Tl_, true), deps_of({red}));
@@ -786,6 +850,19 @@ class Builder {
                                   deps_of({R.last})));
         }
       }
+      if (fp8_) {
+        // TE FP8 weight copies (cast + transpose, 4 bytes per weight) of the rank's layers,
+        // once per iteration before the next forward (see fp8_ct above).
+        double w = 0;
+        for (std::uint32_t ch = 0; ch < c_.vp; ++ch) {
+          const std::uint32_t v = ch * c_.pp + R.p;
+          for (std::uint32_t l = v * layers_per_chunk_; l < (v + 1) * layers_per_chunk_; ++l) {
+            w += layer_dense_params(l) + layer_expert_params(l);
+          }
+        }
+        comp(R, "fp8.wcast", mem("fp8_cast_transpose", fmt::format("weights={}", u64(w)), w, 4 * w), iter_gate);
+        iter_gate = {static_cast<std::uint32_t>(R.last)};
+      }
     }
   }
 
@@ -815,12 +892,30 @@ class Builder {
     return push(R, std::move(n));
   }
 
+  static Kernel g16(Kernel k) {
+    k.keep16 = true;
+    return k;
+  }
+  /// Megatron's unfused vocab-parallel cross entropy over n = tokens·V/TP logits
+  /// (megatron/core/tensor_parallel/cross_entropy.py, VocabParallelCrossEntropy; used unless
+  /// cross_entropy_loss_fusion is set): the logits are converted to fp32 (`.float()`: read 16-bit,
+  /// write fp32), then max (read), in-place subtract of the max (read+write), in-place exp
+  /// (read+write), sum (read) and the in-place softmax division (read+write): 38 bytes per logit
+  /// forward with 16-bit logits. Backward: in-place multiply by the loss gradient (read+write
+  /// fp32) and the `.float()` backward cast to 16-bit (read fp32, write 16-bit): 14 bytes.
+  /// FLOPs: 5n forward, 3n backward.
+  Kernel xent_k(double n, bool bwd) const {
+    const double f32 = 4;
+    if (bwd) return mem("cross_entropy_bwd", el(n), 3 * n, (2 * f32 + f32 + B_) * n);
+    return mem("cross_entropy", el(n), 5 * n, (B_ + f32 + f32 + 2 * f32 + 2 * f32 + f32 + 2 * f32) * n);
+  }
+
   void logits_fwd(Rank& R) {
     const double h = double(m_.hidden), V = double(m_.vocab) / c_.tp;
     comp(R, "lnf", norm_k(Tl_, false));
     std::int64_t ag = sp_ ? coll(R, "lnf.ag", CollOp::kAllGather, T_ * h * B_, rg_[R.r].tp, deps_of({R.last})) : -1;
-    comp(R, "logits", gemm(T_, V, h, B_), deps_of({ag}));
-    comp(R, "xent", mem("cross_entropy", el(T_ * V), 5 * T_ * V, 2 * T_ * V * B_));
+    comp(R, "logits", g16(gemm(T_, V, h, B_)), deps_of({ag}));
+    comp(R, "xent", xent_k(T_ * V, false));
     if (c_.tp > 1) {
       // Vocab-parallel cross entropy: max, predicted logit, sum of exp (fp32, one per token).
       std::int64_t prev = R.last;
@@ -832,17 +927,17 @@ class Builder {
   }
   std::vector<std::uint32_t> logits_bwd(Rank& R, std::vector<std::uint32_t> in) {
     const double h = double(m_.hidden), V = double(m_.vocab) / c_.tp;
-    comp(R, "xent.b", mem("cross_entropy_bwd", el(T_ * V), 3 * T_ * V, 2 * T_ * V * B_), std::move(in));
+    comp(R, "xent.b", xent_k(T_ * V, true), std::move(in));
     std::vector<std::uint32_t> wg;
-    const Kernel k = gemm(T_, V, h, B_);
-    comp(R, "logits.dg", k);
+    const Kernel k = g16(gemm(T_, V, h, B_));
+    comp(R, "logits.dg", dgrad_of(k));
     const auto dg = static_cast<std::uint32_t>(R.last);
     std::int64_t red = -1;
     if (c_.tp > 1) {
       red = sp_ ? coll(R, "logits.rsg", CollOp::kReduceScatter, T_ * h * B_, rg_[R.r].tp, deps_of({dg}))
                 : coll(R, "logits.arg", CollOp::kAllReduce, T_ * h * B_, rg_[R.r].tp, deps_of({dg}));
     }
-    comp(R, "logits.wg", k);
+    comp(R, "logits.wg", wgrad_of(k));
     wg.push_back(static_cast<std::uint32_t>(R.last));
     comp(R, "lnf.b", norm_k(Tl_, true), deps_of({red}));
     return wg;
@@ -893,6 +988,7 @@ class Builder {
   bool plan_only_;
   double B_ = 2, T_ = 0, Tl_ = 0;
   bool sp_ = false;
+  bool fp8_ = false;  ///< FP8 GEMMs (TransformerEngine): emit the cast/transpose kernels
   std::uint32_t gb_ = 0, mbs_ = 0, vstages_ = 1, layers_per_chunk_ = 0;
   std::uint64_t bucket_ = 0;
   std::vector<RankGroups> rg_;
@@ -1057,8 +1153,14 @@ TrainConfig train_config_from_spec(const Spec& spec) {
   }
   if (auto v = r.get("attention")) {
     if (*v == "flash") c.flash_attention = true;
+    else if (*v == "flash2") c.flash_attention = c.flash2 = true;
     else if (*v == "unfused") c.flash_attention = false;
-    else throw InputError(r.where("attention"), "workload.generator.attention", "'" + *v + "' is not an attention kind", "use flash or unfused");
+    else throw InputError(r.where("attention"), "workload.generator.attention", "'" + *v + "' is not an attention kind", "use flash, flash2 or unfused");
+  }
+  if (auto v = r.get("kernel_model")) {
+    if (*v == "shape") c.efficiency.shape_model = true;
+    else if (*v == "flat") c.efficiency.shape_model = false;
+    else throw InputError(r.where("kernel_model"), "workload.generator.kernel_model", "'" + *v + "' is not a kernel model", "use shape or flat");
   }
   c.overlap_grad_reduce = r.boolean("overlap_grad_reduce", true);
   c.bucket_params = r.uint("bucket_params", 0, 0);

@@ -65,6 +65,10 @@ struct TrainConfig {
   /// scale-mask-softmax, dropout, bmm with V; their backward kernels). Unfused materialises the
   /// b·heads/TP·s² score matrix in HBM several times per layer.
   bool flash_attention = true;
+  /// With flash_attention: time the kernels as the FlashAttention-2 class (Megatron/TE before
+  /// Hopper-native attention, 2023) instead of the GPU's native fused attention
+  /// (FlashAttention-3 / cuDNN 9 class on Hopper). Only the efficiency model distinguishes them.
+  bool flash2 = false;
   double attention_dropout = 0.1;      ///< unfused only: dropout on the probabilities (GPT-3/Megatron default 0.1; 0 = none)
   std::uint32_t zero = 0;              ///< 0 (DDP), 1 (distributed optimizer), 2, 3
   Recompute recompute = Recompute::kNone;

@@ -215,7 +215,7 @@ std::optional<KernelEstimate> KernelDb::on_gpu(const GpuSpec& gpu, const std::st
 }
 
 KernelEstimate KernelDb::estimate(const GpuSpec& gpu, const std::string& op, Dtype d, double flops, double bytes,
-                                  Fallback fb, const RooflineEfficiency& eff) const {
+                                  Fallback fb, const RooflineEfficiency& eff, const KernelShape& shape) const {
   std::string why;
   if (auto e = on_gpu(gpu, op, d, flops, bytes, false, &why)) return *e;
   // Another GPU with data for this op, scaled by the roofline (most rows first, then table order).
@@ -248,7 +248,13 @@ KernelEstimate KernelDb::estimate(const GpuSpec& gpu, const std::string& op, Dty
       return KernelEstimate{roofline_scale_us(e->time_us, cls, *g, gpu, d), cls, "extrapolated, scaled from " + g->name};
     }
   }
-  return KernelEstimate{analytic_us(gpu, d, flops, bytes, eff), classify(op, flops, bytes, gpu, d), "roofline model"};
+  const KernelClass cls = classify(op, flops, bytes, gpu, d);
+  if (eff.shape_model && shape.kind != KernelShape::Kind::kNone) {
+    const auto t = shape.kind == KernelShape::Kind::kGemm ? gemm_model_us(gpu, d, shape, flops, bytes, eff.memory)
+                                                          : attention_model_us(gpu, d, shape, flops, bytes, eff.memory);
+    if (t) return KernelEstimate{*t + eff.launch_us, cls, "efficiency model"};
+  }
+  return KernelEstimate{analytic_us(gpu, d, flops, bytes, eff), cls, "roofline model"};
 }
 
 }  // namespace fabricsim::kernels

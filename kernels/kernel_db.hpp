@@ -31,6 +31,7 @@
 #include <string>
 #include <vector>
 
+#include "kernels/efficiency_model.hpp"
 #include "kernels/gpu_specs.hpp"
 
 namespace fabricsim::kernels {
@@ -79,13 +80,17 @@ struct RooflineEfficiency {
   double compute = 0.70;  ///< achieved / peak FLOP/s for matrix kernels
   double memory = 0.80;   ///< achieved / peak HBM bandwidth for streaming kernels
   double launch_us = 0.0; ///< fixed per-kernel overhead added to modelled times (µs)
+  /// Use the shape-dependent efficiency model (efficiency_model.hpp) for GEMMs and fused
+  /// attention when the shape is known and the GPU has published figures; false = the flat
+  /// `compute` fraction for every matrix kernel (the pre-model behaviour).
+  bool shape_model = true;
 };
 
 /// The result of a lookup.
 struct KernelEstimate {
   double time_us = 0;
   KernelClass cls = KernelClass::kCompute;
-  /// "measured", "interpolated", "extrapolated", "scaled from <GPU>", "roofline model"
+  /// "measured", "interpolated", "extrapolated", "scaled from <GPU>", "efficiency model", "roofline model"
   std::string how;
 };
 
@@ -107,9 +112,11 @@ class KernelDb {
 
   /// Estimates one call of `op` on `gpu` (see the file comment for the order of attempts).
   /// @param flops FLOP of the call, @param bytes HBM bytes of the call (0 = unknown).
+  /// @param shape the call's GEMM/attention shape (kind kNone = unknown): used only by the
+  /// model fallback, never to pick measured rows.
   /// @throws engine::InputError when nothing covers the query and `fb` is kNone.
   KernelEstimate estimate(const GpuSpec& gpu, const std::string& op, Dtype d, double flops, double bytes,
-                          Fallback fb, const RooflineEfficiency& eff = {}) const;
+                          Fallback fb, const RooflineEfficiency& eff = {}, const KernelShape& shape = {}) const;
 
   /// The analytic roofline time (µs): max(F/(eff_c·peak), B/(eff_m·BW)) + launch.
   static double analytic_us(const GpuSpec& gpu, Dtype d, double flops, double bytes,

@@ -48,10 +48,11 @@ if not os.path.exists(REF):
 #   bidirectional = 2400 Gb/s per direction per GPU.
 #   H100 (Eos / DGX H100): 8x 400 Gb/s NDR per node, NVLink4 900 GB/s bidir = 3600 Gb/s per dir.
 #   B200 (DGX B200): 8x 400 Gb/s, NVLink5 1800 GB/s bidir = 7200 Gb/s per direction.
+#   hbm: HBM bandwidth (B/s), gpu-specs.csv (A100 80GB 2.039 TB/s, H100 SXM 3.35, B200 HGX 7.7).
 CLUSTERS = {
-    "A100": {"gpu": "A100", "nic": "200Gbps", "nvlink": "2400Gbps"},
-    "H100": {"gpu": "H100", "nic": "400Gbps", "nvlink": "3600Gbps"},
-    "B200": {"gpu": "B200", "nic": "400Gbps", "nvlink": "7200Gbps"},
+    "A100": {"gpu": "A100", "nic": "200Gbps", "nvlink": "2400Gbps", "hbm": 2.039e12},
+    "H100": {"gpu": "H100", "nic": "400Gbps", "nvlink": "3600Gbps", "hbm": 3.35e12},
+    "B200": {"gpu": "B200", "nic": "400Gbps", "nvlink": "7200Gbps", "hbm": 7.7e12},
 }
 
 # Framework rules, by row family (the row's `framework` column and year):
@@ -62,8 +63,11 @@ CLUSTERS = {
 #    forward_backward_func, then optimizer.reduce_model_grads).
 #  megatron2022: Korthikanti et al. 2022: sequence parallelism + selective recomputation
 #    (attention core only), unfused attention, DP = 1.
-#  mcore: Megatron-Core / NeMo / MLPerf 2023+: SP, FlashAttention (TE fused attention),
-#    distributed optimizer with overlapped grad reduce, no recomputation.
+#  mcore: Megatron-Core / NeMo / Megatron-Bridge 2024+: SP, FlashAttention (TE fused attention:
+#    on Hopper TE prefers cuDNN's fused attention, the FlashAttention-3 / cuDNN 9 class of
+#    kernels), distributed optimizer with overlapped grad reduce, no recomputation.
+#  mcore2023: the same stack in 2023 (MLPerf Training v3.1, NGC 23.09, TE 1.0 / cuDNN 8.9):
+#    attention timed as the FlashAttention-2 class (35% of H100 peak, FlashAttention-3 paper).
 FRAMEWORK_RULES = {
     "megatron2021": {"sequence_parallel": "false", "recompute": "full", "attention": "unfused", "zero": "0",
                      "overlap_grad_reduce": "false", "dtype": "fp16"},
@@ -71,6 +75,8 @@ FRAMEWORK_RULES = {
                      "overlap_grad_reduce": "false", "dtype": "fp16"},
     "mcore": {"sequence_parallel": "true", "recompute": "none", "attention": "flash", "zero": "1",
               "overlap_grad_reduce": "true", "dtype": "bf16"},
+    "mcore2023": {"sequence_parallel": "true", "recompute": "none", "attention": "flash2", "zero": "1",
+                  "overlap_grad_reduce": "true", "dtype": "bf16"},
 }
 
 # Shapes of models that rows name without giving them (NeMo/HF configs, cited per entry).
@@ -95,7 +101,9 @@ def family(row):
         return "megatron2021"
     if i.startswith("KOR22"):
         return "megatron2022"
-    if i.startswith(("MCORE-WS", "MLPT31", "NEMO2407", "MBRIDGE")):
+    if i.startswith("MLPT31"):
+        return "mcore2023"
+    if i.startswith(("MCORE-WS", "NEMO2407", "MBRIDGE")):
         return "mcore"
     return None
 
@@ -169,7 +177,7 @@ def plan_row(row):
     prec = row["precision"].lower()
     if "fp8" in prec:
         s["dtype"] = "fp8"
-    elif "bf16" in prec and fam == "mcore":
+    elif "bf16" in prec and fam.startswith("mcore"):
         s["dtype"] = "bf16"
     s.update(gpu=CLUSTERS[g]["gpu"], tp=tp, pp=pp, vp=vp, micro_batch=mbs, seq_len=seq)
     if tp == 1:
@@ -315,6 +323,7 @@ def main():
         m1 = pp  # steady state of 1F1B needs m >= PP (below it the slope is the fill's, not the period's)
         tag = "_".join(f"{k}{v}" for k, v in sorted(s.items()) if k not in ("gpu",)) + "_" + g + "_" + a.fidelity
         tag = tag.replace("/", "").replace(" ", "")[:200]
+        T1 = T2 = 0.0
         if m <= 2 * m1:
             T, d = simulate(a.fabricsim, s, m, g, a.fidelity, a.out, tag, env)
             how = f"m={m} simulated"
@@ -332,8 +341,29 @@ def main():
         if s["overlap_grad_reduce"] == "false":
             tdp = dp_sync_s(a.fabricsim, gb, dp, g, "all_reduce", a.out, env)
         else:
+            # Megatron-Core DDP + distributed optimizer (overlap_grad_reduce, overlap_param_gather):
+            # bucket reduce-scatters start during the last micro-batch's backward, bucket
+            # all-gathers of the updated parameters run during the next forward. Exposed: the
+            # last bucket's reduce-scatter, or the part of the whole reduce-scatter that does not
+            # fit into the backward window; the same for the all-gather and the forward window.
+            # Window per micro-batch of the stage: backward 2/3, forward 1/3 of its period (FLOP
+            # ratio 2:1); with VP chunks the chunks finish at different ops of the cool-down /
+            # warm-up phase, (VP-1)*PP chunk-ops on the last stage (Megatron interleaved schedule).
             bucket = 2 * max(40e6, 1e6 * dp)
-            tdp = dp_sync_s(a.fabricsim, min(bucket, gb), dp, g, "reduce_scatter", a.out, env)
+            t_bucket_rs = dp_sync_s(a.fabricsim, min(bucket, gb), dp, g, "reduce_scatter", a.out, env)
+            t_bucket_ag = dp_sync_s(a.fabricsim, min(bucket, gb), dp, g, "all_gather", a.out, env)
+            t_rs = dp_sync_s(a.fabricsim, gb, dp, g, "reduce_scatter", a.out, env)
+            t_ag = dp_sync_s(a.fabricsim, gb, dp, g, "all_gather", a.out, env)
+            period = (T2 - T1) / m1 if m > 2 * m1 else T / m
+            k = 1.0 if vp == 1 else min((vp - 1) * pp, m * vp) / vp
+            tdp = max(t_bucket_rs, t_rs - 2.0 / 3.0 * period * k) + max(t_bucket_ag, t_ag - 1.0 / 3.0 * period * k)
+        if s.get("zero", "0") != "0" and dp > 1:
+            # The replica (DP 1) runs the distributed optimizer's Adam step over all its
+            # parameters; with DP ranks each updates 1/DP of them. Remove the difference, timed as
+            # the generator times `adam` (28 bytes per parameter at 80% of HBM bandwidth,
+            # docs/kernels.md).
+            params = gb / 2.0
+            tdp -= 28.0 * params / (0.8 * CLUSTERS[g]["hbm"]) * (1.0 - 1.0 / dp)
         total = T + tdp
         pub_t = float(row["step_time_s"]) if row["step_time_s"] else None
         pub_f = float(row["tflops_per_gpu"]) if row["tflops_per_gpu"] else None
