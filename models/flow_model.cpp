@@ -4,7 +4,9 @@
 #include <cmath>
 
 #include "engine/errors.hpp"
+#include "engine/rng.hpp"
 #include "engine/simulator.hpp"
+#include "models/nic.hpp"
 
 namespace fabricsim::models {
 
@@ -84,6 +86,14 @@ TransferTiming transfer_timing(const FlowPath& path, std::uint64_t bytes) {
   return t;
 }
 
+std::uint64_t coarse_part_bytes(const Packet& head, const Topology& topo) {
+  const std::uint32_t parts = (head.conn & 0xFFu) + 1;
+  if (parts == 1) return head.flow_bytes;
+  // The MTU of the GPU's port toward dst, as Nic::split_message takes it.
+  const std::uint32_t mtu = topo.ports(head.src_rank)[topo.route(head.src_rank, head.dst_rank, 0)].mtu_bytes;
+  return Nic::part_bytes(head.flow_bytes, parts, head.conn >> 8 & 0xFFu, mtu);
+}
+
 void start_coarse_flow(const Topology& topo, Fidelity fidelity, engine::LpId net_lp, const Packet& head,
                        Context& ctx) {
   if (fidelity == Fidelity::kFlow) {
@@ -94,9 +104,10 @@ void start_coarse_flow(const Topology& topo, Fidelity fidelity, engine::LpId net
   }
   const FlowPath path = route_path(topo, nullptr, head.src_rank, head.dst_rank, head.flow_hash);
   // Analytical: alone on the route, no sharing.
-  const TransferTiming t = transfer_timing(path, head.flow_bytes);
+  const std::uint64_t bytes = coarse_part_bytes(head, topo);
+  const TransferTiming t = transfer_timing(path, bytes);
   const SimTime now = ctx.now();
-  const SimTime last_ser = engine::serialization_ps(head.flow_bytes - t.rest_bytes, path.rate_bps[0]);
+  const SimTime last_ser = engine::serialization_ps(bytes - t.rest_bytes, path.rate_bps[0]);
   ctx.send(head.dst_rank, now + t.head_ps + t.drain_ps + t.tail_ps, kEvFlowArrive, head);
   ctx.send(ctx.self(), now + t.drain_ps + last_ser, kEvFlowSent, head.flow_id);
 }
@@ -136,8 +147,16 @@ void FlowNetLp::finish(std::uint32_t f, Context& ctx) {
   ctx.send(a.head.src_rank, ctx.now() + sent_delay_ps_, kEvFlowSent, a.head.flow_id);
 }
 
+std::size_t FlowNetLp::QpKeyHash::operator()(const QpKey& k) const noexcept {
+  return static_cast<std::size_t>(engine::mix64(k.pair * 0x9E3779B97F4A7C15ull ^ k.qp));
+}
+
+FlowNetLp::QpKey FlowNetLp::qp_key(const Packet& head) {
+  return QpKey{static_cast<std::uint64_t>(head.src_rank) << 32 | head.dst_rank, coarse_conn_qp(head.conn)};
+}
+
 void FlowNetLp::release_connection(const Packet& head) {
-  const std::uint64_t key = static_cast<std::uint64_t>(head.src_rank) << 32 | head.dst_rank;
+  const QpKey key = qp_key(head);
   auto it = waiting_.find(key);
   if (it == waiting_.end()) {
     busy_.erase(key);
@@ -162,19 +181,21 @@ void FlowNetLp::tick(Context& ctx) {
     solver_.remove_flow(f);
     ++act_[f].version;
   }
-  // 2. Flows starting now. Flows between the same two GPUs are served in order, one at a time,
-  // as on the packet level's queue pair (and NVLink's per-peer FIFO): a later one waits.
+  // 2. Flows starting now. Flows on the same queue pair (one per NCCL channel, peer and k of
+  // nic.qps_per_connection, NVLink included) are served in order, one at a time, as the packet
+  // level's QP sends its parts: a later one waits.
   for (std::size_t pi = 0; pi < pending_.size(); ++pi) {
     const Packet head = pending_[pi].first;
-    const std::uint64_t key = static_cast<std::uint64_t>(head.src_rank) << 32 | head.dst_rank;
+    const QpKey key = qp_key(head);
     if (!pending_[pi].second && !busy_.insert(key).second) {
       waiting_[key].push_back(head);
       continue;
     }
     ++flows_total_;
     const FlowPath path = route_path(topo_, &index_, head.src_rank, head.dst_rank, head.flow_hash);
-    const TransferTiming t = transfer_timing(path, head.flow_bytes);
-    for (std::uint32_t i = 0; i < path.hops; ++i) link_bytes_[path.link[i]] += head.flow_bytes;
+    const std::uint64_t bytes = coarse_part_bytes(head, topo_);
+    const TransferTiming t = transfer_timing(path, bytes);
+    for (std::uint32_t i = 0; i < path.hops; ++i) link_bytes_[path.link[i]] += bytes;
     if (t.rest_bytes == 0) {
       // A single packet: pure store-and-forward latency, it never holds a link's share.
       ctx.send(head.dst_rank, now + t.tail_ps, kEvFlowArrive, head);

@@ -87,9 +87,20 @@ struct TransferTiming {
 };
 TransferTiming transfer_timing(const FlowPath& path, std::uint64_t bytes);
 
+/// Packet::conn of a coarse flow: queue pair k (< 256) of NCCL channel `channel`'s connection,
+/// the message split over `parts` (1..256) QPs.
+constexpr std::uint32_t coarse_conn(std::uint32_t channel, std::uint32_t k, std::uint32_t parts) {
+  return channel << 16 | (k & 0xFFu) << 8 | ((parts - 1) & 0xFFu);
+}
+/// The queue pair index (channel << 16 | k) of Packet::conn, as roce_sport takes it.
+constexpr std::uint32_t coarse_conn_qp(std::uint32_t conn) { return (conn >> 16) << 16 | (conn >> 8 & 0xFFu); }
+/// Bytes of the part (one flow) a coarse-rung packet head stands for: its message's
+/// flow_bytes cut over Packet::conn's parts as Nic::send_message cuts it.
+std::uint64_t coarse_part_bytes(const Packet& head, const Topology& topo);
+
 /// The GPU side of the coarse rungs: hands a flow to the network LP (flow) or schedules its
 /// arrival and send completion directly (analytical). `head` is the flow's packet template
-/// (flow_id, bytes, hash, tag, ranks...).
+/// (flow_id, message bytes, the QP's ECMP hash, conn, tag, ranks...); one call per part.
 void start_coarse_flow(const Topology& topo, Fidelity fidelity,
                        engine::LpId net_lp, const Packet& head, engine::Context& ctx);
 
@@ -137,12 +148,22 @@ class FlowNetLp final : public engine::Lp {
 
   const Topology& topo_;
   engine::LpId id_;
-  std::unordered_set<std::uint64_t> busy_;                       // (src, dst) pairs with a flow in service
-  std::unordered_map<std::uint64_t, std::deque<Packet>> waiting_;  // their queued flows, in order
+  // A queue pair: (src << 32 | dst, channel << 16 | k). Its flows are served one at a time.
+  struct QpKey {
+    std::uint64_t pair = 0;
+    std::uint32_t qp = 0;
+    bool operator==(const QpKey&) const = default;
+  };
+  struct QpKeyHash {
+    std::size_t operator()(const QpKey& k) const noexcept;
+  };
+  static QpKey qp_key(const Packet& head);
+  std::unordered_set<QpKey, QpKeyHash> busy_;                       // QPs with a flow in service
+  std::unordered_map<QpKey, std::deque<Packet>, QpKeyHash> waiting_;  // their queued flows, in order
   LinkIndex index_;
   MaxMinSolver solver_;
   std::vector<Active> act_;  // by solver flow id
-  std::vector<std::pair<Packet, bool>> pending_;  // flow, already owns its (src, dst) pair
+  std::vector<std::pair<Packet, bool>> pending_;  // flow, already owns its queue pair
   using Drain = std::tuple<engine::SimTime, std::uint32_t, std::uint32_t>;  // time, flow, version
   std::priority_queue<Drain, std::vector<Drain>, std::greater<>> drains_;
   std::set<engine::SimTime> ticks_;

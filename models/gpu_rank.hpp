@@ -197,10 +197,14 @@ class GpuRankLp final : public engine::Lp, private NicOwner {
 
   // Coarse rungs: (collective slot, op or node) of the sends in flight, indexed by the flow's
   // per-source counter minus coarse_base_ (no allocation per flow; entries of completed sends
-  // are marked and dropped from the front). 8 B per flow between the oldest in flight and the newest.
+  // are marked and dropped from the front). 12 B per message between the oldest in flight and the newest.
   Fidelity fidelity_ = Fidelity::kPacket;
   engine::LpId net_lp_ = 0;
-  std::deque<std::pair<std::uint32_t, std::uint32_t>> coarse_sends_;
+  struct CoarseSend {
+    std::uint32_t slot = 0, idx = 0;
+    std::uint32_t parts_left = 0;  ///< parts (flows) of the message not yet sent; 0 = completed
+  };
+  std::deque<CoarseSend> coarse_sends_;
   std::uint64_t coarse_base_ = 0;  ///< flow counter of coarse_sends_.front()
 
   bool trace_on_ = false;
