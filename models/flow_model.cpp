@@ -95,11 +95,13 @@ std::uint64_t coarse_part_bytes(const Packet& head, const Topology& topo) {
 }
 
 void start_coarse_flow(const Topology& topo, Fidelity fidelity, engine::LpId net_lp, const Packet& head,
-                       Context& ctx) {
+                       Context& ctx, SimTime first_hop_ps) {
   if (fidelity == Fidelity::kFlow) {
     // Only the first hop's latency is needed here (the network LP routes the whole path).
-    const Port& first = topo.ports(head.src_rank)[topo.route(head.src_rank, head.dst_rank, head.flow_hash)];
-    ctx.send(net_lp, ctx.now() + first.latency_ps, kEvFlowStart, head);
+    if (first_hop_ps < 0) {
+      first_hop_ps = topo.ports(head.src_rank)[topo.route(head.src_rank, head.dst_rank, head.flow_hash)].latency_ps;
+    }
+    ctx.send(net_lp, ctx.now() + first_hop_ps, kEvFlowStart, head);
     return;
   }
   const FlowPath path = route_path(topo, nullptr, head.src_rank, head.dst_rank, head.flow_hash);
@@ -155,9 +157,57 @@ FlowNetLp::QpKey FlowNetLp::qp_key(const Packet& head) {
   return QpKey{static_cast<std::uint64_t>(head.src_rank) << 32 | head.dst_rank, coarse_conn_qp(head.conn)};
 }
 
+std::size_t FlowNetLp::QpSet::find_slot(const QpKey& k) const {
+  const std::size_t mask = keys_.size() - 1;
+  std::size_t i = QpKeyHash{}(k) & mask;
+  while (used_[i] && !(keys_[i] == k)) i = (i + 1) & mask;
+  return i;
+}
+
+bool FlowNetLp::QpSet::insert(const QpKey& k) {
+  if (2 * (size_ + 1) > keys_.size()) {  // grow at half load
+    std::vector<QpKey> old_keys(std::max<std::size_t>(64, 2 * keys_.size()));
+    std::vector<std::uint8_t> old_used(old_keys.size(), 0);
+    old_keys.swap(keys_);
+    old_used.swap(used_);
+    for (std::size_t i = 0; i < old_keys.size(); ++i) {
+      if (old_used[i]) {
+        const std::size_t j = find_slot(old_keys[i]);
+        keys_[j] = old_keys[i];
+        used_[j] = 1;
+      }
+    }
+  }
+  const std::size_t i = find_slot(k);
+  if (used_[i]) return false;
+  keys_[i] = k;
+  used_[i] = 1;
+  ++size_;
+  return true;
+}
+
+void FlowNetLp::QpSet::erase(const QpKey& k) {
+  if (keys_.empty()) return;
+  const std::size_t mask = keys_.size() - 1;
+  std::size_t i = find_slot(k);
+  if (!used_[i]) return;
+  used_[i] = 0;
+  --size_;
+  // Backward shift: move later entries of the probe run into the hole when their home allows.
+  for (std::size_t j = (i + 1) & mask; used_[j]; j = (j + 1) & mask) {
+    const std::size_t home = QpKeyHash{}(keys_[j]) & mask;
+    if (((j - home) & mask) >= ((j - i) & mask)) {
+      keys_[i] = keys_[j];
+      used_[i] = 1;
+      used_[j] = 0;
+      i = j;
+    }
+  }
+}
+
 void FlowNetLp::release_connection(const Packet& head) {
   const QpKey key = qp_key(head);
-  auto it = waiting_.find(key);
+  auto it = waiting_.empty() ? waiting_.end() : waiting_.find(key);
   if (it == waiting_.end()) {
     busy_.erase(key);
     return;
@@ -187,7 +237,7 @@ void FlowNetLp::tick(Context& ctx) {
   for (std::size_t pi = 0; pi < pending_.size(); ++pi) {
     const Packet head = pending_[pi].first;
     const QpKey key = qp_key(head);
-    if (!pending_[pi].second && !busy_.insert(key).second) {
+    if (!pending_[pi].second && !busy_.insert(key)) {
       waiting_[key].push_back(head);
       continue;
     }

@@ -101,8 +101,10 @@ std::uint64_t coarse_part_bytes(const Packet& head, const Topology& topo);
 /// The GPU side of the coarse rungs: hands a flow to the network LP (flow) or schedules its
 /// arrival and send completion directly (analytical). `head` is the flow's packet template
 /// (flow_id, message bytes, the QP's ECMP hash, conn, tag, ranks...); one call per part.
+/// `first_hop_ps`: the latency of the flow's first link when the caller knows it (flow rung), or -1.
 void start_coarse_flow(const Topology& topo, Fidelity fidelity,
-                       engine::LpId net_lp, const Packet& head, engine::Context& ctx);
+                       engine::LpId net_lp, const Packet& head, engine::Context& ctx,
+                       engine::SimTime first_hop_ps = -1);
 
 /// The flow-level network: one LP owning every link's flows and the max-min solver. GPUs send it
 /// kEvFlowStart delayed by the flow's first-hop latency (the lookahead); it sends kEvFlowArrive
@@ -158,7 +160,20 @@ class FlowNetLp final : public engine::Lp {
     std::size_t operator()(const QpKey& k) const noexcept;
   };
   static QpKey qp_key(const Packet& head);
-  std::unordered_set<QpKey, QpKeyHash> busy_;                       // QPs with a flow in service
+  /// Open-addressing set of the QPs with a flow in service (linear probing, backward-shift
+  /// deletion): one insert and one erase per flow without a heap allocation each.
+  class QpSet {
+   public:
+    bool insert(const QpKey& k);  ///< false if already present
+    void erase(const QpKey& k);
+
+   private:
+    std::size_t find_slot(const QpKey& k) const;
+    std::vector<QpKey> keys_;
+    std::vector<std::uint8_t> used_;
+    std::size_t size_ = 0;
+  };
+  QpSet busy_;
   std::unordered_map<QpKey, std::deque<Packet>, QpKeyHash> waiting_;  // their queued flows, in order
   LinkIndex index_;
   MaxMinSolver solver_;

@@ -120,7 +120,9 @@ void GpuRankLp::start_compute(Context& ctx) {
 }
 
 std::uint32_t GpuRankLp::slot_of(std::uint32_t group, std::uint32_t instance) {
-  auto [it, inserted] = coll_slot_.try_emplace((static_cast<std::uint64_t>(group) << 32) | instance, 0);
+  const std::uint64_t key = (static_cast<std::uint64_t>(group) << 32) | instance;
+  if (key == last_slot_key_) return last_slot_;
+  auto [it, inserted] = coll_slot_.try_emplace(key, 0);
   if (inserted) {
     if (!free_slots_.empty()) {
       it->second = free_slots_.back();
@@ -130,6 +132,8 @@ std::uint32_t GpuRankLp::slot_of(std::uint32_t group, std::uint32_t instance) {
       coll_states_.emplace_back();
     }
   }
+  last_slot_key_ = key;
+  last_slot_ = it->second;
   return it->second;
 }
 
@@ -442,6 +446,7 @@ void GpuRankLp::finish_collective(std::uint32_t slot, Context& ctx) {
     std::vector<std::uint64_t>().swap(st2.got_word);
     std::vector<std::uint8_t>().swap(st2.in_flight);
     coll_slot_.erase((static_cast<std::uint64_t>(static_cast<std::uint32_t>(node.group)) << 32) | instance_[st2.node]);
+    last_slot_key_ = ~std::uint64_t{0};
     retired_slots_.push_back(slot);
     node_done(st2.node, ctx);
   }
@@ -454,7 +459,16 @@ void GpuRankLp::start_flow(std::uint32_t dst, std::uint64_t bytes, std::uint32_t
   if (fidelity_ != Fidelity::kPacket) {
     // The message rides the same queue pairs as at the packet level (same split over QPs, same
     // round robin, same UDP source port, so the same ECMP path); each part is one flow.
-    const Nic::Split split = nic_.split_message(dst, bytes, channel);
+    Nic::Split split;
+    if (dst == coarse_dst_ && coarse_split_.qps == 1) {
+      split = coarse_split_;  // one QP: every message whole on QP 0, nothing to advance
+    } else {
+      split = nic_.split_message(dst, bytes, channel);
+      coarse_dst_ = dst;
+      coarse_split_ = split;
+      const auto cand = topo_.candidates(id_, dst);
+      coarse_first_ps_ = cand.size() == 1 ? topo_.ports(id_)[cand[0]].latency_ps : -1;
+    }
     Packet head;
     head.flow_id = flow_id;
     head.flow_bytes = bytes;
@@ -473,7 +487,7 @@ void GpuRankLp::start_flow(std::uint32_t dst, std::uint64_t bytes, std::uint32_t
       const std::uint32_t k = (split.first_k + i) % split.qps;
       head.conn = coarse_conn(channel, k, split.parts);
       head.flow_hash = Nic::qp_flow_hash(id_, dst, static_cast<std::uint32_t>(channel) << 16 | k, topo_.spec().seed);
-      start_coarse_flow(topo_, fidelity_, net_lp_, head, ctx);
+      start_coarse_flow(topo_, fidelity_, net_lp_, head, ctx, coarse_first_ps_);
     }
     return;
   }
