@@ -83,6 +83,7 @@ TransferTiming transfer_timing(const FlowPath& path, std::uint64_t bytes) {
   for (std::uint32_t i = 1; i < path.hops; ++i) {
     t.tail_ps += engine::serialization_ps(last, path.rate_bps[i]) + path.latency_ps[i];
   }
+  t.last_share_ps = engine::serialization_ps(last, t.bottleneck_bps == path.rate_bps[0] ? path.rate_bps[0] : t.bottleneck_bps);
   return t;
 }
 
@@ -247,10 +248,12 @@ void FlowNetLp::tick(Context& ctx) {
     const TransferTiming t = transfer_timing(path, bytes);
     for (std::uint32_t i = 0; i < path.hops; ++i) link_bytes_[path.link[i]] += bytes;
     if (t.rest_bytes == 0) {
-      // A single packet: pure store-and-forward latency, it never holds a link's share.
+      // A single packet (or nothing): pure store-and-forward latency; it never holds a link's
+      // share, which keeps rings of small chunks (one packet per step) as cheap as the
+      // analytical rung. Its first-hop serialization is not charged to the links it crosses.
       ctx.send(head.dst_rank, now + t.tail_ps, kEvFlowArrive, head);
       ctx.send(head.src_rank, now + sent_delay_ps_, kEvFlowSent, head.flow_id);
-      release_connection(head);  // may append the next flow of this pair to pending_
+      release_connection(head);  // may append the next flow of this QP to pending_
       continue;
     }
     const std::uint32_t f = solver_.add_flow(path.link, path.hops);
@@ -260,13 +263,15 @@ void FlowNetLp::tick(Context& ctx) {
     a = Active{};
     a.version = version;
     a.head = head;
-    a.rem_bits = static_cast<double>(t.rest_bytes) * 8.0;
+    // Every byte shares, the last packet included: it occupies the first link (and the
+    // bottleneck) like the others, so flows of the same QP or port do not overlap it.
+    a.rem_bits = static_cast<double>(bytes) * 8.0;
     a.last = now;
-    a.tail_ps = t.tail_ps;
+    a.tail_ps = t.tail_ps - t.last_share_ps;
     a.head_ps = t.head_ps;
     a.first_rate = t.bottleneck_bps;
     a.mtu = path.mtu_bytes;
-    a.drain = now + t.drain_ps;  // used if the solver gives it the uncongested rate
+    a.drain = now + t.drain_ps + t.last_share_ps;  // used if the solver gives it the uncongested rate
     for (std::uint32_t i = 0; i < path.hops; ++i) seeds_.push_back(path.link[i]);
   }
   pending_.clear();

@@ -82,8 +82,13 @@ struct TransferTiming {
   engine::SimTime head_ps = 0;   ///< L_1
   engine::SimTime drain_ps = 0;  ///< bytes - p at the bottleneck (ps)
   engine::SimTime tail_ps = 0;   ///< ser(p, R_1) + sum_{i>=2} (ser(p, R_i) + L_i)
-  std::uint64_t rest_bytes = 0;  ///< bytes - p: the bytes that share links at the flow level
+  std::uint64_t rest_bytes = 0;  ///< bytes - p
   std::uint64_t bottleneck_bps = 0;
+  /// ser(p) at the bottleneck as the lone drain counts it: ser(p, R_1) when the first hop is the
+  /// bottleneck, else ser(p, R_b). The flow level shares all `bytes` (the last packet occupies
+  /// its links too) and forwards only the store-and-forward rest: a lone flow drains all bytes
+  /// in drain_ps + last_share_ps and arrives tail_ps - last_share_ps later, the same instant.
+  engine::SimTime last_share_ps = 0;
 };
 TransferTiming transfer_timing(const FlowPath& path, std::uint64_t bytes);
 
@@ -110,11 +115,12 @@ void start_coarse_flow(const Topology& topo, Fidelity fidelity,
 /// kEvFlowStart delayed by the flow's first-hop latency (the lookahead); it sends kEvFlowArrive
 /// to the destination (tail later) and kEvFlowSent to the source (min(NVLink, NIC latency) later).
 ///
-/// Model: at time t1 (start + L_1) the flow's bytes beyond its last packet join the max-min
-/// share of every link of its route; when they are drained (t_d) the last packet is forwarded
-/// store-and-forward: arrival = t_d + ser(p, R_1) + sum_{i>=2}(ser(p, R_i) + L_i). A flow alone
-/// therefore arrives exactly when the packet level's last packet does (uncongested, first hop
-/// the bottleneck). Rates are recomputed once per simulated instant for the union of the
+/// Model: at time t1 (start + L_1) all the flow's bytes join the max-min share of every link of
+/// its route; when they are drained (t_d) the last packet is forwarded store-and-forward:
+/// arrival = t_d + sum_{i>=2}(ser(p, R_i) + L_i) (first hop the bottleneck; TransferTiming for
+/// the general case). A flow alone therefore arrives exactly when the packet level's last packet
+/// does, and the last packet's first-hop serialization occupies the link (the next flow of its
+/// queue pair starts after it, as at the packet level). Rates are recomputed once per simulated instant for the union of the
 /// components touched by the flows that started or finished at that instant. Memory: one
 /// ~150-byte record per active flow, none per packet.
 class FlowNetLp final : public engine::Lp {
