@@ -95,14 +95,15 @@ std::uint64_t coarse_part_bytes(const Packet& head, const Topology& topo) {
   return Nic::part_bytes(head.flow_bytes, parts, head.conn >> 8 & 0xFFu, mtu);
 }
 
+SimTime coarse_offset_ps(const Topology& topo) {
+  return std::min(topo.spec().nvlink_latency_ps, topo.spec().nic_latency_ps);
+}
+
 void start_coarse_flow(const Topology& topo, Fidelity fidelity, engine::LpId net_lp, const Packet& head,
-                       Context& ctx, SimTime first_hop_ps) {
+                       Context& ctx) {
   if (fidelity == Fidelity::kFlow) {
-    // Only the first hop's latency is needed here (the network LP routes the whole path).
-    if (first_hop_ps < 0) {
-      first_hop_ps = topo.ports(head.src_rank)[topo.route(head.src_rank, head.dst_rank, head.flow_hash)].latency_ps;
-    }
-    ctx.send(net_lp, ctx.now() + first_hop_ps, kEvFlowStart, head);
+    // The network LP routes the whole path; it runs D behind the GPUs (coarse_offset_ps).
+    ctx.send(net_lp, ctx.now() + coarse_offset_ps(topo), kEvFlowStart, head);
     return;
   }
   const FlowPath path = route_path(topo, nullptr, head.src_rank, head.dst_rank, head.flow_hash);
@@ -121,7 +122,7 @@ FlowNetLp::FlowNetLp(const Topology& topo, engine::LpId id)
       index_(topo),
       solver_(index_.capacities(topo)),
       link_bytes_(index_.size(), 0),
-      sent_delay_ps_(std::min(topo.spec().nvlink_latency_ps, topo.spec().nic_latency_ps)) {}
+      sent_delay_ps_(coarse_offset_ps(topo)) {}
 
 void FlowNetLp::schedule(SimTime t, Context& ctx) {
   if (ticks_.insert(t).second) ctx.send(id_, t, kEvNetTick);
@@ -146,7 +147,8 @@ void FlowNetLp::handle(const engine::Event& ev, Context& ctx) {
 
 void FlowNetLp::finish(std::uint32_t f, Context& ctx) {
   Active& a = act_[f];
-  ctx.send(a.head.dst_rank, ctx.now() + a.tail_ps, kEvFlowArrive, a.head);
+  // The first hop's latency beyond D (the offset this LP runs behind the GPUs), then the tail.
+  ctx.send(a.head.dst_rank, ctx.now() + a.head_ps - sent_delay_ps_ + a.tail_ps, kEvFlowArrive, a.head);
   ctx.send(a.head.src_rank, ctx.now() + sent_delay_ps_, kEvFlowSent, a.head.flow_id);
 }
 
@@ -251,7 +253,7 @@ void FlowNetLp::tick(Context& ctx) {
       // A single packet (or nothing): pure store-and-forward latency; it never holds a link's
       // share, which keeps rings of small chunks (one packet per step) as cheap as the
       // analytical rung. Its first-hop serialization is not charged to the links it crosses.
-      ctx.send(head.dst_rank, now + t.tail_ps, kEvFlowArrive, head);
+      ctx.send(head.dst_rank, now + t.head_ps - sent_delay_ps_ + t.tail_ps, kEvFlowArrive, head);
       ctx.send(head.src_rank, now + sent_delay_ps_, kEvFlowSent, head.flow_id);
       release_connection(head);  // may append the next flow of this QP to pending_
       continue;

@@ -106,18 +106,23 @@ std::uint64_t coarse_part_bytes(const Packet& head, const Topology& topo);
 /// The GPU side of the coarse rungs: hands a flow to the network LP (flow) or schedules its
 /// arrival and send completion directly (analytical). `head` is the flow's packet template
 /// (flow_id, message bytes, the QP's ECMP hash, conn, tag, ranks...); one call per part.
-/// `first_hop_ps`: the latency of the flow's first link when the caller knows it (flow rung), or -1.
+/// At the flow level the flow reaches the network LP coarse_offset_ps(topo) after it is posted.
 void start_coarse_flow(const Topology& topo, Fidelity fidelity,
-                       engine::LpId net_lp, const Packet& head, engine::Context& ctx,
-                       engine::SimTime first_hop_ps = -1);
+                       engine::LpId net_lp, const Packet& head, engine::Context& ctx);
+
+/// D = min(NVLink, NIC latency): the GPU <-> network LP lookahead. The network LP's clock runs
+/// D behind the GPUs' NIC/NVLink egress: a flow posted at t0 joins its links at t0 + D, so
+/// every flow on a link sees the same offset, and the send completion (the last byte left the
+/// GPU at t_d - D) is reported at t_d + D, 2D late (the least the lookahead allows).
+engine::SimTime coarse_offset_ps(const Topology& topo);
 
 /// The flow-level network: one LP owning every link's flows and the max-min solver. GPUs send it
-/// kEvFlowStart delayed by the flow's first-hop latency (the lookahead); it sends kEvFlowArrive
-/// to the destination (tail later) and kEvFlowSent to the source (min(NVLink, NIC latency) later).
+/// kEvFlowStart delayed by D = coarse_offset_ps (the lookahead); it sends kEvFlowArrive to the
+/// destination (L_1 - D + tail later) and kEvFlowSent to the source (D later).
 ///
-/// Model: at time t1 (start + L_1) all the flow's bytes join the max-min share of every link of
+/// Model: at time t1 (start + D, D = coarse_offset_ps) all the flow's bytes join the max-min share of every link of
 /// its route; when they are drained (t_d) the last packet is forwarded store-and-forward:
-/// arrival = t_d + sum_{i>=2}(ser(p, R_i) + L_i) (first hop the bottleneck; TransferTiming for
+/// arrival = t_d + L_1 - D + sum_{i>=2}(ser(p, R_i) + L_i) (first hop the bottleneck; TransferTiming for
 /// the general case). A flow alone therefore arrives exactly when the packet level's last packet
 /// does, and the last packet's first-hop serialization occupies the link (the next flow of its
 /// queue pair starts after it, as at the packet level). Rates are recomputed once per simulated instant for the union of the
@@ -191,9 +196,9 @@ class FlowNetLp final : public engine::Lp {
   std::vector<std::uint32_t> seeds_, solved_;
   std::vector<std::uint64_t> link_bytes_;
   std::uint64_t flows_total_ = 0, solves_ = 0, resolved_ = 0;
-  // Delay of kEvFlowSent: the GPU <-> network lookahead, min(NVLink, NIC latency). The packet
-  // level's send completes L_1 - ser(p, R_1) before the drain instant seen here, which this LP
-  // cannot reach back to; a send therefore completes L_1 + this delay - ser(p, R_1) late.
+  // D = coarse_offset_ps: delay of kEvFlowStart and of kEvFlowSent. The packet level's send
+  // completes D before the drain instant seen here (the last packet left the first hop), which
+  // this LP cannot reach back to; a send therefore completes 2D late.
   engine::SimTime sent_delay_ps_ = 0;
 };
 

@@ -466,8 +466,6 @@ void GpuRankLp::start_flow(std::uint32_t dst, std::uint64_t bytes, std::uint32_t
       split = nic_.split_message(dst, bytes, channel);
       coarse_dst_ = dst;
       coarse_split_ = split;
-      const auto cand = topo_.candidates(id_, dst);
-      coarse_first_ps_ = cand.size() == 1 ? topo_.ports(id_)[cand[0]].latency_ps : -1;
     }
     Packet head;
     head.flow_id = flow_id;
@@ -487,7 +485,7 @@ void GpuRankLp::start_flow(std::uint32_t dst, std::uint64_t bytes, std::uint32_t
       const std::uint32_t k = (split.first_k + i) % split.qps;
       head.conn = coarse_conn(channel, k, split.parts);
       head.flow_hash = Nic::qp_flow_hash(id_, dst, static_cast<std::uint32_t>(channel) << 16 | k, topo_.spec().seed);
-      start_coarse_flow(topo_, fidelity_, net_lp_, head, ctx, coarse_first_ps_);
+      start_coarse_flow(topo_, fidelity_, net_lp_, head, ctx);
     }
     return;
   }

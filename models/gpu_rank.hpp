@@ -206,12 +206,10 @@ class GpuRankLp final : public engine::Lp, private NicOwner {
     std::size_t head_ = 0, size_ = 0, cap_ = 4;  // cap_: a power of two
   };
   SendRing coarse_sends_;
-  // The GPU port toward the last peer a coarse flow went to (rings send to one peer): its
-  // split (when it has one QP, so no round robin to advance) and first-hop latency (when the
-  // port does not depend on the QP's hash). Saves the topology look-ups per flow.
+  // The split toward the last peer a coarse flow went to (rings send to one peer), kept when
+  // the connection has one QP (no round robin to advance): saves the topology look-ups per flow.
   std::uint32_t coarse_dst_ = 0xFFFFFFFFu;
   Nic::Split coarse_split_;
-  engine::SimTime coarse_first_ps_ = -1;
   std::uint64_t coarse_base_ = 0;  ///< flow counter of coarse_sends_.front()
   bool keep_flows_ = false;
   io::FlowDigest flow_digest_;
