@@ -10,6 +10,7 @@
 
 #include "app/commands.hpp"
 #include "engine/errors.hpp"
+#include "engine/mpi_init.hpp"
 #include "io/hdf5_writer.hpp"
 
 namespace fabricsim::app {
@@ -40,8 +41,7 @@ constexpr const char* kExamples = R"(Examples:
 }  // namespace
 
 int main(int argc, char** argv) {
-  int provided = 0;
-  MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &provided);  // engine threads never call MPI
+  fabricsim::engine::init_mpi(&argc, &argv);
   using namespace fabricsim::app;
   const bool root = is_root();
   CLI::App app{"fabricsim: parallel discrete-event simulator of AI training clusters"};

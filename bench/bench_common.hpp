@@ -10,6 +10,7 @@
 #include <string>
 
 #include "engine/errors.hpp"
+#include "engine/mpi_init.hpp"
 
 namespace fabricsim::bench {
 
@@ -28,8 +29,7 @@ inline int write_json(const std::string& path, const nlohmann::json& j) {
 /// MPI_Init_thread(FUNNELED) (engine threads never call MPI), runs `body(rank, nprocs)`, maps
 /// InputError to exit 2 (printed by rank 0) and InternalError to MPI_Abort(3), MPI_Finalize.
 inline int bench_main(int argc, char** argv, const std::function<int(int, int)>& body) {
-  int provided = 0;
-  MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &provided);
+  engine::init_mpi(&argc, &argv);
   int rank = 0, nprocs = 1;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   MPI_Comm_size(MPI_COMM_WORLD, &nprocs);

@@ -126,6 +126,8 @@ void Simulator::route(std::uint32_t from_thread, const Event& ev) {
 namespace {
 constexpr std::size_t kPrefetchBody = 8;  // events ahead whose body is fetched
 constexpr std::size_t kPrefetchLp = 2;    // events ahead whose LP state is fetched
+constexpr std::size_t kPrefetchLpLines = 4;  // cache lines of that LP fetched (models keep their
+                                             // per-event fields first, e.g. models/gpu_rank.hpp)
 }  // namespace
 
 void Simulator::process_window(std::uint32_t t) {
@@ -144,7 +146,10 @@ void Simulator::process_window(std::uint32_t t) {
       __builtin_prefetch(reinterpret_cast<const char*>(far) + sizeof(Event) - 1);  // 96 B: 2 lines
     }
     if (const Event* nx = q.peek_near(kPrefetchLp)) {
-      if (nx->dst < lps_.size()) __builtin_prefetch(lps_[nx->dst]);
+      if (nx->dst < lps_.size()) {
+        const char* lp = reinterpret_cast<const char*>(lps_[nx->dst]);
+        for (std::size_t i = 0; i < kPrefetchLpLines; ++i) __builtin_prefetch(lp + 64 * i);
+      }
     }
     ctx.now_ = ev.time;
     ctx.self_ = ev.dst;

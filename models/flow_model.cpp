@@ -4,7 +4,9 @@
 #include <cmath>
 
 #include "engine/errors.hpp"
+#include "engine/rng.hpp"
 #include "engine/simulator.hpp"
+#include "models/nic.hpp"
 
 namespace fabricsim::models {
 
@@ -81,22 +83,35 @@ TransferTiming transfer_timing(const FlowPath& path, std::uint64_t bytes) {
   for (std::uint32_t i = 1; i < path.hops; ++i) {
     t.tail_ps += engine::serialization_ps(last, path.rate_bps[i]) + path.latency_ps[i];
   }
+  t.last_share_ps = engine::serialization_ps(last, t.bottleneck_bps == path.rate_bps[0] ? path.rate_bps[0] : t.bottleneck_bps);
   return t;
+}
+
+std::uint64_t coarse_part_bytes(const Packet& head, const Topology& topo) {
+  const std::uint32_t parts = (head.conn & 0xFFu) + 1;
+  if (parts == 1) return head.flow_bytes;
+  // The MTU of the GPU's port toward dst, as Nic::split_message takes it.
+  const std::uint32_t mtu = topo.ports(head.src_rank)[topo.route(head.src_rank, head.dst_rank, 0)].mtu_bytes;
+  return Nic::part_bytes(head.flow_bytes, parts, head.conn >> 8 & 0xFFu, mtu);
+}
+
+SimTime coarse_offset_ps(const Topology& topo) {
+  return std::min(topo.spec().nvlink_latency_ps, topo.spec().nic_latency_ps);
 }
 
 void start_coarse_flow(const Topology& topo, Fidelity fidelity, engine::LpId net_lp, const Packet& head,
                        Context& ctx) {
   if (fidelity == Fidelity::kFlow) {
-    // Only the first hop's latency is needed here (the network LP routes the whole path).
-    const Port& first = topo.ports(head.src_rank)[topo.route(head.src_rank, head.dst_rank, head.flow_hash)];
-    ctx.send(net_lp, ctx.now() + first.latency_ps, kEvFlowStart, head);
+    // The network LP routes the whole path; it runs D behind the GPUs (coarse_offset_ps).
+    ctx.send(net_lp, ctx.now() + coarse_offset_ps(topo), kEvFlowStart, head);
     return;
   }
   const FlowPath path = route_path(topo, nullptr, head.src_rank, head.dst_rank, head.flow_hash);
   // Analytical: alone on the route, no sharing.
-  const TransferTiming t = transfer_timing(path, head.flow_bytes);
+  const std::uint64_t bytes = coarse_part_bytes(head, topo);
+  const TransferTiming t = transfer_timing(path, bytes);
   const SimTime now = ctx.now();
-  const SimTime last_ser = engine::serialization_ps(head.flow_bytes - t.rest_bytes, path.rate_bps[0]);
+  const SimTime last_ser = engine::serialization_ps(bytes - t.rest_bytes, path.rate_bps[0]);
   ctx.send(head.dst_rank, now + t.head_ps + t.drain_ps + t.tail_ps, kEvFlowArrive, head);
   ctx.send(ctx.self(), now + t.drain_ps + last_ser, kEvFlowSent, head.flow_id);
 }
@@ -107,7 +122,7 @@ FlowNetLp::FlowNetLp(const Topology& topo, engine::LpId id)
       index_(topo),
       solver_(index_.capacities(topo)),
       link_bytes_(index_.size(), 0),
-      sent_delay_ps_(std::min(topo.spec().nvlink_latency_ps, topo.spec().nic_latency_ps)) {}
+      sent_delay_ps_(coarse_offset_ps(topo)) {}
 
 void FlowNetLp::schedule(SimTime t, Context& ctx) {
   if (ticks_.insert(t).second) ctx.send(id_, t, kEvNetTick);
@@ -132,13 +147,70 @@ void FlowNetLp::handle(const engine::Event& ev, Context& ctx) {
 
 void FlowNetLp::finish(std::uint32_t f, Context& ctx) {
   Active& a = act_[f];
-  ctx.send(a.head.dst_rank, ctx.now() + a.tail_ps, kEvFlowArrive, a.head);
+  // The first hop's latency beyond D (the offset this LP runs behind the GPUs), then the tail.
+  ctx.send(a.head.dst_rank, ctx.now() + a.head_ps - sent_delay_ps_ + a.tail_ps, kEvFlowArrive, a.head);
   ctx.send(a.head.src_rank, ctx.now() + sent_delay_ps_, kEvFlowSent, a.head.flow_id);
 }
 
+std::size_t FlowNetLp::QpKeyHash::operator()(const QpKey& k) const noexcept {
+  return static_cast<std::size_t>(engine::mix64(k.pair * 0x9E3779B97F4A7C15ull ^ k.qp));
+}
+
+FlowNetLp::QpKey FlowNetLp::qp_key(const Packet& head) {
+  return QpKey{static_cast<std::uint64_t>(head.src_rank) << 32 | head.dst_rank, coarse_conn_qp(head.conn)};
+}
+
+std::size_t FlowNetLp::QpSet::find_slot(const QpKey& k) const {
+  const std::size_t mask = keys_.size() - 1;
+  std::size_t i = QpKeyHash{}(k) & mask;
+  while (used_[i] && !(keys_[i] == k)) i = (i + 1) & mask;
+  return i;
+}
+
+bool FlowNetLp::QpSet::insert(const QpKey& k) {
+  if (2 * (size_ + 1) > keys_.size()) {  // grow at half load
+    std::vector<QpKey> old_keys(std::max<std::size_t>(64, 2 * keys_.size()));
+    std::vector<std::uint8_t> old_used(old_keys.size(), 0);
+    old_keys.swap(keys_);
+    old_used.swap(used_);
+    for (std::size_t i = 0; i < old_keys.size(); ++i) {
+      if (old_used[i]) {
+        const std::size_t j = find_slot(old_keys[i]);
+        keys_[j] = old_keys[i];
+        used_[j] = 1;
+      }
+    }
+  }
+  const std::size_t i = find_slot(k);
+  if (used_[i]) return false;
+  keys_[i] = k;
+  used_[i] = 1;
+  ++size_;
+  return true;
+}
+
+void FlowNetLp::QpSet::erase(const QpKey& k) {
+  if (keys_.empty()) return;
+  const std::size_t mask = keys_.size() - 1;
+  std::size_t i = find_slot(k);
+  if (!used_[i]) return;
+  used_[i] = 0;
+  --size_;
+  // Backward shift: move later entries of the probe run into the hole when their home allows.
+  for (std::size_t j = (i + 1) & mask; used_[j]; j = (j + 1) & mask) {
+    const std::size_t home = QpKeyHash{}(keys_[j]) & mask;
+    if (((j - home) & mask) >= ((j - i) & mask)) {
+      keys_[i] = keys_[j];
+      used_[i] = 1;
+      used_[j] = 0;
+      i = j;
+    }
+  }
+}
+
 void FlowNetLp::release_connection(const Packet& head) {
-  const std::uint64_t key = static_cast<std::uint64_t>(head.src_rank) << 32 | head.dst_rank;
-  auto it = waiting_.find(key);
+  const QpKey key = qp_key(head);
+  auto it = waiting_.empty() ? waiting_.end() : waiting_.find(key);
   if (it == waiting_.end()) {
     busy_.erase(key);
     return;
@@ -162,24 +234,28 @@ void FlowNetLp::tick(Context& ctx) {
     solver_.remove_flow(f);
     ++act_[f].version;
   }
-  // 2. Flows starting now. Flows between the same two GPUs are served in order, one at a time,
-  // as on the packet level's queue pair (and NVLink's per-peer FIFO): a later one waits.
+  // 2. Flows starting now. Flows on the same queue pair (one per NCCL channel, peer and k of
+  // nic.qps_per_connection, NVLink included) are served in order, one at a time, as the packet
+  // level's QP sends its parts: a later one waits.
   for (std::size_t pi = 0; pi < pending_.size(); ++pi) {
     const Packet head = pending_[pi].first;
-    const std::uint64_t key = static_cast<std::uint64_t>(head.src_rank) << 32 | head.dst_rank;
-    if (!pending_[pi].second && !busy_.insert(key).second) {
+    const QpKey key = qp_key(head);
+    if (!pending_[pi].second && !busy_.insert(key)) {
       waiting_[key].push_back(head);
       continue;
     }
     ++flows_total_;
     const FlowPath path = route_path(topo_, &index_, head.src_rank, head.dst_rank, head.flow_hash);
-    const TransferTiming t = transfer_timing(path, head.flow_bytes);
-    for (std::uint32_t i = 0; i < path.hops; ++i) link_bytes_[path.link[i]] += head.flow_bytes;
+    const std::uint64_t bytes = coarse_part_bytes(head, topo_);
+    const TransferTiming t = transfer_timing(path, bytes);
+    for (std::uint32_t i = 0; i < path.hops; ++i) link_bytes_[path.link[i]] += bytes;
     if (t.rest_bytes == 0) {
-      // A single packet: pure store-and-forward latency, it never holds a link's share.
-      ctx.send(head.dst_rank, now + t.tail_ps, kEvFlowArrive, head);
+      // A single packet (or nothing): pure store-and-forward latency; it never holds a link's
+      // share, which keeps rings of small chunks (one packet per step) as cheap as the
+      // analytical rung. Its first-hop serialization is not charged to the links it crosses.
+      ctx.send(head.dst_rank, now + t.head_ps - sent_delay_ps_ + t.tail_ps, kEvFlowArrive, head);
       ctx.send(head.src_rank, now + sent_delay_ps_, kEvFlowSent, head.flow_id);
-      release_connection(head);  // may append the next flow of this pair to pending_
+      release_connection(head);  // may append the next flow of this QP to pending_
       continue;
     }
     const std::uint32_t f = solver_.add_flow(path.link, path.hops);
@@ -189,13 +265,15 @@ void FlowNetLp::tick(Context& ctx) {
     a = Active{};
     a.version = version;
     a.head = head;
-    a.rem_bits = static_cast<double>(t.rest_bytes) * 8.0;
+    // Every byte shares, the last packet included: it occupies the first link (and the
+    // bottleneck) like the others, so flows of the same QP or port do not overlap it.
+    a.rem_bits = static_cast<double>(bytes) * 8.0;
     a.last = now;
-    a.tail_ps = t.tail_ps;
+    a.tail_ps = t.tail_ps - t.last_share_ps;
     a.head_ps = t.head_ps;
     a.first_rate = t.bottleneck_bps;
     a.mtu = path.mtu_bytes;
-    a.drain = now + t.drain_ps;  // used if the solver gives it the uncongested rate
+    a.drain = now + t.drain_ps + t.last_share_ps;  // used if the solver gives it the uncongested rate
     for (std::uint32_t i = 0; i < path.hops; ++i) seeds_.push_back(path.link[i]);
   }
   pending_.clear();

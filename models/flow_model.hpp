@@ -82,26 +82,50 @@ struct TransferTiming {
   engine::SimTime head_ps = 0;   ///< L_1
   engine::SimTime drain_ps = 0;  ///< bytes - p at the bottleneck (ps)
   engine::SimTime tail_ps = 0;   ///< ser(p, R_1) + sum_{i>=2} (ser(p, R_i) + L_i)
-  std::uint64_t rest_bytes = 0;  ///< bytes - p: the bytes that share links at the flow level
+  std::uint64_t rest_bytes = 0;  ///< bytes - p
   std::uint64_t bottleneck_bps = 0;
+  /// ser(p) at the bottleneck as the lone drain counts it: ser(p, R_1) when the first hop is the
+  /// bottleneck, else ser(p, R_b). The flow level shares all `bytes` (the last packet occupies
+  /// its links too) and forwards only the store-and-forward rest: a lone flow drains all bytes
+  /// in drain_ps + last_share_ps and arrives tail_ps - last_share_ps later, the same instant.
+  engine::SimTime last_share_ps = 0;
 };
 TransferTiming transfer_timing(const FlowPath& path, std::uint64_t bytes);
 
+/// Packet::conn of a coarse flow: queue pair k (< 256) of NCCL channel `channel`'s connection,
+/// the message split over `parts` (1..256) QPs.
+constexpr std::uint32_t coarse_conn(std::uint32_t channel, std::uint32_t k, std::uint32_t parts) {
+  return channel << 16 | (k & 0xFFu) << 8 | ((parts - 1) & 0xFFu);
+}
+/// The queue pair index (channel << 16 | k) of Packet::conn, as roce_sport takes it.
+constexpr std::uint32_t coarse_conn_qp(std::uint32_t conn) { return (conn >> 16) << 16 | (conn >> 8 & 0xFFu); }
+/// Bytes of the part (one flow) a coarse-rung packet head stands for: its message's
+/// flow_bytes cut over Packet::conn's parts as Nic::send_message cuts it.
+std::uint64_t coarse_part_bytes(const Packet& head, const Topology& topo);
+
 /// The GPU side of the coarse rungs: hands a flow to the network LP (flow) or schedules its
 /// arrival and send completion directly (analytical). `head` is the flow's packet template
-/// (flow_id, bytes, hash, tag, ranks...).
+/// (flow_id, message bytes, the QP's ECMP hash, conn, tag, ranks...); one call per part.
+/// At the flow level the flow reaches the network LP coarse_offset_ps(topo) after it is posted.
 void start_coarse_flow(const Topology& topo, Fidelity fidelity,
                        engine::LpId net_lp, const Packet& head, engine::Context& ctx);
 
+/// D = min(NVLink, NIC latency): the GPU <-> network LP lookahead. The network LP's clock runs
+/// D behind the GPUs' NIC/NVLink egress: a flow posted at t0 joins its links at t0 + D, so
+/// every flow on a link sees the same offset, and the send completion (the last byte left the
+/// GPU at t_d - D) is reported at t_d + D, 2D late (the least the lookahead allows).
+engine::SimTime coarse_offset_ps(const Topology& topo);
+
 /// The flow-level network: one LP owning every link's flows and the max-min solver. GPUs send it
-/// kEvFlowStart delayed by the flow's first-hop latency (the lookahead); it sends kEvFlowArrive
-/// to the destination (tail later) and kEvFlowSent to the source (min(NVLink, NIC latency) later).
+/// kEvFlowStart delayed by D = coarse_offset_ps (the lookahead); it sends kEvFlowArrive to the
+/// destination (L_1 - D + tail later) and kEvFlowSent to the source (D later).
 ///
-/// Model: at time t1 (start + L_1) the flow's bytes beyond its last packet join the max-min
-/// share of every link of its route; when they are drained (t_d) the last packet is forwarded
-/// store-and-forward: arrival = t_d + ser(p, R_1) + sum_{i>=2}(ser(p, R_i) + L_i). A flow alone
-/// therefore arrives exactly when the packet level's last packet does (uncongested, first hop
-/// the bottleneck). Rates are recomputed once per simulated instant for the union of the
+/// Model: at time t1 (start + D, D = coarse_offset_ps) all the flow's bytes join the max-min share of every link of
+/// its route; when they are drained (t_d) the last packet is forwarded store-and-forward:
+/// arrival = t_d + L_1 - D + sum_{i>=2}(ser(p, R_i) + L_i) (first hop the bottleneck; TransferTiming for
+/// the general case). A flow alone therefore arrives exactly when the packet level's last packet
+/// does, and the last packet's first-hop serialization occupies the link (the next flow of its
+/// queue pair starts after it, as at the packet level). Rates are recomputed once per simulated instant for the union of the
 /// components touched by the flows that started or finished at that instant. Memory: one
 /// ~150-byte record per active flow, none per packet.
 class FlowNetLp final : public engine::Lp {
@@ -137,21 +161,44 @@ class FlowNetLp final : public engine::Lp {
 
   const Topology& topo_;
   engine::LpId id_;
-  std::unordered_set<std::uint64_t> busy_;                       // (src, dst) pairs with a flow in service
-  std::unordered_map<std::uint64_t, std::deque<Packet>> waiting_;  // their queued flows, in order
+  // A queue pair: (src << 32 | dst, channel << 16 | k). Its flows are served one at a time.
+  struct QpKey {
+    std::uint64_t pair = 0;
+    std::uint32_t qp = 0;
+    bool operator==(const QpKey&) const = default;
+  };
+  struct QpKeyHash {
+    std::size_t operator()(const QpKey& k) const noexcept;
+  };
+  static QpKey qp_key(const Packet& head);
+  /// Open-addressing set of the QPs with a flow in service (linear probing, backward-shift
+  /// deletion): one insert and one erase per flow without a heap allocation each.
+  class QpSet {
+   public:
+    bool insert(const QpKey& k);  ///< false if already present
+    void erase(const QpKey& k);
+
+   private:
+    std::size_t find_slot(const QpKey& k) const;
+    std::vector<QpKey> keys_;
+    std::vector<std::uint8_t> used_;
+    std::size_t size_ = 0;
+  };
+  QpSet busy_;
+  std::unordered_map<QpKey, std::deque<Packet>, QpKeyHash> waiting_;  // their queued flows, in order
   LinkIndex index_;
   MaxMinSolver solver_;
   std::vector<Active> act_;  // by solver flow id
-  std::vector<std::pair<Packet, bool>> pending_;  // flow, already owns its (src, dst) pair
+  std::vector<std::pair<Packet, bool>> pending_;  // flow, already owns its queue pair
   using Drain = std::tuple<engine::SimTime, std::uint32_t, std::uint32_t>;  // time, flow, version
   std::priority_queue<Drain, std::vector<Drain>, std::greater<>> drains_;
   std::set<engine::SimTime> ticks_;
   std::vector<std::uint32_t> seeds_, solved_;
   std::vector<std::uint64_t> link_bytes_;
   std::uint64_t flows_total_ = 0, solves_ = 0, resolved_ = 0;
-  // Delay of kEvFlowSent: the GPU <-> network lookahead, min(NVLink, NIC latency). The packet
-  // level's send completes L_1 - ser(p, R_1) before the drain instant seen here, which this LP
-  // cannot reach back to; a send therefore completes L_1 + this delay - ser(p, R_1) late.
+  // D = coarse_offset_ps: delay of kEvFlowStart and of kEvFlowSent. The packet level's send
+  // completes D before the drain instant seen here (the last packet left the first hop), which
+  // this LP cannot reach back to; a send therefore completes 2D late.
   engine::SimTime sent_delay_ps_ = 0;
 };
 

@@ -19,7 +19,6 @@ constexpr std::uint32_t kPosted = 1u << 28;
 constexpr std::uint32_t kArrived = 1u << 29;
 constexpr std::uint32_t kOpDone = 1u << 30;
 constexpr std::uint32_t kDepMask = kPosted - 1;
-constexpr std::uint32_t kSentMark = 0xFFFFFFFEu;  // coarse_sends_ entry whose send completed
 struct DoneRef {
   std::uint32_t slot;
   std::uint32_t idx;
@@ -121,7 +120,9 @@ void GpuRankLp::start_compute(Context& ctx) {
 }
 
 std::uint32_t GpuRankLp::slot_of(std::uint32_t group, std::uint32_t instance) {
-  auto [it, inserted] = coll_slot_.try_emplace((static_cast<std::uint64_t>(group) << 32) | instance, 0);
+  const std::uint64_t key = (static_cast<std::uint64_t>(group) << 32) | instance;
+  if (key == last_slot_key_) return last_slot_;
+  auto [it, inserted] = coll_slot_.try_emplace(key, 0);
   if (inserted) {
     if (!free_slots_.empty()) {
       it->second = free_slots_.back();
@@ -131,6 +132,8 @@ std::uint32_t GpuRankLp::slot_of(std::uint32_t group, std::uint32_t instance) {
       coll_states_.emplace_back();
     }
   }
+  last_slot_key_ = key;
+  last_slot_ = it->second;
   return it->second;
 }
 
@@ -443,6 +446,7 @@ void GpuRankLp::finish_collective(std::uint32_t slot, Context& ctx) {
     std::vector<std::uint64_t>().swap(st2.got_word);
     std::vector<std::uint8_t>().swap(st2.in_flight);
     coll_slot_.erase((static_cast<std::uint64_t>(static_cast<std::uint32_t>(node.group)) << 32) | instance_[st2.node]);
+    last_slot_key_ = ~std::uint64_t{0};
     retired_slots_.push_back(slot);
     node_done(st2.node, ctx);
   }
@@ -453,11 +457,20 @@ void GpuRankLp::start_flow(std::uint32_t dst, std::uint64_t bytes, std::uint32_t
                            std::uint32_t op_or_node, Context& ctx, std::uint16_t channel) {
   const std::uint64_t flow_id = (static_cast<std::uint64_t>(id_) << 32) | next_flow_++;
   if (fidelity_ != Fidelity::kPacket) {
+    // The message rides the same queue pairs as at the packet level (same split over QPs, same
+    // round robin, same UDP source port, so the same ECMP path); each part is one flow.
+    Nic::Split split;
+    if (dst == coarse_dst_ && coarse_split_.qps == 1) {
+      split = coarse_split_;  // one QP: every message whole on QP 0, nothing to advance
+    } else {
+      split = nic_.split_message(dst, bytes, channel);
+      coarse_dst_ = dst;
+      coarse_split_ = split;
+    }
     Packet head;
     head.flow_id = flow_id;
     head.flow_bytes = bytes;
     head.flow_start = ctx.now();
-    head.flow_hash = engine::mix64(flow_id ^ (topo_.spec().seed * 0x9E3779B97F4A7C15ull));
     head.tag = tag;
     head.src_rank = id_;
     head.dst_rank = dst;
@@ -467,8 +480,13 @@ void GpuRankLp::start_flow(std::uint32_t dst, std::uint64_t bytes, std::uint32_t
     if (next_flow_ - 1 != coarse_base_ + coarse_sends_.size()) {
       throw engine::InternalError("gpu " + std::to_string(id_) + ": coarse flow counter out of step");
     }
-    coarse_sends_.emplace_back(slot, op_or_node);
-    start_coarse_flow(topo_, fidelity_, net_lp_, head, ctx);
+    coarse_sends_.push_back(CoarseSend{slot, op_or_node, split.parts});
+    for (std::uint32_t i = 0; i < split.parts; ++i) {
+      const std::uint32_t k = (split.first_k + i) % split.qps;
+      head.conn = coarse_conn(channel, k, split.parts);
+      head.flow_hash = Nic::qp_flow_hash(id_, dst, static_cast<std::uint32_t>(channel) << 16 | k, topo_.spec().seed);
+      start_coarse_flow(topo_, fidelity_, net_lp_, head, ctx);
+    }
     return;
   }
   nic_.send_message(dst, bytes, MsgMeta{flow_id, tag, group, instance, slot, op_or_node, channel}, ctx);
@@ -565,9 +583,9 @@ void GpuRankLp::handle(const engine::Event& ev, Context& ctx) {
       return;
     }
     case kEvFlowArrive: {
-      // The whole flow at once (coarse rungs), in <= 4 GiB pieces for the packet byte counter.
+      // A whole part at once (coarse rungs), in <= 4 GiB pieces for the packet byte counter.
       Packet p = ev.get<Packet>();
-      std::uint64_t left = p.flow_bytes;
+      std::uint64_t left = coarse_part_bytes(p, topo_);
       do {
         p.bytes = static_cast<std::uint32_t>(std::min<std::uint64_t>(left, 0xFFFFFFFFu));
         left -= p.bytes;
@@ -578,13 +596,13 @@ void GpuRankLp::handle(const engine::Event& ev, Context& ctx) {
     case kEvFlowSent: {
       const std::uint64_t counter = ev.get<std::uint64_t>() & 0xFFFFFFFFull;
       if (counter < coarse_base_ || counter - coarse_base_ >= coarse_sends_.size() ||
-          coarse_sends_[counter - coarse_base_].first == kSentMark) {
+          coarse_sends_[counter - coarse_base_].parts_left == 0) {
         throw engine::InternalError("gpu " + std::to_string(id_) + ": unknown flow sent");
       }
       auto& entry = coarse_sends_[counter - coarse_base_];
-      const DoneRef ref{entry.first, entry.second};
-      entry.first = kSentMark;
-      while (!coarse_sends_.empty() && coarse_sends_.front().first == kSentMark) {
+      if (--entry.parts_left > 0) return;  // the message's other parts are still on their way
+      const DoneRef ref{entry.slot, entry.idx};
+      while (!coarse_sends_.empty() && coarse_sends_.front().parts_left == 0) {
         coarse_sends_.pop_front();
         ++coarse_base_;
       }

@@ -163,6 +163,72 @@ class GpuRankLp final : public engine::Lp, private NicOwner {
   const std::vector<WorkNode>* program_ = nullptr;
   const CollectivePlanner& planner_;
 
+  // Per-message fields first (the engine prefetches an LP's first cache lines).
+  std::uint64_t next_flow_ = 0;
+  // Coarse rungs: (collective slot, op or node) of the sends in flight, indexed by the flow's
+  // per-source counter minus coarse_base_ (no allocation per flow; entries of completed sends
+  // whose parts were all sent are dropped from the front). 12 B per message between the oldest
+  // in flight and the newest.
+  Fidelity fidelity_ = Fidelity::kPacket;
+  engine::LpId net_lp_ = 0;
+  struct CoarseSend {
+    std::uint32_t slot = 0, idx = 0;
+    std::uint32_t parts_left = 0;  ///< parts (flows) of the message not yet sent; 0 = completed
+  };
+  /// FIFO of CoarseSend, the first 4 entries inside the LP (a ring usually has one or two sends
+  /// in flight per rank: no separate allocation to miss in the cache), more on the heap.
+  class SendRing {
+   public:
+    bool empty() const { return size_ == 0; }
+    std::size_t size() const { return size_; }
+    CoarseSend& operator[](std::size_t i) { return data()[(head_ + i) & (cap_ - 1)]; }
+    CoarseSend& front() { return (*this)[0]; }
+    void pop_front() {
+      head_ = (head_ + 1) & (cap_ - 1);
+      --size_;
+    }
+    void push_back(const CoarseSend& e) {
+      if (size_ == cap_) grow();
+      (*this)[size_++] = e;
+    }
+
+   private:
+    CoarseSend* data() { return big_.empty() ? small_ : big_.data(); }
+    void grow() {
+      std::vector<CoarseSend> bigger(2 * cap_);
+      for (std::size_t i = 0; i < size_; ++i) bigger[i] = (*this)[i];
+      big_.swap(bigger);
+      cap_ *= 2;
+      head_ = 0;
+    }
+    CoarseSend small_[4];
+    std::vector<CoarseSend> big_;
+    std::size_t head_ = 0, size_ = 0, cap_ = 4;  // cap_: a power of two
+  };
+  SendRing coarse_sends_;
+  // The split toward the last peer a coarse flow went to (rings send to one peer), kept when
+  // the connection has one QP (no round robin to advance): saves the topology look-ups per flow.
+  std::uint32_t coarse_dst_ = 0xFFFFFFFFu;
+  Nic::Split coarse_split_;
+  std::uint64_t coarse_base_ = 0;  ///< flow counter of coarse_sends_.front()
+  bool keep_flows_ = false;
+  io::FlowDigest flow_digest_;
+
+  std::deque<CollState> coll_states_;  // deque: references stay valid while it grows
+  // Slots of completed collectives: retired at completion, reset and reused from the next
+  // handle() on (no stack frame refers to them then), so coll_states_ holds at most the
+  // collectives running at once, not one entry per collective of the run.
+  std::vector<std::uint32_t> retired_slots_, free_slots_;
+  std::unordered_map<std::uint64_t, std::uint32_t> coll_slot_;  // (group << 32 | instance) -> slot
+  // The last slot_of() answer: consecutive messages nearly always belong to the same collective,
+  // and the map lookup is two cache misses per message on large runs.
+  std::uint64_t last_slot_key_ = ~std::uint64_t{0};
+  std::uint32_t last_slot_ = 0;
+  // Point-to-point nodes only (collectives match through CollState::recv_key):
+  std::unordered_map<P2pKey, std::uint32_t, P2pKeyHash> arrived_;   // messages before their receive
+  std::unordered_map<P2pKey, std::deque<std::uint32_t>, P2pKeyHash> waiting_rx_;  // -> recv nodes, FIFO
+
+  std::unordered_map<std::uint64_t, std::pair<std::uint64_t, engine::SimTime>> rx_bytes_;  // bytes, first arrival
   std::vector<std::uint32_t> waiting_;                   // unmet deps per node
   std::vector<std::vector<std::uint32_t>> dependents_;   // node -> nodes depending on it
   std::vector<std::uint32_t> instance_;                  // collective node -> instance number
@@ -171,42 +237,21 @@ class GpuRankLp final : public engine::Lp, private NicOwner {
   std::deque<std::uint32_t> compute_queue_;
   bool compute_busy_ = false;
 
-  Nic nic_;
-  std::uint64_t next_flow_ = 0;
-  std::unordered_map<std::uint64_t, std::pair<std::uint64_t, engine::SimTime>> rx_bytes_;  // bytes, first arrival
-
-  std::deque<CollState> coll_states_;  // deque: references stay valid while it grows
-  // Slots of completed collectives: retired at completion, reset and reused from the next
-  // handle() on (no stack frame refers to them then), so coll_states_ holds at most the
-  // collectives running at once, not one entry per collective of the run.
-  std::vector<std::uint32_t> retired_slots_, free_slots_;
-  std::unordered_map<std::uint64_t, std::uint32_t> coll_slot_;  // (group << 32 | instance) -> slot
-  // Point-to-point nodes only (collectives match through CollState::recv_key):
-  std::unordered_map<P2pKey, std::uint32_t, P2pKeyHash> arrived_;   // messages before their receive
-  std::unordered_map<P2pKey, std::deque<std::uint32_t>, P2pKeyHash> waiting_rx_;  // -> recv nodes, FIFO
-
   // accounting
   engine::SimTime last_change_ = 0;
   std::uint32_t comm_active_ = 0;
   engine::SimTime compute_ps_ = 0, comm_ps_ = 0, exposed_ps_ = 0, finish_ps_ = 0;
 
   std::vector<io::FlowRecord> flows_;
-  bool keep_flows_ = false;
-  io::FlowDigest flow_digest_;
   std::vector<CollectivePartial> partials_;
-
-  // Coarse rungs: (collective slot, op or node) of the sends in flight, indexed by the flow's
-  // per-source counter minus coarse_base_ (no allocation per flow; entries of completed sends
-  // are marked and dropped from the front). 8 B per flow between the oldest in flight and the newest.
-  Fidelity fidelity_ = Fidelity::kPacket;
-  engine::LpId net_lp_ = 0;
-  std::deque<std::pair<std::uint32_t, std::uint32_t>> coarse_sends_;
-  std::uint64_t coarse_base_ = 0;  ///< flow counter of coarse_sends_.front()
 
   bool trace_on_ = false;
   engine::SimTime compute_start_ = 0;
   std::vector<engine::SimTime> node_start_;  // p2p node start times (tracing only)
   std::vector<TraceInterval> trace_;
+  // Last: the NIC's state is large and cold on the coarse rungs, so it does not push the
+  // executor's per-message fields out of the LP's first cache lines (which the engine prefetches).
+  Nic nic_;
   void trace_add(std::uint32_t node, std::uint32_t kind, std::uint32_t inst, engine::SimTime start,
                  engine::SimTime end) {
     if (trace_on_ && end > start) trace_.push_back(TraceInterval{id_, node, kind, inst, start, end});

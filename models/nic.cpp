@@ -79,21 +79,38 @@ std::uint32_t Nic::qp_for(std::uint32_t dst, std::uint32_t channel, std::uint32_
   return it->second;
 }
 
-void Nic::send_message(std::uint32_t dst, std::uint64_t bytes, const MsgMeta& meta, Context& ctx) {
+Nic::Split Nic::split_message(std::uint32_t dst, std::uint64_t bytes, std::uint16_t channel) {
   const std::uint32_t port = topo_.route(id_, dst, 0);
   const Port& link = topo_.ports(id_)[port];
-  const bool nvlink = topo_.kind(link.peer) == NodeKind::kNvSwitch;
-  const std::uint32_t nq = nvlink ? 1u : std::max<std::uint32_t>(1, params_.nic.qps_per_connection);
+  Split s;
+  s.nvlink = topo_.kind(link.peer) == NodeKind::kNvSwitch;
+  s.qps = s.nvlink ? 1u : std::max<std::uint32_t>(1, params_.nic.qps_per_connection);
+  s.mtu = link.mtu_bytes;
+  s.parts = s.qps;
   // NCCL_IB_SPLIT_DATA_ON_QPS=1: split over the QPs when each gets at least one MTU; otherwise
   // (NCCL's default, and for small messages) the whole message goes to the next QP in turn.
-  std::uint32_t parts = nq;
-  std::uint32_t first_k = 0;
-  if (!params_.nic.split_data_on_qps || bytes < static_cast<std::uint64_t>(nq) * link.mtu_bytes) {
-    parts = 1;
-    std::uint32_t& rr = conn_rr_[static_cast<std::uint64_t>(dst) << 16 | meta.channel];
-    first_k = rr;
-    rr = (rr + 1) % nq;
+  if (!params_.nic.split_data_on_qps || bytes < static_cast<std::uint64_t>(s.qps) * link.mtu_bytes) {
+    s.parts = 1;
+    if (s.qps > 1) {  // one QP: always QP 0, no round-robin state to keep
+      std::uint32_t& rr = conn_rr_[static_cast<std::uint64_t>(dst) << 16 | channel];
+      s.first_k = rr;
+      rr = (rr + 1) % s.qps;
+    }
   }
+  return s;
+}
+
+std::uint64_t Nic::part_bytes(std::uint64_t bytes, std::uint32_t parts, std::uint32_t i, std::uint32_t mtu) {
+  if (parts <= 1) return bytes;
+  const std::uint64_t m = std::max<std::uint32_t>(1, mtu);
+  const std::uint64_t per = (bytes / parts + m - 1) / m * m;  // MTU-aligned shares
+  const std::uint64_t before = std::min(bytes, per * i);
+  return i + 1 == parts ? bytes - before : std::min(bytes - before, per);
+}
+
+void Nic::send_message(std::uint32_t dst, std::uint64_t bytes, const MsgMeta& meta, Context& ctx) {
+  const Split split = split_message(dst, bytes, meta.channel);
+  const std::uint32_t parts = split.parts, first_k = split.first_k, nq = split.qps;
   std::uint32_t mi;
   if (!free_msgs_.empty()) {
     mi = free_msgs_.back();
@@ -103,12 +120,9 @@ void Nic::send_message(std::uint32_t dst, std::uint64_t bytes, const MsgMeta& me
     msgs_.emplace_back();
   }
   msgs_[mi] = TxMsg{parts, meta.done_slot, meta.done_idx};
-  const std::uint64_t mtu = link.mtu_bytes;
-  const std::uint64_t per = (bytes / parts + mtu - 1) / mtu * mtu;  // MTU-aligned shares
-  std::uint64_t left = bytes;
+  const std::uint64_t mtu = split.mtu;
   for (std::uint32_t i = 0; i < parts; ++i) {
-    const std::uint64_t b = i + 1 == parts ? left : std::min(left, per);
-    left -= b;
+    const std::uint64_t b = part_bytes(bytes, parts, i, split.mtu);
     const std::uint32_t qi = qp_for(dst, meta.channel, (first_k + i) % nq);
     Qp& q = qps_[qi];
     const auto npkts = static_cast<std::uint32_t>(std::max<std::uint64_t>(1, (b + mtu - 1) / mtu));

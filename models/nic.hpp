@@ -67,6 +67,29 @@ class Nic {
   /// Handles kEvWire, kEvPortFree, kEvPfc, kEvMsgDesc, kEvQpTimer. @returns false for other kinds.
   bool handle(const engine::Event& ev, engine::Context& ctx);
 
+  /// How send_message splits a message over the connection's queue pairs (issue 9: the coarse
+  /// rungs ride the same QPs, so they take the same UDP source ports and ECMP paths).
+  struct Split {
+    std::uint32_t parts = 1;    ///< messages of >= qps x MTU split over all QPs (NCCL_IB_SPLIT_DATA_ON_QPS=1)
+    std::uint32_t first_k = 0;  ///< QP of part 0; part i rides QP (first_k + i) % qps
+    std::uint32_t qps = 1;      ///< QPs per connection (1 on NVLink)
+    std::uint32_t mtu = 0;      ///< payload bytes per packet on the first hop
+    bool nvlink = false;        ///< inside the scale-up domain (no ACKs, UDP source port 0)
+  };
+  /// The split of a `bytes`-byte message to GPU `dst` on NCCL channel `channel`, advancing the
+  /// per-connection round robin exactly as send_message does (whole messages go to the next QP in
+  /// turn). Creates no QP. Called instead of send_message by the coarse rungs.
+  Split split_message(std::uint32_t dst, std::uint64_t bytes, std::uint16_t channel);
+  /// Bytes of part `i` of a `bytes`-byte message split into `parts` MTU-aligned shares (the last
+  /// part takes the rest), as send_message cuts it.
+  static std::uint64_t part_bytes(std::uint64_t bytes, std::uint32_t parts, std::uint32_t i, std::uint32_t mtu);
+  /// ECMP hash of queue pair `qp_index` (= channel << 16 | k) from GPU `src` to GPU `dst`: the
+  /// 5-tuple hash of its RoCE UDP source port (roce_sport, roce_flow_hash), which every switch
+  /// and the GPU's own port choice use. The same value for the packet and coarse rungs.
+  static std::uint64_t qp_flow_hash(std::uint32_t src, std::uint32_t dst, std::uint32_t qp_index, std::uint64_t seed) {
+    return roce_flow_hash(src, dst, roce_sport(src, dst, qp_index, seed));
+  }
+
   const NicCounters& counters() const { return ctr_; }
   /// Starts sampling egress bytes of the GPU's ports in bins of `bin_ps` (ps).
   void enable_sampling(engine::SimTime bin_ps) { sampler_.enable(bin_ps, ports_.size()); }

@@ -110,6 +110,9 @@ struct Packet {
   std::uint32_t bytes = 0;           ///< payload bytes of this packet
   std::uint32_t group = 0;           ///< communicator index, or kP2pGroup
   std::uint32_t instance = 0;        ///< n-th collective on that communicator
+  /// Coarse rungs only: the NIC queue pair the flow rides, `channel << 16 | k << 8 | (parts - 1)`
+  /// (k = QP of the connection, parts = QPs the message was split over; see Nic::split_message).
+  std::uint32_t conn = 0;
 };
 static_assert(sizeof(Packet) <= 64);
 

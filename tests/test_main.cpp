@@ -3,9 +3,10 @@
 #include <gtest/gtest.h>
 #include <mpi.h>
 
+#include "engine/mpi_init.hpp"
+
 int main(int argc, char** argv) {
-  int provided = 0;
-  MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &provided);  // engine threads never call MPI
+  fabricsim::engine::init_mpi(&argc, &argv);
   ::testing::InitGoogleTest(&argc, argv);
   int rank = 0;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);

@@ -135,13 +135,13 @@ TEST(Fidelity, FlowWithinFivePercentOfPacketUncongested) {
   {
     const SimTime p = iteration(run(nullptr, "packet", {}, MPI_COMM_SELF, 1, trace));
     const SimTime f = iteration(run(nullptr, "flow", {}, MPI_COMM_SELF, 1, trace));
-    // Known error source of the flow rung at small chunks: a flow reaches the network LP one
-    // first-hop latency after it is posted (the lookahead, 500 ns on the NIC) and its send
-    // completion returns min(NVLink, NIC) latency (100 ns) after it drained, so each of the
-    // ring's 2(N-1) = 30 dependent steps on the bottleneck NIC can open a gap of up to 600 ns
-    // that the packet level (next packet right behind the last) does not have. Bound: 5% plus
-    // those gaps; at 64 KiB chunks they are ~30% of the 41.6 us collective (docs/fidelity.md).
-    const double gaps = 30 * (500'000 + 100'000);
+    // Known error source of the flow rung at small chunks: its send completion returns
+    // D = min(NVLink, NIC) latency (100 ns) after the flow drained at the network LP, which runs
+    // D behind the GPUs, so each of the ring's 2(N-1) = 30 dependent steps on the bottleneck NIC
+    // can open a gap of up to 2D = 200 ns that the packet level does not have. Bound: 5% plus those gaps. (Measured: equal to the picosecond, because the
+    // ring's receives, not its send completions, pace it; the flow rung is never faster here
+    // since every byte of a flow, its last packet included, holds its share of the NIC.)
+    const double gaps = 30 * 2 * 100'000;
     EXPECT_GE(f, p) << "flow rung faster than packet";
     EXPECT_LT(static_cast<double>(f - p), 0.05 * static_cast<double>(p) + gaps) << "packet " << p << " flow " << f;
   }
@@ -160,6 +160,33 @@ TEST(Fidelity, FlowWithinFivePercentOfPacketUncongested) {
   EXPECT_LT(a, p) << "packet " << p << " analytical " << a;
   std::printf("128-GPU 16 MiB ring AllReduce, leaf-spine: packet %lld ps, flow %lld ps, analytical %lld ps\n",
               static_cast<long long>(p), static_cast<long long>(f), static_cast<long long>(a));
+}
+
+// Must-show 2 of issue 9: the NCCL planner (ring over 16+ channels, one connection - QPs, UDP
+// source ports, ECMP paths - per channel and peer), DCQCN on (the default), 128 GPUs on the
+// rail-optimized non-blocking fabric. The flow rung rides the same QPs, so it takes exactly the
+// packet level's ECMP paths; where the packet level shows no heavy congestion (no PFC pause,
+// hardly any CNP) the two agree within 5% (measured +3.2% at 16 MiB, +2.0% at 32 MiB, docs/fidelity.md; the
+// flow rung reports each send completion 2 x 100 ns late, which the NCCL plan's per-channel
+// chains of small steps feel). Sequential only: the packet run is the slow part and
+// bit-identity across processes is tested below.
+TEST(Fidelity, NcclAllReduce128FlowWithinFivePercentOfPacketDcqcn) {
+  int procs = 1;
+  MPI_Comm_size(MPI_COMM_WORLD, &procs);
+  if (procs > 1) GTEST_SKIP() << "sequential comparison";
+  const m::Workload w = allreduce(128, 16u << 20);
+  const std::vector<std::string> sets = {"simccl.planner=nccl", "nic.cc=dcqcn"};
+  const RunResult p = run(&w, "packet", sets);
+  const RunResult f = run(&w, "flow", sets);
+  // No heavy congestion at the packet level: no PFC pause, no drop, DCQCN cuts rare (a few
+  // CNPs from momentary ECN marks; measured 16 for ~2.4 M data packets).
+  EXPECT_EQ(p.fabric.pause_frames, 0u);
+  EXPECT_EQ(p.fabric.drops, 0u);
+  EXPECT_LT(p.fabric.cnps * 10000, p.fabric.nic_data_packets);
+  EXPECT_EQ(p.flows, f.flows);
+  EXPECT_LT(rel(iteration(f), iteration(p)), 0.05) << "packet " << iteration(p) << " flow " << iteration(f);
+  std::printf("128-GPU 16 MiB AllReduce, NCCL planner, DCQCN: packet %lld ps, flow %lld ps\n",
+              static_cast<long long>(iteration(p)), static_cast<long long>(iteration(f)));
 }
 
 // Incast: 8 senders into one receiver NIC. Packet (FIFO interleaving) and flow (max-min 1/8

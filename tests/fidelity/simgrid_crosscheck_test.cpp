@@ -11,20 +11,22 @@
 //    CM02 with weight-S 0, bandwidth/latency factors 1 and no cross-traffic: plain max-min.
 //
 // Latency accounting (docs/fidelity.md, "flow"): a flow of S bytes posted at t0 reaches the
-// network LP at t1 = t0 + L_1; its S - p bytes (p = its last packet) share links max-min until
-// they are drained at t_d; its last packet then arrives at t_d + tail, with the closed form
-// tail = ser(p, R_1) + sum_{i>=2} (ser(p, R_i) + L_i). Sharing does not depend on latencies, so
-// we give SimGrid zero-latency links and a comm of S - p bytes starting at t1, and subtract the
-// closed-form tail from our arrival: both sides then compute the same quantity, t_d. We assert
-// the sharing phase t_d - t1 (the strictest measure: no fixed latency dilutes the error) and the
+// network LP at t1 = t0 + D (D = coarse_offset_ps, min(NVLink, NIC latency)); all its S bytes
+// share links max-min until they are drained at t_d; its last packet then arrives at
+// t_d + (L_1 - D) + tail', with the closed form tail' = tail_ps - last_share_ps
+// = sum_{i>=2} (ser(p, R_i) + L_i) (first hop the bottleneck; TransferTiming in general).
+// Sharing does not depend on latencies, so we give SimGrid zero-latency links and a comm of S
+// bytes starting at t1, and subtract L_1 - D + tail' from our arrival: both sides then compute
+// the same quantity, t_d. We assert the sharing phase t_d - t1 (the strictest measure: no fixed
+// latency dilutes the error) and the
 // flow completion time (arrival - t0) within 1% per flow, and print max and mean errors.
 //
 // Flows: 128 GPUs (16 hosts x 8) in two fabrics, a random permutation (1-16 MiB plus a partial
 // last packet, starting over 100 us), an incast of 24 senders into one GPU (2 MiB, staggered by
 // 1 us), and 12 flows from the first leaf to the last (8 MiB) crossing the spine (and the core
 // layer of the 3-tier fabric), so flows start and finish while others are active and rates are
-// re-solved many times. Flows between the same two GPUs would queue on fabricsim's per-pair FIFO
-// (a queue pair) but not in SimGrid, so every (src, dst) pair appears once.
+// re-solved many times. Flows on the same queue pair would queue in fabricsim (served in order,
+// as the packet level's QP) but not in SimGrid, so every (src, dst) pair appears once.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -198,8 +200,8 @@ Errors crosscheck(const std::string& name, const m::ClusterSpec& spec) {
       paths.push_back(m::route_path(topo, &index, f.src, f.dst, f.hash));
       timing.push_back(m::transfer_timing(paths.back(), f.bytes));
       const m::FlowPath& p = paths.back();
-      fl << "flow " << i << ' ' << f.src << ' ' << f.dst << ' ' << f.start_ps + p.latency_ps[0] << ' '
-         << timing.back().rest_bytes << ' ' << p.hops;
+      fl << "flow " << i << ' ' << f.src << ' ' << f.dst << ' ' << f.start_ps + m::coarse_offset_ps(topo) << ' '
+         << f.bytes << ' ' << p.hops;
       for (std::uint32_t h = 0; h < p.hops; ++h) {
         fl << ' ' << p.link[h];
         used.insert(p.link[h]);
@@ -238,8 +240,9 @@ Errors crosscheck(const std::string& name, const m::ClusterSpec& spec) {
     }
     const m::FlowPath& p = paths[i];
     const double t0 = static_cast<double>(flows[i].start_ps);
-    const double t1 = t0 + static_cast<double>(p.latency_ps[0]);
-    const double tail = static_cast<double>(timing[i].tail_ps);
+    const SimTime d = m::coarse_offset_ps(topo);
+    const double t1 = t0 + static_cast<double>(d);
+    const double tail = static_cast<double>(p.latency_ps[0] - d + timing[i].tail_ps - timing[i].last_share_ps);
     const double ours_drain = static_cast<double>(arrival[i]) - tail;
     const double sg_drain = sg_finish[i];
     const double phase = std::fabs(ours_drain - sg_drain) / (sg_drain - t1);
@@ -253,7 +256,7 @@ Errors crosscheck(const std::string& name, const m::ClusterSpec& spec) {
     err.mean_phase += phase / static_cast<double>(flows.size());
     err.mean_fct += fct / static_cast<double>(flows.size());
     // Non-triviality: a flow alone would drain at its bottleneck rate.
-    const double alone = static_cast<double>(timing[i].rest_bytes) * 8e12 / static_cast<double>(timing[i].bottleneck_bps);
+    const double alone = static_cast<double>(flows[i].bytes) * 8e12 / static_cast<double>(timing[i].bottleneck_bps);
     if (sg_drain - t1 > 1.05 * alone) ++err.shared;
     if (p.hops >= 4) ++err.spine;
   }
