@@ -92,11 +92,17 @@ struct MsgDesc {
   std::uint32_t instance = 0;
   std::uint16_t qp = 0;
   std::uint16_t sport = 0;
+  std::uint32_t aux = 0;  ///< PXN chunk count (kPxnRelayGroup / kPxnDeliverGroup), else 0
 };
 static_assert(sizeof(MsgDesc) <= 64);
 
 /// Group id used in packets for point-to-point (Chakra send/recv) messages.
 inline constexpr std::uint32_t kP2pGroup = 0xFFFFFFFFu;
+/// PXN (P2pRoute): a chunk on its way sender -> relay; instance = final receiver, aux = chunks
+/// of the whole message.
+inline constexpr std::uint32_t kPxnRelayGroup = 0xFFFFFFFEu;
+/// PXN: a chunk relay -> receiver; instance = original sender, aux = chunks of the whole message.
+inline constexpr std::uint32_t kPxnDeliverGroup = 0xFFFFFFFDu;
 
 /// One packet: MTU-sized slice of a flow. Payload only (no header overhead in the skeleton).
 struct Packet {
@@ -109,7 +115,8 @@ struct Packet {
   std::uint32_t dst_rank = 0;
   std::uint32_t bytes = 0;           ///< payload bytes of this packet
   std::uint32_t group = 0;           ///< communicator index, or kP2pGroup
-  std::uint32_t instance = 0;        ///< n-th collective on that communicator
+  std::uint32_t instance = 0;        ///< n-th collective on that communicator (PXN: see kPxnRelayGroup)
+  std::uint32_t aux = 0;             ///< PXN chunk count (kPxnRelayGroup / kPxnDeliverGroup), else 0
 };
 static_assert(sizeof(Packet) <= 64);
 

@@ -130,4 +130,22 @@ TEST(NcclInput, BadSettingsAreInputErrors) {
   EXPECT_THROW(sweep(o, MPI_COMM_WORLD), fabricsim::engine::InputError);
 }
 
+// Must-show 7: a communicator naming a rank the workload does not have is an input error naming
+// the communicator, whatever produced the workload (here an in-memory one).
+TEST(NcclInput, GroupWithMissingRankIsInputError) {
+  auto w = fabricsim::jobs::nccl_tests_workload("all_reduce", 8, 1 << 20, 0);
+  w.groups.push_back({"tp_bad", {0, 1, 8}});
+  fabricsim::jobs::RunOptions o;
+  o.workload_data = &w;
+  o.write_h5 = false;
+  o.quiet = true;
+  o.sets = {"cluster.gpus_per_host=8", "cluster.hosts=1"};
+  try {
+    fabricsim::jobs::run_simulation(o, MPI_COMM_WORLD, "test", "test");
+    ADD_FAILURE() << "no error";
+  } catch (const fabricsim::engine::InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("communicator 'tp_bad': names rank 8"), std::string::npos) << e.what();
+  }
+}
+
 }  // namespace
