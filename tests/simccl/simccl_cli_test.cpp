@@ -195,7 +195,7 @@ TEST(SimcclCli, PlanPrintsTheCostTableAndTheChoice) {
   o = run_plan("sendrecv 8M -g 8 -n 2 --set nccl.NCCL_PXN_DISABLE=1", dir.string(), &out);
   ASSERT_EQ(o.code, 0) << o.err;
   EXPECT_EQ(out.find("PXN: "), std::string::npos) << out;
-  EXPECT_EQ(number_after(out, "plan: "), 16u) << out;  // one message per rank
+  EXPECT_EQ(number_after(out, "\nplan: "), 16u) << out;  // one message per rank
   // Bad input: one line, exit 2.
   for (const char* bad : {"all_reduce 12Q -g 8", "allreduce 1M", "all_reduce 1M --set nccl.NCCL_PROTO=LL256"}) {
     o = run_plan(std::string(bad), dir.string(), &out);
