@@ -113,14 +113,18 @@ void GpuRankLp::start_send(std::uint32_t n, Context& ctx) {
     return;
   }
   if (r.chunk_bytes == 0) throw engine::InternalError("p2p_route: relayed send with a 0-byte chunk");
-  const std::uint64_t chunks = std::max<std::uint64_t>(1, (node.bytes + r.chunk_bytes - 1) / r.chunk_bytes);
+  // The analytical rung has no queues: chunks would all run at once, each alone on its route, and
+  // the pipeline would cost nothing. There the relay forwards the whole message once it arrived
+  // (store-and-forward per message: an upper bound of the pipelined time).
+  const std::uint64_t chunk = fidelity_ == Fidelity::kAnalytical ? std::max<std::uint64_t>(1, node.bytes) : r.chunk_bytes;
+  const std::uint64_t chunks = std::max<std::uint64_t>(1, (node.bytes + chunk - 1) / chunk);
   if (chunks > 0xFFFFFFFFull) {
     throw engine::InternalError("p2p_route: more than 2^32 PXN chunks in one send");
   }
   pxn_left_[n] = chunks;
   std::uint64_t left = node.bytes;
   for (std::uint64_t c = 0; c < chunks; ++c) {
-    const std::uint64_t b = std::min(left, r.chunk_bytes);
+    const std::uint64_t b = std::min(left, chunk);
     left -= b;
     start_flow(r.relay, b, kPxnRelayGroup, dst, node.tag, kPxnSendSlot, n, ctx, 0,
                static_cast<std::uint32_t>(chunks));

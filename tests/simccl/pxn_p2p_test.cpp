@@ -174,6 +174,28 @@ TEST(PxnP2p, SameRailAndSameHostStayDirect) {
   EXPECT_EQ(legs(r, 0, 4).n, 1u);    // same host: NVLink, no relay
 }
 
+// Coarse rungs (docs/fidelity.md): the flow rung queues a GPU pair's flows in order, so the
+// chunk pipeline is kept (within 5% of the packet level); the analytical rung has no queues, so
+// the relay forwards the whole message after it arrived: S / NVLink + S / NIC.
+TEST(PxnP2p, CoarseRungs) {
+  if (procs() > 1) GTEST_SKIP() << "flow records checked sequentially";
+  const double packet = recv_us(run({}, MPI_COMM_SELF, 1));
+  const auto flow = run({"sim.fidelity=flow"}, MPI_COMM_SELF, 1);
+  EXPECT_EQ(legs(flow, 1, 0).n, kBytes / kChunk);
+  EXPECT_EQ(legs(flow, 0, 8).bytes, kBytes);
+  EXPECT_EQ(legs(flow, 1, 8).n, 0u);
+  EXPECT_NEAR(recv_us(flow) / packet, 1.0, 0.05) << recv_us(flow);
+  const auto ana = run({"sim.fidelity=analytical"}, MPI_COMM_SELF, 1);
+  EXPECT_EQ(legs(ana, 1, 0).n, 1u);
+  EXPECT_EQ(legs(ana, 1, 0).bytes, kBytes);
+  EXPECT_EQ(legs(ana, 0, 8).n, 1u);
+  EXPECT_EQ(legs(ana, 0, 8).bytes, kBytes);
+  const double saf = static_cast<double>(kBytes) * 8 * (1 / kNvlBps + 1 / kNicBps) * 1e6;
+  EXPECT_GE(recv_us(ana), saf);
+  EXPECT_LE(recv_us(ana), saf + 3.0) << recv_us(ana);
+  std::printf("coarse rungs: flow %.3f us, analytical %.3f us (packet %.3f us)\n", recv_us(flow), recv_us(ana), packet);
+}
+
 TEST(PxnP2p, IdenticalAcrossProcessesAndThreads) {
   for (const std::vector<std::string>& nccl : {std::vector<std::string>{}, {"nccl.NCCL_PXN_DISABLE=1"}}) {
     const auto ref = run(nccl, MPI_COMM_SELF, 1, false);
