@@ -253,6 +253,14 @@ class CollectivePlanner {
     (void)bytes;
     return {};
   }
+  /// Start-up latency of a collective in ps (kernel launch and protocol synchronisation, which
+  /// point-to-point transfers do not show): the rank starts the plan's operations this long after
+  /// the collective became ready; the collective's recorded time includes it. The same on every
+  /// rank of the call (a pure function of the request's op, size and communicator). Default 0.
+  virtual std::int64_t start_latency_ps(const CollRequest& req) const {
+    (void)req;
+    return 0;
+  }
 };
 
 }  // namespace fabricsim::models

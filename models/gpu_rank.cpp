@@ -198,6 +198,17 @@ void GpuRankLp::start_collective(std::uint32_t n, Context& ctx) {
   st.node = n;
   st.plan = std::move(plan);
   st.start = ctx.now();
+  const std::int64_t latency = planner_.start_latency_ps(req);
+  if (latency > 0) {
+    // Messages of this collective that arrive meanwhile wait in st.early (started is false).
+    ctx.send(id_, ctx.now() + latency, kEvCollLaunch, slot);
+    return;
+  }
+  begin_collective(slot, ctx);
+}
+
+void GpuRankLp::begin_collective(std::uint32_t slot, Context& ctx) {
+  CollState& st = coll_states_[slot];
   st.started = true;
   if (st.plan.lazy_ring) {
     start_lazy_ring(slot, ctx);
@@ -655,6 +666,9 @@ void GpuRankLp::handle(const engine::Event& ev, Context& ctx) {
       handle(done, ctx);
       return;
     }
+    case kEvCollLaunch:
+      begin_collective(ev.get<std::uint32_t>(), ctx);
+      return;
     case kEvComputeDone:
       account(ctx.now());
       compute_busy_ = false;

@@ -138,6 +138,8 @@ class GpuRankLp final : public engine::Lp, private NicOwner {
   void node_done(std::uint32_t n, engine::Context& ctx);
   void start_compute(engine::Context& ctx);
   void start_collective(std::uint32_t n, engine::Context& ctx);
+  /// Starts the operations of the collective in `slot` (after its start-up latency).
+  void begin_collective(std::uint32_t slot, engine::Context& ctx);
   void op_ready(std::uint32_t slot, std::uint32_t op, engine::Context& ctx);
   void op_done(std::uint32_t slot, std::uint32_t op, engine::Context& ctx);
   void start_flow(std::uint32_t dst, std::uint64_t bytes, std::uint32_t group,

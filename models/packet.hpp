@@ -14,6 +14,7 @@ enum EventKind : std::uint32_t {
   kEvTxPump = 2,        ///< a GPU port may emit its next batch of packets
   kEvSendDone = 3,      ///< the last packet of a flow left the source port
   kEvComputeDone = 4,   ///< a compute node finished
+  kEvCollLaunch = 5,    ///< self: a collective's start-up latency elapsed (payload: slot)
   kEvWire = 10,         ///< a WirePacket fully received at the LP (store-and-forward)
   kEvPortFree = 11,     ///< self: an egress port finished serializing (payload: port index)
   kEvPfc = 12,          ///< a PFC pause/resume frame arrived (payload: PfcFrame)

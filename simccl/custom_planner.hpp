@@ -26,6 +26,10 @@ class CustomPlanner final : public models::CollectivePlanner {
   models::P2pRoute p2p_route(std::uint32_t src, std::uint32_t dst, std::uint64_t bytes) const override {
     return base_->p2p_route(src, dst, bytes);
   }
+  /// Replayed schedules start at once; other calls take the base planner's latency.
+  std::int64_t start_latency_ps(const models::CollRequest& req) const override {
+    return match(req) != nullptr ? 0 : base_->start_latency_ps(req);
+  }
   /// The schedule that plans `req`, or nullptr when the base planner does.
   const CustomSchedule* match(const models::CollRequest& req) const;
   /// The planner of the other collectives.

@@ -195,6 +195,16 @@ std::shared_ptr<const NcclPlanner::CommInfo> NcclPlanner::comm(const std::vector
   return ci;
 }
 
+std::int64_t NcclPlanner::start_latency_ps(const CollRequest& req) const {
+  if (!cfg_.launch_latency || req.ranks == nullptr || req.ranks->size() <= 1 || req.bytes == 0 ||
+      req.op == CollOp::kAllToAll) {
+    return 0;
+  }
+  const TuningDecision d = decision(req);
+  const double us = tuner(*req.ranks).latency(func_of(req.op), d.algo, d.proto);
+  return static_cast<std::int64_t>(std::llround(us * 1e6));
+}
+
 models::P2pRoute NcclPlanner::p2p_route(std::uint32_t src, std::uint32_t dst, std::uint64_t bytes) const {
   (void)bytes;
   const NcclSettings& st = cfg_.settings;

@@ -42,6 +42,9 @@ struct NcclPlannerConfig {
   /// ops. Same ops, tags and dependencies either way; the plan then refers to this planner, which
   /// must outlive it for RankPlan::expanded().
   bool lazy_rings = false;
+  /// simccl.launch_latency=nccl: charge each tuned collective NCCL's modelled latency of its
+  /// (algorithm, protocol) (tuning.cc, nccl.md §2.5) as start-up delay (start_latency_ps).
+  bool launch_latency = false;
   NcclSettings settings;
 };
 
@@ -63,6 +66,10 @@ class NcclPlanner final : public models::CollectivePlanner {
   /// receiver's local index. Level 0 or NCCL_PXN_DISABLE=1: direct over the sender's own NIC.
   /// Chunks: NCCL_CHUNK_SIZE if set, else NCCL_P2P_NET_CHUNKSIZE, at most NCCL_BUFFSIZE/8.
   models::P2pRoute p2p_route(std::uint32_t src, std::uint32_t dst, std::uint64_t bytes) const override;
+  /// With NcclPlannerConfig::launch_latency: the cost model's latency (us, base + per-step hop
+  /// latencies of the chosen algorithm and protocol, nccl.md §2.5) in ps; AllToAll (not tuned)
+  /// and single-rank calls 0. Without it 0.
+  std::int64_t start_latency_ps(const models::CollRequest& req) const override;
 
   /// The cost model of the communicator `ranks` (global ranks).
   const NcclTuner& tuner(const std::vector<std::uint32_t>& ranks) const;

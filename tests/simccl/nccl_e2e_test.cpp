@@ -82,6 +82,48 @@ TEST(NcclValidation, A100NodeAllReducePeak) {
   }
 }
 
+// simccl.launch_latency=nccl: each collective starts after NCCL's modelled latency of its
+// (algorithm, protocol) (nccl.md §2.5, single node: base + nsteps x NVLink hop latency, nsteps =
+// 2(n-1) = 14 for an 8-rank AllReduce). Derived here from the tables: Ring/LL 6.6 + 14 x 0.6 =
+// 15.0 us, Ring/LL128 14.0 + 14 x 1.9 = 40.6 us, Ring/Simple 8.4 + 14 x 3.4 = 56.0 us.
+TEST(NcclValidation, LaunchLatencyIsTheCostModelLatency) {
+  if (procs() > 1) GTEST_SKIP() << "sequential only";
+  NcclTestsOptions o;
+  o.min_bytes = 1024;
+  o.max_bytes = 64ull << 20;
+  o.factor = 256;  // 1 KiB, 256 KiB, 64 MiB
+  const auto base = sweep(o, MPI_COMM_SELF);
+  o.sets = {"simccl.launch_latency=nccl"};
+  const auto lat = sweep(o, MPI_COMM_SELF);
+  ASSERT_EQ(base.size(), 3u);
+  ASSERT_EQ(lat.size(), 3u);
+  for (std::size_t i = 0; i < base.size(); ++i) {
+    ASSERT_EQ(base[i].choice, lat[i].choice);
+    double expect_us = 0;
+    if (base[i].choice.rfind("Ring/LL ", 0) == 0) expect_us = 6.6 + 14 * 0.6;
+    if (base[i].choice.rfind("Ring/LL128 ", 0) == 0) expect_us = 14.0 + 14 * 1.9;
+    if (base[i].choice.rfind("Ring/Simple ", 0) == 0) expect_us = 8.4 + 14 * 3.4;
+    ASSERT_GT(expect_us, 0) << base[i].choice;
+    EXPECT_NEAR(lat[i].time_us - base[i].time_us, expect_us, 1e-5) << base[i].choice;
+  }
+  // 1 KiB: published 25.6 us (0.07 GB/s busbw x 8/14 -> algbw, ND H100 v5); without the
+  // latency the simulated time is ~2.8 us, with it within a factor 1.5.
+  const double published_1k_us = 1024.0 * 14 / 8 / 0.07e9 * 1e6;
+  EXPECT_GT(lat[0].time_us, published_1k_us / 1.5) << lat[0].time_us;
+  EXPECT_LT(base[0].time_us, published_1k_us / 5) << base[0].time_us;
+}
+
+TEST(NcclValidation, A100WithLaunchLatencyWithin5PercentAt1GiB) {
+  if (procs() > 1) GTEST_SKIP() << "sequential only";
+  NcclTestsOptions o;
+  o.min_bytes = o.max_bytes = 1ull << 30;
+  o.sets = {"simccl.gpu_sm=80", "cluster.nvlink_bandwidth=1920Gbps", "simccl.launch_latency=nccl"};
+  const auto rows = sweep(o, MPI_COMM_SELF);
+  ASSERT_EQ(rows.size(), 1u);
+  // Measured +4.5% (240 GB/s ring plus 56 us start-up) against the 1 GiB row's 228.1.
+  EXPECT_NEAR(rows[0].busbw_GBps / kA100Busbw[0], 1.0, 0.05) << rows[0].busbw_GBps;
+}
+
 struct Case {
   const char* name;
   std::string coll;
@@ -109,6 +151,7 @@ TEST(NcclDeterminism, IdenticalAcrossProcessesAndThreads) {
       {"allreduce_4x4_tree", "all_reduce", 3u << 20, 4, 4, {"nccl.NCCL_ALGO=Tree", "nccl.NCCL_PROTO=Simple"}},
       {"alltoall_2x8_pxn", "alltoall", 2u << 20, 8, 2, {"cluster.nics_per_leaf=1", "cluster.spines=2"}},
       {"allgather_2x4_ll", "all_gather", 64u << 10, 4, 2, {}},
+      {"allreduce_2x4_launch_latency", "all_reduce", 1u << 20, 4, 2, {"simccl.launch_latency=nccl"}},
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(c.name);
