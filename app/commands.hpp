@@ -20,6 +20,7 @@ Action add_describe(CLI::App& app);
 Action add_kernels(CLI::App& app);
 Action add_generate(CLI::App& app);
 Action add_nccl_tests(CLI::App& app);
+Action add_plan(CLI::App& app);
 Action add_sweep(CLI::App& app);
 Action add_regress(CLI::App& app);
 Action add_report(CLI::App& app);

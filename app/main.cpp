@@ -32,6 +32,7 @@ constexpr const char* kExamples = R"(Examples:
   fabricsim validate examples/quickstart.yaml
   fabricsim describe spec
   fabricsim nccl-tests all_reduce -b 8 -e 1G -f 4 -g 8 --explain
+  fabricsim plan all_reduce 1G -g 8 -n 2
   fabricsim sweep examples/sweeps/moe_study_reduced.yaml --local -j 2
   fabricsim regress tests/regress
   fabricsim topo --set cluster.tiers=3 --set cluster.pods=4 --gpus 1024 --export clos.topo
@@ -58,7 +59,7 @@ int main(int argc, char** argv) {
   });
   // One line per subcommand (each in app/cmd_<name>.cpp).
   std::vector<Action> actions = {add_run(app), add_validate(app), add_describe(app), add_sweep(app), add_regress(app),
-                                 add_nccl_tests(app), add_kernels(app), add_generate(app),
+                                 add_nccl_tests(app), add_plan(app), add_kernels(app), add_generate(app),
                                  add_report(app), add_compare(app), add_ladder(app), add_topo(app)};
 
   try {

@@ -1,6 +1,9 @@
 #include "jobs/nccl_tests.hpp"
 
+#include <algorithm>
 #include <cctype>
+#include <map>
+#include <set>
 #include <sstream>
 
 #include <fmt/format.h>
@@ -96,6 +99,185 @@ models::Workload nccl_tests_workload(const std::string& collective, std::uint32_
     }
   }
   return w;
+}
+
+namespace {
+
+simccl::Func func_of_op(models::CollOp op) {
+  switch (op) {
+    case models::CollOp::kBroadcast: return simccl::Func::kBroadcast;
+    case models::CollOp::kReduce: return simccl::Func::kReduce;
+    case models::CollOp::kAllGather: return simccl::Func::kAllGather;
+    case models::CollOp::kReduceScatter: return simccl::Func::kReduceScatter;
+    default: return simccl::Func::kAllReduce;
+  }
+}
+
+std::string human_bytes(double b) {
+  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  int u = 0;
+  while (b >= 1024 && u < 4) {
+    b /= 1024;
+    ++u;
+  }
+  return fmt::format("{:.4g} {}", b, units[u]);
+}
+
+}  // namespace
+
+std::string plan_report(const NcclTestsOptions& opt, std::uint64_t bytes) {
+  const CollInfo ci = coll_info(opt.collective);
+  const std::uint32_t n = opt.gpus_per_node * opt.nodes;
+  if (ci.rooted && opt.root >= n) {
+    throw InputError("<cli>", "-r " + std::to_string(opt.root), "root is not a rank of the " + std::to_string(n) + "-rank run",
+                     "give -r below " + std::to_string(n));
+  }
+  std::vector<std::string> sets = opt.sets;
+  sets.push_back("cluster.gpus_per_host=" + std::to_string(opt.gpus_per_node));
+  sets.push_back("cluster.hosts=" + std::to_string(opt.nodes));
+  const Spec spec = load_spec(opt.spec_path, sets);
+  const models::ClusterSpec cluster = resolve_cluster(spec, n);
+  simccl::PlannerBuild pb =
+      simccl::make_planner(spec.planner, spec.nccl, spec.file, spec.gpu_sm, cluster, true, spec.simccl_extras);
+  const auto* nccl = simccl::nccl_planner_of(*pb.planner);
+  const auto* custom = dynamic_cast<const simccl::CustomPlanner*>(pb.planner.get());
+  const std::uint64_t unit = 4ull * (ci.per_rank_split ? n : 1);
+  const std::uint64_t S = bytes / unit * unit;  // whole elements per rank, as nccl-tests
+
+  std::ostringstream out;
+  out << fmt::format("# fabricsim plan: {} of {} B ({}) on {} ranks = {} nodes x {} GPUs, planner {}\n", ci.name, S,
+                     human_bytes(static_cast<double>(S)), n, opt.nodes, opt.gpus_per_node, spec.planner);
+  out << fmt::format("# cluster: NVLink {:.1f} GB/s per GPU, NIC {:.1f} GB/s per GPU, sm{}\n",
+                     static_cast<double>(cluster.nvlink_bps) / 8e9, static_cast<double>(cluster.nic_bps) / 8e9,
+                     spec.gpu_sm);
+  if (nccl != nullptr) {
+    const auto& st = nccl->config().settings;
+    if (st.applied.empty()) out << "# NCCL settings: none (NCCL 2.28 defaults)\n";
+    for (const auto& a : st.applied) out << fmt::format("# {}={}  ({})\n", a.name, a.value, a.origin);
+  }
+  for (const auto& w : pb.warnings) out << "# warning: " << w << "\n";
+  if (n < 2 || S == 0) {
+    out << "nothing to plan: " << (n < 2 ? "one rank" : "0 bytes") << "\n";
+    return out.str();
+  }
+  std::vector<std::uint32_t> world(n);
+  for (std::uint32_t r = 0; r < n; ++r) world[r] = r;
+  models::CollRequest req;
+  req.op = ci.op;
+  req.bytes = S;
+  req.ranks = &world;
+  req.root_index = ci.rooted ? opt.root : 0;
+  const simccl::CustomSchedule* sched = (custom && !ci.p2p) ? custom->match(req) : nullptr;
+
+  if (sched != nullptr) {
+    out << fmt::format("choice: {} schedule {} ({} transfers, {} chunks per buffer), replayed as given; the cost model "
+                       "is not consulted\n",
+                       sched->format, sched->path, sched->transfers, sched->chunks_per_buffer);
+  } else if (nccl != nullptr && !ci.p2p && ci.op != models::CollOp::kAllToAll) {
+    const simccl::Func f = func_of_op(ci.op);
+    const simccl::NcclTuner& t = nccl->tuner(world);
+    out << fmt::format("cost model (NCCL 2.28 tuning.cc): {} B, {} nodes x {} per node; ring graph {} ch x {:.1f} GB/s "
+                       "intra, {:.1f} inter; tree graph {} ch x {:.1f} / {:.1f}; comm channels {}\n",
+                       S, t.topo().n_nodes, t.topo().ppn, t.ring_graph().n_channels, t.ring_graph().bw_intra,
+                       t.ring_graph().bw_inter, t.tree_graph().n_channels, t.tree_graph().bw_intra,
+                       t.tree_graph().bw_inter, t.comm_channels());
+    out << fmt::format("  {:<14} {:<7} {:>9} {:>10} {:>12}  {}\n", "algorithm", "proto", "lat(us)", "bw(GB/s)",
+                       "time(us)", "status");
+    const simccl::TuningDecision d = nccl->decision(req);
+    for (int a = 0; a < simccl::kNumAlgos; ++a) {
+      for (int p = 0; p < simccl::kNumProtos; ++p) {
+        const auto A = static_cast<simccl::Algo>(a);
+        const auto P = static_cast<simccl::Proto>(p);
+        const double tm = t.time_us(f, A, P, S);
+        const bool chosen = A == d.algo && P == d.proto;
+        if (tm < 0) {
+          out << fmt::format("  {:<14} {:<7} {:>9} {:>10} {:>12}  disabled: {}\n", simccl::algo_name(A),
+                             simccl::proto_name(P), "-", "-", "-", t.unavailable_reason(f, A, P));
+        } else {
+          out << fmt::format("  {:<14} {:<7} {:>9.2f} {:>10.2f} {:>12.2f}  {}\n", simccl::algo_name(A),
+                             simccl::proto_name(P), t.latency(f, A, P), t.bandwidth(f, A, P), tm,
+                             chosen ? "enabled  <- chosen (lowest time)" : "enabled");
+        }
+      }
+    }
+    out << fmt::format("choice: {}/{} with {} of {} channels, {} threads, estimated {:.2f} us (time = latency + "
+                       "bytes / bandwidth; channels drop while bytes < channels x threads x threshold)\n",
+                       simccl::algo_name(d.algo), simccl::proto_name(d.proto), d.n_channels, t.comm_channels(),
+                       d.n_threads, d.time_us);
+  } else if (nccl != nullptr && ci.op == models::CollOp::kAllToAll && !ci.p2p) {
+    const simccl::TuningDecision d = nccl->decision(req);
+    out << fmt::format("choice: grouped point-to-point (not tuned: nccl.md §1.1), protocol {} (per-peer {} B vs "
+                       "NCCL_P2P_LL_THRESHOLD), {} comm channels\n",
+                       simccl::proto_name(d.proto), S / n, d.n_channels);
+  } else if (ci.p2p) {
+    out << "choice: point-to-point send/recv (not tuned); route per send from the planner (PXN rules, nccl.md §3.4)\n";
+  } else {
+    out << "choice: simccl.planner=" << spec.planner << " (one ring, no cost model)\n";
+  }
+
+  // The plan over all ranks.
+  struct Sum {
+    std::uint64_t msgs = 0, wire = 0, payload = 0, nvl = 0, net = 0, relay_msgs = 0, min_msg = ~0ull, max_msg = 0;
+    std::set<std::uint32_t> channels;
+    std::uint64_t max_sends_per_channel = 0;
+  } sum;
+  const std::uint32_t g = opt.gpus_per_node;
+  auto account = [&](std::uint32_t src, std::uint32_t dst, std::uint64_t wire, std::uint64_t payload, bool relay) {
+    ++sum.msgs;
+    sum.wire += wire;
+    sum.payload += payload;
+    (src / g == dst / g ? sum.nvl : sum.net) += wire;
+    if (relay) ++sum.relay_msgs;
+    sum.min_msg = std::min(sum.min_msg, payload);
+    sum.max_msg = std::max(sum.max_msg, payload);
+  };
+  if (ci.p2p) {
+    for (std::uint32_t r = 0; r < n; ++r) {
+      const std::uint32_t dst = (r + 1) % n;
+      const models::P2pRoute route = pb.planner->p2p_route(r, dst, S);
+      const bool relay = route.relay != models::P2pRoute::kDirect && route.relay != r && route.relay / g == r / g &&
+                         dst / g != r / g;
+      if (!relay) {
+        account(r, dst, S, S, false);
+        continue;
+      }
+      for (std::uint64_t off = 0; off < S; off += route.chunk_bytes) {
+        const std::uint64_t b = std::min(route.chunk_bytes, S - off);
+        account(r, route.relay, b, b, false);
+        account(route.relay, dst, b, b, true);
+      }
+    }
+    sum.channels.insert(0);
+  } else {
+    for (std::uint32_t r = 0; r < n; ++r) {
+      req.my_index = r;
+      const models::RankPlan plan = pb.planner->plan(req).expanded();
+      std::map<std::uint32_t, std::uint64_t> per_channel;
+      for (const auto& op : plan.ops) {
+        if (!op.is_send) continue;
+        const std::uint64_t payload = op.payload_bytes ? op.payload_bytes : op.bytes;
+        account(r, op.peer, op.bytes, payload, op.relay);
+        sum.channels.insert(op.channel);
+        ++per_channel[op.channel];
+      }
+      for (const auto& [c, k] : per_channel) sum.max_sends_per_channel = std::max(sum.max_sends_per_channel, k);
+    }
+  }
+  out << fmt::format("plan: {} messages over {} channels", sum.msgs, sum.channels.size());
+  if (sum.max_sends_per_channel > 0) out << fmt::format(", at most {} sends per rank and channel (steps x slices)", sum.max_sends_per_channel);
+  out << "\n";
+  if (sum.msgs > 0) {
+    out << fmt::format("  message payload: {} .. {} B (chunks/slices as planned)\n", sum.min_msg, sum.max_msg);
+  }
+  out << fmt::format("  bytes on the wire: {} B = {} on NVLink + {} on the network; payload {} B", sum.wire,
+                     human_bytes(static_cast<double>(sum.nvl)), human_bytes(static_cast<double>(sum.net)), sum.payload);
+  if (sum.wire > sum.payload) {
+    out << fmt::format(" (protocol overhead {:.1f}%)",
+                       100.0 * static_cast<double>(sum.wire - sum.payload) / static_cast<double>(sum.wire));
+  }
+  out << "\n";
+  if (sum.relay_msgs > 0) out << fmt::format("  PXN: {} messages forwarded by a relay GPU on the receiver's rail\n", sum.relay_msgs);
+  return out.str();
 }
 
 std::string run_nccl_tests(const NcclTestsOptions& opt, MPI_Comm comm, const std::string& version,

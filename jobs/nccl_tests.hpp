@@ -44,6 +44,15 @@ std::uint64_t parse_nccl_tests_size(const std::string& text, const std::string& 
 models::Workload nccl_tests_workload(const std::string& collective, std::uint32_t ranks, std::uint64_t bytes,
                                      std::uint32_t root);
 
+/// `fabricsim plan`: what simccl chooses for one call of `opt.collective` of `bytes` (nccl-tests
+/// size convention) on the cluster of `opt` (spec, --set, -g, -n), and why: the NCCL_* settings
+/// in effect, the cost model's table (per algorithm x protocol: latency us, algorithm bandwidth
+/// GB/s, estimated time us, or the reason it is unavailable), the choice (algorithm, protocol,
+/// channels, threads) and the resulting plan summed over all ranks (messages, channels, steps,
+/// message sizes, bytes on NVLink and on the network, PXN relays). Builds plans, simulates nothing.
+/// @throws engine::InputError for bad options or settings (exit 2).
+std::string plan_report(const NcclTestsOptions& opt, std::uint64_t bytes);
+
 /// Runs the sweep collectively on `comm`; fills `rows` if given. @returns the printed table.
 /// @throws engine::InputError for bad options (exit 2).
 std::string run_nccl_tests(const NcclTestsOptions& opt, MPI_Comm comm, const std::string& version,

@@ -103,6 +103,23 @@ double now_s() {
 }
 
 void check_workload(const models::Workload& w) {
+  // Communicators may only name ranks of the workload (readers check their own group files;
+  // this covers every source, in-memory workloads and generators included).
+  for (const auto& g : w.groups) {
+    std::vector<char> seen(w.ranks, 0);
+    for (std::uint32_t r : g.ranks) {
+      if (r >= w.ranks) {
+        throw InputError(w.source, "communicator '" + g.name + "'",
+                         "names rank " + std::to_string(r) + " but the workload has ranks 0.." +
+                             std::to_string(w.ranks - 1),
+                         "list only ranks below " + std::to_string(w.ranks) + " in the group definition");
+      }
+      if (seen[r]++) {
+        throw InputError(w.source, "communicator '" + g.name + "'", "lists rank " + std::to_string(r) + " twice",
+                         "list each rank once");
+      }
+    }
+  }
   for (std::uint32_t r = 0; r < w.ranks; ++r) {
     for (const auto& n : w.programs[r]) {
       if (n.type == models::NodeType::kSend || n.type == models::NodeType::kRecv) {

@@ -106,6 +106,8 @@ const std::vector<SpecKey>& spec_keys() {
                                         "relative to the spec file; each plans the collectives of its op and rank count (docs/simccl.md)"},
       {"simccl.lazy_plans", "bool", "true", "NCCL ring AllReduce/AllGather/ReduceScatter plans produced step by step as each rank reaches "
                                              "them (O(channels) memory per rank); false materializes every op up front (same results)"},
+      {"simccl.launch_latency", "enum", "none", "none, or nccl: each tuned collective (NCCL planner) starts after the NCCL cost "
+                                                "model's latency of its algorithm/protocol (base + per-step hop latency)"},
       {"simccl.topo_fallback", "bool", "false", "when NCCL_TOPO_FILE cannot be read, plan on NCCL's fallback (flat PCIe, no NVLink) "
                                                "instead of failing"},
   };
@@ -528,6 +530,13 @@ Spec load_spec(const std::string& path, const std::vector<std::string>& sets) {
       if (a == std::string::npos) continue;
       s.simccl_extras.schedules.push_back(resolve(item.substr(a, b - a + 1), "simccl.schedule"));
     }
+  }
+  if (auto v = str("simccl.launch_latency")) {
+    if (*v != "none" && *v != "nccl") {
+      throw InputError(file_of("simccl.launch_latency"), "simccl.launch_latency", "'" + *v + "' is not a latency model",
+                       "use none or nccl");
+    }
+    s.simccl_extras.launch_latency = *v == "nccl";
   }
   if (auto v = str("simccl.topo_fallback")) {
     if (*v != "true" && *v != "false" && *v != "1" && *v != "0") {

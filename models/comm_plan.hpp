@@ -226,12 +226,41 @@ struct CollRequest {
   std::uint32_t root_index = 0;                    ///< broadcast/reduce root position
 };
 
+/// How a workload point-to-point Send travels (CollectivePlanner::p2p_route).
+struct P2pRoute {
+  static constexpr std::uint32_t kDirect = 0xFFFFFFFFu;
+  /// kDirect: the sender's own NVLink/NIC straight to the receiver. Otherwise a GPU of the
+  /// sender's scale-up domain that forwards the data over its own NIC (NCCL's PXN): the data goes
+  /// sender -> relay over NVLink in chunks of `chunk_bytes`, each chunk forwarded relay ->
+  /// receiver as soon as it fully arrived at the relay (NCCL's proxy posts a chunk once the
+  /// GPU wrote it into the relay's buffer).
+  std::uint32_t relay = kDirect;
+  std::uint64_t chunk_bytes = 0;  ///< relayed sends: bytes per chunk (> 0)
+};
+
 /// Plans collectives; implemented by simccl. Must be deterministic and thread-safe (const).
 class CollectivePlanner {
  public:
   virtual ~CollectivePlanner() = default;
   /// @returns the rank's plan; an empty plan completes immediately.
   virtual RankPlan plan(const CollRequest& req) const = 0;
+  /// Route of a workload Send of `bytes` bytes from global rank `src` to global rank `dst`
+  /// (a pure function of its arguments: every rank must get the same answer).
+  /// Default: direct.
+  virtual P2pRoute p2p_route(std::uint32_t src, std::uint32_t dst, std::uint64_t bytes) const {
+    (void)src;
+    (void)dst;
+    (void)bytes;
+    return {};
+  }
+  /// Start-up latency of a collective in ps (kernel launch and protocol synchronisation, which
+  /// point-to-point transfers do not show): the rank starts the plan's operations this long after
+  /// the collective became ready; the collective's recorded time includes it. The same on every
+  /// rank of the call (a pure function of the request's op, size and communicator). Default 0.
+  virtual std::int64_t start_latency_ps(const CollRequest& req) const {
+    (void)req;
+    return 0;
+  }
 };
 
 }  // namespace fabricsim::models

@@ -19,6 +19,8 @@ constexpr std::uint32_t kPosted = 1u << 28;
 constexpr std::uint32_t kArrived = 1u << 29;
 constexpr std::uint32_t kOpDone = 1u << 30;
 constexpr std::uint32_t kDepMask = kPosted - 1;
+constexpr std::uint32_t kPxnSendSlot = 0xFFFFFFFDu;  // a chunk of a relayed Send node (idx = node)
+constexpr std::uint32_t kRelaySlot = 0xFFFFFFFCu;    // this GPU forwards another rank's chunk (PXN)
 struct DoneRef {
   std::uint32_t slot;
   std::uint32_t idx;
@@ -75,8 +77,7 @@ void GpuRankLp::node_ready(std::uint32_t n, Context& ctx) {
       if (trace_on_) node_start_[n] = ctx.now();
       account(ctx.now());
       ++comm_active_;
-      start_flow(static_cast<std::uint32_t>(node.peer), node.bytes, kP2pGroup, 0, node.tag, kNoSlot,
-                 n, ctx);
+      start_send(n, ctx);
       return;
     case NodeType::kRecv: {
       if (trace_on_) node_start_[n] = ctx.now();
@@ -94,6 +95,38 @@ void GpuRankLp::node_ready(std::uint32_t n, Context& ctx) {
       }
       return;
     }
+  }
+}
+
+void GpuRankLp::start_send(std::uint32_t n, Context& ctx) {
+  const WorkNode& node = (*program_)[n];
+  const auto dst = static_cast<std::uint32_t>(node.peer);
+  const P2pRoute r = planner_.p2p_route(id_, dst, node.bytes);
+  // A relay is used only where it is one: same scale-up domain as this GPU, the receiver outside
+  // it (a peer reachable over NVLink goes there directly whatever the planner assumed).
+  const bool relay = r.relay != P2pRoute::kDirect && r.relay != id_ && r.relay != dst &&
+                     r.relay < topo_.num_gpus() && topo_.same_scaleup_domain(id_, r.relay) &&
+                     !topo_.same_scaleup_domain(id_, dst);
+  if (!relay) {
+    start_flow(dst, node.bytes, kP2pGroup, 0, node.tag, kNoSlot, n, ctx);
+    return;
+  }
+  if (r.chunk_bytes == 0) throw engine::InternalError("p2p_route: relayed send with a 0-byte chunk");
+  // The analytical rung has no queues: chunks would all run at once, each alone on its route, and
+  // the pipeline would cost nothing. There the relay forwards the whole message once it arrived
+  // (store-and-forward per message: an upper bound of the pipelined time).
+  const std::uint64_t chunk = fidelity_ == Fidelity::kAnalytical ? std::max<std::uint64_t>(1, node.bytes) : r.chunk_bytes;
+  const std::uint64_t chunks = std::max<std::uint64_t>(1, (node.bytes + chunk - 1) / chunk);
+  if (chunks > 0xFFFFFFFFull) {
+    throw engine::InternalError("p2p_route: more than 2^32 PXN chunks in one send");
+  }
+  pxn_left_[n] = chunks;
+  std::uint64_t left = node.bytes;
+  for (std::uint64_t c = 0; c < chunks; ++c) {
+    const std::uint64_t b = std::min(left, chunk);
+    left -= b;
+    start_flow(r.relay, b, kPxnRelayGroup, dst, node.tag, kPxnSendSlot, n, ctx, 0,
+               static_cast<std::uint32_t>(chunks));
   }
 }
 
@@ -168,6 +201,17 @@ void GpuRankLp::start_collective(std::uint32_t n, Context& ctx) {
   st.node = n;
   st.plan = std::move(plan);
   st.start = ctx.now();
+  const std::int64_t latency = planner_.start_latency_ps(req);
+  if (latency > 0) {
+    // Messages of this collective that arrive meanwhile wait in st.early (started is false).
+    ctx.send(id_, ctx.now() + latency, kEvCollLaunch, slot);
+    return;
+  }
+  begin_collective(slot, ctx);
+}
+
+void GpuRankLp::begin_collective(std::uint32_t slot, Context& ctx) {
+  CollState& st = coll_states_[slot];
   st.started = true;
   if (st.plan.lazy_ring) {
     start_lazy_ring(slot, ctx);
@@ -454,7 +498,18 @@ void GpuRankLp::finish_collective(std::uint32_t slot, Context& ctx) {
 
 void GpuRankLp::start_flow(std::uint32_t dst, std::uint64_t bytes, std::uint32_t group,
                            std::uint32_t instance, std::int64_t tag, std::uint32_t slot,
-                           std::uint32_t op_or_node, Context& ctx, std::uint16_t channel) {
+                           std::uint32_t op_or_node, Context& ctx, std::uint16_t channel,
+                           std::uint32_t aux) {
+  if (bytes > kMaxFlowBytes) {
+    throw engine::InputError("workload", "rank " + std::to_string(id_),
+                             "a message of " + std::to_string(bytes) + " bytes to rank " + std::to_string(dst) +
+                                 " exceeds the 1 TiB per-message limit (models/packet.hpp kMaxFlowBytes)",
+                             "split the transfer");
+  }
+  if (aux >= (1u << 24)) {
+    throw engine::InputError("workload", "rank " + std::to_string(id_),
+                             "a PXN message of more than 2^24 chunks", "raise NCCL_P2P_NET_CHUNKSIZE");
+  }
   const std::uint64_t flow_id = (static_cast<std::uint64_t>(id_) << 32) | next_flow_++;
   if (fidelity_ != Fidelity::kPacket) {
     // The message rides the same queue pairs as at the packet level (same split over QPs, same
@@ -476,6 +531,7 @@ void GpuRankLp::start_flow(std::uint32_t dst, std::uint64_t bytes, std::uint32_t
     head.dst_rank = dst;
     head.group = group;
     head.instance = instance;
+    head.aux = aux;
     if (coarse_sends_.empty()) coarse_base_ = next_flow_ - 1;
     if (next_flow_ - 1 != coarse_base_ + coarse_sends_.size()) {
       throw engine::InternalError("gpu " + std::to_string(id_) + ": coarse flow counter out of step");
@@ -489,10 +545,19 @@ void GpuRankLp::start_flow(std::uint32_t dst, std::uint64_t bytes, std::uint32_t
     }
     return;
   }
-  nic_.send_message(dst, bytes, MsgMeta{flow_id, tag, group, instance, slot, op_or_node, channel}, ctx);
+  nic_.send_message(dst, bytes, MsgMeta{flow_id, tag, group, instance, slot, op_or_node, channel, aux}, ctx);
 }
 
 void GpuRankLp::on_send_complete(std::uint32_t slot, std::uint32_t idx, Context& ctx) {
+  if (slot == kRelaySlot) return;  // a forwarded chunk left: nothing of this rank's waits on it
+  if (slot == kPxnSendSlot) {
+    // A relayed Send completes when its last chunk left this GPU (the rule of every send).
+    auto it = pxn_left_.find(idx);
+    if (it == pxn_left_.end()) throw engine::InternalError("gpu " + std::to_string(id_) + ": unknown PXN send");
+    if (--it->second > 0) return;
+    pxn_left_.erase(it);
+    slot = kNoSlot;
+  }
   if (slot == kNoSlot) {
     account(ctx.now());
     --comm_active_;
@@ -526,8 +591,9 @@ void GpuRankLp::on_packet(const Packet& p, Context& ctx) {
     return;
   }
   rec.first_byte_ps = first;
-  rec.group = p.group;
-  rec.instance = p.group == kP2pGroup ? 0 : p.instance;
+  const bool p2p = p.group == kP2pGroup || p.group == kPxnRelayGroup || p.group == kPxnDeliverGroup;
+  rec.group = p2p ? kP2pGroup : p.group;  // PXN legs are point-to-point flows in the output
+  rec.instance = p2p ? 0 : p.instance;
   // Ideal FCT on the flow's own path (same ECMP hash): bytes at the bottleneck rate plus the
   // propagation latency of every hop; no queueing, no per-hop store-and-forward.
   std::uint64_t bottleneck = ~std::uint64_t{0};
@@ -548,12 +614,28 @@ void GpuRankLp::on_packet(const Packet& p, Context& ctx) {
 }
 
 void GpuRankLp::on_message(const Packet& p, Context& ctx) {
-  if (p.group != kP2pGroup) {
+  if (p.group != kP2pGroup && p.group != kPxnRelayGroup && p.group != kPxnDeliverGroup) {
     if (p.tag < 0 || p.tag > 0xFFFFFFFFll) throw engine::InternalError("collective message with a tag beyond 32 bits");
     coll_message(slot_of(p.group, p.instance), (static_cast<std::uint64_t>(p.src_rank) << 32) | static_cast<std::uint64_t>(p.tag), ctx);
     return;
   }
-  const P2pKey key{p.src_rank, p.tag};
+  if (p.group == kPxnRelayGroup) {
+    // PXN relay: forward the chunk over this GPU's own NIC to its receiver (p.instance).
+    start_flow(p.instance, p.flow_bytes, kPxnDeliverGroup, p.src_rank, p.tag, kRelaySlot, 0, ctx, 0, p.aux);
+    return;
+  }
+  if (p.group == kPxnDeliverGroup) {
+    const P2pKey key{p.instance, p.tag};
+    auto it = pxn_got_.try_emplace(key, 0).first;
+    if (++it->second < p.aux) return;
+    pxn_got_.erase(it);
+    p2p_arrived(key, ctx);
+    return;
+  }
+  p2p_arrived(P2pKey{p.src_rank, p.tag}, ctx);
+}
+
+void GpuRankLp::p2p_arrived(const P2pKey& key, Context& ctx) {
   auto it = waiting_rx_.find(key);
   if (it == waiting_rx_.end()) {
     ++arrived_[key];
@@ -612,6 +694,9 @@ void GpuRankLp::handle(const engine::Event& ev, Context& ctx) {
       handle(done, ctx);
       return;
     }
+    case kEvCollLaunch:
+      begin_collective(ev.get<std::uint32_t>(), ctx);
+      return;
     case kEvComputeDone:
       account(ctx.now());
       compute_busy_ = false;

@@ -138,11 +138,18 @@ class GpuRankLp final : public engine::Lp, private NicOwner {
   void node_done(std::uint32_t n, engine::Context& ctx);
   void start_compute(engine::Context& ctx);
   void start_collective(std::uint32_t n, engine::Context& ctx);
+  /// Starts the operations of the collective in `slot` (after its start-up latency).
+  void begin_collective(std::uint32_t slot, engine::Context& ctx);
   void op_ready(std::uint32_t slot, std::uint32_t op, engine::Context& ctx);
   void op_done(std::uint32_t slot, std::uint32_t op, engine::Context& ctx);
   void start_flow(std::uint32_t dst, std::uint64_t bytes, std::uint32_t group,
                   std::uint32_t instance, std::int64_t tag, std::uint32_t slot,
-                  std::uint32_t op_or_node, engine::Context& ctx, std::uint16_t channel = 0);
+                  std::uint32_t op_or_node, engine::Context& ctx, std::uint16_t channel = 0,
+                  std::uint32_t aux = 0);
+  /// Workload Send node `n`: direct, or through a PXN relay when the planner says so.
+  void start_send(std::uint32_t n, engine::Context& ctx);
+  /// A whole point-to-point message (src, tag) arrived: completes the oldest waiting Recv.
+  void p2p_arrived(const P2pKey& key, engine::Context& ctx);
   void on_part_received(const Packet& p, engine::Context& ctx) override { on_packet(p, ctx); }
   void on_send_complete(std::uint32_t slot, std::uint32_t idx, engine::Context& ctx) override;
   void on_packet(const Packet& p, engine::Context& ctx);
@@ -236,6 +243,13 @@ class GpuRankLp final : public engine::Lp, private NicOwner {
   std::vector<char> done_flag_;
   std::deque<std::uint32_t> compute_queue_;
   bool compute_busy_ = false;
+
+  // PXN (CollectivePlanner::p2p_route): chunks of a relayed Send still to leave this GPU, per
+  // Send node; chunks of relayed messages received so far, per (original sender, tag). Chunks of
+  // two messages with the same key count together (the k-th completion is the k-th message in
+  // FIFO order, as for direct messages).
+  std::unordered_map<std::uint32_t, std::uint64_t> pxn_left_;
+  std::unordered_map<P2pKey, std::uint64_t, P2pKeyHash> pxn_got_;
 
   // accounting
   engine::SimTime last_change_ = 0;

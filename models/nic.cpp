@@ -144,6 +144,7 @@ void Nic::send_message(std::uint32_t dst, std::uint64_t bytes, const MsgMeta& me
     d.src = id_;
     d.group = meta.group;
     d.instance = meta.instance;
+    d.aux = meta.aux;
     d.qp = static_cast<std::uint16_t>(qi);
     d.sport = q.sport;
     ctx.send(dst, ctx.now() + path_latency(dst, roce_flow_hash(id_, dst, q.sport), nullptr), kEvMsgDesc, d);
@@ -486,6 +487,7 @@ void Nic::on_data(const WirePacket& p, Context& ctx) {
       m.bytes = static_cast<std::uint32_t>(d.part_bytes);
       m.group = d.group;
       m.instance = d.instance;
+      m.aux = d.aux;
       owner_.on_part_received(m, ctx);
     }
   }

@@ -29,6 +29,7 @@ struct MsgMeta {
   /// NCCL channel: each channel has its own connection (own QPs, own UDP source ports), so
   /// channels to the same peer progress concurrently rather than in one QP's order.
   std::uint16_t channel = 0;
+  std::uint32_t aux = 0;  ///< carried to the receiver (Packet::aux)
 };
 
 /// Callbacks from the NIC to the rank executor.

@@ -14,6 +14,7 @@ enum EventKind : std::uint32_t {
   kEvTxPump = 2,        ///< a GPU port may emit its next batch of packets
   kEvSendDone = 3,      ///< the last packet of a flow left the source port
   kEvComputeDone = 4,   ///< a compute node finished
+  kEvCollLaunch = 5,    ///< self: a collective's start-up latency elapsed (payload: slot)
   kEvWire = 10,         ///< a WirePacket fully received at the LP (store-and-forward)
   kEvPortFree = 11,     ///< self: an egress port finished serializing (payload: port index)
   kEvPfc = 12,          ///< a PFC pause/resume frame arrived (payload: PfcFrame)
@@ -92,16 +93,29 @@ struct MsgDesc {
   std::uint32_t instance = 0;
   std::uint16_t qp = 0;
   std::uint16_t sport = 0;
+  std::uint32_t aux = 0;  ///< PXN chunk count (kPxnRelayGroup / kPxnDeliverGroup), else 0
 };
 static_assert(sizeof(MsgDesc) <= 64);
 
 /// Group id used in packets for point-to-point (Chakra send/recv) messages.
 inline constexpr std::uint32_t kP2pGroup = 0xFFFFFFFFu;
+/// PXN (P2pRoute): a chunk on its way sender -> relay; instance = final receiver, aux = chunks
+/// of the whole message.
+inline constexpr std::uint32_t kPxnRelayGroup = 0xFFFFFFFEu;
+/// PXN: a chunk relay -> receiver; instance = original sender, aux = chunks of the whole message.
+inline constexpr std::uint32_t kPxnDeliverGroup = 0xFFFFFFFDu;
+
+/// Largest message (flow) in bytes: 2^40 - 1 (Packet::flow_bytes is 40 bits).
+inline constexpr std::uint64_t kMaxFlowBytes = (std::uint64_t{1} << 40) - 1;
 
 /// One packet: MTU-sized slice of a flow. Payload only (no header overhead in the skeleton).
 struct Packet {
   std::uint64_t flow_id = 0;         ///< (src rank << 32) | per-source counter
-  std::uint64_t flow_bytes = 0;      ///< total bytes of the flow
+  /// Total bytes of the flow, below kMaxFlowBytes (GpuRankLp::start_flow rejects larger messages).
+  std::uint64_t flow_bytes : 40 = 0;
+  /// PXN chunk count of the whole message (kPxnRelayGroup / kPxnDeliverGroup), else 0; shares the
+  /// word with flow_bytes so that the packet stays within an event's 64-byte payload.
+  std::uint64_t aux : 24 = 0;
   engine::SimTime flow_start = 0;    ///< when the flow was handed to the port (ps)
   std::uint64_t flow_hash = 0;       ///< ECMP hash input (5-tuple stand-in, per flow)
   std::int64_t tag = 0;              ///< collective op tag, or p2p tag
@@ -109,7 +123,7 @@ struct Packet {
   std::uint32_t dst_rank = 0;
   std::uint32_t bytes = 0;           ///< payload bytes of this packet
   std::uint32_t group = 0;           ///< communicator index, or kP2pGroup
-  std::uint32_t instance = 0;        ///< n-th collective on that communicator
+  std::uint32_t instance = 0;        ///< n-th collective on that communicator (PXN: see kPxnRelayGroup)
   /// Coarse rungs only: the NIC queue pair the flow rides, `channel << 16 | k << 8 | (parts - 1)`
   /// (k = QP of the connection, parts = QPs the message was split over; see Nic::split_message).
   std::uint32_t conn = 0;

@@ -22,6 +22,14 @@ class CustomPlanner final : public models::CollectivePlanner {
   /// @param schedules tried in order; the first that fits a call plans it
   CustomPlanner(std::unique_ptr<models::CollectivePlanner> base, std::vector<CustomSchedule> schedules);
   models::RankPlan plan(const models::CollRequest& req) const override;
+  /// Workload sends take the base planner's route (schedules only plan collectives).
+  models::P2pRoute p2p_route(std::uint32_t src, std::uint32_t dst, std::uint64_t bytes) const override {
+    return base_->p2p_route(src, dst, bytes);
+  }
+  /// Replayed schedules start at once; other calls take the base planner's latency.
+  std::int64_t start_latency_ps(const models::CollRequest& req) const override {
+    return match(req) != nullptr ? 0 : base_->start_latency_ps(req);
+  }
   /// The schedule that plans `req`, or nullptr when the base planner does.
   const CustomSchedule* match(const models::CollRequest& req) const;
   /// The planner of the other collectives.

@@ -195,6 +195,29 @@ std::shared_ptr<const NcclPlanner::CommInfo> NcclPlanner::comm(const std::vector
   return ci;
 }
 
+std::int64_t NcclPlanner::start_latency_ps(const CollRequest& req) const {
+  if (!cfg_.launch_latency || req.ranks == nullptr || req.ranks->size() <= 1 || req.bytes == 0 ||
+      req.op == CollOp::kAllToAll) {
+    return 0;
+  }
+  const TuningDecision d = decision(req);
+  const double us = tuner(*req.ranks).latency(func_of(req.op), d.algo, d.proto);
+  return static_cast<std::int64_t>(std::llround(us * 1e6));
+}
+
+models::P2pRoute NcclPlanner::p2p_route(std::uint32_t src, std::uint32_t dst, std::uint64_t bytes) const {
+  (void)bytes;
+  const NcclSettings& st = cfg_.settings;
+  const std::uint32_t g = cfg_.gpus_per_host;
+  models::P2pRoute r;
+  if (st.pxn_disable != 0 || st.p2p_pxn_level <= 0 || g <= 1) return r;
+  if (src / g == dst / g || src % g == dst % g) return r;  // same host (NVLink) or same rail
+  r.relay = (src / g) * g + dst % g;
+  r.chunk_bytes = std::min(st.chunk_size ? st.chunk_size : st.p2p_net_chunksize, st.buffsize_simple / kNcclSteps);
+  r.chunk_bytes = std::max<std::uint64_t>(r.chunk_bytes, 1);
+  return r;
+}
+
 const NcclTuner& NcclPlanner::tuner(const std::vector<std::uint32_t>& ranks) const { return *comm(ranks)->tuner; }
 
 TuningDecision NcclPlanner::decision(const CollRequest& req) const {

@@ -42,6 +42,9 @@ struct NcclPlannerConfig {
   /// ops. Same ops, tags and dependencies either way; the plan then refers to this planner, which
   /// must outlive it for RankPlan::expanded().
   bool lazy_rings = false;
+  /// simccl.launch_latency=nccl: charge each tuned collective NCCL's modelled latency of its
+  /// (algorithm, protocol) (tuning.cc, nccl.md §2.5) as start-up delay (start_latency_ps).
+  bool launch_latency = false;
   NcclSettings settings;
 };
 
@@ -54,6 +57,19 @@ class NcclPlanner final : public models::CollectivePlanner {
  public:
   explicit NcclPlanner(NcclPlannerConfig cfg);
   models::RankPlan plan(const models::CollRequest& req) const override;
+  /// PXN for workload Send nodes (nccl.md §3.4): a send to a rank on another host whose local
+  /// GPU index (rail) differs from the sender's goes through the sender-host GPU with the
+  /// receiver's local index (NVLink to it, then its NIC on the receiver's rail) when
+  /// NCCL_PXN_DISABLE=0 and NCCL_P2P_PXN_LEVEL is 1 or 2. With one NIC per GPU, both levels
+  /// pick that NIC: level 1 takes the peer's preferred NIC (the NIC of the receiver's rail,
+  /// reachable through NVLink at path type PXN), level 2 the NIC of the local GPU with the
+  /// receiver's local index. Level 0 or NCCL_PXN_DISABLE=1: direct over the sender's own NIC.
+  /// Chunks: NCCL_CHUNK_SIZE if set, else NCCL_P2P_NET_CHUNKSIZE, at most NCCL_BUFFSIZE/8.
+  models::P2pRoute p2p_route(std::uint32_t src, std::uint32_t dst, std::uint64_t bytes) const override;
+  /// With NcclPlannerConfig::launch_latency: the cost model's latency (us, base + per-step hop
+  /// latencies of the chosen algorithm and protocol, nccl.md §2.5) in ps; AllToAll (not tuned)
+  /// and single-rank calls 0. Without it 0.
+  std::int64_t start_latency_ps(const models::CollRequest& req) const override;
 
   /// The cost model of the communicator `ranks` (global ranks).
   const NcclTuner& tuner(const std::vector<std::uint32_t>& ranks) const;

@@ -38,6 +38,8 @@ struct PlannerExtras {
   /// simccl.lazy_plans: NCCL ring-family plans in lazy form (models::LazyChannelRing, O(channels)
   /// memory per rank); false materializes every op up front. Same results either way.
   bool lazy_plans = true;
+  /// simccl.launch_latency: "none" (default) or "nccl" (NcclPlannerConfig::launch_latency).
+  bool launch_latency = false;
 };
 
 /// @param kind "nccl" (NcclPlanner) or "ring" (RingPlanner)

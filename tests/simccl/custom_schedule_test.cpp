@@ -3,8 +3,12 @@
 //    parses into 16 x 15 transfers and, on TE-CCL's Mesh topology (GPU i linked to i+-1 and
 //    i+-4, teccl/topologies/mesh.py) with 50 GB/s links and 1 MB chunks, finishes in the 8 epochs
 //    the solver reports, an epoch being one chunk time on a link (1e6 B / 50e9 B/s = 20 us);
-//  * a ring AllGather on the same mesh takes at least N-1 = 15 chunk times (300 us) and more than
-//    the TE-CCL schedule;
+//  * a ring AllGather on the same mesh in rank order takes 15 steps x 2 chunk times = 600 us: the
+//    ring's 15 -> 0 hop has three shortest paths (5 links: four -4 moves and one +1 move, the +1
+//    at 11->12, 7->8 or 3->4) and each uses one of the ring's own i -> i+1 links, so that link
+//    carries two flows at 25 GB/s each in every step, and every step waits for it; a ring that
+//    follows the mesh's links (a Hamiltonian cycle, as NCCL's graph search builds rings along
+//    NVLinks) needs no shared link and takes the N-1 = 15 chunk times (300 us);
 //  * the MSCCL-IR XML ring AllReduce (astra-sim custom collective) parses into the ring's
 //    2(N-1) sends per rank and, on one 8-GPU NVSwitch host, runs in the ring closed form
 //    2(N-1)/N x S / B_nvlink;
@@ -12,6 +16,8 @@
 #include <gtest/gtest.h>
 #include <mpi.h>
 
+#include <algorithm>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -20,6 +26,7 @@
 #include "../run/test_util.hpp"
 #include "engine/errors.hpp"
 #include "jobs/nccl_tests.hpp"
+#include "jobs/run.hpp"
 #include "simccl/custom_planner.hpp"
 #include "simccl/custom_schedule.hpp"
 
@@ -67,6 +74,30 @@ double all_gather_us(const std::string& topo, const std::vector<std::string>& ex
   fabricsim::jobs::run_nccl_tests(o, MPI_COMM_SELF, "test", "test", &rows);
   EXPECT_EQ(rows.size(), 1u);
   return rows.empty() ? 0 : rows[0].time_us;
+}
+
+// Ring AllGather (simccl.planner=ring) over a communicator in the order of a Hamiltonian cycle
+// of the 4x4 mesh: 0-1-2-3-7-11-15-14-13-12-8-9-10-6-5-4-(0); each consecutive pair is a mesh
+// link (i+-1 inside a row, i+-4 between rows).
+double hamiltonian_ring_us(const std::string& topo) {
+  const std::vector<std::uint32_t> order = {0, 1, 2, 3, 7, 11, 15, 14, 13, 12, 8, 9, 10, 6, 5, 4};
+  for (std::size_t k = 0; k < order.size(); ++k) {
+    const int a = static_cast<int>(order[k]), b = static_cast<int>(order[(k + 1) % order.size()]);
+    const int d = std::abs(a - b);
+    EXPECT_TRUE(d == 4 || (d == 1 && std::min(a, b) / 4 == std::max(a, b) / 4)) << a << "-" << b;
+  }
+  fabricsim::models::Workload w = fabricsim::jobs::nccl_tests_workload("all_gather", 16, 16'000'000, 0);
+  w.groups.push_back({"mesh_ring", order});
+  for (auto& prog : w.programs) prog[0].group = 1;
+  fabricsim::jobs::RunOptions o;
+  o.workload_data = &w;
+  o.sets = {"cluster.topology_file=" + topo, "nic.cc=none", "simccl.planner=ring", "cluster.gpus_per_host=1",
+            "cluster.hosts=16"};
+  o.write_h5 = false;
+  o.quiet = true;
+  const auto res = fabricsim::jobs::run_simulation(o, MPI_COMM_SELF, "test", "test");
+  EXPECT_EQ(res.collectives.size(), 1u);
+  return res.collectives.empty() ? 0 : static_cast<double>(res.collectives[0].end_ps - res.collectives[0].start_ps) * 1e-6;
 }
 
 int procs() {
@@ -168,10 +199,18 @@ TEST(CustomSchedule, TecclMesh4ReplaysInEightEpochs) {
   const double teccl = all_gather_us(mesh_topology(dir, "1ps"), {"simccl.schedule=" + data(kMesh4)});
   EXPECT_GE(teccl, 8 * epoch_us * 0.999);
   EXPECT_LE(teccl, 8 * epoch_us * 1.02) << teccl;
-  // The ring cannot beat N-1 = 15 chunk times; TE-CCL's schedule is faster.
+  // Rank-order ring: every step one ring link also carries the 15 -> 0 hop (see the file
+  // comment), so each step takes 2 chunk times: 15 x 2 x 20 us = 600 us.
   const double ring = all_gather_us(mesh_topology(dir, "1ps"), {"simccl.planner=ring"});
-  EXPECT_GE(ring, 15 * epoch_us * 0.999);
+  EXPECT_GE(ring, 15 * 2 * epoch_us * 0.999);
+  EXPECT_LE(ring, 15 * 2 * epoch_us * 1.01) << ring;
   EXPECT_LT(teccl, ring);
+  // The same ring along a Hamiltonian cycle of the mesh (every hop one mesh link, no link used
+  // twice): the closed form N-1 = 15 chunk times, 300 us.
+  const double ham = hamiltonian_ring_us(mesh_topology(dir, "1ps"));
+  EXPECT_GE(ham, 15 * epoch_us * 0.999);
+  EXPECT_LE(ham, 15 * epoch_us * 1.01) << ham;
+  EXPECT_LT(teccl, ham);
   // With 500 ns links a transfer crosses 3 links (GPU-switch-switch-GPU, 1.5 us): the replay
   // pays that at least once and at most twice per epoch (path latency plus the last packet's
   // store-and-forward), 8 epochs.
@@ -180,8 +219,12 @@ TEST(CustomSchedule, TecclMesh4ReplaysInEightEpochs) {
   EXPECT_LE(teccl_lat, teccl + 8 * 3.0) << teccl_lat;
   const double ring_lat = all_gather_us(mesh_topology(dir, "500ns"), {"simccl.planner=ring"});
   EXPECT_GE(ring_lat, ring);
-  std::printf("TE-CCL mesh_4 AllGather: %.2f us (1 ps links), %.2f us (500 ns); ring: %.2f us, %.2f us\n", teccl,
-              teccl_lat, ring, ring_lat);
+  const double ham_lat = hamiltonian_ring_us(mesh_topology(dir, "500ns"));
+  EXPECT_GE(ham_lat, ham);
+  EXPECT_LT(ham_lat, ring_lat);
+  std::printf("TE-CCL mesh_4 AllGather: %.2f us (1 ps links), %.2f us (500 ns); rank-order ring: %.2f us, %.2f us; "
+              "Hamiltonian ring: %.2f us, %.2f us\n",
+              teccl, teccl_lat, ring, ring_lat, ham, ham_lat);
   std::filesystem::remove_all(dir);
 }
 

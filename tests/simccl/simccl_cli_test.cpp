@@ -1,5 +1,6 @@
-// Must-show 7 of issue 4 (part): bad NCCL_ALGO / NCCL_PROTO strings, an NCCL topology XML
-// without GPUs and a missing NCCL_TOPO_FILE give one line on stderr and exit 2.
+// Must-show 7 of issue 4: bad NCCL_ALGO / NCCL_PROTO strings, an NCCL topology XML without
+// GPUs, a missing NCCL_TOPO_FILE and a communicator naming ranks that do not exist give one line
+// on stderr and exit 2.
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 
@@ -11,6 +12,7 @@
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <vector>
 
 namespace {
 
@@ -58,6 +60,149 @@ TEST(SimcclCli, BadInputsGiveOneLineAndExit2) {
                                  " --set simccl.topo_fallback=true",
                              dir.string());
   EXPECT_EQ(ok.code, 0) << ok.err;
+  std::filesystem::remove_all(dir);
+}
+
+TEST(SimcclCli, GroupsNamingMissingRanksGiveOneLineAndExit2) {
+  const char* src = std::getenv("FABRICSIM_SOURCE_DIR");
+  ASSERT_NE(src, nullptr);
+  const auto dir = std::filesystem::temp_directory_path() / ("fabricsim_simccl_groups_" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  // An 8-rank Chakra trace (ASTRA-sim microbenchmark, tests/data/SOURCES.md).
+  const std::string trace = std::string(src) +
+                            "/tests/data/chakra/astra-sim/examples/workload/microbenchmarks/all_reduce/8npus_1MB/all_reduce";
+  const std::string beyond = (dir / "beyond.json").string();
+  std::ofstream(beyond) << R"({"tp0": [0, 1, 2, 8]})";
+  const std::string negative = (dir / "negative.json").string();
+  std::ofstream(negative) << R"({"dp": [0, -1]})";
+  const std::string twice = (dir / "twice.json").string();
+  std::ofstream(twice) << R"({"dp": [3, 3]})";
+  const std::pair<std::string, std::string> cases[] = {
+      {beyond, beyond + ": tp0: rank 8 is not an integer in 0..7"},
+      {negative, negative + ": dp: rank -1 is not an integer in 0..7"},
+      {twice, twice + ": dp: rank 3 listed twice"},
+  };
+  for (const auto& [file, needle] : cases) {
+    for (const std::string cmd : {"run", "validate"}) {
+      const std::string out = cmd == "run" ? " -o " + (dir / "out.h5").string() : "";
+      const Outcome o = run_cli(cmd + " --workload " + trace + " --set workload.comm_groups=" + file + out, dir.string());
+      EXPECT_EQ(o.code, 2) << cmd << " " << file << ": " << o.err;
+      EXPECT_EQ(std::count(o.err.begin(), o.err.end(), '\n'), 1) << o.err;
+      EXPECT_NE(o.err.find(needle), std::string::npos) << o.err;
+      EXPECT_FALSE(std::filesystem::exists(dir / "out.h5"));  // no partial output
+    }
+  }
+  std::filesystem::remove_all(dir);
+}
+
+// `fabricsim plan` (issue 4): stdout of a plan call.
+Outcome run_plan(const std::string& args, const std::string& dir, std::string* out) {
+  const char* b = std::getenv("FABRICSIM_BINARY");
+  const std::string out_file = dir + "/stdout.txt";
+  const std::string cmd = std::string(b ? b : "fabricsim") + " plan " + args + " >" + out_file + " 2>" + dir + "/stderr.txt";
+  Outcome o;
+  const int st = std::system(cmd.c_str());
+  o.code = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+  std::ifstream f(out_file);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  *out = ss.str();
+  std::ifstream e(dir + "/stderr.txt");
+  std::stringstream es;
+  es << e.rdbuf();
+  o.err = es.str();
+  return o;
+}
+
+struct CostRow {
+  std::string algo, proto, status;
+  double time_us = -1;
+};
+
+// Rows of the printed cost table: "  <algo> <proto> <lat> <bw> <time>  <status>".
+std::vector<CostRow> cost_rows(const std::string& text) {
+  std::vector<CostRow> rows;
+  std::istringstream in(text);
+  std::string line;
+  bool in_table = false;
+  while (std::getline(in, line)) {
+    if (line.rfind("  algorithm", 0) == 0) {
+      in_table = true;
+      continue;
+    }
+    if (!in_table) continue;
+    if (line.rfind("  ", 0) != 0) break;
+    std::istringstream l(line);
+    CostRow r;
+    std::string lat, bw, t;
+    l >> r.algo >> r.proto >> lat >> bw >> t;
+    std::getline(l, r.status);
+    r.status.erase(0, r.status.find_first_not_of(' '));
+    r.time_us = t == "-" ? -1 : std::stod(t);
+    rows.push_back(r);
+  }
+  return rows;
+}
+
+std::uint64_t number_after(const std::string& text, const std::string& key) {
+  const auto p = text.find(key);
+  if (p == std::string::npos) return ~0ull;
+  return std::stoull(text.substr(p + key.size()));
+}
+
+TEST(SimcclCli, PlanPrintsTheCostTableAndTheChoice) {
+  const auto dir = std::filesystem::temp_directory_path() / ("fabricsim_plan_" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  std::string out;
+  // 1 GiB AllReduce on one node of 8: the chosen row is the fastest enabled one.
+  Outcome o = run_plan("all_reduce 1G -g 8", dir.string(), &out);
+  ASSERT_EQ(o.code, 0) << o.err;
+  auto rows = cost_rows(out);
+  ASSERT_EQ(rows.size(), 21u) << out;  // 7 algorithms x 3 protocols
+  double best = 1e300;
+  const CostRow* chosen = nullptr;
+  for (const auto& r : rows) {
+    if (r.status.rfind("enabled", 0) == 0) best = std::min(best, r.time_us);
+    if (r.status.find("chosen") != std::string::npos) chosen = &r;
+    if (r.algo == "NVLS" || r.algo == "PAT" || r.algo == "CollNetDirect") {
+      EXPECT_EQ(r.status.rfind("disabled", 0), 0u) << r.algo;
+    }
+  }
+  ASSERT_NE(chosen, nullptr) << out;
+  EXPECT_EQ(chosen->time_us, best);
+  EXPECT_NE(out.find("choice: " + chosen->algo + "/" + chosen->proto), std::string::npos) << out;
+  // Bytes conserved: a ring AllReduce sends 2(n-1)/n x S per rank, 2(n-1) x S in all, all on NVLink.
+  if (chosen->algo == "Ring" && chosen->proto == "Simple") {
+    EXPECT_EQ(number_after(out, "; payload "), 14ull << 30) << out;
+    EXPECT_NE(out.find("0 B on the network"), std::string::npos) << out;
+  }
+  // NCCL_ALGO=Tree: every Ring row is disabled and Tree is chosen.
+  o = run_plan("all_reduce 64M -g 8 -n 2 --set nccl.NCCL_ALGO=Tree", dir.string(), &out);
+  ASSERT_EQ(o.code, 0) << o.err;
+  rows = cost_rows(out);
+  for (const auto& r : rows) {
+    if (r.algo == "Ring") {
+      EXPECT_EQ(r.status.rfind("disabled", 0), 0u) << r.status;
+    }
+  }
+  EXPECT_NE(out.find("choice: Tree/"), std::string::npos) << out;
+  EXPECT_NE(out.find("NCCL_ALGO=Tree"), std::string::npos) << out;  // settings in effect are listed
+  // sendrecv across 2 nodes: rank r -> r+1; ranks 7 -> 8 and 15 -> 0 cross hosts on different
+  // rails (7 -> 0 local index), so both are relayed: 2 x 8 MiB / 128 KiB chunk messages forwarded.
+  o = run_plan("sendrecv 8M -g 8 -n 2", dir.string(), &out);
+  ASSERT_EQ(o.code, 0) << o.err;
+  EXPECT_EQ(number_after(out, "PXN: "), 2u * 64u) << out;
+  o = run_plan("sendrecv 8M -g 8 -n 2 --set nccl.NCCL_PXN_DISABLE=1", dir.string(), &out);
+  ASSERT_EQ(o.code, 0) << o.err;
+  EXPECT_EQ(out.find("PXN: "), std::string::npos) << out;
+  EXPECT_EQ(number_after(out, "\nplan: "), 16u) << out;  // one message per rank
+  // Bad input: one line, exit 2.
+  for (const char* bad : {"all_reduce 12Q -g 8", "allreduce 1M", "all_reduce 1M --set nccl.NCCL_PROTO=LL256"}) {
+    o = run_plan(std::string(bad), dir.string(), &out);
+    EXPECT_EQ(o.code, 2) << bad;
+    EXPECT_EQ(std::count(o.err.begin(), o.err.end(), '\n'), 1) << o.err;
+    EXPECT_TRUE(out.empty()) << out;
+  }
   std::filesystem::remove_all(dir);
 }
 
