@@ -9,6 +9,8 @@
 //   bench_cluster --scenario allreduce [--gpus 1024] [--bytes 64MiB]    one world AllReduce
 //   bench_cluster --scenario gpt3 [--gpus 128]                          GPT-3 175B iteration
 //                  (Megatron generator, TP 8, PP 8, DP gpus/64)
+//   bench_cluster --scenario spec --spec FILE                           any experiment spec, e.g.
+//                  examples/moe_9216.yaml (gpus = the workload's ranks)
 //   common: [--threads N] [--set key=value ...] [--json FILE]
 //
 // Packet hops: every packet (data, ACK/NACK/CNP) put on a link by a NIC or a switch, from the
@@ -81,11 +83,12 @@ models::Workload permutation_workload(std::uint32_t n, std::uint64_t bytes, std:
 }
 
 int run(int argc, char** argv, int rank, int nprocs) {
-  std::string scenario = "permutation", bytes_text, json_path;
+  std::string scenario = "permutation", bytes_text, json_path, spec_path;
   std::uint32_t hosts = 128, gpus = 1024, threads = 1;
   std::vector<std::string> sets;
   CLI::App app{"end-to-end packet-level benchmark scenarios of fabricsim"};
-  app.add_option("--scenario", scenario, "permutation | incast | allreduce | gpt3")->capture_default_str();
+  app.add_option("--scenario", scenario, "permutation | incast | allreduce | gpt3 | spec")->capture_default_str();
+  app.add_option("--spec", spec_path, "spec: the experiment spec (YAML) to run");
   app.add_option("--hosts", hosts, "permutation: hosts (one GPU each)")->capture_default_str();
   app.add_option("--gpus", gpus, "allreduce/gpt3: GPUs (8 per host)")->capture_default_str();
   app.add_option("--bytes", bytes_text, "permutation: bytes per host (default 4MiB); allreduce: buffer (default 64MiB)");
@@ -152,12 +155,16 @@ int run(int argc, char** argv, int rank, int nprocs) {
                "workload.generator.tp=8", "workload.generator.pp=8",
                "workload.generator.dp=" + std::to_string(gpus / 64),
                "workload.generator.global_batch=" + std::to_string(2 * (gpus / 64) * 8)};
+  } else if (scenario == "spec") {
+    if (spec_path.empty()) throw InputError("<cli>", "--spec", "missing for --scenario spec", "name a spec file");
+    ro.spec_path = spec_path;
   } else {
     throw InputError("<cli>", "--scenario", "unknown scenario '" + scenario + "'",
-                     "use permutation, incast, allreduce or gpt3");
+                     "use permutation, incast, allreduce, gpt3 or spec");
   }
   for (const auto& s : sets) ro.sets.push_back(s);
   const auto res = fabricsim::jobs::run_simulation(ro, MPI_COMM_WORLD, "bench", "");
+  if (scenario == "spec") sim_gpus = static_cast<std::uint32_t>(res.ranks.size());
 
   rusage ru{};
   getrusage(RUSAGE_SELF, &ru);

@@ -33,15 +33,24 @@ GpuRankLp::GpuRankLp(const Topology& topo, engine::LpId id, const Workload* work
   if (workload_ != nullptr && id < workload_->ranks) program_ = &workload_->programs[id];
   const std::uint32_t n = nodes_size();
   waiting_.assign(n, 0);
-  dependents_.assign(n, {});
   instance_.assign(n, 0);
   done_flag_.assign(n, 0);
+  // Dependents in CSR form (two counting passes): 4 B per node + 4 B per edge, no allocation per
+  // node (a vector per node cost ~56 B per node, the largest per-rank item at 9,216 GPUs).
+  // Within a node's list, dependents stay in increasing node order.
+  dep_begin_.assign(n + 1, 0);
   std::vector<std::uint32_t> per_group(workload_ ? workload_->groups.size() : 0, 0);
   for (std::uint32_t i = 0; i < n; ++i) {
     const WorkNode& node = (*program_)[i];
     waiting_[i] = static_cast<std::uint32_t>(node.deps.size());
-    for (std::uint32_t d : node.deps) dependents_[d].push_back(i);
+    for (std::uint32_t d : node.deps) ++dep_begin_[d + 1];
     if (node.type == NodeType::kCollective) instance_[i] = per_group[static_cast<std::size_t>(node.group)]++;
+  }
+  for (std::uint32_t i = 0; i < n; ++i) dep_begin_[i + 1] += dep_begin_[i];
+  dep_index_.resize(dep_begin_[n]);
+  std::vector<std::uint32_t> fill(dep_begin_.begin(), dep_begin_.end() - 1);
+  for (std::uint32_t i = 0; i < n; ++i) {
+    for (std::uint32_t d : (*program_)[i].deps) dep_index_[fill[d]++] = i;
   }
 }
 
@@ -133,7 +142,8 @@ void GpuRankLp::start_send(std::uint32_t n, Context& ctx) {
 void GpuRankLp::node_done(std::uint32_t n, Context& ctx) {
   ++done_nodes_;
   done_flag_[n] = 1;
-  for (std::uint32_t d : dependents_[n]) {
+  for (std::uint32_t k = dep_begin_[n]; k < dep_begin_[n + 1]; ++k) {
+    const std::uint32_t d = dep_index_[k];
     if (--waiting_[d] == 0) node_ready(d, ctx);
   }
   if (done_nodes_ == nodes_size()) {

@@ -237,7 +237,7 @@ class GpuRankLp final : public engine::Lp, private NicOwner {
 
   std::unordered_map<std::uint64_t, std::pair<std::uint64_t, engine::SimTime>> rx_bytes_;  // bytes, first arrival
   std::vector<std::uint32_t> waiting_;                   // unmet deps per node
-  std::vector<std::vector<std::uint32_t>> dependents_;   // node -> nodes depending on it
+  std::vector<std::uint32_t> dep_begin_, dep_index_;    // node n's dependents: dep_index_[dep_begin_[n] .. dep_begin_[n+1])
   std::vector<std::uint32_t> instance_;                  // collective node -> instance number
   std::uint32_t done_nodes_ = 0;
   std::vector<char> done_flag_;
