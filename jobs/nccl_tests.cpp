@@ -24,12 +24,29 @@ std::uint64_t parse_nccl_tests_size(const std::string& text, const std::string& 
   std::size_t i = 0;
   while (i < text.size() && std::isdigit(static_cast<unsigned char>(text[i]))) ++i;
   if (i == 0) throw InputError("<cli>", flag + " " + text, "not a size", "give bytes with an optional K, M or G suffix, e.g. 128M");
-  std::uint64_t v = std::stoull(text.substr(0, i));
   const std::string suf = text.substr(i);
-  if (suf == "K" || suf == "k") v <<= 10;
-  else if (suf == "M" || suf == "m") v <<= 20;
-  else if (suf == "G" || suf == "g") v <<= 30;
+  if (!suf.empty() && suf[0] == '.') {
+    throw InputError("<cli>", flag + " " + text, "decimal sizes are not supported", "give whole bytes or K/M/G, e.g. 1536K");
+  }
+  unsigned shift = 0;
+  if (suf == "K" || suf == "k") shift = 10;
+  else if (suf == "M" || suf == "m") shift = 20;
+  else if (suf == "G" || suf == "g") shift = 30;
   else if (!suf.empty()) throw InputError("<cli>", flag + " " + text, "unknown suffix '" + suf + "'", "use K, M or G");
+  // Sizes from 1 B to 64 GiB: 0 would never grow under -f, and a plan's message count grows with
+  // the size (a 64 GiB AllReduce is already ~2 M messages per rank pair chain).
+  constexpr std::uint64_t kMax = std::uint64_t{64} << 30;
+  const std::string digits = text.substr(0, i);
+  std::uint64_t v = 0;
+  for (char ch : digits) {
+    v = v * 10 + static_cast<std::uint64_t>(ch - '0');
+    if (v > kMax) break;
+  }
+  if (v <= kMax) v <<= shift;
+  if (v == 0 || v > kMax) {
+    throw InputError("<cli>", flag + " " + text, v == 0 ? "a size of 0 bytes" : "above 64G",
+                     "give a size from 1 to 64G bytes");
+  }
   return v;
 }
 

@@ -35,7 +35,7 @@ struct NcclTestsRow {
   std::string choice;       ///< "Ring/Simple 24ch" (empty for sendrecv)
 };
 
-/// Parses an nccl-tests size ("8", "128K", "1M", "8G": powers of 1024).
+/// Parses an nccl-tests size ("8", "128K", "1M", "8G": powers of 1024), 1 B .. 64 GiB.
 /// @throws engine::InputError naming `flag`.
 std::uint64_t parse_nccl_tests_size(const std::string& text, const std::string& flag);
 

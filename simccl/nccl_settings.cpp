@@ -68,7 +68,7 @@ std::array<std::array<bool, N>, kNumFuncs> parse_list(const std::string& text, c
   for (int i = 0; i < N; ++i) valid += (i ? ", " : "") + std::string(names[i]);
   const std::string fix = "use a list of " + valid +
                           " separated by ',', '^' to exclude, and 'func:list' entries separated by ';' "
-                          "(e.g. \"Ring,Tree;allreduce:^LL\")";
+                          "(e.g. \"" + std::string(names[0]) + "," + names[1] + ";allreduce:^" + names[0] + "\")";
   const auto entries = split(text, ';');
   for (std::size_t e = 0; e < entries.size(); ++e) {
     std::string entry = trim(entries[e]);

@@ -55,6 +55,19 @@ TEST(SimcclCli, BadInputsGiveOneLineAndExit2) {
     EXPECT_EQ(o.err.rfind("fabricsim: error: ", 0), 0u) << o.err;
     EXPECT_NE(o.err.find(needle), std::string::npos) << o.err;
   }
+  // Sizes: 0 would never grow under -f (an endless loop), decimals and sizes past 64 GiB are refused.
+  const std::pair<std::string, std::string> sizes[] = {
+      {"nccl-tests all_reduce -b 0 -e 1M -g 8", "-b 0: a size of 0 bytes"},
+      {"nccl-tests all_reduce -b 1.5M -e 2M -g 8", "decimal sizes are not supported"},
+      {"plan all_reduce 1000000G -g 8 -n 2", "above 64G"},
+      {"plan all_reduce 99999999999999999999999 -g 8", "above 64G"},
+  };
+  for (const auto& [args, needle] : sizes) {
+    const Outcome o = run_cli(args, dir.string());
+    EXPECT_EQ(o.code, 2) << args << ": " << o.err;
+    EXPECT_EQ(std::count(o.err.begin(), o.err.end(), '\n'), 1) << o.err;
+    EXPECT_NE(o.err.find(needle), std::string::npos) << o.err;
+  }
   // The fallback turns the missing file into a warning and a run.
   const Outcome ok = run_cli(base + "nccl.NCCL_TOPO_FILE=" + (dir / "missing.xml").string() +
                                  " --set simccl.topo_fallback=true",
