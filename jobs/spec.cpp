@@ -498,6 +498,7 @@ Spec load_spec(const std::string& path, const std::vector<std::string>& sets) {
                          "use the environment variable's name, e.g. nccl.NCCL_ALGO");
       }
       s.nccl.emplace_back(name, kv.second.IsNull() ? std::string() : kv.second.as<std::string>());
+      s.simccl_extras.nccl_origin[name] = file_of("nccl." + name);
     }
   }
   if (auto v = str("sim.partition")) {

@@ -226,7 +226,8 @@ const std::vector<std::pair<const char*, const char*>>& known_nccl_settings() {
 }
 
 NcclSettings load_nccl_settings(const std::vector<std::pair<std::string, std::string>>& spec_pairs,
-                                const std::string& spec_file, bool use_env) {
+                                const std::string& spec_file, bool use_env,
+                                const std::map<std::string, std::string>* origins) {
   // Spec wins: collect the environment first, then overwrite with the spec.
   std::map<std::string, RawSetting> raw;
   if (use_env && environ != nullptr) {
@@ -239,7 +240,8 @@ NcclSettings load_nccl_settings(const std::vector<std::pair<std::string, std::st
     }
   }
   for (const auto& [name, value] : spec_pairs) {
-    raw[name] = RawSetting{name, value, spec_file};
+    const auto o = origins ? origins->find(name) : std::map<std::string, std::string>::const_iterator{};
+    raw[name] = RawSetting{name, value, origins && o != origins->end() ? o->second : spec_file};
   }
   NcclSettings s;
   for (const auto& [name, r] : raw) {

@@ -6,6 +6,7 @@
 /// give a warning, bad values an engine::InputError naming where the value came from.
 #include <array>
 #include <cstdint>
+#include <map>
 #include <string>
 #include <utility>
 #include <vector>
@@ -90,9 +91,12 @@ std::array<std::array<bool, kNumProtos>, kNumFuncs> parse_proto_list(const std::
 /// Builds settings from the spec's `nccl:` pairs (name, value; `spec_file` labels errors) and
 /// the environment (`environ`, only names starting with NCCL_), the spec winning.
 /// @param use_env read the process environment too (false in tests for isolation)
+/// @param origins where each spec pair came from (name -> spec file or "<cli>" for --set); names
+///        not listed are labelled `spec_file`
 /// @throws engine::InputError for a bad value (e.g. NCCL_ALGO=Foo, NCCL_BUFFSIZE=-1).
 NcclSettings load_nccl_settings(const std::vector<std::pair<std::string, std::string>>& spec_pairs,
-                                const std::string& spec_file, bool use_env);
+                                const std::string& spec_file, bool use_env,
+                                const std::map<std::string, std::string>* origins = nullptr);
 
 /// Every NCCL_* name simccl knows, with a one-line meaning (for `fabricsim describe` and docs).
 const std::vector<std::pair<const char*, const char*>>& known_nccl_settings();

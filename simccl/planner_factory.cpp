@@ -52,7 +52,7 @@ PlannerBuild make_planner(const std::string& kind, const std::vector<std::pair<s
                           bool use_env, const PlannerExtras& extras) {
   PlannerBuild out;
   NcclPlannerConfig cfg;
-  cfg.settings = load_nccl_settings(nccl_pairs, spec_file, use_env);
+  cfg.settings = load_nccl_settings(nccl_pairs, spec_file, use_env, &extras.nccl_origin);
   out.warnings = cfg.settings.warnings;
   // The transport settings apply to the NIC whichever planner plans the collectives.
   out.ib_qps_per_connection = cfg.settings.ib_qps_per_connection;

@@ -1,6 +1,7 @@
 #pragma once
 /// @file planner_factory.hpp
 /// Builds the collective planner a run uses from the spec's simccl/nccl settings.
+#include <map>
 #include <memory>
 #include <string>
 #include <utility>
@@ -40,6 +41,8 @@ struct PlannerExtras {
   bool lazy_plans = true;
   /// simccl.launch_latency: "none" (default) or "nccl" (NcclPlannerConfig::launch_latency).
   bool launch_latency = false;
+  /// Where each `nccl:` pair came from (NCCL_* name -> spec file or "<cli>"), for error messages.
+  std::map<std::string, std::string> nccl_origin;
 };
 
 /// @param kind "nccl" (NcclPlanner) or "ring" (RingPlanner)

@@ -42,7 +42,7 @@ TEST(SimcclCli, BadInputsGiveOneLineAndExit2) {
   std::ofstream(nogpu) << R"(<system version="1"><cpu numaid="0"></cpu></system>)";
   const std::string base = "nccl-tests all_reduce -b 1M -e 1M --set ";
   const std::pair<std::string, std::string> cases[] = {
-      {"nccl.NCCL_ALGO=Foo", "NCCL_ALGO: 'Foo'"},
+      {"nccl.NCCL_ALGO=Foo", "<cli>: NCCL_ALGO: 'Foo'"},
       {"nccl.NCCL_PROTO=LL256", "NCCL_PROTO: 'LL256'"},
       {"nccl.NCCL_ALGO=allreduce:Ring,Banana", "Banana"},
       {"nccl.NCCL_TOPO_FILE=" + nogpu, nogpu + ": NCCL_TOPO_FILE: describes no GPU"},
