@@ -85,7 +85,7 @@ const std::vector<SpecKey>& spec_keys() {
       {"cluster.nvlink_bandwidth", "rate", "3600Gbps", "GPU <-> NVSwitch rate per direction (H100: 450 GB/s)"},
       {"cluster.nvlink_latency", "time", "100ns", "GPU <-> NVSwitch latency"},
       {"cluster.mtu", "bytes", "4KiB", "network packet payload"},
-      {"cluster.nvlink_mtu", "bytes", "64KiB", "NVLink transfer unit (event granularity; NVSwitches cut through)"},
+      {"cluster.nvlink_mtu", "bytes", "64KiB", "largest NVLink transfer unit; a message is cut into >= 8 units of >= 4 KiB (event granularity: NVSwitches cut through, docs/fabric.md)"},
       {"compute.scale", "double", "1.0", "multiplies every compute duration from the trace"},
       {"sim.seed", "int", "1", "seed of every random choice (ECMP hashes)"},
       {"sim.threads", "int", "1", "engine threads per MPI process"},
