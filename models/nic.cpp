@@ -125,13 +125,14 @@ void Nic::send_message(std::uint32_t dst, std::uint64_t bytes, const MsgMeta& me
     const std::uint64_t b = part_bytes(bytes, parts, i, split.mtu);
     const std::uint32_t qi = qp_for(dst, meta.channel, (first_k + i) % nq);
     Qp& q = qps_[qi];
-    // NVLink (unacknowledged, cut-through NVSwitches): the unit is only event granularity, so a
+    // NVLink with cut-through NVSwitches (cluster.nvswitch_cut_through; otherwise units are
+    // cluster.nvlink_mtu, as the flow rungs assume): the unit is only event granularity, so a
     // part is cut into at least kNvlinkUnitsPerPart units (never below 4 KiB, never above
     // cluster.nvlink_mtu). Concurrent channels on one GPU port interleave per unit, so a part
     // then finishes within 1/kNvlinkUnitsPerPart of its time under fine (flit) interleaving,
     // while large parts move in few units (docs/fabric.md, "NVLink transfer unit").
     std::uint64_t unit = mtu;
-    if (q.noack) {
+    if (q.noack && topo_.spec().nvswitch_cut_through) {
       const std::uint64_t floor_unit = std::min<std::uint64_t>(mtu, kNvlinkMinUnitBytes);
       const std::uint64_t want = (b / kNvlinkUnitsPerPart + kNvlinkMinUnitBytes - 1) / kNvlinkMinUnitBytes * kNvlinkMinUnitBytes;
       unit = std::clamp<std::uint64_t>(want, floor_unit, mtu);

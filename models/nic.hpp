@@ -18,8 +18,9 @@
 
 namespace fabricsim::models {
 
-/// An NVLink message part is cut into at least this many transfer units (when that keeps units
-/// of at least kNvlinkMinUnitBytes), so that concurrent parts interleave finely on a GPU port.
+/// With cluster.nvswitch_cut_through, an NVLink message part is cut into at least this many
+/// transfer units (when that keeps units of at least kNvlinkMinUnitBytes), so that concurrent
+/// parts interleave finely on a GPU port.
 inline constexpr std::uint64_t kNvlinkUnitsPerPart = 8;
 /// Smallest NVLink transfer unit chosen for a part (bytes): the former default unit, or
 /// cluster.nvlink_mtu when that is smaller.

@@ -287,12 +287,12 @@ void SwitchLp::try_tx(std::uint32_t port, Context& ctx) {
     p.hops[p.nint++] = IntHop::make(now, tx_bytes_[port] + size, qbytes_[k], link.rate_bps);
   }
   // Ethernet switches store and forward: serialization starts when the last bit arrived (now).
-  // NVSwitches forward cut-through (NVLink moves flits of tens of bytes, so a transfer unit is
+  // With cluster.nvswitch_cut_through, NVSwitches forward cut-through (NVLink moves flits of tens of bytes, so a transfer unit is
   // never buffered whole): egress may start once the unit's first bit arrived, i.e. one ingress
   // serialization before now, and not before the port is free; it cannot end before the last
   // bit arrived. So an NVLink unit's size adds no per-hop delay on an idle path (docs/fabric.md).
   SimTime start = now;
-  if (unbounded_) {
+  if (unbounded_ && topo_.spec().nvswitch_cut_through) {
     const SimTime first_bit = now - engine::serialization_ps(size, ports_[p.in_port].rate_bps);
     start = std::max(first_bit, busy_until_[port]);
   }

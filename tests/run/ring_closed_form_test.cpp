@@ -6,7 +6,7 @@
 // chunk of C bytes cut into MTU packets is fully received after
 //     t_edge = C/B_1 + sum_{j=2..h} MTU/B_j + sum_j L_j
 // (the first link serializes the whole chunk; every later store-and-forward hop adds one packet's
-// serialization). NVSwitches forward cut-through, so an NVLink edge is C/B + 2L whatever the
+// serialization). With cluster.nvswitch_cut_through NVSwitches forward cut-through, so an NVLink edge is C/B + 2L whatever the
 // NVLink transfer unit: the NVLink cases run with 4 KiB and with 64 KiB units and must agree.
 // Two bounds, and the collective ends at the larger:
 //  * dependency bound: rank i's step-k send waits for its step-(k-1) receive, so the collective
@@ -58,7 +58,7 @@ TEST_P(RingClosedForm, MatchesWithinOnePercent) {
   opt.sets = {"cluster.gpus_per_host=" + std::to_string(c.gpus_per_host), "cluster.topology=leaf_spine",
               "cluster.nics_per_leaf=64", "cluster.nic_bandwidth=400Gbps", "cluster.nic_latency=500ns",
               "cluster.nvlink_bandwidth=3600Gbps", "cluster.nvlink_latency=100ns", "cluster.mtu=4KiB",
-              "cluster.nvlink_mtu=" + std::to_string(c.nvlink_mtu),
+              "cluster.nvlink_mtu=" + std::to_string(c.nvlink_mtu), "cluster.nvswitch_cut_through=true",
               // NCCL planner forced to one Ring/Simple channel; a 16 GiB buffer makes every ring
               // step a single message (slice = 2 x NCCL_BUFFSIZE/8 >= S/N), as the closed form assumes.
               "nccl.NCCL_ALGO=Ring", "nccl.NCCL_PROTO=Simple", "nccl.NCCL_MAX_NCHANNELS=1",
