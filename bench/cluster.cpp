@@ -154,7 +154,10 @@ int run(int argc, char** argv, int rank, int nprocs) {
     ro.sets = {"workload.generator.model=gpt3-175b", "workload.generator.gpu=A100",
                "workload.generator.tp=8", "workload.generator.pp=8",
                "workload.generator.dp=" + std::to_string(gpus / 64),
-               "workload.generator.global_batch=" + std::to_string(2 * (gpus / 64) * 8)};
+               "workload.generator.global_batch=" + std::to_string(2 * (gpus / 64) * 8),
+               // NVLink as event granularity only: cut-through NVSwitches, units of up to 64 KiB
+               // (same NVLink timing as 4 KiB units, ~5x fewer events; docs/fabric.md).
+               "cluster.nvswitch_cut_through=true", "cluster.nvlink_mtu=64KiB"};
   } else if (scenario == "spec") {
     if (spec_path.empty()) throw InputError("<cli>", "--spec", "missing for --scenario spec", "name a spec file");
     ro.spec_path = spec_path;

@@ -85,7 +85,8 @@ const std::vector<SpecKey>& spec_keys() {
       {"cluster.nvlink_bandwidth", "rate", "3600Gbps", "GPU <-> NVSwitch rate per direction (H100: 450 GB/s)"},
       {"cluster.nvlink_latency", "time", "100ns", "GPU <-> NVSwitch latency"},
       {"cluster.mtu", "bytes", "4KiB", "network packet payload"},
-      {"cluster.nvlink_mtu", "bytes", "4KiB", "NVLink transfer unit"},
+      {"cluster.nvlink_mtu", "bytes", "4KiB", "largest NVLink transfer unit; a message is cut into >= 8 units of >= 4 KiB when this allows (docs/fabric.md)"},
+      {"cluster.nvswitch_cut_through", "bool", "false", "NVSwitches forward cut-through, so the NVLink unit adds no per-hop delay (packet rung only; with it a 64KiB nvlink_mtu keeps NVLink timing and cuts events, docs/fabric.md)"},
       {"compute.scale", "double", "1.0", "multiplies every compute duration from the trace"},
       {"sim.seed", "int", "1", "seed of every random choice (ECMP hashes)"},
       {"sim.threads", "int", "1", "engine threads per MPI process"},
@@ -406,6 +407,11 @@ Spec load_spec(const std::string& path, const std::vector<std::string>& sets) {
     if (*v == "true" || *v == "1") c.dual_plane = true;
     else if (*v == "false" || *v == "0") c.dual_plane = false;
     else throw InputError(file_of("cluster.dual_plane"), "cluster.dual_plane", "'" + *v + "' is not a boolean", "use true or false");
+  }
+  if (auto v = str("cluster.nvswitch_cut_through")) {
+    if (*v == "true" || *v == "1") c.nvswitch_cut_through = true;
+    else if (*v == "false" || *v == "0") c.nvswitch_cut_through = false;
+    else throw InputError(file_of("cluster.nvswitch_cut_through"), "cluster.nvswitch_cut_through", "'" + *v + "' is not a boolean", "use true or false");
   }
   if (auto v = str("cluster.nvlink_domain"); v && *v != "auto") {
     c.nvlink_domain = static_cast<std::uint32_t>(parse_uint(*v, file_of("cluster.nvlink_domain"), "cluster.nvlink_domain", 1));

@@ -46,7 +46,10 @@ struct ClusterSpec {
   std::uint64_t nvlink_bps = 3'600'000'000'000;
   engine::SimTime nvlink_latency_ps = 100'000; ///< GPU <-> NVSwitch latency
   std::uint32_t mtu_bytes = 4096;              ///< network packet payload
-  std::uint32_t nvlink_mtu_bytes = 4096;       ///< NVLink transfer unit
+  std::uint32_t nvlink_mtu_bytes = 4096;       ///< NVLink transfer unit (largest; docs/fabric.md)
+  /// NVSwitches forward cut-through (egress starts at a unit's first bit) instead of
+  /// store-and-forward; the flow and analytical rungs still assume store-and-forward.
+  bool nvswitch_cut_through = false;
   std::uint64_t seed = 1;                      ///< ECMP hash seeds derive from it
   std::string source = "<spec>";               ///< file the spec came from (for error messages)
 

@@ -125,13 +125,25 @@ void Nic::send_message(std::uint32_t dst, std::uint64_t bytes, const MsgMeta& me
     const std::uint64_t b = part_bytes(bytes, parts, i, split.mtu);
     const std::uint32_t qi = qp_for(dst, meta.channel, (first_k + i) % nq);
     Qp& q = qps_[qi];
-    const auto npkts = static_cast<std::uint32_t>(std::max<std::uint64_t>(1, (b + mtu - 1) / mtu));
+    // NVLink with cut-through NVSwitches (cluster.nvswitch_cut_through; otherwise units are
+    // cluster.nvlink_mtu, as the flow rungs assume): the unit is only event granularity, so a
+    // part is cut into at least kNvlinkUnitsPerPart units (never below 4 KiB, never above
+    // cluster.nvlink_mtu). Concurrent channels on one GPU port interleave per unit, so a part
+    // then finishes within 1/kNvlinkUnitsPerPart of its time under fine (flit) interleaving,
+    // while large parts move in few units (docs/fabric.md, "NVLink transfer unit").
+    std::uint64_t unit = mtu;
+    if (q.noack && topo_.spec().nvswitch_cut_through) {
+      const std::uint64_t floor_unit = std::min<std::uint64_t>(mtu, kNvlinkMinUnitBytes);
+      const std::uint64_t want = (b / kNvlinkUnitsPerPart + kNvlinkMinUnitBytes - 1) / kNvlinkMinUnitBytes * kNvlinkMinUnitBytes;
+      unit = std::clamp<std::uint64_t>(want, floor_unit, mtu);
+    }
+    const auto npkts = static_cast<std::uint32_t>(std::max<std::uint64_t>(1, (b + unit - 1) / unit));
     if (static_cast<std::uint64_t>(q.next_psn) + npkts > 0xFFFFFFF0ull) {
       throw engine::InputError(params_.source, "workload",
                                "more than 2^32 packets on one queue pair (gpu " + std::to_string(id_) + ")",
                                "raise cluster.mtu or nic.qps_per_connection");
     }
-    q.parts.push_back(TxPart{q.next_psn, npkts, b, mi});
+    q.parts.push_back(TxPart{q.next_psn, npkts, static_cast<std::uint32_t>(unit), b, mi});
     q.next_psn += npkts;
     // The descriptor reaches the receiver after the path's propagation latency: no later than
     // the first packet (which also pays serialization), and never sooner than the lookahead.
@@ -255,12 +267,12 @@ void Nic::send_data(std::uint32_t qi, Context& ctx) {
   std::size_t pi = 0;
   while (q.parts[pi].first_psn + q.parts[pi].npkts <= psn) ++pi;
   const TxPart& part = q.parts[pi];
-  const std::uint64_t off = static_cast<std::uint64_t>(psn - part.first_psn) * q.mtu;
+  const std::uint64_t off = static_cast<std::uint64_t>(psn - part.first_psn) * part.unit;
   WirePacket p;
   p.src = id_;
   p.dst = q.dst;
   p.psn = psn;
-  p.bytes = static_cast<std::uint32_t>(std::min<std::uint64_t>(q.mtu, part.bytes - off));
+  p.bytes = static_cast<std::uint32_t>(std::min<std::uint64_t>(part.unit, part.bytes - off));
   p.sport = q.sport;
   p.qp = static_cast<std::uint16_t>(qi);
   p.kind = kWireData;

@@ -18,6 +18,14 @@
 
 namespace fabricsim::models {
 
+/// With cluster.nvswitch_cut_through, an NVLink message part is cut into at least this many
+/// transfer units (when that keeps units of at least kNvlinkMinUnitBytes), so that concurrent
+/// parts interleave finely on a GPU port.
+inline constexpr std::uint64_t kNvlinkUnitsPerPart = 8;
+/// Smallest NVLink transfer unit chosen for a part (bytes): the former default unit, or
+/// cluster.nvlink_mtu when that is smaller.
+inline constexpr std::uint64_t kNvlinkMinUnitBytes = 4096;
+
 /// What a message is, for the receiver's matching and the flow records.
 struct MsgMeta {
   std::uint64_t flow_id = 0;
@@ -102,6 +110,7 @@ class Nic {
  private:
   struct TxPart {
     std::uint32_t first_psn = 0, npkts = 0;
+    std::uint32_t unit = 0;  // payload bytes per packet (the last one may be shorter)
     std::uint64_t bytes = 0;
     std::uint32_t msg = 0;  // index into msgs_
   };

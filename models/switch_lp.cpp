@@ -286,14 +286,24 @@ void SwitchLp::try_tx(std::uint32_t port, Context& ctx) {
   if (hpcc_ && p.kind == kWireData && !unbounded_ && p.nint < kMaxIntHops) {
     p.hops[p.nint++] = IntHop::make(now, tx_bytes_[port] + size, qbytes_[k], link.rate_bps);
   }
+  // Ethernet switches store and forward: serialization starts when the last bit arrived (now).
+  // With cluster.nvswitch_cut_through, NVSwitches forward cut-through (NVLink moves flits of tens of bytes, so a transfer unit is
+  // never buffered whole): egress may start once the unit's first bit arrived, i.e. one ingress
+  // serialization before now, and not before the port is free; it cannot end before the last
+  // bit arrived. So an NVLink unit's size adds no per-hop delay on an idle path (docs/fabric.md).
+  SimTime start = now;
+  if (unbounded_ && topo_.spec().nvswitch_cut_through) {
+    const SimTime first_bit = now - engine::serialization_ps(size, ports_[p.in_port].rate_bps);
+    start = std::max(first_bit, busy_until_[port]);
+  }
+  const SimTime end = std::max(now, start + engine::serialization_ps(size, link.rate_bps));
   p.in_port = static_cast<std::uint16_t>(link.peer_port);
   p.flags = static_cast<std::uint8_t>(p.flags & ~kFlagHeadroom);
-  const SimTime end = now + engine::serialization_ps(size, link.rate_bps);
   busy_until_[port] = end;
   tx_bytes_[port] += size;
   ++ctr_.packets;
   // /links counts data payload bytes (headers, ACK/CNP excluded) so bytes are conserved.
-  if (sampler_.enabled() && p.kind == kWireData) sampler_.tx(port, now, end, p.bytes);
+  if (sampler_.enabled() && p.kind == kWireData) sampler_.tx(port, start, end, p.bytes);
   ctx.send(link.peer, end + link.latency_ps, kEvWire, p);
   if (has_eligible(port)) {
     free_pending_[port] = 1;

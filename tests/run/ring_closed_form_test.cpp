@@ -5,7 +5,9 @@
 // uncongested store-and-forward path of h links with rates B_1..B_h and latencies L_1..L_h, a
 // chunk of C bytes cut into MTU packets is fully received after
 //     t_edge = C/B_1 + sum_{j=2..h} MTU/B_j + sum_j L_j
-// (the first link serializes the whole chunk; every later hop adds one packet's serialization).
+// (the first link serializes the whole chunk; every later store-and-forward hop adds one packet's
+// serialization). With cluster.nvswitch_cut_through NVSwitches forward cut-through, so an NVLink edge is C/B + 2L whatever the
+// NVLink transfer unit: the NVLink cases run with 4 KiB and with 64 KiB units and must agree.
 // Two bounds, and the collective ends at the larger:
 //  * dependency bound: rank i's step-k send waits for its step-(k-1) receive, so the collective
 //    ends after the slowest run of 2(N-1) consecutive ring edges:
@@ -31,14 +33,16 @@ struct Case {
   unsigned n;
   unsigned gpus_per_host;
   unsigned long long bytes;
+  unsigned nvlink_mtu = 4096;
 };
 
 double first_link_rate(bool same_host) { return same_host ? 3600e9 / 8 : 400e9 / 8; }
 
 double edge_time_s(bool same_host, double chunk) {
   // Spec values used below: NIC 400 Gb/s, 500 ns; NVLink 3600 Gb/s, 100 ns; MTU 4096 B; one leaf.
+  // NVLink: GPU -> NVSwitch -> GPU, the NVSwitch cuts through (no unit serialization added).
   const double mtu = 4096;
-  if (same_host) return chunk / (3600e9 / 8) + mtu / (3600e9 / 8) + 2 * 100e-9;
+  if (same_host) return chunk / (3600e9 / 8) + 2 * 100e-9;
   return chunk / (400e9 / 8) + mtu / (400e9 / 8) + 2 * 500e-9;
 }
 
@@ -54,7 +58,7 @@ TEST_P(RingClosedForm, MatchesWithinOnePercent) {
   opt.sets = {"cluster.gpus_per_host=" + std::to_string(c.gpus_per_host), "cluster.topology=leaf_spine",
               "cluster.nics_per_leaf=64", "cluster.nic_bandwidth=400Gbps", "cluster.nic_latency=500ns",
               "cluster.nvlink_bandwidth=3600Gbps", "cluster.nvlink_latency=100ns", "cluster.mtu=4KiB",
-              "cluster.nvlink_mtu=4KiB",
+              "cluster.nvlink_mtu=" + std::to_string(c.nvlink_mtu), "cluster.nvswitch_cut_through=true",
               // NCCL planner forced to one Ring/Simple channel; a 16 GiB buffer makes every ring
               // step a single message (slice = 2 x NCCL_BUFFSIZE/8 >= S/N), as the closed form assumes.
               "nccl.NCCL_ALGO=Ring", "nccl.NCCL_PROTO=Simple", "nccl.NCCL_MAX_NCHANNELS=1",
@@ -90,11 +94,14 @@ INSTANTIATE_TEST_SUITE_P(
     Sizes, RingClosedForm,
     ::testing::Values(Case{4, 1, 1ull << 20}, Case{4, 1, 64ull << 20},   // NIC-only ring, one leaf
                       Case{8, 8, 1ull << 20}, Case{8, 8, 64ull << 20},   // NVLink-only ring
+                      Case{8, 8, 1ull << 20, 65536}, Case{8, 8, 64ull << 20, 65536},  // 64 KiB NVLink unit
+                      Case{16, 8, 64ull << 20, 65536},
                       Case{16, 8, 1ull << 20}, Case{16, 8, 64ull << 20}, // mixed: 2 hosts, NVLink + NIC
                       Case{16, 1, 1ull << 20}),                          // 16 hosts behind one leaf
     [](const auto& info) {
       std::ostringstream name;
       name << 'N' << info.param.n << "_G" << info.param.gpus_per_host << '_' << (info.param.bytes >> 20) << "MiB";
+      if (info.param.nvlink_mtu != 4096) name << "_nvu" << (info.param.nvlink_mtu >> 10) << "KiB";
       return name.str();
     });
 
