@@ -328,8 +328,9 @@ std::string run_nccl_tests(const NcclTestsOptions& opt, MPI_Comm comm, const std
   std::ostringstream out;
   out << fmt::format("# fabricsim {} nccl-tests: {}  minBytes {} maxBytes {} step: {}(factor)\n", version, ci.name,
                      opt.min_bytes, opt.max_bytes, opt.factor);
-  out << fmt::format("# nThread 1 nGpus 1 nRanks {} ({} nodes x {} GPUs), simulated (no data moved)\n#\n", n, opt.nodes,
-                     opt.gpus_per_node);
+  // nccl-tests prints -g (GPUs per process) as nGpus; one simulated process per node.
+  out << fmt::format("# nThread 1 nGpus {} nRanks {} ({} nodes x {} GPUs), simulated (no data moved)\n#\n",
+                     opt.gpus_per_node, n, opt.nodes, opt.gpus_per_node);
   for (const auto& warning : pb.warnings) out << "# warning: " << warning << "\n";
   out << "#                                                              out-of-place                       in-place          \n";
   out << "#       size         count      type   redop    root     time   algbw   busbw #wrong     time   algbw   busbw #wrong\n";
