@@ -780,6 +780,10 @@ RunResult run_simulation(const RunOptions& opt, MPI_Comm comm, const std::string
                          engine::format_time(static_cast<engine::SimTime>(a.time_s / n * 1e12)), a.busbw / n);
     }
   }
+  if (!agg.empty()) {
+    out << "  (time: first rank's start to last rank's end, so it includes waiting for late ranks; "
+           "busbw from that span, nccl-tests factors)\n";
+  }
   if (trivial) out << fmt::format("  ({} collectives on single-rank communicators take no time)\n", trivial);
   if (fidelity == models::Fidelity::kPacket && res.fabric.nic_data_packets > 0) {
     const FabricTotals& f = res.fabric;
