@@ -1,5 +1,6 @@
 // `fabricsim kernels lookup|scale|profile-plan|gpus`: the kernel database and roofline scaling.
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <memory>
 #include <sstream>
@@ -13,6 +14,24 @@
 #include "jobs/generators.hpp"
 #include "jobs/spec.hpp"
 #include "kernels/kernel_db.hpp"
+
+namespace {
+// CLI11's PositiveNumber / NonNegativeNumber print their range up to DBL_MAX (300 digits).
+const CLI::Validator kPositive(
+    [](std::string& v) {
+      char* end = nullptr;
+      const double x = std::strtod(v.c_str(), &end);
+      return (end != v.c_str() && *end == '\0' && x > 0) ? std::string() : "'" + v + "' must be a number > 0";
+    },
+    "POSITIVE");
+const CLI::Validator kNonNegative(
+    [](std::string& v) {
+      char* end = nullptr;
+      const double x = std::strtod(v.c_str(), &end);
+      return (end != v.c_str() && *end == '\0' && x >= 0) ? std::string() : "'" + v + "' must be a number >= 0";
+    },
+    "NON-NEGATIVE");
+}  // namespace
 
 namespace fabricsim::app {
 namespace {
@@ -48,23 +67,23 @@ Action add_kernels(CLI::App& app) {
   lookup->add_option("--gpu", o->gpu, "GPU type (fabricsim kernels gpus)");
   lookup->add_option("--op", o->op, "kernel kind: gemm, flash_attn_fwd, layernorm, rmsnorm, gelu, embedding, adam, ...");
   lookup->add_option("--dtype", o->dtype, "bf16, fp16, fp8, tf32 or fp32");
-  lookup->add_option("--m", o->m, "GEMM rows")->check(CLI::PositiveNumber);
-  lookup->add_option("--n", o->n, "GEMM columns")->check(CLI::PositiveNumber);
-  lookup->add_option("--k", o->k, "GEMM inner dimension")->check(CLI::PositiveNumber);
-  lookup->add_option("--flops", o->flops, "FLOPs of the call (instead of --m/--n/--k)")->check(CLI::NonNegativeNumber);
-  lookup->add_option("--bytes", o->bytes, "HBM bytes of the call")->check(CLI::NonNegativeNumber);
+  lookup->add_option("--m", o->m, "GEMM rows")->check(kPositive);
+  lookup->add_option("--n", o->n, "GEMM columns")->check(kPositive);
+  lookup->add_option("--k", o->k, "GEMM inner dimension")->check(kPositive);
+  lookup->add_option("--flops", o->flops, "FLOPs of the call (instead of --m/--n/--k)")->check(kNonNegative);
+  lookup->add_option("--bytes", o->bytes, "HBM bytes of the call")->check(kNonNegative);
   lookup->add_flag("--no-model", o->no_model, "fail instead of extrapolating or using the analytic roofline");
   CLI::App* scale = sub->add_subcommand("scale", "roofline-scale a measured time from one GPU to another");
   scale->add_option("--from", o->from, "GPU the time was measured on")->required();
   scale->add_option("--to", o->to, "target GPU")->required();
-  scale->add_option("--time-us", o->time_us, "measured time (us)")->required()->check(CLI::PositiveNumber);
+  scale->add_option("--time-us", o->time_us, "measured time (us)")->required()->check(kPositive);
   scale->add_option("--op", o->op, "kernel kind (sets the class when FLOPs/bytes are not given)");
   scale->add_option("--dtype", o->dtype, "dtype of the math");
-  scale->add_option("--m", o->m, "GEMM rows")->check(CLI::PositiveNumber);
-  scale->add_option("--n", o->n, "GEMM columns")->check(CLI::PositiveNumber);
-  scale->add_option("--k", o->k, "GEMM inner dimension")->check(CLI::PositiveNumber);
-  scale->add_option("--flops", o->flops, "FLOPs of the call")->check(CLI::NonNegativeNumber);
-  scale->add_option("--bytes", o->bytes, "HBM bytes of the call")->check(CLI::NonNegativeNumber);
+  scale->add_option("--m", o->m, "GEMM rows")->check(kPositive);
+  scale->add_option("--n", o->n, "GEMM columns")->check(kPositive);
+  scale->add_option("--k", o->k, "GEMM inner dimension")->check(kPositive);
+  scale->add_option("--flops", o->flops, "FLOPs of the call")->check(kNonNegative);
+  scale->add_option("--bytes", o->bytes, "HBM bytes of the call")->check(kNonNegative);
   CLI::App* plan = sub->add_subcommand("profile-plan", "the distinct kernels a generator spec needs (input of kernels/profile)");
   plan->add_option("spec", o->spec, "spec with a workload.generator section")->check(CLI::ExistingFile);
   plan->add_option("--set", o->sets, "override a spec key (repeatable)");
