@@ -30,17 +30,7 @@ namespace m = fabricsim::models;
 
 const char* const kRungs[] = {"packet", "flow", "analytical"};
 
-m::Workload world(std::uint32_t n) {
-  m::Workload w;
-  w.source = "<test>";
-  w.format = "simai";
-  w.ranks = n;
-  m::CommGroup g{"world", {}};
-  for (std::uint32_t r = 0; r < n; ++r) g.ranks.push_back(r);
-  w.groups.push_back(g);
-  w.programs.resize(n);
-  return w;
-}
+m::Workload world(std::uint32_t n) { return fabricsim::testing::world_workload(n); }
 
 m::Workload allreduce(std::uint32_t n, std::uint64_t bytes) {
   m::Workload w = world(n);

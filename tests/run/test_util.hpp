@@ -7,7 +7,22 @@
 #include <fstream>
 #include <string>
 
+#include "models/workload.hpp"
+
 namespace fabricsim::testing {
+
+/// An in-memory workload of `n` ranks with only the world communicator and empty programs.
+inline models::Workload world_workload(std::uint32_t n) {
+  models::Workload w;
+  w.source = "<test>";
+  w.format = "simai";
+  w.ranks = n;
+  models::CommGroup g{"world", {}};
+  for (std::uint32_t r = 0; r < n; ++r) g.ranks.push_back(r);
+  w.groups.push_back(g);
+  w.programs.resize(n);
+  return w;
+}
 
 /// Repository root (ctest sets FABRICSIM_SOURCE_DIR; fall back to this file's location).
 inline std::string source_dir() {

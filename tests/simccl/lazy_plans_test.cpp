@@ -20,6 +20,7 @@
 #include "models/workload.hpp"
 #include "simccl/nccl_planner.hpp"
 #include "simccl/nccl_settings.hpp"
+#include "tests/run/test_util.hpp"
 
 namespace {
 
@@ -145,14 +146,7 @@ TEST(LazyPlans, ChannelWalkEqualsMaterializedPlan) {
 }
 
 m::Workload collectives(std::uint32_t n) {
-  m::Workload w;
-  w.source = "<test>";
-  w.format = "simai";
-  w.ranks = n;
-  m::CommGroup g{"world", {}};
-  for (std::uint32_t r = 0; r < n; ++r) g.ranks.push_back(r);
-  w.groups.push_back(g);
-  w.programs.resize(n);
+  m::Workload w = fabricsim::testing::world_workload(n);
   for (std::uint32_t r = 0; r < n; ++r) {
     auto& p = w.programs[r];
     // Ranks start late by different amounts: their predecessors' messages arrive first.
