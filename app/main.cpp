@@ -37,7 +37,28 @@ constexpr const char* kExamples = R"(Examples:
   fabricsim regress tests/regress
   fabricsim topo --set cluster.tiers=3 --set cluster.pods=4 --gpus 1024 --export clos.topo
   fabricsim ladder --workload tests/fidelity/data/allreduce_1MiB.txt --gpus 64 --set simccl.planner=ring
+  fabricsim kernels scale --from A100 --to H100 --time-us 715 --op layernorm
+  fabricsim kernels lookup --gpu H100 --m 4096 --n 4096 --k 4096
+  fabricsim generate examples/gpt3_13b_generated.yaml -o out/gpt13b
+  fabricsim report out.h5 -o out_report
+  fabricsim compare a.h5 b.h5
 )";
+
+/// The lines of `examples` that run subcommand `name` (`fabricsim NAME ...`, also under mpiexec),
+/// under an "Examples:" heading; empty when there are none.
+std::string subcommand_examples(const std::string& examples, const std::string& name) {
+  std::string out;
+  std::size_t pos = 0;
+  const std::string key = "fabricsim " + name + " ";
+  while (pos < examples.size()) {
+    std::size_t end = examples.find('\n', pos);
+    if (end == std::string::npos) end = examples.size();
+    const std::string line = examples.substr(pos, end - pos);
+    if ((line + " ").find(key) != std::string::npos) out += line + "\n";
+    pos = end + 1;
+  }
+  return out.empty() ? out : "Examples:\n" + out;
+}
 
 }  // namespace
 
@@ -61,6 +82,12 @@ int main(int argc, char** argv) {
   std::vector<Action> actions = {add_run(app), add_validate(app), add_describe(app), add_sweep(app), add_regress(app),
                                  add_nccl_tests(app), add_plan(app), add_kernels(app), add_generate(app),
                                  add_report(app), add_compare(app), add_ladder(app), add_topo(app)};
+
+  // Each subcommand's --help lists only its own examples (CLI11 copies the parent's footer into
+  // every subcommand at creation, so without this each ended with all of them).
+  for (CLI::App* sub : app.get_subcommands([](CLI::App*) { return true; })) {
+    sub->footer(subcommand_examples(kExamples, sub->get_name()));
+  }
 
   try {
     app.parse(argc, argv);

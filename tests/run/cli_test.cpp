@@ -83,6 +83,12 @@ TEST_F(Cli, VersionAndHelp) {
   const Outcome h = run_cli("run --help", dir_.string());
   EXPECT_EQ(h.code, 0);
   EXPECT_NE(h.out.find("--workload"), std::string::npos);
+  // A subcommand's help lists its own examples only; the top-level help lists all of them.
+  EXPECT_NE(h.out.find("fabricsim run examples/quickstart.yaml"), std::string::npos);
+  EXPECT_EQ(h.out.find("fabricsim sweep "), std::string::npos) << h.out;
+  const Outcome top = run_cli("--help", dir_.string());
+  EXPECT_NE(top.out.find("fabricsim sweep "), std::string::npos);
+  EXPECT_NE(top.out.find("fabricsim run "), std::string::npos);
   const Outcome bad = run_cli("frobnicate", dir_.string());
   EXPECT_EQ(bad.code, 2);
 }
