@@ -23,9 +23,15 @@ Reduction (so that the 40-row table runs in minutes on 2 cores; docs/validation_
    the schedule needs multiples of PP) or 4 for long pipelines (checked: docs). Rows with
    m <= 2 m1 are simulated at their real m.
  * DP gradient synchronisation is simulated separately as `fabricsim nccl-tests` on the DP group
-   (DP hosts, one GPU each, the row's NIC): Megatron-LM 2021/2022 all-reduces the whole gradient
-   buffer after the backward (exposed); Megatron-Core / NeMo overlap bucket reductions with the
-   backward, so only the last bucket's reduce-scatter is exposed.
+   (DP hosts, one GPU each, the row's NIC; flow rung, NCCL planner with its launch latency):
+   Megatron-LM 2021/2022 all-reduces the whole gradient buffer after the backward (exposed);
+   Megatron-Core / NeMo overlap bucket reductions with the backward, so only the last bucket's
+   reduce-scatter is exposed.
+ * TP groups (inside the replica, analytical rung, ring planner): the NVLink rate is the measured
+   8-GPU nccl-tests AllReduce busbw at the row's TP message size (A100, H100; tp_nvlink_rate).
+   The NCCL planner is not used inside the replica: the analytical rung does not share a link
+   between concurrent flows, so NCCL's 24 channels would each get the full link (an 8-rank
+   32 MiB AllReduce at ~3.8 TB/s busbw).
 No constant is fitted to any row: the rules below apply to every row of a family.
 """
 import argparse
@@ -50,9 +56,9 @@ if not os.path.exists(REF):
 #   B200 (DGX B200): 8x 400 Gb/s, NVLink5 1800 GB/s bidir = 7200 Gb/s per direction.
 #   hbm: HBM bandwidth (B/s), gpu-specs.csv (A100 80GB 2.039 TB/s, H100 SXM 3.35, B200 HGX 7.7).
 CLUSTERS = {
-    "A100": {"gpu": "A100", "nic": "200Gbps", "nvlink": "2400Gbps", "hbm": 2.039e12},
-    "H100": {"gpu": "H100", "nic": "400Gbps", "nvlink": "3600Gbps", "hbm": 3.35e12},
-    "B200": {"gpu": "B200", "nic": "400Gbps", "nvlink": "7200Gbps", "hbm": 7.7e12},
+    "A100": {"gpu": "A100", "nic": "200Gbps", "nvlink": "2400Gbps", "hbm": 2.039e12, "sm": 80},
+    "H100": {"gpu": "H100", "nic": "400Gbps", "nvlink": "3600Gbps", "hbm": 3.35e12, "sm": 90},
+    "B200": {"gpu": "B200", "nic": "400Gbps", "nvlink": "7200Gbps", "hbm": 7.7e12, "sm": 100},
 }
 
 # Framework rules, by row family (the row's `framework` column and year):
@@ -84,12 +90,28 @@ NAMED_MODELS = {
     # NeMo examples/nlp/language_modeling/conf/megatron_gpt_config family (gpt3 5b/20b):
     "GPT3-5B": dict(layers=24, hidden=4096, heads=32, vocab=51200, ffn="gelu", seq_src="row"),
     "GPT3-20B": dict(layers=44, hidden=6144, heads=48, vocab=51200, ffn="gelu"),
-    "GPT3-175B": dict(builtin="gpt3-175b"),
+    "GPT3-175B": dict(builtin="gpt3-175b", hidden=12288),
     # HF meta-llama/Llama-2-7b-hf and -13b-hf config.json (Touvron et al. 2023).
     "LLAMA2-7B": dict(layers=32, hidden=4096, heads=32, kv_heads=32, ffn_hidden=11008, vocab=32000, ffn="swiglu"),
     "LLAMA2-13B": dict(layers=40, hidden=5120, heads=40, kv_heads=40, ffn_hidden=13824, vocab=32000, ffn="swiglu"),
-    "LLAMA3_8B": dict(builtin="llama3-8b"),
-    "LLAMA3_70B": dict(builtin="llama3-70b"),
+    # hidden of the built-in models: model-configs.csv (Llama 3 Herd Table 3).
+    "LLAMA3_8B": dict(builtin="llama3-8b", hidden=4096),
+    "LLAMA3_70B": dict(builtin="llama3-70b", hidden=8192),
+}
+
+
+# MLPerf Training v3.1 GPT-3 rows: the CSV's step time is GBS x 2048 / logged throughput, and that
+# throughput is tokens / train_epoch_timing, the whole timed region, which includes the
+# evaluations MLPerf runs every 24,576 sequences (custom.yaml val_check_interval; 22-25 evaluations
+# of 1-13 s per run). The same logs record every training step (`tracked_stats`
+# train_step_timing); the median of run 0 is the step time compared here. Source:
+# mlcommons/training_results_v3.1 @f33f9444 NVIDIA/results/<dir>/gpt3/result_0.txt.
+MLPERF_TRAIN_STEP_S = {
+    "MLPT31-GPT3-512": (11.0453, "eos_n64_ngc23.09_nemo, 288 steps"),
+    "MLPT31-GPT3-4096": (1.6084, "eos-dfw_n512_ngc23.09_nemo, 288 steps"),
+    "MLPT31-GPT3-6144": (1.6159, "eos-dfw_n768_ngc23.09_nemo, 200 steps"),
+    "MLPT31-GPT3-10240": (0.9256, "eos-dfw_n1280_ngc23.09_nemo, 230 steps"),
+    "MLPT31-GPT3-10752": (0.9296, "eos-dfw_n1344_ngc23.09_nemo, 220 steps"),
 }
 
 
@@ -169,6 +191,7 @@ def plan_row(row):
         s.update(model="custom", layers=layers, hidden=hidden, heads=heads, vocab=vocab, ffn="gelu")
     elif named and "builtin" in named:
         s["model"] = named["builtin"]
+        hidden = named["hidden"]
     elif named:
         s["model"] = "custom"
         s.update({k: v for k, v in named.items() if k != "seq_src"})
@@ -187,6 +210,7 @@ def plan_row(row):
     m = gbs // (mbs * dp)
     if vp > 1 and m % pp != 0:
         raise ValueError("interleaved schedule needs micro-batches divisible by PP")
+    s["_hidden"] = hidden if hidden else s["hidden"]
     return s, m, dp, g, fam, notes
 
 
@@ -197,13 +221,61 @@ def run_json(cmd, env):
     return p.stdout
 
 
-def cluster_sets(g):
+# Measured 8-GPU NVLink AllReduce (nccl-tests, in-place busbw) per GPU type: Azure
+# AI-benchmarking-guide @8fd0c6e, NCCL 2.18.5, ND A100 v4 / ND H100 v5
+# (../shared/reference/nccl-validation.csv). No published curve for B200: datasheet rate.
+NCCL_TESTS_SYSTEMS = {"A100": "Azure ND A100 v4", "H100": "Azure ND H100 v5"}
+
+
+def _nvlink_curve(g, ref_dir):
+    """[(bytes, busbw GB/s)] of the measured single-node 8-GPU AllReduce for GPU type g, or []."""
+    sysname = NCCL_TESTS_SYSTEMS.get(g)
+    path = os.path.join(ref_dir, "nccl-validation.csv")
+    if sysname is None or not os.path.exists(path):
+        return []
+    pts = {}
+    with open(path) as f:
+        for r in csv.DictReader(f):
+            if r["system"].startswith(sysname) and r["collective"] == "AllReduce" and r["nodes"] == "1" \
+                    and r["gpus_per_node"] == "8":
+                pts[int(r["bytes"])] = float(r["busbw_GBps"])
+    return sorted(pts.items())
+
+
+def tp_nvlink_rate(g, nbytes, ref_dir):
+    """NVLink rate (Gb/s) for a TP group whose collectives move nbytes each: the measured 8-GPU
+    AllReduce busbw at that size (log-size interpolation), capped by the datasheet rate. A ring
+    collective of the ring planner runs at the link rate (busbw = link rate), so this reproduces
+    the measured collective time at the TP operating point (latency and protocol ramp included,
+    which the analytical rung's single ring does not model). None: no measured curve."""
+    pts = _nvlink_curve(g, ref_dir)
+    if not pts or nbytes <= 0:
+        return None
+    cap = float(CLUSTERS[g]["nvlink"].replace("Gbps", "")) / 8.0
+    if nbytes <= pts[0][0]:
+        bw = pts[0][1]
+    elif nbytes >= pts[-1][0]:
+        bw = pts[-1][1]
+    else:
+        for (x0, y0), (x1, y1) in zip(pts, pts[1:]):
+            if x0 <= nbytes <= x1:
+                t = (math.log(nbytes) - math.log(x0)) / (math.log(x1) - math.log(x0))
+                bw = y0 + t * (y1 - y0)
+                break
+    return min(bw, cap) * 8.0
+
+
+def cluster_sets(g, nvlink_gbps=None, planner="ring"):
+    """--set overrides of the validation cluster for GPU type g: NIC/fabric/NVLink rates (NVLink
+    rate nvlink_gbps if given), 64 KiB MTUs, the collective planner (nccl: with the GPU's
+    compute capability and NCCL's launch latency)."""
     c = CLUSTERS[g]
     # Flow rung: the MTU only sets the store-and-forward tail of the last packet; 64 KiB keeps it
     # negligible while flows cut through (a 16 MiB MTU would halve ring bandwidth).
     return [f"cluster.nic_bandwidth={c['nic']}", f"cluster.fabric_bandwidth={c['nic']}",
-            f"cluster.nvlink_bandwidth={c['nvlink']}", "cluster.mtu=64KiB", "cluster.nvlink_mtu=64KiB",
-            "simccl.planner=ring"]
+            "cluster.nvlink_bandwidth=" + (f"{nvlink_gbps:.1f}Gbps" if nvlink_gbps else c["nvlink"]), "cluster.mtu=64KiB", "cluster.nvlink_mtu=64KiB",
+            f"simccl.planner={planner}"] + \
+        ([f"simccl.gpu_sm={c['sm']}", "simccl.launch_latency=nccl"] if planner == "nccl" else [])
 
 
 _locks = {}
@@ -216,10 +288,11 @@ def _lock(path):
         return _locks.setdefault(path, threading.Lock())
 
 
-def simulate(fabricsim, s, m, g, fidelity, out, tag, env):
-    sets = cluster_sets(g) + [f"workload.generator.{k}={v}" for k, v in s.items()]
+def simulate(fabricsim, s, m, g, fidelity, out, tag, env, nvlink_gbps=None):
+    sets = cluster_sets(g, nvlink_gbps) + [f"workload.generator.{k}={v}" for k, v in s.items()]
     sets += ["workload.generator.dp=1", f"workload.generator.global_batch={m * s['micro_batch']}"]
-    js = os.path.join(out, f"{tag}_m{m}.json")
+    nv = f"_nv{nvlink_gbps:.0f}" if nvlink_gbps else ""
+    js = os.path.join(out, f"{tag}{nv}_m{m}.json")
     cmd = [fabricsim, "run", "-q", "--fidelity", fidelity, "-o", "/dev/null", "--summary-json", js]
     for x in sets:
         cmd += ["--set", x]
@@ -231,13 +304,15 @@ def simulate(fabricsim, s, m, g, fidelity, out, tag, env):
     return d["iteration_time_ps"] * 1e-12, d
 
 
-def dp_sync_s(fabricsim, nbytes, dp, g, op, out, env):
-    """Simulated time (s) of one `op` of nbytes per rank over dp hosts, one GPU each."""
+def dp_sync_s(fabricsim, nbytes, dp, g, op, out, env, planner="nccl"):
+    """Simulated time (s) of one `op` of nbytes per rank over dp hosts, one GPU each (flow rung).
+    planner nccl: NCCL 2.28's algorithm/protocol/channel choice for the group and its latency
+    (simccl.launch_latency nccl, docs/simccl.md); the flow rung shares links between channels."""
     if dp <= 1 or nbytes <= 0:
         return 0.0
     nbytes = int(nbytes) // (4 * dp) * (4 * dp)
     cmd = [fabricsim, "nccl-tests", op, "-b", str(nbytes), "-e", str(nbytes), "-g", "1", "-n", str(dp)]
-    for x in cluster_sets(g) + ["sim.fidelity=flow"]:
+    for x in cluster_sets(g, planner=planner) + ["sim.fidelity=flow"]:
         cmd += ["--set", x]
     txt = run_json(cmd, env)
     for line in txt.splitlines():
@@ -286,6 +361,12 @@ def main():
                     help="also run the pipelines of 32+ stages (PP 35/64: ~10 min each on one core)")
     ap.add_argument("--flash-only", action="store_true",
                     help="time every row's attention as FlashAttention (binaries before the attention key; ablation)")
+    ap.add_argument("--nvlink", choices=["measured", "datasheet"], default="measured",
+                    help="TP groups' NVLink rate: the measured 8-GPU nccl-tests AllReduce busbw at the "
+                         "row's TP message size (A100/H100), or the datasheet rate (ablation)")
+    ap.add_argument("--mlperf-epoch-time", action="store_true",
+                    help="compare MLPerf rows with the CSV's epoch-derived step time (includes evaluation) "
+                         "instead of the logged median train step")
     ap.add_argument("--fresh", action="store_true", help="ignore cached simulation results in --out")
     ap.add_argument("--check", type=float, default=0.0,
                     help="exit 1 if any simulated row's |error| exceeds this percentage (tests)")
@@ -315,23 +396,30 @@ def main():
             continue
         if a.flash_only:
             s.pop("attention", None)
-        tasks.append((row, s, m, dp, g, fam, notes))
+        hidden = s.pop("_hidden")
+        nv = None
+        if s["tp"] > 1 and a.nvlink == "measured":
+            # TP activations are 16-bit in every family (TE casts FP8 inside the GEMMs).
+            nv = tp_nvlink_rate(g, s["seq_len"] * s["micro_batch"] * hidden * 2, os.path.dirname(a.ref))
+        tasks.append((row, s, m, dp, g, fam, notes, nv))
 
     def one(t):
-        row, s, m, dp, g, fam, notes = t
+        row, s, m, dp, g, fam, notes, nv = t
         pp, vp = s["pp"], s["vp"]
         m1 = pp  # steady state of 1F1B needs m >= PP (below it the slope is the fill's, not the period's)
         tag = "_".join(f"{k}{v}" for k, v in sorted(s.items()) if k not in ("gpu",)) + "_" + g + "_" + a.fidelity
         tag = tag.replace("/", "").replace(" ", "")[:200]
         T1 = T2 = 0.0
         if m <= 2 * m1:
-            T, d = simulate(a.fabricsim, s, m, g, a.fidelity, a.out, tag, env)
+            T, d = simulate(a.fabricsim, s, m, g, a.fidelity, a.out, tag, env, nv)
             how = f"m={m} simulated"
         else:
-            T1, _ = simulate(a.fabricsim, s, m1, g, a.fidelity, a.out, tag, env)
-            T2, d = simulate(a.fabricsim, s, 2 * m1, g, a.fidelity, a.out, tag, env)
+            T1, _ = simulate(a.fabricsim, s, m1, g, a.fidelity, a.out, tag, env, nv)
+            T2, d = simulate(a.fabricsim, s, 2 * m1, g, a.fidelity, a.out, tag, env, nv)
             T = T2 + (m - 2 * m1) * (T2 - T1) / m1
             how = f"m={m} from m={m1},{2 * m1}"
+        if nv:
+            how += f", TP NVLink {nv / 8:.0f} GB/s (measured busbw)"
         # DP gradient synchronisation.
         gb = grad_bytes_per_rank(s, pp, s["tp"]) if s.get("model") == "custom" else None
         if gb is None:  # built-in model: matrix parameters from the simulated model FLOPs (6 P tokens)
@@ -366,6 +454,10 @@ def main():
             tdp -= 28.0 * params / (0.8 * CLUSTERS[g]["hbm"]) * (1.0 - 1.0 / dp)
         total = T + tdp
         pub_t = float(row["step_time_s"]) if row["step_time_s"] else None
+        if row["id"] in MLPERF_TRAIN_STEP_S and not a.mlperf_epoch_time:
+            pub_t = MLPERF_TRAIN_STEP_S[row["id"]][0]
+            notes.append(f"published: median logged train step ({MLPERF_TRAIN_STEP_S[row['id']][1]}); "
+                         f"CSV {row['step_time_s']} s includes evaluation")
         pub_f = float(row["tflops_per_gpu"]) if row["tflops_per_gpu"] else None
         # Predicted TFLOP/s per GPU on the row's own FLOP convention: published TFLOP/s x
         # published time / predicted time (same FLOPs per step).
