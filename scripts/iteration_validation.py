@@ -278,6 +278,7 @@ def cluster_sets(g, nvlink_gbps=None, planner="ring"):
         ([f"simccl.gpu_sm={c['sm']}", "simccl.launch_latency=nccl"] if planner == "nccl" else [])
 
 
+REF_USED = [REF]
 _locks = {}
 _locks_guard = threading.Lock()
 
@@ -304,15 +305,18 @@ def simulate(fabricsim, s, m, g, fidelity, out, tag, env, nvlink_gbps=None):
     return d["iteration_time_ps"] * 1e-12, d
 
 
-def dp_sync_s(fabricsim, nbytes, dp, g, op, out, env, planner="nccl"):
-    """Simulated time (s) of one `op` of nbytes per rank over dp hosts, one GPU each (flow rung).
+def dp_sync_s(fabricsim, nbytes, dp, g, op, out, env, planner="nccl", in_node=False):
+    """Simulated time (s) of one `op` of nbytes per rank over dp hosts, one GPU each (flow rung),
+    or with in_node over dp GPUs of one host (NVLink at the measured busbw of that size).
     planner nccl: NCCL 2.28's algorithm/protocol/channel choice for the group and its latency
     (simccl.launch_latency nccl, docs/simccl.md); the flow rung shares links between channels."""
     if dp <= 1 or nbytes <= 0:
         return 0.0
     nbytes = int(nbytes) // (4 * dp) * (4 * dp)
-    cmd = [fabricsim, "nccl-tests", op, "-b", str(nbytes), "-e", str(nbytes), "-g", "1", "-n", str(dp)]
-    for x in cluster_sets(g, planner=planner) + ["sim.fidelity=flow"]:
+    g_n = ["-g", str(dp), "-n", "1"] if in_node else ["-g", "1", "-n", str(dp)]
+    cmd = [fabricsim, "nccl-tests", op, "-b", str(nbytes), "-e", str(nbytes)] + g_n
+    nv = tp_nvlink_rate(g, nbytes, os.path.dirname(REF_USED[0])) if in_node else None
+    for x in cluster_sets(g, nv, planner=planner) + ["sim.fidelity=flow"]:
         cmd += ["--set", x]
     txt = run_json(cmd, env)
     for line in txt.splitlines():
@@ -371,6 +375,7 @@ def main():
     ap.add_argument("--check", type=float, default=0.0,
                     help="exit 1 if any simulated row's |error| exceeds this percentage (tests)")
     a = ap.parse_args()
+    REF_USED[0] = a.ref
     os.makedirs(a.out, exist_ok=True)
     if a.fresh:
         for f in os.listdir(a.out):
@@ -420,14 +425,16 @@ def main():
             how = f"m={m} from m={m1},{2 * m1}"
         if nv:
             how += f", TP NVLink {nv / 8:.0f} GB/s (measured busbw)"
-        # DP gradient synchronisation.
+        # DP gradient synchronisation. Megatron orders ranks TP, then DP (then PP): with
+        # TP x DP <= 8 the DP group lies in one 8-GPU host and reduces over NVLink.
+        dp_in_node = s["tp"] * dp <= 8
         gb = grad_bytes_per_rank(s, pp, s["tp"]) if s.get("model") == "custom" else None
         if gb is None:  # built-in model: matrix parameters from the simulated model FLOPs (6 P tokens)
             m_sim = m if m <= 2 * m1 else 2 * m1
             P = d["model_flops"] / (6.0 * m_sim * s["micro_batch"] * s["seq_len"])
             gb = 2 * P / (s["tp"] * pp)
         if s["overlap_grad_reduce"] == "false":
-            tdp = dp_sync_s(a.fabricsim, gb, dp, g, "all_reduce", a.out, env)
+            tdp = dp_sync_s(a.fabricsim, gb, dp, g, "all_reduce", a.out, env, in_node=dp_in_node)
         else:
             # Megatron-Core DDP + distributed optimizer (overlap_grad_reduce, overlap_param_gather):
             # bucket reduce-scatters start during the last micro-batch's backward, bucket
@@ -438,10 +445,10 @@ def main():
             # ratio 2:1); with VP chunks the chunks finish at different ops of the cool-down /
             # warm-up phase, (VP-1)*PP chunk-ops on the last stage (Megatron interleaved schedule).
             bucket = 2 * max(40e6, 1e6 * dp)
-            t_bucket_rs = dp_sync_s(a.fabricsim, min(bucket, gb), dp, g, "reduce_scatter", a.out, env)
-            t_bucket_ag = dp_sync_s(a.fabricsim, min(bucket, gb), dp, g, "all_gather", a.out, env)
-            t_rs = dp_sync_s(a.fabricsim, gb, dp, g, "reduce_scatter", a.out, env)
-            t_ag = dp_sync_s(a.fabricsim, gb, dp, g, "all_gather", a.out, env)
+            t_bucket_rs = dp_sync_s(a.fabricsim, min(bucket, gb), dp, g, "reduce_scatter", a.out, env, in_node=dp_in_node)
+            t_bucket_ag = dp_sync_s(a.fabricsim, min(bucket, gb), dp, g, "all_gather", a.out, env, in_node=dp_in_node)
+            t_rs = dp_sync_s(a.fabricsim, gb, dp, g, "reduce_scatter", a.out, env, in_node=dp_in_node)
+            t_ag = dp_sync_s(a.fabricsim, gb, dp, g, "all_gather", a.out, env, in_node=dp_in_node)
             period = (T2 - T1) / m1 if m > 2 * m1 else T / m
             k = 1.0 if vp == 1 else min((vp - 1) * pp, m * vp) / vp
             tdp = max(t_bucket_rs, t_rs - 2.0 / 3.0 * period * k) + max(t_bucket_ag, t_ag - 1.0 / 3.0 * period * k)
