@@ -227,18 +227,30 @@ def run_json(cmd, env):
 NCCL_TESTS_SYSTEMS = {"A100": "Azure ND A100 v4", "H100": "Azure ND H100 v5"}
 
 
+def die(msg):
+    """Bad input: one line on stderr, exit status 2 (project rule)."""
+    print(msg, file=sys.stderr)
+    sys.exit(2)
+
+
 def _nvlink_curve(g, ref_dir):
     """[(bytes, busbw GB/s)] of the measured single-node 8-GPU AllReduce for GPU type g, or []."""
     sysname = NCCL_TESTS_SYSTEMS.get(g)
     path = os.path.join(ref_dir, "nccl-validation.csv")
-    if sysname is None or not os.path.exists(path):
+    if sysname is None:
         return []
+    if not os.path.exists(path):
+        die(f"iteration_validation: {path} not found (needed for the measured {g} NVLink curve); "
+                 "put it next to --ref or run with --nvlink datasheet")
     pts = {}
     with open(path) as f:
         for r in csv.DictReader(f):
             if r["system"].startswith(sysname) and r["collective"] == "AllReduce" and r["nodes"] == "1" \
                     and r["gpus_per_node"] == "8":
                 pts[int(r["bytes"])] = float(r["busbw_GBps"])
+    if not pts:
+        die(f"iteration_validation: {path} has no single-node 8-GPU AllReduce rows of system "
+                 f"'{sysname}' (field system); run with --nvlink datasheet")
     return sorted(pts.items())
 
 
@@ -428,6 +440,8 @@ def main():
         # DP gradient synchronisation. Megatron orders ranks TP, then DP (then PP): with
         # TP x DP <= 8 the DP group lies in one 8-GPU host and reduces over NVLink.
         dp_in_node = s["tp"] * dp <= 8
+        if dp_in_node and dp > 1:
+            how += ", DP over NVLink"
         gb = grad_bytes_per_rank(s, pp, s["tp"]) if s.get("model") == "custom" else None
         if gb is None:  # built-in model: matrix parameters from the simulated model FLOPs (6 P tokens)
             m_sim = m if m <= 2 * m1 else 2 * m1
