@@ -100,20 +100,28 @@ SimTime coarse_offset_ps(const Topology& topo) {
 }
 
 void start_coarse_flow(const Topology& topo, Fidelity fidelity, engine::LpId net_lp, const Packet& head,
-                       Context& ctx) {
+                       Context& ctx, std::vector<SimTime>* port_free) {
   if (fidelity == Fidelity::kFlow) {
     // The network LP routes the whole path; it runs D behind the GPUs (coarse_offset_ps).
     ctx.send(net_lp, ctx.now() + coarse_offset_ps(topo), kEvFlowStart, head);
     return;
   }
   const FlowPath path = route_path(topo, nullptr, head.src_rank, head.dst_rank, head.flow_hash);
-  // Analytical: alone on the route, no sharing.
+  // Analytical: alone on the route beyond the sender; the sender's own port serializes its
+  // transfers in the order they are posted (FIFO, as one egress queue would).
   const std::uint64_t bytes = coarse_part_bytes(head, topo);
   const TransferTiming t = transfer_timing(path, bytes);
-  const SimTime now = ctx.now();
+  SimTime start = ctx.now();
   const SimTime last_ser = engine::serialization_ps(bytes - t.rest_bytes, path.rate_bps[0]);
-  ctx.send(head.dst_rank, now + t.head_ps + t.drain_ps + t.tail_ps, kEvFlowArrive, head);
-  ctx.send(ctx.self(), now + t.drain_ps + last_ser, kEvFlowSent, head.flow_id);
+  if (port_free != nullptr) {
+    const std::uint32_t port = topo.route(head.src_rank, head.dst_rank, head.flow_hash);
+    if (port >= port_free->size()) port_free->resize(port + 1, 0);
+    SimTime& free_at = (*port_free)[port];
+    start = std::max(start, free_at);
+    free_at = start + t.drain_ps + last_ser;
+  }
+  ctx.send(head.dst_rank, start + t.head_ps + t.drain_ps + t.tail_ps, kEvFlowArrive, head);
+  ctx.send(ctx.self(), start + t.drain_ps + last_ser, kEvFlowSent, head.flow_id);
 }
 
 FlowNetLp::FlowNetLp(const Topology& topo, engine::LpId id)

@@ -107,8 +107,12 @@ std::uint64_t coarse_part_bytes(const Packet& head, const Topology& topo);
 /// arrival and send completion directly (analytical). `head` is the flow's packet template
 /// (flow_id, message bytes, the QP's ECMP hash, conn, tag, ranks...); one call per part.
 /// At the flow level the flow reaches the network LP coarse_offset_ps(topo) after it is posted.
-void start_coarse_flow(const Topology& topo, Fidelity fidelity,
-                       engine::LpId net_lp, const Packet& head, engine::Context& ctx);
+/// Analytical: `port_free` (one entry per port of the source GPU, ps) is the sender's egress
+/// clock: a transfer starts when its first link is free, so a GPU's own concurrent transfers
+/// (NCCL channels, QPs) are serialized on its port and never exceed its line rate; nothing is
+/// shared beyond the sender. Unused (may be null) at the flow level.
+void start_coarse_flow(const Topology& topo, Fidelity fidelity, engine::LpId net_lp, const Packet& head,
+                       engine::Context& ctx, std::vector<engine::SimTime>* port_free);
 
 /// D = min(NVLink, NIC latency): the GPU <-> network LP lookahead. The network LP's clock runs
 /// D behind the GPUs' NIC/NVLink egress: a flow posted at t0 joins its links at t0 + D, so

@@ -551,7 +551,7 @@ void GpuRankLp::start_flow(std::uint32_t dst, std::uint64_t bytes, std::uint32_t
       const std::uint32_t k = (split.first_k + i) % split.qps;
       head.conn = coarse_conn(channel, k, split.parts);
       head.flow_hash = Nic::qp_flow_hash(id_, dst, static_cast<std::uint32_t>(channel) << 16 | k, topo_.spec().seed);
-      start_coarse_flow(topo_, fidelity_, net_lp_, head, ctx);
+      start_coarse_flow(topo_, fidelity_, net_lp_, head, ctx, &port_free_);
     }
     return;
   }

@@ -215,6 +215,7 @@ class GpuRankLp final : public engine::Lp, private NicOwner {
   SendRing coarse_sends_;
   // The split toward the last peer a coarse flow went to (rings send to one peer), kept when
   // the connection has one QP (no round robin to advance): saves the topology look-ups per flow.
+  std::vector<engine::SimTime> port_free_;  // analytical rung: per egress port, when it is free (ps)
   std::uint32_t coarse_dst_ = 0xFFFFFFFFu;
   Nic::Split coarse_split_;
   std::uint64_t coarse_base_ = 0;  ///< flow counter of coarse_sends_.front()

@@ -89,7 +89,7 @@ class Injector final : public e::Lp {
         head.src_rank = flows_[i].src;
         head.dst_rank = flows_[i].dst;
         head.group = m::kP2pGroup;
-        m::start_coarse_flow(topo_, m::Fidelity::kFlow, net_, head, ctx);
+        m::start_coarse_flow(topo_, m::Fidelity::kFlow, net_, head, ctx, nullptr);
         return;
       }
       case m::kEvFlowArrive:
