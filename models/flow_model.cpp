@@ -130,7 +130,45 @@ FlowNetLp::FlowNetLp(const Topology& topo, engine::LpId id)
       index_(topo),
       solver_(index_.capacities(topo)),
       link_bytes_(index_.size(), 0),
-      sent_delay_ps_(coarse_offset_ps(topo)) {}
+      sent_delay_ps_(coarse_offset_ps(topo)) {
+  // Four entries per GPU (a connection's QPs have their own routes), at most 16,384 (~1.8 MB).
+  std::size_t n = 64;
+  while (n < 4 * std::size_t{topo.num_gpus()} && n < 16384) n *= 2;
+  routes_.resize(n);
+}
+
+const FlowNetLp::RouteEntry& FlowNetLp::route_of(const Packet& head, std::uint64_t bytes) {
+  // Two-way set associative: a route evicts the less recently used of its set's two entries.
+  const std::uint64_t pair = static_cast<std::uint64_t>(head.src_rank) << 32 | head.dst_rank;
+  const std::size_t set = engine::mix64(pair * 0x9E3779B97F4A7C15ull ^ head.flow_hash) & (routes_.size() - 2);
+  auto hit = [&](const RouteEntry& x) {
+    return x.src == head.src_rank && x.dst == head.dst_rank && x.hash == head.flow_hash && x.bytes == bytes;
+  };
+  if (hit(routes_[set])) {
+    routes_[set].recent = true;
+    routes_[set + 1].recent = false;
+    return routes_[set];
+  }
+  if (hit(routes_[set + 1])) {
+    routes_[set + 1].recent = true;
+    routes_[set].recent = false;
+    return routes_[set + 1];
+  }
+  RouteEntry& e = routes_[set].recent ? routes_[set + 1] : routes_[set];
+  routes_[set].recent = false;
+  routes_[set + 1].recent = false;
+  e.recent = true;
+  const FlowPath path = route_path(topo_, &index_, head.src_rank, head.dst_rank, head.flow_hash);
+  e.src = head.src_rank;
+  e.dst = head.dst_rank;
+  e.hash = head.flow_hash;
+  e.bytes = bytes;
+  e.hops = path.hops;
+  e.mtu = path.mtu_bytes;
+  std::copy(path.link, path.link + path.hops, e.link);
+  e.timing = transfer_timing(path, bytes);
+  return e;
+}
 
 void FlowNetLp::schedule(SimTime t, Context& ctx) {
   if (ticks_.insert(t).second) ctx.send(id_, t, kEvNetTick);
@@ -253,9 +291,9 @@ void FlowNetLp::tick(Context& ctx) {
       continue;
     }
     ++flows_total_;
-    const FlowPath path = route_path(topo_, &index_, head.src_rank, head.dst_rank, head.flow_hash);
     const std::uint64_t bytes = coarse_part_bytes(head, topo_);
-    const TransferTiming t = transfer_timing(path, bytes);
+    const RouteEntry& path = route_of(head, bytes);  // route_path and transfer_timing, cached
+    const TransferTiming& t = path.timing;
     for (std::uint32_t i = 0; i < path.hops; ++i) link_bytes_[path.link[i]] += bytes;
     if (t.rest_bytes == 0) {
       // A single packet (or nothing): pure store-and-forward latency; it never holds a link's
@@ -280,7 +318,7 @@ void FlowNetLp::tick(Context& ctx) {
     a.tail_ps = t.tail_ps - t.last_share_ps;
     a.head_ps = t.head_ps;
     a.first_rate = t.bottleneck_bps;
-    a.mtu = path.mtu_bytes;
+    a.mtu = path.mtu;
     a.drain = now + t.drain_ps + t.last_share_ps;  // used if the solver gives it the uncongested rate
     for (std::uint32_t i = 0; i < path.hops; ++i) seeds_.push_back(path.link[i]);
   }

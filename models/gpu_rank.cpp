@@ -211,6 +211,14 @@ void GpuRankLp::start_collective(std::uint32_t n, Context& ctx) {
   st.node = n;
   st.plan = std::move(plan);
   st.start = ctx.now();
+  st.group = group;
+  st.instance = inst;
+  if (st.plan.lazy_ring) {
+    st.ring = true;
+    st.ring_steps = st.plan.lazy_ring->steps;
+    st.ring_next = st.plan.lazy_ring->next;
+    st.ring_prev = st.plan.lazy_ring->prev;
+  }
   const std::int64_t latency = planner_.start_latency_ps(req);
   if (latency > 0) {
     // Messages of this collective that arrive meanwhile wait in st.early (started is false).
@@ -369,9 +377,7 @@ void GpuRankLp::channel_message(std::uint32_t slot, std::uint64_t key, Context& 
 
 void GpuRankLp::ring_send(std::uint32_t slot, std::uint32_t step, Context& ctx) {
   const CollState& st = coll_states_[slot];
-  const LazyRing& r = *st.plan.lazy_ring;
-  start_flow(r.next, r.step_bytes(step), static_cast<std::uint32_t>((*program_)[st.node].group),
-             instance_[st.node], step, slot, 2 * step, ctx);
+  start_flow(st.ring_next, st.plan.lazy_ring->step_bytes(step), st.group, st.instance, step, slot, 2 * step, ctx);
 }
 
 void GpuRankLp::op_ready(std::uint32_t slot, std::uint32_t op, Context& ctx) {
@@ -411,13 +417,9 @@ void GpuRankLp::coll_message(std::uint32_t slot, std::uint64_t key, Context& ctx
     throw engine::InternalError("rank " + std::to_string(id_) + ": message from rank " + std::to_string(key >> 32) +
                                 " for collective node " + std::to_string(st.node) + " after it completed");
   }
-  if (st.plan.lazy_channels) {
-    channel_message(slot, key, ctx);
-    return;
-  }
-  if (st.plan.lazy_ring) {
+  if (st.ring) {
     const std::uint64_t k = key & 0xFFFFFFFFu;
-    if ((key >> 32) != st.plan.lazy_ring->prev || k >= st.plan.lazy_ring->steps ||
+    if ((key >> 32) != st.ring_prev || k >= st.ring_steps ||
         (st.ring_got[k / 64] >> (k % 64) & 1u)) {
       throw engine::InternalError("rank " + std::to_string(id_) + ": message from rank " + std::to_string(key >> 32) +
                                   " tag " + std::to_string(k) + " matches no open receive of ring collective node " +
@@ -425,6 +427,10 @@ void GpuRankLp::coll_message(std::uint32_t slot, std::uint64_t key, Context& ctx
     }
     st.ring_got[k / 64] |= std::uint64_t{1} << (k % 64);
     op_done(slot, static_cast<std::uint32_t>(2 * k + 1), ctx);
+    return;
+  }
+  if (st.plan.lazy_channels) {
+    channel_message(slot, key, ctx);
     return;
   }
   const std::uint32_t op = recv_of(st, key);
@@ -442,6 +448,14 @@ void GpuRankLp::coll_message(std::uint32_t slot, std::uint64_t key, Context& ctx
 
 void GpuRankLp::op_done(std::uint32_t slot, std::uint32_t op, Context& ctx) {
   CollState& st2 = coll_states_[slot];  // deque: stays valid while slots are added
+  if (st2.ring) {
+    // Lazy ring: op 2k+1 (receive of step k) readies op 2k+2 (send of step k+1).
+    ++st2.done_ops;
+    const std::uint32_t steps = st2.ring_steps;
+    if ((op & 1u) != 0 && op / 2 + 1 < steps) ring_send(slot, op / 2 + 1, ctx);
+    if (!st2.completed && st2.done_ops == 2 * steps) finish_collective(slot, ctx);
+    return;
+  }
   if (st2.plan.lazy_channels) {
     // Lazy channels: `op` is the channel whose send completed.
     const LazyChannelRing& r = *st2.plan.lazy_channels;
@@ -456,13 +470,8 @@ void GpuRankLp::op_done(std::uint32_t slot, std::uint32_t op, Context& ctx) {
     return;
   }
   ++st2.done_ops;
-  std::uint32_t total = st2.plan.size();
-  if (st2.plan.lazy_ring) {
-    // Lazy ring: op 2k+1 (receive of step k) readies op 2k+2 (send of step k+1).
-    const std::uint32_t steps = st2.plan.lazy_ring->steps;
-    total = 2 * steps;
-    if ((op & 1u) != 0 && op / 2 + 1 < steps) ring_send(slot, op / 2 + 1, ctx);
-  } else {
+  const std::uint32_t total = st2.plan.size();
+  {
     st2.state[op] = (st2.state[op] & ~kPosted) | kOpDone;
     for (std::uint32_t e = st2.out_begin[op]; e < st2.out_begin[op + 1]; ++e) {
       const std::uint32_t d = st2.out_index[e];

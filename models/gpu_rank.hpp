@@ -95,7 +95,18 @@ class GpuRankLp final : public engine::Lp, private NicOwner {
   /// (comm_plan.hpp: 36 B per op + 4 B per dependency) + 4 B per op (state) + 4 B per op and
   /// per dependency (dependents CSR) + 12 B per receive (match index); all freed at completion.
   struct CollState {
+    // Fields read per message first (one cache line): a lazy ring's shape, copied from its
+    // LazyRing at the start so that a step does not chase the plan's pointers.
     std::uint32_t node = 0;
+    std::uint32_t done_ops = 0;
+    bool started = false;
+    bool completed = false;
+    bool ring = false;             ///< plan.lazy_ring is set
+    std::uint32_t ring_steps = 0;  ///< lazy ring: LazyRing::steps, next, prev
+    std::uint32_t ring_next = 0;
+    std::uint32_t ring_prev = 0;
+    std::uint32_t group = 0;       ///< the collective node's group and instance
+    std::uint32_t instance = 0;
     RankPlan plan;
     /// Per op: bits 0-27 unmet deps; kPosted: a ready receive waits for its message; kArrived:
     /// its message came first; kDone.
@@ -112,9 +123,6 @@ class GpuRankLp final : public engine::Lp, private NicOwner {
     std::vector<std::uint64_t> got_word;
     std::vector<std::uint8_t> in_flight;
     std::uint64_t recvs_left = 0;
-    std::uint32_t done_ops = 0;
-    bool started = false;
-    bool completed = false;
     engine::SimTime start = 0;
   };
   /// Point-to-point (workload send/recv nodes) message key: source rank, tag.
