@@ -131,9 +131,9 @@ FlowNetLp::FlowNetLp(const Topology& topo, engine::LpId id)
       solver_(index_.capacities(topo)),
       link_bytes_(index_.size(), 0),
       sent_delay_ps_(coarse_offset_ps(topo)) {
-  // Four entries per GPU (a connection's QPs have their own routes), at most 16,384 (~1.8 MB).
+  // Eight entries per GPU (a connection's QPs have their own routes), at most 16,384 (~1.8 MB).
   std::size_t n = 64;
-  while (n < 4 * std::size_t{topo.num_gpus()} && n < 16384) n *= 2;
+  while (n < 8 * std::size_t{topo.num_gpus()} && n < 16384) n *= 2;
   routes_.resize(n);
 }
 

@@ -177,6 +177,8 @@ std::uint32_t GpuRankLp::slot_of(std::uint32_t group, std::uint32_t instance) {
   }
   last_slot_key_ = key;
   last_slot_ = it->second;
+  hot_slot_ = it->second;
+  hot_state_ = &coll_states_[it->second];  // deque: stays valid while slots are added
   return it->second;
 }
 
@@ -207,7 +209,7 @@ void GpuRankLp::start_collective(std::uint32_t n, Context& ctx) {
   account(ctx.now());
   ++comm_active_;
   const std::uint32_t slot = slot_of(group, inst);
-  CollState& st = coll_states_[slot];
+  CollState& st = state(slot);
   st.node = n;
   st.plan = std::move(plan);
   st.start = ctx.now();
@@ -229,7 +231,7 @@ void GpuRankLp::start_collective(std::uint32_t n, Context& ctx) {
 }
 
 void GpuRankLp::begin_collective(std::uint32_t slot, Context& ctx) {
-  CollState& st = coll_states_[slot];
+  CollState& st = state(slot);
   st.started = true;
   if (st.plan.lazy_ring) {
     start_lazy_ring(slot, ctx);
@@ -293,7 +295,7 @@ void GpuRankLp::begin_collective(std::uint32_t slot, Context& ctx) {
 }
 
 void GpuRankLp::start_lazy_ring(std::uint32_t slot, Context& ctx) {
-  CollState& st = coll_states_[slot];
+  CollState& st = state(slot);
   const LazyRing& r = *st.plan.lazy_ring;
   st.ring_got.assign((std::size_t{r.steps} + 63) / 64, 0);
   std::vector<std::uint64_t> early;
@@ -321,7 +323,7 @@ void GpuRankLp::start_lazy_ring(std::uint32_t slot, Context& ctx) {
 // ready then, each waits for its channel's previous send); afterwards a completed send or an
 // arrived receive can ready only the next send of its own channel.
 void GpuRankLp::start_lazy_channels(std::uint32_t slot, Context& ctx) {
-  CollState& st = coll_states_[slot];
+  CollState& st = state(slot);
   const LazyChannelRing& r = *st.plan.lazy_channels;
   st.cursor.assign(r.channels, RingCursor{});
   st.in_flight.assign(r.channels, 0);
@@ -342,7 +344,7 @@ void GpuRankLp::start_lazy_channels(std::uint32_t slot, Context& ctx) {
 }
 
 void GpuRankLp::channel_send(std::uint32_t slot, std::uint32_t c, Context& ctx) {
-  CollState& st = coll_states_[slot];
+  CollState& st = state(slot);
   if (!st.started || st.completed || st.in_flight[c] || st.cursor[c].done) return;
   const LazyChannelRing& r = *st.plan.lazy_channels;
   const RingCursor cur = st.cursor[c];
@@ -354,7 +356,7 @@ void GpuRankLp::channel_send(std::uint32_t slot, std::uint32_t c, Context& ctx) 
 }
 
 void GpuRankLp::channel_message(std::uint32_t slot, std::uint64_t key, Context& ctx) {
-  CollState& st = coll_states_[slot];
+  CollState& st = state(slot);
   const LazyChannelRing& r = *st.plan.lazy_channels;
   std::uint32_t c = 0;
   std::uint64_t rs = 0;
@@ -376,20 +378,20 @@ void GpuRankLp::channel_message(std::uint32_t slot, std::uint64_t key, Context& 
 }
 
 void GpuRankLp::ring_send(std::uint32_t slot, std::uint32_t step, Context& ctx) {
-  const CollState& st = coll_states_[slot];
+  const CollState& st = state(slot);
   start_flow(st.ring_next, st.plan.lazy_ring->step_bytes(step), st.group, st.instance, step, slot, 2 * step, ctx);
 }
 
 void GpuRankLp::op_ready(std::uint32_t slot, std::uint32_t op, Context& ctx) {
-  const std::uint32_t n = coll_states_[slot].node;
+  const std::uint32_t n = state(slot).node;
   const WorkNode& node = (*program_)[n];
-  const P2pOp& o = coll_states_[slot].plan.ops[op];
+  const P2pOp& o = state(slot).plan.ops[op];
   const auto group = static_cast<std::uint32_t>(node.group);
   if (o.is_send) {
     start_flow(o.peer, o.bytes, group, instance_[n], o.tag, slot, op, ctx, o.channel);
     return;
   }
-  CollState& st = coll_states_[slot];
+  CollState& st = state(slot);
   if (st.state[op] & kArrived) {
     op_done(slot, op, ctx);
   } else {
@@ -408,7 +410,7 @@ std::uint32_t GpuRankLp::recv_of(const CollState& st, std::uint64_t key) const {
 }
 
 void GpuRankLp::coll_message(std::uint32_t slot, std::uint64_t key, Context& ctx) {
-  CollState& st = coll_states_[slot];
+  CollState& st = state(slot);
   if (!st.started) {
     st.early.push_back(key);
     return;
@@ -447,7 +449,7 @@ void GpuRankLp::coll_message(std::uint32_t slot, std::uint64_t key, Context& ctx
 }
 
 void GpuRankLp::op_done(std::uint32_t slot, std::uint32_t op, Context& ctx) {
-  CollState& st2 = coll_states_[slot];  // deque: stays valid while slots are added
+  CollState& st2 = state(slot);  // deque: stays valid while slots are added
   if (st2.ring) {
     // Lazy ring: op 2k+1 (receive of step k) readies op 2k+2 (send of step k+1).
     ++st2.done_ops;
@@ -486,7 +488,7 @@ void GpuRankLp::op_done(std::uint32_t slot, std::uint32_t op, Context& ctx) {
 }
 
 void GpuRankLp::finish_collective(std::uint32_t slot, Context& ctx) {
-  CollState& st2 = coll_states_[slot];
+  CollState& st2 = state(slot);
   {
     st2.completed = true;
     const WorkNode& node = (*program_)[st2.node];
@@ -511,6 +513,7 @@ void GpuRankLp::finish_collective(std::uint32_t slot, Context& ctx) {
     coll_slot_.erase((static_cast<std::uint64_t>(static_cast<std::uint32_t>(node.group)) << 32) | instance_[st2.node]);
     last_slot_key_ = ~std::uint64_t{0};
     retired_slots_.push_back(slot);
+    has_retired_ = true;
     node_done(st2.node, ctx);
   }
 }
@@ -670,7 +673,8 @@ void GpuRankLp::p2p_arrived(const P2pKey& key, Context& ctx) {
 }
 
 void GpuRankLp::handle(const engine::Event& ev, Context& ctx) {
-  if (!retired_slots_.empty()) {
+  if (has_retired_) {
+    has_retired_ = false;
     for (std::uint32_t s : retired_slots_) {
       coll_states_[s] = CollState{};
       free_slots_.push_back(s);

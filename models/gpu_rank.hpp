@@ -107,6 +107,8 @@ class GpuRankLp final : public engine::Lp, private NicOwner {
     std::uint32_t ring_prev = 0;
     std::uint32_t group = 0;       ///< the collective node's group and instance
     std::uint32_t instance = 0;
+    std::vector<std::uint64_t> ring_got;  ///< lazy ring: bit k = step k's message arrived (steps / 8 bytes);
+                                          ///< lazy channels: every channel's receive slots, from got_word[c]
     RankPlan plan;
     /// Per op: bits 0-27 unmet deps; kPosted: a ready receive waits for its message; kArrived:
     /// its message came first; kDone.
@@ -115,8 +117,6 @@ class GpuRankLp final : public engine::Lp, private NicOwner {
     std::vector<std::uint64_t> recv_key;  ///< (peer << 32 | tag) of every receive, sorted
     std::vector<std::uint32_t> recv_op;   ///< op index of recv_key[i]
     std::vector<std::uint64_t> early;     ///< (src << 32 | tag) of messages that came before the plan started
-    std::vector<std::uint64_t> ring_got;  ///< lazy ring: bit k = step k's message arrived (steps / 8 bytes);
-                                          ///< lazy channels: every channel's receive slots, from got_word[c]
     // Lazy NCCL ring family (RankPlan::lazy_channels): per channel the send cursor, whether its
     // send is in flight and the first bitmap word; receives still to come.
     std::vector<RingCursor> cursor;
@@ -171,6 +171,8 @@ class GpuRankLp final : public engine::Lp, private NicOwner {
   void ring_send(std::uint32_t slot, std::uint32_t step, engine::Context& ctx);
   std::uint32_t recv_of(const CollState& st, std::uint64_t key) const;
   std::uint32_t slot_of(std::uint32_t group, std::uint32_t instance);
+  /// coll_states_[slot] (slot indices never move: the deque only grows, slots are reset in place).
+  CollState& state(std::uint32_t slot) { return slot == hot_slot_ ? *hot_state_ : coll_states_[slot]; }
 
   const Topology& topo_;
   engine::LpId id_;
@@ -180,6 +182,14 @@ class GpuRankLp final : public engine::Lp, private NicOwner {
 
   // Per-message fields first (the engine prefetches an LP's first cache lines).
   std::uint64_t next_flow_ = 0;
+  // The last slot_of() answer: consecutive messages nearly always belong to the same collective,
+  // and the map lookup is two cache misses per message on large runs.
+  std::uint64_t last_slot_key_ = ~std::uint64_t{0};
+  std::uint32_t last_slot_ = 0;
+  // The state of the slot last looked up (slot_of), so state(slot) skips the deque's block map.
+  std::uint32_t hot_slot_ = 0xFFFFFFFFu;
+  CollState* hot_state_ = nullptr;
+  bool has_retired_ = false;  ///< retired_slots_ is not empty
   // Coarse rungs: (collective slot, op or node) of the sends in flight, indexed by the flow's
   // per-source counter minus coarse_base_ (no allocation per flow; entries of completed sends
   // whose parts were all sent are dropped from the front). 12 B per message between the oldest
@@ -236,10 +246,6 @@ class GpuRankLp final : public engine::Lp, private NicOwner {
   // collectives running at once, not one entry per collective of the run.
   std::vector<std::uint32_t> retired_slots_, free_slots_;
   std::unordered_map<std::uint64_t, std::uint32_t> coll_slot_;  // (group << 32 | instance) -> slot
-  // The last slot_of() answer: consecutive messages nearly always belong to the same collective,
-  // and the map lookup is two cache misses per message on large runs.
-  std::uint64_t last_slot_key_ = ~std::uint64_t{0};
-  std::uint32_t last_slot_ = 0;
   // Point-to-point nodes only (collectives match through CollState::recv_key):
   std::unordered_map<P2pKey, std::uint32_t, P2pKeyHash> arrived_;   // messages before their receive
   std::unordered_map<P2pKey, std::deque<std::uint32_t>, P2pKeyHash> waiting_rx_;  // -> recv nodes, FIFO
