@@ -137,10 +137,19 @@ FlowNetLp::FlowNetLp(const Topology& topo, engine::LpId id)
   routes_.resize(n);
 }
 
+std::size_t FlowNetLp::route_set(const Packet& head) const {
+  const std::uint64_t pair = static_cast<std::uint64_t>(head.src_rank) << 32 | head.dst_rank;
+  return engine::mix64(pair * 0x9E3779B97F4A7C15ull ^ head.flow_hash) & (routes_.size() - 2);
+}
+
+void FlowNetLp::prefetch_route(const Packet& head) const {
+  const char* p = reinterpret_cast<const char*>(&routes_[route_set(head)]);
+  for (std::size_t i = 0; i < 2 * sizeof(RouteEntry); i += 64) __builtin_prefetch(p + i);
+}
+
 const FlowNetLp::RouteEntry& FlowNetLp::route_of(const Packet& head, std::uint64_t bytes) {
   // Two-way set associative: a route evicts the less recently used of its set's two entries.
-  const std::uint64_t pair = static_cast<std::uint64_t>(head.src_rank) << 32 | head.dst_rank;
-  const std::size_t set = engine::mix64(pair * 0x9E3779B97F4A7C15ull ^ head.flow_hash) & (routes_.size() - 2);
+  const std::size_t set = route_set(head);
   auto hit = [&](const RouteEntry& x) {
     return x.src == head.src_rank && x.dst == head.dst_rank && x.hash == head.flow_hash && x.bytes == bytes;
   };
@@ -178,6 +187,7 @@ void FlowNetLp::handle(const engine::Event& ev, Context& ctx) {
   switch (ev.kind) {
     case kEvFlowStart:
       pending_.emplace_back(ev.get<Packet>(), false);
+      prefetch_route(pending_.back().first);  // read at this instant's tick
       // Ticks sort after every GPU event of the same instant (this LP has the largest id), so
       // all flows starting at this instant are solved together.
       schedule(ctx.now(), ctx);

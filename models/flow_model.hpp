@@ -175,6 +175,10 @@ class FlowNetLp final : public engine::Lp {
     TransferTiming timing;
   };
   const RouteEntry& route_of(const Packet& head, std::uint64_t bytes);
+  std::size_t route_set(const Packet& head) const;  ///< index of the first entry of head's set
+  /// Starts loading head's route set into the cache (the flow is solved at the instant's tick,
+  /// after every other flow of the instant arrived: the load overlaps with their handling).
+  void prefetch_route(const Packet& head) const;
   void finish(std::uint32_t f, engine::Context& ctx);
   void schedule(engine::SimTime t, engine::Context& ctx);
 

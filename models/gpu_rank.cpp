@@ -309,12 +309,14 @@ void GpuRankLp::start_lazy_ring(std::uint32_t slot, Context& ctx) {
     }
     st.ring_got[k / 64] |= std::uint64_t{1} << (k % 64);
   }
+  st.ring_word_idx = 0;
+  st.ring_word = st.ring_got[0];  // steps > 0 (an empty plan never starts)
   // The materialized plan's roots in index order: send 0, then the receives (ops 2k+1); a
   // receive whose message already came completes at once and readies send k+1.
   ring_send(slot, 0, ctx);
   const std::uint32_t steps = r.steps;
   for (std::uint32_t k = 0; k < steps && !st.completed; ++k) {
-    if (st.ring_got[k / 64] >> (k % 64) & 1u) op_done(slot, 2 * k + 1, ctx);
+    if (st.ring_has(k)) op_done(slot, 2 * k + 1, ctx);
   }
 }
 
@@ -422,12 +424,12 @@ void GpuRankLp::coll_message(std::uint32_t slot, std::uint64_t key, Context& ctx
   if (st.ring) {
     const std::uint64_t k = key & 0xFFFFFFFFu;
     if ((key >> 32) != st.ring_prev || k >= st.ring_steps ||
-        (st.ring_got[k / 64] >> (k % 64) & 1u)) {
+        st.ring_has(k)) {
       throw engine::InternalError("rank " + std::to_string(id_) + ": message from rank " + std::to_string(key >> 32) +
                                   " tag " + std::to_string(k) + " matches no open receive of ring collective node " +
                                   std::to_string(st.node));
     }
-    st.ring_got[k / 64] |= std::uint64_t{1} << (k % 64);
+    st.ring_set(k);
     op_done(slot, static_cast<std::uint32_t>(2 * k + 1), ctx);
     return;
   }

@@ -107,9 +107,26 @@ class GpuRankLp final : public engine::Lp, private NicOwner {
     std::uint32_t ring_prev = 0;
     std::uint32_t group = 0;       ///< the collective node's group and instance
     std::uint32_t instance = 0;
+    /// Lazy ring: the word of ring_got that the last message touched, kept here (its copy in
+    /// ring_got is stale) so that a ring's in-order steps touch ring_got once per 64 steps.
+    std::uint32_t ring_word_idx = 0;
+    std::uint64_t ring_word = 0;
+    /// Lazy ring: whether step k's message arrived / mark it (ring_got + ring_word).
+    bool ring_has(std::uint64_t k) const {
+      const std::uint64_t w = k / 64 == ring_word_idx ? ring_word : ring_got[k / 64];
+      return (w >> (k % 64) & 1u) != 0;
+    }
+    void ring_set(std::uint64_t k) {
+      if (k / 64 != ring_word_idx) {
+        ring_got[ring_word_idx] = ring_word;
+        ring_word_idx = static_cast<std::uint32_t>(k / 64);
+        ring_word = ring_got[ring_word_idx];
+      }
+      ring_word |= std::uint64_t{1} << (k % 64);
+    }
+    RankPlan plan;
     std::vector<std::uint64_t> ring_got;  ///< lazy ring: bit k = step k's message arrived (steps / 8 bytes);
                                           ///< lazy channels: every channel's receive slots, from got_word[c]
-    RankPlan plan;
     /// Per op: bits 0-27 unmet deps; kPosted: a ready receive waits for its message; kArrived:
     /// its message came first; kDone.
     std::vector<std::uint32_t> state;
