@@ -713,10 +713,7 @@ void GpuRankLp::handle(const engine::Event& ev, Context& ctx) {
         coarse_sends_.pop_front();
         ++coarse_base_;
       }
-      engine::Event done = ev;
-      done.kind = kEvSendDone;
-      std::memcpy(done.payload.data(), &ref, sizeof(ref));
-      handle(done, ctx);
+      on_send_complete(ref.slot, ref.idx, ctx);  // what a kEvSendDone event would do
       return;
     }
     case kEvCollLaunch:
