@@ -380,7 +380,7 @@ void GpuRankLp::op_ready(std::uint32_t slot, std::uint32_t op, Context& ctx) {
   const P2pOp& o = coll_states_[slot].plan.ops[op];
   const auto group = static_cast<std::uint32_t>(node.group);
   if (o.is_send) {
-    start_flow(o.peer, o.bytes, group, instance_[n], o.tag, slot, op, ctx, o.channel);
+    start_flow(o.peer, o.bytes, group, instance_[n], o.tag, slot, op, ctx, o.channel, 0, o.nvls);
     return;
   }
   CollState& st = coll_states_[slot];
@@ -509,7 +509,7 @@ void GpuRankLp::finish_collective(std::uint32_t slot, Context& ctx) {
 void GpuRankLp::start_flow(std::uint32_t dst, std::uint64_t bytes, std::uint32_t group,
                            std::uint32_t instance, std::int64_t tag, std::uint32_t slot,
                            std::uint32_t op_or_node, Context& ctx, std::uint16_t channel,
-                           std::uint32_t aux) {
+                           std::uint32_t aux, std::uint8_t nvls) {
   if (bytes > kMaxFlowBytes) {
     throw engine::InputError("workload", "rank " + std::to_string(id_),
                              "a message of " + std::to_string(bytes) + " bytes to rank " + std::to_string(dst) +
@@ -521,6 +521,10 @@ void GpuRankLp::start_flow(std::uint32_t dst, std::uint64_t bytes, std::uint32_t
                              "a PXN message of more than 2^24 chunks", "raise NCCL_P2P_NET_CHUNKSIZE");
   }
   const std::uint64_t flow_id = (static_cast<std::uint64_t>(id_) << 32) | next_flow_++;
+  if (nvls != kNvlsNone && fidelity_ != Fidelity::kPacket) {
+    throw engine::InternalError("rank " + std::to_string(id_) + ": an NVLS plan at the " + fidelity_name(fidelity_) +
+                                " rung (NVLS is modelled at the packet rung only)");
+  }
   if (fidelity_ != Fidelity::kPacket) {
     // The message rides the same queue pairs as at the packet level (same split over QPs, same
     // round robin, same UDP source port, so the same ECMP path); each part is one flow.
@@ -555,7 +559,12 @@ void GpuRankLp::start_flow(std::uint32_t dst, std::uint64_t bytes, std::uint32_t
     }
     return;
   }
-  nic_.send_message(dst, bytes, MsgMeta{flow_id, tag, group, instance, slot, op_or_node, channel, aux}, ctx);
+  MsgMeta meta{flow_id, tag, group, instance, slot, op_or_node, channel, aux};
+  if (nvls != kNvlsNone) {
+    meta.nvls = nvls;
+    meta.members = &workload_->groups[group].ranks;
+  }
+  nic_.send_message(dst, bytes, meta, ctx);
 }
 
 void GpuRankLp::on_send_complete(std::uint32_t slot, std::uint32_t idx, Context& ctx) {

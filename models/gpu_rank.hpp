@@ -145,7 +145,7 @@ class GpuRankLp final : public engine::Lp, private NicOwner {
   void start_flow(std::uint32_t dst, std::uint64_t bytes, std::uint32_t group,
                   std::uint32_t instance, std::int64_t tag, std::uint32_t slot,
                   std::uint32_t op_or_node, engine::Context& ctx, std::uint16_t channel = 0,
-                  std::uint32_t aux = 0);
+                  std::uint32_t aux = 0, std::uint8_t nvls = 0);
   /// Workload Send node `n`: direct, or through a PXN relay when the planner says so.
   void start_send(std::uint32_t n, engine::Context& ctx);
   /// A whole point-to-point message (src, tag) arrived: completes the oldest waiting Recv.

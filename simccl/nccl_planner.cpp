@@ -7,6 +7,7 @@
 #include <string>
 
 #include "engine/errors.hpp"
+#include "models/packet.hpp"
 #include "simccl/ring_planner.hpp"
 
 namespace fabricsim::simccl {
@@ -172,6 +173,11 @@ std::shared_ptr<const NcclPlanner::CommInfo> NcclPlanner::comm(const std::vector
   t.nic_GBps = cfg_.nic_GBps;
   t.nics_per_node = cfg_.nics_per_host > 0 ? cfg_.nics_per_host : static_cast<int>(cfg_.gpus_per_host);
   t.pci_GBps = cfg_.pci_GBps;
+  // NVLS (nvlsSupport): an NVSwitch with multicast under every node's GPUs (fabricsim hosts with
+  // > 1 GPU have one; NCCL_TOPO_FILE without NVLink has none) and a rung that models it.
+  t.nvswitch_multicast = cfg_.nvls_network && cfg_.gpus_per_host > 1 && cfg_.nvswitch;
+  t.no_nvls_reason = !cfg_.nvls_network ? "NVLS is modelled at the packet rung only (sim.fidelity)"
+                                        : "NVLS needs the GPUs on an NVSwitch";
   ci->tuner = std::make_unique<NcclTuner>(t, cfg_.settings);
   ci->channels = ci->tuner->comm_channels();
   // Rings: channel c starts node k's segment at position c mod m; even nodes ascend, odd nodes
@@ -401,6 +407,46 @@ RankPlan NcclPlanner::plan_impl(const CollRequest& req, bool lazy) const {
                             std::span<const std::uint32_t>(deps, prev != kNone ? 2 : 1), chn, true);
             }
           }
+        }
+      }
+    }
+    return std::move(b.plan);
+  }
+
+  if (d.algo == Algo::kNvls) {
+    // ---- NVLS AllReduce (single node; src/device/all_reduce.h NVLS pattern, nccl.md §1.4/1.6) ----
+    // Chunk: NCCL_NVLS_CHUNKSIZE, then 64K / 32K / 16K while the call is small against
+    // 64 / 8 / 2 x channels x heads x chunk (enqueue.cc calcCollChunking).
+    std::uint64_t chunk = std::max<std::uint64_t>(cfg_.settings.nvls_chunksize, 1);
+    const std::uint64_t grid = static_cast<std::uint64_t>(nc) * n;
+    if (S < 64 * grid * chunk && chunk > 65536) chunk = 65536;
+    if (S < 8 * grid * chunk && chunk > 32768) chunk = 32768;
+    if (S < 2 * grid * chunk && chunk > 16384) chunk = 16384;
+    const std::uint64_t loop = static_cast<std::uint64_t>(n) * chunk;
+    const std::uint64_t max_loops = ceil_div(chunk_bytes(S, nc, 0), loop) + 1;
+    for (std::uint32_t c = 0; c < nc; ++c) {
+      const std::uint64_t Bc = chunk_bytes(S, nc, c);
+      const std::uint64_t nloops = ceil_div(Bc, loop);
+      const auto chn = static_cast<std::uint16_t>(c);
+      for (std::uint64_t l = 0; l < nloops; ++l) {
+        const std::uint64_t block = std::min(loop, Bc - l * loop);
+        const std::uint32_t tr = checked_tag((static_cast<std::uint64_t>(c) * max_loops + l) * 2);
+        const std::uint32_t tm = tr + 1;
+        for (std::uint32_t s = 0; s < n; ++s) {
+          const std::uint64_t sb = chunk_bytes(block, n, s);
+          if (sb == 0) continue;
+          const std::uint32_t o = b.send(ranks[s], sb, tr, {}, chn);
+          b.plan.ops[o].nvls = models::kNvlsReduce;
+        }
+        const std::uint64_t mine = chunk_bytes(block, n, me);
+        if (mine > 0) {
+          const std::uint32_t r = b.recv(ranks[me], tr, chn);
+          const std::uint32_t deps[1] = {r};
+          const std::uint32_t o = b.send(ranks[me], mine, tm, deps, chn);
+          b.plan.ops[o].nvls = models::kNvlsMulticast;
+        }
+        for (std::uint32_t s = 0; s < n; ++s) {
+          if (chunk_bytes(block, n, s) > 0) b.recv(ranks[s], tm, chn);
         }
       }
     }

@@ -42,6 +42,9 @@ const std::vector<double> kInterDefault = {48, 30, 28, 24, 20, 18, 15, 12, 10, 9
 const std::vector<double> kInterSm90 = {48, 45, 42, 40, 30, 24, 22, 20, 17.5, 15, 12, 6, 3, 2.4, 1.2, 0.24, 0.12};
 const std::vector<double> kInterSm100 = {96, 48, 45.1, 42, 40, 30, 24, 22, 20, 17.5, 15, 12, 6, 3, 2.4, 1.2, 0.24, 0.12};
 constexpr int kMaxChannels = 64;  // MAXCHANNELS, src/include/device.h
+// src/graph/tuning.cc nvlsEfficiency per compCap index (Volta, Ampere, Hopper, Blackwell), §2.3.
+constexpr double kNvlsEfficiency[4] = {0, 0, 0.85, 0.74};
+constexpr int kMaxNvlsArity = 32;  // NCCL_MAX_NVLS_ARITY, src/include/device.h
 
 int log2i(std::uint64_t v) {
   int l = -1;
@@ -122,6 +125,22 @@ void NcclTuner::compute_graphs() {
   }
   ring_ = g;
   tree_ = g;  // tree graph: channels = ring's (init.cc); same per-channel bandwidth
+  // NVLS graph (single node; multi-node NVLS needs CollNet and is not tuned here).
+  {
+    const auto& ladder = sm >= 100 ? kIntraSm100 : sm >= 90 ? kIntraSm90 : kIntraDefault;
+    GraphInfo v;
+    v.n_channels = std::clamp(topo_.ppn, 1, kMaxNvlsArity);
+    v.bw_intra = ladder.back();
+    for (double s : ladder) {
+      if ((v.n_channels + 1) * s <= topo_.nvlink_GBps + 1e-9) {
+        v.bw_intra = s;
+        break;
+      }
+    }
+    v.bw_inter = ladder.front();
+    nvls_ = v;
+  }
+  nvls_channels_ = sm >= 100 ? (topo_.n_nodes > 1 ? 32 : 24) : 16;
   int nch = std::min(ring_.n_channels, tree_.n_channels);
   // Hopper+ multi-node with a fast ring: x2 (init.cc); ncclTopoPostset: x2 (max 64).
   if (topo_.n_nodes > 1 && sm >= 90 && ring_.bw_intra > 45.0 && nch < 16) nch *= 2;
@@ -164,9 +183,19 @@ void NcclTuner::compute_tables() {
           continue;
         }
         if (a == kCnDirect || a == kCnChain) { why = "CollNet (SHARP) is not modelled (NCCL_COLLNET_ENABLE=0)"; continue; }
+        // NVLS / NVLSTree rules (tuning.cc, nccl.md §1.1).
         if (a == kNvls || a == kNvlsTree) {
-          why = "NVLS needs NVSwitch multicast, which the simulated NVSwitch does not model";
-          continue;
+          if (settings_.nvls_enable == 0) { why = "disabled by NCCL_NVLS_ENABLE=0"; continue; }
+          if (topo_.sm < 90) { why = "NVLS needs compute capability >= 90 (NVSwitch multicast)"; continue; }
+          if (!topo_.nvswitch_multicast) { why = topo_.no_nvls_reason; continue; }
+          if (a == kNvlsTree) {
+            why = nodes <= 1 ? "NVLSTree is disabled on a single node"
+                             : "NVLSTree (intra-node NVLS + inter-node trees) is not modelled by simccl";
+            continue;
+          }
+          if (nodes > 1) { why = "NVLS on more than one node needs CollNet (SHARP), which is not modelled"; continue; }
+          if (func != Func::kAllReduce) { why = "simccl plans NVLS for AllReduce only"; continue; }
+          if (nvls_.n_channels < 2) { why = "NVLS needs >= 2 graph channels"; continue; }
         }
         if (a == kPat) {
           why = n == nodes ? "PAT is not modelled by simccl" : "PAT needs one GPU per node";
@@ -179,9 +208,16 @@ void NcclTuner::compute_tables() {
         // the fabricsim host (one NIC per GPU under its PCIe switch).
         if (p == kLL128 && topo_.sm < 70) { why = "LL128 needs compute capability >= 70"; continue; }
 
-        const GraphInfo& gr = a == kTree ? tree_ : ring_;
+        const GraphInfo& gr = a == kTree ? tree_ : a == kNvls ? nvls_ : ring_;
         const int nch = gr.n_channels;
-        const double bw = nodes <= 2 ? gr.bw_intra : gr.bw_inter;
+        double bw = nodes <= 2 ? gr.bw_intra : gr.bw_inter;
+        if (a == kNvls) {
+          // tuning.cc: per-channel NVLS busBw = min(bwIntra x nvlsEfficiency x (nCh-1)/nCh, x2 for
+          // AllReduce (the switch reduces and multicasts in one pass), bwInter).
+          double intra = gr.bw_intra * kNvlsEfficiency[cc_idx_] * (nch - 1) / nch;
+          intra *= func == Func::kAllReduce ? 2.0 : static_cast<double>(ppn - 1) / ppn;
+          bw = std::min(intra, gr.bw_inter);
+        }
         double bus = nch * bw;
         if (a == kRing && p == kLL) bus = std::min(ll_max, bus * 0.5);
         if (a == kRing && p == kLL128) bus = std::min(bus * 0.92, nch * kPerChMaxRingLL128Bw[cc_idx_][scale]);
@@ -192,8 +228,8 @@ void NcclTuner::compute_tables() {
             bus = std::min(bus * (nodes == 1 ? 7.0 / 9.0 : 120.0 / 128.0), nch * kPerChMaxTreeLL128Bw[cc_idx_][scale]);
           }
         }
-        // busBw -> algBw (tuning.cc): Ring x nRanks/nsteps, Tree x 0.5.
-        const double ratio = a == kRing ? static_cast<double>(n) / nsteps : 0.5;
+        // busBw -> algBw (tuning.cc): Ring and NVLS x nRanks/nsteps, Tree x 0.5.
+        const double ratio = (a == kRing || a == kNvls) ? static_cast<double>(n) / nsteps : 0.5;
         bwv = bus * ratio;
 
         // Latency (tuning.cc, §2.5).
@@ -213,6 +249,8 @@ void NcclTuner::compute_tables() {
           }
         } else if (a == kTree) {
           lat += 2 * ((ppn - 1) * intra_lat + log2i(static_cast<std::uint64_t>(nodes)) * inter_lat);
+        } else if (a == kNvls) {
+          lat = intra_lat + (nodes > 1 ? inter_lat : 0.0);  // base latency ignored (tuning.cc)
         }
         latv = lat;
       }
@@ -286,6 +324,12 @@ TuningDecision NcclTuner::decide(Func f, std::uint64_t nbytes) const {
   if (best_a == kRing && best_p == kSimple && ring_.bw_intra * ring_.n_channels <= 12.0) nt = 256;  // PCI_BW
   std::uint64_t thr = best_p == kSimple ? 64 : 8;                                  // src/include/comm.h
   if (best_a == kRing && best_p == kLL) thr *= static_cast<std::uint64_t>(topo_.n_ranks);
+  if (best_a == kNvls) {
+    // topoGetAlgoInfo: NVLS uses nvlsChannels and NCCL_MAX_NTHREADS (640) threads, no reduction.
+    d.n_channels = nvls_channels_;
+    d.n_threads = 640;
+    return d;
+  }
   int nc = comm_channels_;
   while (nc > 1 && nbytes < static_cast<std::uint64_t>(nc) * static_cast<std::uint64_t>(nt) * thr) --nc;
   while (nt % 128 == 0 && nt > 128 && nbytes < static_cast<std::uint64_t>(nc) * static_cast<std::uint64_t>(nt) * thr) nt /= 2;
