@@ -149,8 +149,11 @@ void Nic::send_nvls(std::uint32_t dst, std::uint64_t bytes, const MsgMeta& meta,
     for (std::uint32_t m : *meta.members) {
       const auto& mp = topo_.ports(m);
       if (mp.empty() || mp[0].peer != up.peer || mp[0].peer_port >= 64) {
-        throw engine::InternalError("gpu " + std::to_string(id_) + ": NVLS multicast member " + std::to_string(m) +
-                                    " is not on this GPU's NVSwitch (or on a port >= 64)");
+        throw engine::InputError(params_.source, "nccl.NCCL_NVLS_ENABLE",
+                                 "NVLS multicast from gpu " + std::to_string(id_) + " to gpu " + std::to_string(m) +
+                                     ": not on the same NVSwitch (or beyond its port 63); simccl's NVLS needs every "
+                                     "rank of the communicator on one NVSwitch",
+                                 "set nccl.NCCL_NVLS_ENABLE=0 for this topology");
       }
       arg |= std::uint64_t{1} << mp[0].peer_port;
     }
