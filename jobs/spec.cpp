@@ -520,8 +520,6 @@ Spec load_spec(const std::string& path, const std::vector<std::string>& sets) {
     }
     s.fidelity = *v;
   }
-  // NVLink SHARP is modelled in the packet rung's NVSwitch only (simccl/nccl_planner.hpp).
-  s.simccl_extras.nvls_network = s.fidelity == "packet";
   if (auto v = str("simccl.planner")) {
     if (*v != "nccl" && *v != "ring") {
       throw InputError(file_of("simccl.planner"), "simccl.planner", "'" + *v + "' is not a planner", "use nccl or ring");

@@ -251,6 +251,14 @@ class GpuRankLp final : public engine::Lp, private NicOwner {
   // FIFO order, as for direct messages).
   std::unordered_map<std::uint32_t, std::uint64_t> pxn_left_;
   std::unordered_map<P2pKey, std::uint64_t, P2pKeyHash> pxn_got_;
+  // Analytical NVLS: contributions counted per (group, instance, tag) of chunks this GPU owns,
+  // with its own flow head (delivered when the count is complete). Only looked up.
+  struct NvlsWait {
+    std::uint32_t count = 0;
+    bool has_owner = false;
+    Packet owner;
+  };
+  std::unordered_map<std::uint64_t, NvlsWait> nvls_wait_;
 
   // accounting
   engine::SimTime last_change_ = 0;

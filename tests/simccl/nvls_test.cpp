@@ -6,7 +6,8 @@
 //  * per-GPU NVLink bytes (payload, both directions) equal (1 + 1/n) x S exactly, also for
 //    node-local communicators of 4 GPUs that run at the same time on two hosts;
 //  * the time of an uncongested NVLS AllReduce lies between its closed-form bounds;
-//  * bit-identical results on 1, 2 and 4 MPI processes x 1 and 2 threads.
+//  * the flow rung within 3% of the packet rung;
+//  * bit-identical results on 1, 2 and 4 MPI processes x 1 and 2 threads, at every rung.
 #include <gtest/gtest.h>
 #include <mpi.h>
 
@@ -124,17 +125,41 @@ TEST(Nvls, UncongestedTimeWithinItsClosedFormBounds) {
   }
 }
 
+// The flow rung models the same reduction and multicast (the network LP counts each chunk's
+// contributions and starts the reduced chunk's downlink flow once all drained into the switch;
+// a multicast's uplink flow is followed by one downlink flow per member; NVLS uplink flows also
+// cross a virtual per-GPU link of capacity cluster.nvls_bandwidth), at message rather than packet
+// granularity: within 3% of the packet rung at 256 MiB and 1 GiB, and inside the same bounds.
+TEST(Nvls, FlowRungAgreesWithPacketRung) {
+  int procs = 1;
+  MPI_Comm_size(MPI_COMM_WORLD, &procs);
+  if (procs > 1) GTEST_SKIP() << "sequential only";
+  for (std::uint64_t S : {256ull << 20, 1ull << 30}) {
+    const Workload w = fabricsim::jobs::nccl_tests_workload("all_reduce", 8, S, 0);
+    const RunResult p = run(w, 1, 8, {}, MPI_COMM_SELF, 1, false);
+    const RunResult f = run(w, 1, 8, {"sim.fidelity=flow"}, MPI_COMM_SELF, 1, false);
+    ASSERT_EQ(f.collectives.size(), 1u);
+    EXPECT_EQ(f.collectives[0].algorithm, "NVLS");
+    const double tp = static_cast<double>(p.collectives[0].end_ps - p.collectives[0].start_ps);
+    const double tf = static_cast<double>(f.collectives[0].end_ps - f.collectives[0].start_ps);
+    EXPECT_NEAR(tf / tp, 1.0, 0.03) << S;
+    EXPECT_GE(tf * 1e-12, (1 + 1.0 / 8) * static_cast<double>(S) / 306e9);
+    std::printf("NVLS %llu B: packet %.2f us, flow %.2f us\n", static_cast<unsigned long long>(S), tp * 1e-6, tf * 1e-6);
+  }
+}
+
 TEST(Nvls, IdenticalAcrossProcessesAndThreads) {
   struct Case {
     const char* name;
     unsigned hosts, gph;
     std::uint64_t bytes;
   };
+  for (const char* rung : {"packet", "flow", "analytical"})
   for (const Case& c : {Case{"node8_3MiB", 1, 8, 3u << 20}, Case{"two_nodes_of_4_5MiB", 2, 4, (5u << 20) + 12}}) {
-    SCOPED_TRACE(c.name);
+    SCOPED_TRACE(std::string(c.name) + " " + rung);
     const Workload w = c.hosts == 1 ? fabricsim::jobs::nccl_tests_workload("all_reduce", c.gph, c.bytes, 0)
                                     : per_host_allreduce(c.hosts, c.gph, c.bytes);
-    const std::vector<std::string> sets = {"nccl.NCCL_ALGO=NVLS"};
+    const std::vector<std::string> sets = {"nccl.NCCL_ALGO=NVLS", std::string("sim.fidelity=") + rung};
     const RunResult ref = run(w, c.hosts, c.gph, sets, MPI_COMM_SELF, 1, false);
     ASSERT_EQ(ref.collectives.size(), c.hosts);
     EXPECT_EQ(ref.collectives[0].algorithm, "NVLS");

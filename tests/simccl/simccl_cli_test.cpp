@@ -195,8 +195,8 @@ TEST(SimcclCli, PlanPrintsTheCostTableAndTheChoice) {
   EXPECT_EQ(chosen->algo, "NVLS");
   EXPECT_EQ(number_after(out, "; payload "), 9ull << 30) << out;
   EXPECT_NE(out.find("0 B on the network"), std::string::npos) << out;
-  // NCCL_NVLS_ENABLE=0 and the flow rung take NVLS away (with the reason in the table).
-  for (const char* extra : {"--set nccl.NCCL_NVLS_ENABLE=0", "--set sim.fidelity=flow"}) {
+  // NCCL_NVLS_ENABLE=0 takes NVLS away (with the reason in the table); so does a GPU without it.
+  for (const char* extra : {"--set nccl.NCCL_NVLS_ENABLE=0", "--set simccl.gpu_sm=80"}) {
     o = run_plan(std::string("all_reduce 1G -g 8 ") + extra, dir.string(), &out);
     ASSERT_EQ(o.code, 0) << o.err;
     for (const auto& r : cost_rows(out)) {
