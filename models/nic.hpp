@@ -38,7 +38,7 @@ struct MsgMeta {
   /// channels to the same peer progress concurrently rather than in one QP's order.
   std::uint16_t channel = 0;
   std::uint32_t aux = 0;  ///< carried to the receiver (Packet::aux)
-  /// NVLink SHARP (NvlsMode, packet rung only): kNvlsReduce sends this GPU's copy of the shard
+  /// NVLink SHARP (NvlsMode; the packet rung, coarse rungs use flow_model): kNvlsReduce sends this GPU's copy of the shard
   /// owned by `dst` into the NVSwitch's reduction (only the owner, dst == this GPU, receives:
   /// the reduced shard, once all members contributed); kNvlsMulticast sends to the NVSwitch,
   /// which copies it to every member (dst is ignored). Both need `members`.

@@ -176,7 +176,7 @@ std::shared_ptr<const NcclPlanner::CommInfo> NcclPlanner::comm(const std::vector
   // NVLS (nvlsSupport): an NVSwitch with multicast under every node's GPUs (fabricsim hosts with
   // > 1 GPU have one; NCCL_TOPO_FILE without NVLink has none) and a rung that models it.
   t.nvswitch_multicast = cfg_.nvls_network && cfg_.gpus_per_host > 1 && cfg_.nvswitch;
-  t.no_nvls_reason = !cfg_.nvls_network ? "NVLS is modelled at the packet rung only (sim.fidelity)"
+  t.no_nvls_reason = !cfg_.nvls_network ? "the network model has no NVSwitch reduction/multicast"
                                         : "NVLS needs the GPUs on an NVSwitch";
   ci->tuner = std::make_unique<NcclTuner>(t, cfg_.settings);
   ci->channels = ci->tuner->comm_channels();

@@ -50,8 +50,8 @@ struct NcclPlannerConfig {
   /// simccl.launch_latency=nccl: charge each tuned collective NCCL's modelled latency of its
   /// (algorithm, protocol) (tuning.cc, nccl.md §2.5) as start-up delay (start_latency_ps).
   bool launch_latency = false;
-  /// The network reduces and replicates in the NVSwitch (NVLink SHARP): true at the packet rung.
-  /// False: the NVLS rows of the cost model are unavailable (the coarse rungs do not model it).
+  /// The network reduces and replicates in the NVSwitch (NVLink SHARP; every rung does). False:
+  /// the NVLS rows of the cost model are unavailable.
   bool nvls_network = true;
   /// The node's GPUs sit on an NVSwitch (false when NCCL_TOPO_FILE describes a node without NVLink).
   bool nvswitch = true;

@@ -136,7 +136,7 @@ const std::vector<KnownName>& known_names() {
       {"NCCL_BUFFSIZE", "Simple protocol buffer per connection, bytes (default 4 MiB)", true},
       {"NCCL_LL_BUFFSIZE", "LL buffer per connection, bytes (default 512 KiB)", true},
       {"NCCL_LL128_BUFFSIZE", "LL128 buffer per connection, bytes (default 4915200)", true},
-      {"NCCL_NVLS_ENABLE", "0 off, 1 force, 2 auto (NVLS where the GPUs are Hopper or newer on an NVSwitch, packet rung)", true},
+      {"NCCL_NVLS_ENABLE", "0 off, 1 force, 2 auto (NVLS where the GPUs are Hopper or newer on one NVSwitch)", true},
       {"NCCL_COLLNET_ENABLE", "CollNet/SHARP (not modelled: 1 is an error)", true},
       {"NCCL_PAT_ENABLE", "PAT for one GPU per node (not modelled: excluded, 1 is an error)", true},
       {"NCCL_CROSS_NIC", "0 rail-aligned rings, 1 any NIC, 2 pairs (rings are rail-aligned in simccl)", true},

@@ -27,7 +27,7 @@ struct TuningTopology {
   bool intel_cpu = true;    ///< CPU vendor (net overhead 1 us Intel, 2 us AMD; llMaxBw row)
   /// NCCL's nvlsSupport minus the NCCL_NVLS_ENABLE check (done by the tuner): the node's GPUs
   /// hang off an NVSwitch with multicast (compute capability >= 90) and the simulated network
-  /// reduces/replicates in the switch (the packet rung).
+  /// reduces/replicates in the switch.
   bool nvswitch_multicast = false;
   /// Why nvswitch_multicast is false (shown as the NVLS rows' reason).
   const char* no_nvls_reason = "no NVSwitch multicast";  ///< a string literal
