@@ -414,7 +414,12 @@ RankPlan NcclPlanner::plan_impl(const CollRequest& req, bool lazy) const {
   }
 
   if (d.algo == Algo::kNvls) {
-    // ---- NVLS AllReduce (single node; src/device/all_reduce.h NVLS pattern, nccl.md §1.4/1.6) ----
+    // ---- NVLS AllReduce / ReduceScatter / AllGather (single node; nccl.md §1.4/1.6) ----
+    // AllReduce: reduce into the switch, the owner multicasts the result. ReduceScatter: the
+    // reduce half (the owner keeps its chunks). AllGather: the multicast half (each rank
+    // multicasts its own chunks).
+    const bool reduce = req.op != CollOp::kAllGather;
+    const bool mcast = req.op != CollOp::kReduceScatter;
     // Chunk: NCCL_NVLS_CHUNKSIZE, then 64K / 32K / 16K while the call is small against
     // 64 / 8 / 2 x channels x heads x chunk (enqueue.cc calcCollChunking).
     std::uint64_t chunk = std::max<std::uint64_t>(cfg_.settings.nvls_chunksize, 1);
@@ -432,7 +437,7 @@ RankPlan NcclPlanner::plan_impl(const CollRequest& req, bool lazy) const {
         const std::uint64_t block = std::min(loop, Bc - l * loop);
         const std::uint32_t tr = checked_tag((static_cast<std::uint64_t>(c) * max_loops + l) * 2);
         const std::uint32_t tm = tr + 1;
-        for (std::uint32_t s = 0; s < n; ++s) {
+        for (std::uint32_t s = 0; reduce && s < n; ++s) {
           const std::uint64_t sb = chunk_bytes(block, n, s);
           if (sb == 0) continue;
           const std::uint32_t o = b.send(ranks[s], sb, tr, {}, chn);
@@ -440,12 +445,14 @@ RankPlan NcclPlanner::plan_impl(const CollRequest& req, bool lazy) const {
         }
         const std::uint64_t mine = chunk_bytes(block, n, me);
         if (mine > 0) {
-          const std::uint32_t r = b.recv(ranks[me], tr, chn);
-          const std::uint32_t deps[1] = {r};
-          const std::uint32_t o = b.send(ranks[me], mine, tm, deps, chn);
-          b.plan.ops[o].nvls = models::kNvlsMulticast;
+          const std::uint32_t r = reduce ? b.recv(ranks[me], tr, chn) : kNone;
+          if (mcast) {
+            const std::uint32_t deps[1] = {r};
+            const std::uint32_t o = b.send(ranks[me], mine, tm, std::span<const std::uint32_t>(deps, reduce ? 1 : 0), chn);
+            b.plan.ops[o].nvls = models::kNvlsMulticast;
+          }
         }
-        for (std::uint32_t s = 0; s < n; ++s) {
+        for (std::uint32_t s = 0; mcast && s < n; ++s) {
           if (chunk_bytes(block, n, s) > 0) b.recv(ranks[s], tm, chn);
         }
       }

@@ -194,7 +194,7 @@ void NcclTuner::compute_tables() {
             continue;
           }
           if (nodes > 1) { why = "NVLS on more than one node needs CollNet (SHARP), which is not modelled"; continue; }
-          if (func != Func::kAllReduce) { why = "simccl plans NVLS for AllReduce only"; continue; }
+          if (func != Func::kAllReduce && ppn > kMaxNvlsArity) { why = "NVLS AllGather/ReduceScatter need <= 32 local ranks"; continue; }
           if (nvls_.n_channels < 2) { why = "NVLS needs >= 2 graph channels"; continue; }
         }
         if (a == kPat) {
@@ -228,8 +228,10 @@ void NcclTuner::compute_tables() {
             bus = std::min(bus * (nodes == 1 ? 7.0 / 9.0 : 120.0 / 128.0), nch * kPerChMaxTreeLL128Bw[cc_idx_][scale]);
           }
         }
-        // busBw -> algBw (tuning.cc): Ring and NVLS x nRanks/nsteps, Tree x 0.5.
-        const double ratio = (a == kRing || a == kNvls) ? static_cast<double>(n) / nsteps : 0.5;
+        // busBw -> algBw (tuning.cc): Ring and NVLS x nRanks/nsteps, Tree x 0.5; AllGather and
+        // ReduceScatter with a non-ring algorithm (NVLS) are not converted.
+        double ratio = (a == kRing || a == kNvls) ? static_cast<double>(n) / nsteps : 0.5;
+        if (a != kRing && (func == Func::kAllGather || func == Func::kReduceScatter)) ratio = 1.0;
         bwv = bus * ratio;
 
         // Latency (tuning.cc, §2.5).

@@ -223,9 +223,15 @@ TEST(NcclTuner, AllGatherAndBroadcastUseRingOnly) {
     EXPECT_LT(t.time_us(Func::kAllGather, Algo::kNvls, Proto::kSimple, b), 0);
   }
   EXPECT_NE(t.unavailable_reason(Func::kAllReduce, Algo::kNvls, Proto::kSimple).find("CollNet"), std::string::npos);
-  // One node: NVLS AllGather exists in NCCL but simccl plans NVLS for AllReduce only.
+  // One node: NVLS AllGather/ReduceScatter busBw = 8 x min(40 x 0.85 x 7/8 x 7/8, 60) = 208.25
+  // GB/s, not converted to algBw (tuning.cc: only ring-type AllGather/ReduceScatter are); the
+  // ring (360 x 8/7 = 411 GB/s algBw, lower latency) still wins at every size.
   const NcclTuner one(h100(1), NcclSettings{});
-  EXPECT_EQ(one.unavailable_reason(Func::kAllGather, Algo::kNvls, Proto::kSimple), "simccl plans NVLS for AllReduce only");
+  for (Func f : {Func::kAllGather, Func::kReduceScatter}) {
+    EXPECT_NEAR(one.bandwidth(f, Algo::kNvls, Proto::kSimple), 8 * 40 * 0.85 * 7 / 8 * 7 / 8, 1e-9);
+    EXPECT_NEAR(one.latency(f, Algo::kNvls, Proto::kSimple), 25.0, 1e-12);
+    for (std::uint64_t b = 1024; b <= (8ull << 30); b *= 8) EXPECT_NE(one.decide(f, b).algo, Algo::kNvls) << b;
+  }
 }
 
 TEST(NcclTuner, SettingsOverrideTheChoice) {

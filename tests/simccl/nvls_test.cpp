@@ -96,6 +96,36 @@ TEST(Nvls, PortBytesAreOnePlusOneOverNPerDirection) {
   EXPECT_EQ(up[0], 2 * 7 * S / 8);
 }
 
+// NVLS ReduceScatter (the reduce half) and AllGather (the multicast half), forced with
+// NCCL_ALGO=NVLS (NCCL's model prefers the ring for them on 8 x H100). nccl-tests sizes S are the
+// whole buffer: ReduceScatter sends S into the switch and receives its S/n reduced;
+// AllGather multicasts its S/n and receives all S.
+TEST(Nvls, ReduceScatterAndAllGatherPortBytes) {
+  int procs = 1;
+  MPI_Comm_size(MPI_COMM_WORLD, &procs);
+  if (procs > 1) GTEST_SKIP() << "sequential only";
+  const std::uint64_t S = 16ull << 20;
+  std::vector<std::uint64_t> up, down;
+  for (const char* coll : {"reduce_scatter", "all_gather"}) {
+    SCOPED_TRACE(coll);
+    const Workload w = fabricsim::jobs::nccl_tests_workload(coll, 8, S, 0);
+    const RunResult r = run(w, 1, 8, {"nccl.NCCL_ALGO=NVLS"}, MPI_COMM_SELF, 1, true);
+    ASSERT_EQ(r.collectives.size(), 1u);
+    EXPECT_EQ(r.collectives[0].algorithm, "NVLS");
+    nvlink_bytes(r, 8, up, down);
+    const bool rs = std::string(coll) == "reduce_scatter";
+    for (unsigned g = 0; g < 8; ++g) {
+      EXPECT_EQ(up[g], rs ? S : S / 8) << g;
+      EXPECT_EQ(down[g], rs ? S / 8 : S) << g;
+    }
+    // Uncongested: the busier direction at its rate (RS: S up at 306 GB/s; AG: S down at 450).
+    const double t = static_cast<double>(r.collectives[0].end_ps - r.collectives[0].start_ps) * 1e-12;
+    const double lo = rs ? static_cast<double>(S) / 306e9 : static_cast<double>(S) / 450e9;
+    EXPECT_GE(t, lo);
+    EXPECT_LE(t, lo * 1.1);
+  }
+}
+
 // Closed form: every GPU port carries (1 + 1/n) x S per direction, and the GPU issues NVLS
 // traffic at R = cluster.nvls_bandwidth (below the 450 GB/s link), so
 //   T >= (1 + 1/n) S / R.
