@@ -99,6 +99,18 @@ SimTime coarse_offset_ps(const Topology& topo) {
   return std::min(topo.spec().nvlink_latency_ps, topo.spec().nic_latency_ps);
 }
 
+std::vector<std::uint32_t> nvls_local_members(const Topology& topo, const std::vector<std::uint32_t>& members,
+                                              std::uint32_t gpu) {
+  std::vector<std::uint32_t> out;
+  const auto& gp = topo.ports(gpu);
+  if (gp.empty()) return out;
+  for (std::uint32_t m : members) {
+    const auto& mp = topo.ports(m);
+    if (!mp.empty() && mp[0].peer == gp[0].peer) out.push_back(m);
+  }
+  return out;
+}
+
 namespace {
 
 // NVLS at the analytical rung: the GPU -> NVSwitch transfer alone at min(NVLink, nvls) rate, then
@@ -129,7 +141,7 @@ void start_nvls_analytical(const Topology& topo, const Packet& head, Context& ct
     return engine::serialization_ps(last, sp.rate_bps) + sp.latency_ps;
   };
   if (coarse_nvls(head) == kNvlsMulticast) {
-    for (std::uint32_t m : members) {
+    for (std::uint32_t m : nvls_local_members(topo, members, head.src_rank)) {
       Packet c = head;
       c.dst_rank = m;
       ctx.send(m, at_switch + down(m), kEvFlowArrive, c);
@@ -221,7 +233,7 @@ void FlowNetLp::nvls_up_done(const Active& a, Context& ctx) {
   if (groups_ == nullptr || h.group >= groups_->size()) {
     throw engine::InternalError("flow model: NVLS flow of unknown communicator " + std::to_string(h.group));
   }
-  const auto& members = (*groups_)[h.group].ranks;
+  const auto members = nvls_local_members(topo_, (*groups_)[h.group].ranks, h.src_rank);
   if (a.nvls == kNvlsMulticast) {
     for (std::uint32_t m : members) {
       Packet c = h;

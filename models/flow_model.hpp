@@ -44,6 +44,11 @@ enum FlowEventKind : std::uint32_t {
   kEvNetTick = 19,     ///< network LP to itself: drains due / starts pending (no payload)
 };
 
+/// The GPUs of `members` on the same NVSwitch as GPU `gpu` (an NVLS group: NVLSTree has one
+/// per node), in `members` order.
+std::vector<std::uint32_t> nvls_local_members(const Topology& topo, const std::vector<std::uint32_t>& members,
+                                              std::uint32_t gpu);
+
 /// NVLS (packet.hpp NvlsMode) of a coarse flow: NVLS flows ride the pseudo-channels
 /// 0x8000 | channel (reduce) and 0xC000 | channel (multicast) in Packet::conn.
 inline std::uint8_t coarse_nvls(const Packet& head) {

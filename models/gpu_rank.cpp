@@ -716,7 +716,7 @@ void GpuRankLp::handle(const engine::Event& ev, Context& ctx) {
           e.owner = p;
           e.has_owner = true;
         }
-        if (e.count < workload_->groups[p.group].ranks.size()) return;
+        if (e.count < nvls_local_members(topo_, workload_->groups[p.group].ranks, id_).size()) return;
         if (!e.has_owner || e.owner.tag != p.tag || e.owner.instance != p.instance) {
           throw engine::InternalError("gpu " + std::to_string(id_) + ": NVLS reduction key clash");
         }

@@ -145,20 +145,23 @@ void Nic::send_nvls(std::uint32_t dst, std::uint64_t bytes, const MsgMeta& meta,
   Qp& q = qps_[qi];
   // Contributors (reduce) or the NVSwitch egress ports of the members (multicast).
   std::uint64_t arg = 0;
-  if (mc) {
-    for (std::uint32_t m : *meta.members) {
-      const auto& mp = topo_.ports(m);
-      if (mp.empty() || mp[0].peer != up.peer || mp[0].peer_port >= 64) {
-        throw engine::InputError(params_.source, "nccl.NCCL_NVLS_ENABLE",
-                                 "NVLS multicast from gpu " + std::to_string(id_) + " to gpu " + std::to_string(m) +
-                                     ": not on the same NVSwitch (or beyond its port 63); simccl's NVLS needs every "
-                                     "rank of the communicator on one NVSwitch",
-                                 "set nccl.NCCL_NVLS_ENABLE=0 for this topology");
-      }
-      arg |= std::uint64_t{1} << mp[0].peer_port;
+  // The communicator's GPUs on this NVSwitch take part (NVLSTree: one NVLS group per node).
+  std::vector<std::uint32_t> local;
+  for (std::uint32_t m : *meta.members) {
+    const auto& mp = topo_.ports(m);
+    if (mp.empty() || mp[0].peer != up.peer) continue;
+    if (mp[0].peer_port >= 64) {
+      throw engine::InputError(params_.source, "nccl.NCCL_NVLS_ENABLE",
+                               "NVLS multicast from gpu " + std::to_string(id_) + " to gpu " + std::to_string(m) +
+                                   ": beyond NVSwitch port 63, which simccl's NVLS multicast mask cannot name",
+                               "set nccl.NCCL_NVLS_ENABLE=0 for this topology");
     }
+    local.push_back(m);
+  }
+  if (mc) {
+    for (std::uint32_t m : local) arg |= std::uint64_t{1} << topo_.ports(m)[0].peer_port;
   } else {
-    arg = meta.members->size();
+    arg = local.size();
   }
   std::uint32_t mi;
   if (!free_msgs_.empty()) {
@@ -205,7 +208,7 @@ void Nic::send_nvls(std::uint32_t dst, std::uint64_t bytes, const MsgMeta& meta,
   // Receivers learn of the message after the two NVLink hops' propagation (no later than the
   // first packet): the owner of a reduced shard, or every multicast member.
   if (mc) {
-    for (std::uint32_t m : *meta.members) {
+    for (std::uint32_t m : local) {
       ctx.send(m, ctx.now() + up.latency_ps + topo_.ports(m)[0].latency_ps, kEvMsgDesc, d);
     }
   } else if (dst == id_) {

@@ -178,6 +178,7 @@ std::shared_ptr<const NcclPlanner::CommInfo> NcclPlanner::comm(const std::vector
   t.nvswitch_multicast = cfg_.nvls_network && cfg_.gpus_per_host > 1 && cfg_.nvswitch;
   t.no_nvls_reason = !cfg_.nvls_network ? "the network model has no NVSwitch reduction/multicast"
                                         : "NVLS needs the GPUs on an NVSwitch";
+  for (const auto& nd : ci->nodes) t.even_nodes = t.even_nodes && nd.size() == ci->nodes.front().size();
   ci->tuner = std::make_unique<NcclTuner>(t, cfg_.settings);
   ci->channels = ci->tuner->comm_channels();
   // Rings: channel c starts node k's segment at position c mod m; even nodes ascend, odd nodes
@@ -454,6 +455,62 @@ RankPlan NcclPlanner::plan_impl(const CollRequest& req, bool lazy) const {
         }
         for (std::uint32_t s = 0; mcast && s < n; ++s) {
           if (chunk_bytes(block, n, s) > 0) b.recv(ranks[s], tm, chn);
+        }
+      }
+    }
+    return std::move(b.plan);
+  }
+
+  if (d.algo == Algo::kNvlsTree) {
+    // ---- NVLSTree AllReduce (nccl.md §1.6): per channel, loops of m chunks (m ranks per node);
+    // chunk h of a loop is reduced into local rank h through the NVSwitch, local ranks h of all
+    // nodes reduce and broadcast it over the double binary tree of nodes (channel c: tree c % 2),
+    // and each multicasts the result into its node. Chunk: NCCL_NVLS_CHUNKSIZE, at most 64 KiB
+    // from 4 nodes on (NCCL_NVLSTREE_MAX_CHUNKSIZE), halved to 32 KiB for small calls
+    // (simplified from calcCollChunking's thresholds).
+    const auto nn = static_cast<std::uint32_t>(ci->nodes.size());
+    const auto m = static_cast<std::uint32_t>(ci->nodes.front().size());
+    const std::uint32_t my_node = ci->node_of[me];
+    const std::uint32_t q = ci->pos_in_node[me];
+    std::uint64_t chunk = std::max<std::uint64_t>(cfg_.settings.nvls_chunksize, 1);
+    if (nn >= 4) chunk = std::min<std::uint64_t>(chunk, 65536);
+    while (S < 4ull * nc * m * chunk && chunk > 32768) chunk /= 2;
+    const std::uint64_t loop = static_cast<std::uint64_t>(m) * chunk;
+    const std::uint64_t max_loops = ceil_div(chunk_bytes(S, nc, 0), loop) + 1;
+    auto head = [&](std::uint32_t node, std::uint32_t h) { return ranks[ci->nodes[node][h]]; };
+    for (std::uint32_t c = 0; c < nc; ++c) {
+      const std::uint64_t Bc = chunk_bytes(S, nc, c);
+      const std::uint64_t nloops = ceil_div(Bc, loop);
+      const auto chn = static_cast<std::uint16_t>(c);
+      const TreeLinks tl = dbtree_links(static_cast<int>(nn), static_cast<int>(my_node), static_cast<int>(c % 2));
+      for (std::uint64_t l = 0; l < nloops; ++l) {
+        const std::uint64_t block = std::min(loop, Bc - l * loop);
+        const std::uint32_t tr = checked_tag((static_cast<std::uint64_t>(c) * max_loops + l) * 4);
+        const std::uint32_t tu = tr + 1, td = tr + 2, tm = tr + 3;
+        for (std::uint32_t h = 0; h < m; ++h) {
+          const std::uint64_t sb = chunk_bytes(block, m, h);
+          if (sb == 0) continue;
+          const std::uint32_t o = b.send(head(my_node, h), sb, tr, {}, chn);
+          b.plan.ops[o].nvls = models::kNvlsReduce;
+        }
+        const std::uint64_t mine = chunk_bytes(block, m, q);
+        if (mine > 0) {
+          std::vector<std::uint32_t> deps = {b.recv(ranks[me], tr, chn)};
+          for (int ch : {tl.child0, tl.child1}) {
+            if (ch >= 0) deps.push_back(b.recv(head(static_cast<std::uint32_t>(ch), q), tu, chn));
+          }
+          if (tl.parent >= 0) {
+            b.send(head(static_cast<std::uint32_t>(tl.parent), q), mine, tu, deps, chn);
+            deps = {b.recv(head(static_cast<std::uint32_t>(tl.parent), q), td, chn)};
+          }
+          for (int ch : {tl.child0, tl.child1}) {
+            if (ch >= 0) b.send(head(static_cast<std::uint32_t>(ch), q), mine, td, deps, chn);
+          }
+          const std::uint32_t o = b.send(ranks[me], mine, tm, deps, chn);
+          b.plan.ops[o].nvls = models::kNvlsMulticast;
+        }
+        for (std::uint32_t h = 0; h < m; ++h) {
+          if (chunk_bytes(block, m, h) > 0) b.recv(head(my_node, h), tm, chn);
         }
       }
     }

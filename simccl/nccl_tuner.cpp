@@ -29,6 +29,7 @@ constexpr double kLlMaxBw[4][3] = {{39.0, 39.0, 20.4}, {87.7, 22.5, 19.0}, {141.
 constexpr double kPerChMaxRingLL128Bw[4][3] = {{20, 20, 20}, {20, 20, 20}, {36.7, 36.7, 36.7}, {73.4, 34.6, 73.4}};
 constexpr double kPerChMaxTreeLL128Bw[4][3] = {{20, 20, 20}, {20, 20, 20}, {36.7, 36.7, 29.0}, {55.6, 31.67, 20.0}};
 constexpr double kPerChMaxTreeBw[4][3] = {{26.5, 18.5, 10.0}, {24.0, 23.6, 17.8}, {38.7, 41.4, 36.0}, {70.0, 42.8, 24.0}};
+constexpr double kPerChMaxNvlsTreeBw[4][3] = {{26.5, 18.5, 10.0}, {24.0, 23.6, 17.8}, {0, 57.7, 45.5}, {0, 96.0, 43.8}};
 // src/graph/tuning.cc treeCorrectionFactor[proto][log2(nBytes >> 6)] (§2.6), v2.28: 23 entries.
 constexpr double kTreeCorrection[kNumProtos][23] = {
     {1.0, 1.0, 1.0, 1.0, .9, .8, .7, .7, .7, .7, .6, .5, .4, .4, .5, .6, .7, .8, .9, 1.0, 1.0, 1.0, 1.0},
@@ -127,9 +128,11 @@ void NcclTuner::compute_graphs() {
   tree_ = g;  // tree graph: channels = ring's (init.cc); same per-channel bandwidth
   // NVLS graph (single node; multi-node NVLS needs CollNet and is not tuned here).
   {
-    const auto& ladder = sm >= 100 ? kIntraSm100 : sm >= 90 ? kIntraSm90 : kIntraDefault;
+    const bool multi = topo_.n_nodes > 1;
+    const auto& ladder = multi ? (sm >= 100 ? kInterSm100 : sm >= 90 ? kInterSm90 : kInterDefault)
+                               : (sm >= 100 ? kIntraSm100 : sm >= 90 ? kIntraSm90 : kIntraDefault);
     GraphInfo v;
-    v.n_channels = std::clamp(topo_.ppn, 1, kMaxNvlsArity);
+    v.n_channels = std::clamp(multi ? std::min(topo_.ppn, topo_.nics_per_node) : topo_.ppn, 1, kMaxNvlsArity);
     v.bw_intra = ladder.back();
     for (double s : ladder) {
       if ((v.n_channels + 1) * s <= topo_.nvlink_GBps + 1e-9) {
@@ -138,6 +141,16 @@ void NcclTuner::compute_graphs() {
       }
     }
     v.bw_inter = ladder.front();
+    if (multi) {
+      const double path = std::min(topo_.pci_GBps, topo_.nic_GBps);
+      v.bw_inter = ladder.back();
+      for (double s : ladder) {
+        if (s <= path + 1e-9) {
+          v.bw_inter = s;
+          break;
+        }
+      }
+    }
     nvls_ = v;
   }
   nvls_channels_ = sm >= 100 ? (topo_.n_nodes > 1 ? 32 : 24) : 16;
@@ -189,11 +202,12 @@ void NcclTuner::compute_tables() {
           if (topo_.sm < 90) { why = "NVLS needs compute capability >= 90 (NVSwitch multicast)"; continue; }
           if (!topo_.nvswitch_multicast) { why = topo_.no_nvls_reason; continue; }
           if (a == kNvlsTree) {
-            why = nodes <= 1 ? "NVLSTree is disabled on a single node"
-                             : "NVLSTree (intra-node NVLS + inter-node trees) is not modelled by simccl";
-            continue;
+            if (nodes <= 1) { why = "NVLSTree is disabled on a single node"; continue; }
+            if (func != Func::kAllReduce) { why = "combination does not exist in NCCL"; continue; }
+            if (!topo_.even_nodes) { why = "simccl plans NVLSTree only with the same number of ranks on every node"; continue; }
+            if (nvls_.n_channels < 2) { why = "NVLS needs >= 2 graph channels"; continue; }
           }
-          if (nodes > 1) { why = "NVLS on more than one node needs CollNet (SHARP), which is not modelled"; continue; }
+          if (a == kNvls && nodes > 1) { why = "NVLS on more than one node needs CollNet (SHARP), which is not modelled"; continue; }
           if (func != Func::kAllReduce && ppn > kMaxNvlsArity) { why = "NVLS AllGather/ReduceScatter need <= 32 local ranks"; continue; }
           if (nvls_.n_channels < 2) { why = "NVLS needs >= 2 graph channels"; continue; }
         }
@@ -208,15 +222,18 @@ void NcclTuner::compute_tables() {
         // the fabricsim host (one NIC per GPU under its PCIe switch).
         if (p == kLL128 && topo_.sm < 70) { why = "LL128 needs compute capability >= 70"; continue; }
 
-        const GraphInfo& gr = a == kTree ? tree_ : a == kNvls ? nvls_ : ring_;
+        const GraphInfo& gr = a == kTree ? tree_ : (a == kNvls || a == kNvlsTree) ? nvls_ : ring_;
         const int nch = gr.n_channels;
         double bw = nodes <= 2 ? gr.bw_intra : gr.bw_inter;
-        if (a == kNvls) {
+        if (a == kNvls || a == kNvlsTree) {
           // tuning.cc: per-channel NVLS busBw = min(bwIntra x nvlsEfficiency x (nCh-1)/nCh, x2 for
-          // AllReduce (the switch reduces and multicasts in one pass), bwInter).
+          // AllReduce (the switch reduces and multicasts in one pass), bwInter (x2 for NVLSTree on
+          // <= 2 nodes), NVLSTree: perChMaxNVLSTreeBw).
           double intra = gr.bw_intra * kNvlsEfficiency[cc_idx_] * (nch - 1) / nch;
           intra *= func == Func::kAllReduce ? 2.0 : static_cast<double>(ppn - 1) / ppn;
-          bw = std::min(intra, gr.bw_inter);
+          const double inter = gr.bw_inter * ((a == kNvlsTree && nodes <= 2) ? 2.0 : 1.0);
+          bw = std::min(intra, inter);
+          if (a == kNvlsTree) bw = std::min(bw, kPerChMaxNvlsTreeBw[cc_idx_][scale]);
         }
         double bus = nch * bw;
         if (a == kRing && p == kLL) bus = std::min(ll_max, bus * 0.5);
@@ -230,7 +247,7 @@ void NcclTuner::compute_tables() {
         }
         // busBw -> algBw (tuning.cc): Ring and NVLS x nRanks/nsteps, Tree x 0.5; AllGather and
         // ReduceScatter with a non-ring algorithm (NVLS) are not converted.
-        double ratio = (a == kRing || a == kNvls) ? static_cast<double>(n) / nsteps : 0.5;
+        double ratio = (a == kRing || a == kNvls || a == kNvlsTree) ? static_cast<double>(n) / nsteps : 0.5;
         if (a != kRing && (func == Func::kAllGather || func == Func::kReduceScatter)) ratio = 1.0;
         bwv = bus * ratio;
 
@@ -253,6 +270,8 @@ void NcclTuner::compute_tables() {
           lat += 2 * ((ppn - 1) * intra_lat + log2i(static_cast<std::uint64_t>(nodes)) * inter_lat);
         } else if (a == kNvls) {
           lat = intra_lat + (nodes > 1 ? inter_lat : 0.0);  // base latency ignored (tuning.cc)
+        } else if (a == kNvlsTree) {
+          lat += intra_lat + 2 * log2i(static_cast<std::uint64_t>(nodes)) * inter_lat;
         }
         latv = lat;
       }
@@ -326,7 +345,7 @@ TuningDecision NcclTuner::decide(Func f, std::uint64_t nbytes) const {
   if (best_a == kRing && best_p == kSimple && ring_.bw_intra * ring_.n_channels <= 12.0) nt = 256;  // PCI_BW
   std::uint64_t thr = best_p == kSimple ? 64 : 8;                                  // src/include/comm.h
   if (best_a == kRing && best_p == kLL) thr *= static_cast<std::uint64_t>(topo_.n_ranks);
-  if (best_a == kNvls) {
+  if (best_a == kNvls || best_a == kNvlsTree) {
     // topoGetAlgoInfo: NVLS uses nvlsChannels and NCCL_MAX_NTHREADS (640) threads, no reduction.
     d.n_channels = nvls_channels_;
     d.n_threads = 640;

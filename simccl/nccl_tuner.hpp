@@ -31,6 +31,7 @@ struct TuningTopology {
   bool nvswitch_multicast = false;
   /// Why nvswitch_multicast is false (shown as the NVLS rows' reason).
   const char* no_nvls_reason = "no NVSwitch multicast";  ///< a string literal
+  bool even_nodes = true;  ///< every node holds the same number of the communicator's ranks
 };
 
 /// A graph (ring or tree) as the search leaves it (src/graph/search.cc).
@@ -61,11 +62,14 @@ class NcclTuner {
   const TuningTopology& topo() const { return topo_; }
   const GraphInfo& ring_graph() const { return ring_; }
   const GraphInfo& tree_graph() const { return tree_; }
-  /// NVLS graph (search.cc ncclTopoSearchTryNvls): one channel per head GPU (single node: every
-  /// local GPU, at most 32); bw_intra = the largest ladder speed s with (heads + 1) x s <= the
-  /// GPU's NVLink bandwidth (per channel the head's NVSwitch link carries 2 s, the others s);
-  /// bw_inter = the top of the ladder (pass 2 raises bwInter, which a single-node NVLS search
-  /// never checks).
+  /// NVLS graph (search.cc ncclTopoSearchTryNvls), also NVLSTree's: one channel per head GPU
+  /// (single node: every local GPU, at most 32; several nodes: the GPUs with a NIC, 8 on an
+  /// 8-NIC H100 node as NVIDIA/nccl#1041 shows); bw_intra = the largest ladder speed s (intra
+  /// ladder on one node, inter ladder across nodes) with (heads + 1) x s <= the GPU's NVLink
+  /// bandwidth (per channel the head's NVSwitch link carries 2 s, the others s); bw_inter = one
+  /// node: the ladder top (pass 2 raises bwInter, which a single-node search never checks);
+  /// several nodes: the first inter-ladder speed the GPU -> NIC path carries (min(PCIe, NIC)).
+  /// Simplified search, see docs/simccl.md.
   const GraphInfo& nvls_graph() const { return nvls_; }
   /// Channels (CTAs) an NVLS call uses: NVLS_NCHANNELS_SM90 16 on Hopper; Blackwell 24 (one NVL
   /// domain) or 32 (nccl.md §3.1).

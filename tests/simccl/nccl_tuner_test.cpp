@@ -5,6 +5,7 @@
 // what simccl models (Ring, Tree and single-node NVLS; NVLSTree/CollNet/PAT unavailable).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <string>
 
@@ -21,8 +22,8 @@ struct Expect {
   int channels;
 };
 
-// Independent re-derivation for AllReduce on H100 (sm90, Intel CPU): Ring, Tree, and NVLS on one
-// node (NVLS across nodes needs CollNet, NVLSTree is not modelled: both unavailable).
+// Independent re-derivation for AllReduce on H100 (sm90, Intel CPU): Ring, Tree, NVLS on one node
+// and NVLSTree across nodes (NVLS across nodes needs CollNet: unavailable).
 // Graph: 1 node: NVLink 18 x 20.6 = 370.8 GB/s -> sm90 intra ladder 60 -> 6 channels -> dup to
 // 12 x 30; comm channels 24. Multi-node: min(PCIe Gen5 48, NIC 50) -> inter ladder 48 ->
 // 8 NICs x 1 = 8 channels x 48 (no dup: bw < 50 with > 4 channels on sm > 80); comm channels
@@ -66,6 +67,16 @@ Expect derive(int nodes, std::uint64_t bytes) {
     const double per_ch = std::min(bw_intra * 0.85 * 7 / 8 * 2, 60.0);
     nvls_t = 25.0 + bytes / (1000.0 * 8 * per_ch * n / nsteps);
   }
+  // NVLSTree (2+ nodes): the NVLS graph with 8 heads (one per NIC, NVIDIA/nccl#1041), bwIntra =
+  // the largest sm90 inter-ladder speed <= 370.8 / 9 (48, 45, 42, 40 -> 40), bwInter = the first
+  // inter-ladder speed <= min(PCIe Gen5 48, NIC 50) = 48, x2 on <= 2 nodes; per channel
+  // min(40 x 0.85 x 7/8 x 2, bwInter, perChMaxNVLSTreeBw Hopper 57.7 (2 nodes) / 45.5 (more));
+  // latency 0 + 25 (NVLINK) + 2 log2(nodes) x 20.9 (NET NVLSTree).
+  double nvlstree_t = 1e300;
+  if (nodes > 1) {
+    const double per_ch = std::min({40 * 0.85 * 7 / 8 * 2, 48.0 * (nodes <= 2 ? 2 : 1), nodes == 2 ? 57.7 : 45.5});
+    nvlstree_t = 25.0 + 2 * std::log2(nodes) * 20.9 + bytes / (1000.0 * 8 * per_ch * n / nsteps);
+  }
   for (int a : {0, 1}) {      // Tree, Ring (NCCL index order)
     for (int p : {0, 1, 2}) {  // LL, LL128, Simple
       double bw, lat;
@@ -95,6 +106,7 @@ Expect derive(int nodes, std::uint64_t bytes) {
     }
   }
   if (nvls_t < best) return Expect{Algo::kNvls, Proto::kSimple, 16};  // NVLS_NCHANNELS_SM90, no reduction
+  if (nvlstree_t < best) return Expect{Algo::kNvlsTree, Proto::kSimple, 16};
   // Channels: drop while nBytes < nc x nThreads x threshold (LL: 512 thr, 8 B (x nRanks for
   // Ring); LL128: 640, 8 B; Simple: 512, 64 B).
   const int nt = e.proto == Proto::kLL128 ? 640 : 512;
@@ -194,8 +206,19 @@ TEST(NcclTuner, NvlsRowsFollowTheReference) {
     const NcclTuner t(h100(nodes), NcclSettings{});
     EXPECT_EQ(t.unavailable_reason(Func::kAllReduce, Algo::kNvls, Proto::kSimple),
               "NVLS on more than one node needs CollNet (SHARP), which is not modelled");
-    EXPECT_NE(t.unavailable_reason(Func::kAllReduce, Algo::kNvlsTree, Proto::kSimple), "");
+    EXPECT_EQ(t.nvls_graph().n_channels, 8);
+    EXPECT_DOUBLE_EQ(t.nvls_graph().bw_intra, 40.0);
+    EXPECT_DOUBLE_EQ(t.nvls_graph().bw_inter, 48.0);
+    const int n = 8 * nodes;
+    EXPECT_NEAR(t.bandwidth(Func::kAllReduce, Algo::kNvlsTree, Proto::kSimple),
+                8 * (nodes == 2 ? 57.7 : 45.5) * n / (2.0 * (n - 1)), 1e-9);
+    EXPECT_NEAR(t.latency(Func::kAllReduce, Algo::kNvlsTree, Proto::kSimple), 25 + 2 * std::log2(nodes) * 20.9, 1e-9);
   }
+  // 2 nodes, 1 GiB: NVLSTree (66.8 us + 2^30 B / 246.2 GB/s) beats Ring/Simple (131.6 us + 2^30 / 204.8).
+  EXPECT_EQ(NcclTuner(h100(2), NcclSettings{}).decide(Func::kAllReduce, 1u << 30).algo, Algo::kNvlsTree);
+  TuningTopology uneven = h100(2);
+  uneven.even_nodes = false;
+  EXPECT_NE(NcclTuner(uneven, NcclSettings{}).unavailable_reason(Func::kAllReduce, Algo::kNvlsTree, Proto::kSimple), "");
   TuningTopology a100 = h100(1);
   a100.sm = 80;
   EXPECT_EQ(NcclTuner(a100, NcclSettings{}).unavailable_reason(Func::kAllReduce, Algo::kNvls, Proto::kSimple),
@@ -205,7 +228,7 @@ TEST(NcclTuner, NvlsRowsFollowTheReference) {
   flow.no_nvls_reason = "coarse rung";
   EXPECT_EQ(NcclTuner(flow, NcclSettings{}).unavailable_reason(Func::kAllReduce, Algo::kNvls, Proto::kSimple),
             "coarse rung");
-  // NCCL_ALGO=NVLS on 2 nodes leaves nothing: an input error.
+  // NCCL_ALGO=NVLS on 2 nodes leaves nothing (NVLSTree is another algorithm): an input error.
   NcclSettings only;
   for (auto& row : only.algo_enabled) row.fill(false);
   for (auto& row : only.algo_enabled) row[static_cast<std::size_t>(Algo::kNvls)] = true;

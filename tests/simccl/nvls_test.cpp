@@ -96,6 +96,31 @@ TEST(Nvls, PortBytesAreOnePlusOneOverNPerDirection) {
   EXPECT_EQ(up[0], 2 * 7 * S / 8);
 }
 
+// NVLSTree (2 nodes x 8, NCCL_ALGO=NVLSTree): per node NVLS as above, (1 + 1/8) x S through
+// each NVLink per direction; chunk h of every loop crosses the network once up and once down the
+// tree between the nodes' GPUs h (2 nodes: each tree has one edge), so every GPU's NIC sends S/8
+// (it is the child in half of the channels' trees and the parent in the other half).
+TEST(Nvls, NvlsTreePortBytes) {
+  int procs = 1;
+  MPI_Comm_size(MPI_COMM_WORLD, &procs);
+  if (procs > 1) GTEST_SKIP() << "sequential only";
+  const std::uint64_t S = 64ull << 20;
+  const Workload w = fabricsim::jobs::nccl_tests_workload("all_reduce", 16, S, 0);
+  const RunResult r = run(w, 2, 8, {"nccl.NCCL_ALGO=NVLSTree", "nic.cc=none"}, MPI_COMM_SELF, 1, true);
+  ASSERT_EQ(r.collectives.size(), 1u);
+  EXPECT_EQ(r.collectives[0].algorithm, "NVLSTree");
+  std::vector<std::uint64_t> up, down, nic(16, 0);
+  nvlink_bytes(r, 16, up, down);
+  for (const auto& l : r.link_records) {
+    if (l.tier == 1 && l.from_node < 16) nic[l.from_node] += l.bytes;
+  }
+  for (unsigned g = 0; g < 16; ++g) {
+    EXPECT_EQ(up[g], S + S / 8) << g;
+    EXPECT_EQ(down[g], S + S / 8) << g;
+    EXPECT_EQ(nic[g], S / 8) << g;
+  }
+}
+
 // NVLS ReduceScatter (the reduce half) and AllGather (the multicast half), forced with
 // NCCL_ALGO=NVLS (NCCL's model prefers the ring for them on 8 x H100). nccl-tests sizes S are the
 // whole buffer: ReduceScatter sends S into the switch and receives its S/n reduced;
@@ -185,14 +210,17 @@ TEST(Nvls, IdenticalAcrossProcessesAndThreads) {
     std::uint64_t bytes;
   };
   for (const char* rung : {"packet", "flow", "analytical"})
-  for (const Case& c : {Case{"node8_3MiB", 1, 8, 3u << 20}, Case{"two_nodes_of_4_5MiB", 2, 4, (5u << 20) + 12}}) {
+  for (const Case& c : {Case{"node8_3MiB", 1, 8, 3u << 20}, Case{"two_nodes_of_4_5MiB", 2, 4, (5u << 20) + 12},
+                        Case{"nvlstree_2x4_6MiB", 2, 4, 6u << 20}}) {
     SCOPED_TRACE(std::string(c.name) + " " + rung);
-    const Workload w = c.hosts == 1 ? fabricsim::jobs::nccl_tests_workload("all_reduce", c.gph, c.bytes, 0)
-                                    : per_host_allreduce(c.hosts, c.gph, c.bytes);
-    const std::vector<std::string> sets = {"nccl.NCCL_ALGO=NVLS", std::string("sim.fidelity=") + rung};
+    const bool tree = std::string(c.name).rfind("nvlstree", 0) == 0;
+    const Workload w = c.hosts == 1 || tree ? fabricsim::jobs::nccl_tests_workload("all_reduce", c.hosts * c.gph, c.bytes, 0)
+                                            : per_host_allreduce(c.hosts, c.gph, c.bytes);
+    const std::vector<std::string> sets = {tree ? "nccl.NCCL_ALGO=NVLSTree" : "nccl.NCCL_ALGO=NVLS",
+                                           std::string("sim.fidelity=") + rung};
     const RunResult ref = run(w, c.hosts, c.gph, sets, MPI_COMM_SELF, 1, false);
-    ASSERT_EQ(ref.collectives.size(), c.hosts);
-    EXPECT_EQ(ref.collectives[0].algorithm, "NVLS");
+    ASSERT_EQ(ref.collectives.size(), tree ? 1u : c.hosts);
+    EXPECT_EQ(ref.collectives[0].algorithm, tree ? "NVLSTree" : "NVLS");
     for (unsigned threads : {1u, 2u}) {
       const RunResult got = run(w, c.hosts, c.gph, sets, MPI_COMM_WORLD, threads, false);
       EXPECT_EQ(got.digest, ref.digest);
