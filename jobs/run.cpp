@@ -535,6 +535,7 @@ RunResult run_simulation(const RunOptions& opt, MPI_Comm comm, const std::string
   std::unique_ptr<models::FlowNetLp> net;
   if (net_lp && sim.is_local(net_id)) {
     net = std::make_unique<models::FlowNetLp>(topo, net_id);
+    net->set_groups(&w.groups);
     sim.add_lp(net_id, net.get());
   }
   // Progress on stderr for long runs: rank 0, only on a terminal and without --quiet. The share

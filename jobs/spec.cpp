@@ -83,6 +83,7 @@ const std::vector<SpecKey>& spec_keys() {
       {"cluster.fabric_bandwidth", "rate", "400Gbps", "leaf <-> spine link rate per direction"},
       {"cluster.fabric_latency", "time", "500ns", "leaf <-> spine propagation delay"},
       {"cluster.nvlink_bandwidth", "rate", "3600Gbps", "GPU <-> NVSwitch rate per direction (H100: 450 GB/s)"},
+      {"cluster.nvls_bandwidth", "rate", "2448Gbps", "NVLink SHARP: rate of a GPU's multimem (NVLS) traffic to its NVSwitch per direction; 306 GB/s from NCCL 2.28's H100 NVLS model (docs/simccl.md)"},
       {"cluster.nvlink_latency", "time", "100ns", "GPU <-> NVSwitch latency"},
       {"cluster.mtu", "bytes", "4KiB", "network packet payload"},
       {"cluster.nvlink_mtu", "bytes", "4KiB", "largest NVLink transfer unit; a message is cut into >= 8 units of >= 4 KiB when this allows (docs/fabric.md)"},
@@ -476,6 +477,7 @@ Spec load_spec(const std::string& path, const std::vector<std::string>& sets) {
   rate("cluster.core_bandwidth", c.core_bps);
   time("cluster.core_latency", c.core_latency_ps);
   rate("cluster.nvlink_bandwidth", c.nvlink_bps);
+  rate("cluster.nvls_bandwidth", c.nvls_bps);
   time("cluster.nvlink_latency", c.nvlink_latency_ps);
   bytes("cluster.mtu", c.mtu_bytes);
   bytes("cluster.nvlink_mtu", c.nvlink_mtu_bytes);

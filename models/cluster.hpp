@@ -45,6 +45,13 @@ struct ClusterSpec {
   /// 450 GB/s = 3.6 Tb/s per direction (NVIDIA H100 datasheet).
   std::uint64_t nvlink_bps = 3'600'000'000'000;
   engine::SimTime nvlink_latency_ps = 100'000; ///< GPU <-> NVSwitch latency
+  /// NVLink SHARP (NVLS): the rate at which one GPU moves multimem (ld_reduce / st) traffic to
+  /// its NVSwitch, per direction; NVLS packets serialize at min(this, nvlink_bps). Default
+  /// 306 GB/s = 2.448 Tb/s, derived from NCCL 2.28's NVLS model for 8 x H100 (tuning.cc: busBw
+  /// = 8 heads x min(40 GB/s x nvlsEfficiency 0.85 x 7/8 x 2, 60) = 476 GB/s, algBw = 476 x 8/14
+  /// = 272 GB/s, and an NVLS AllReduce moves (1 + 1/8) x algBw per port and direction). Not fitted
+  /// to nccl-tests data (docs/simccl.md compares with it).
+  std::uint64_t nvls_bps = 2'448'000'000'000;
   std::uint32_t mtu_bytes = 4096;              ///< network packet payload
   std::uint32_t nvlink_mtu_bytes = 4096;       ///< NVLink transfer unit (largest; docs/fabric.md)
   /// NVSwitches forward cut-through (egress starts at a unit's first bit) instead of

@@ -37,6 +37,11 @@ struct P2pOp {
   // Planner annotations (the executor does not need them; reports and tests do):
   std::uint16_t channel = 0;        ///< NCCL channel the op belongs to
   bool relay = false;               ///< forwards another rank's data (PXN relay), not this rank's own
+  /// Sends: NVLink SHARP mode (packet.hpp NvlsMode). kNvlsReduce: this rank's copy of the shard
+  /// owned by `peer` goes into the NVSwitch's reduction; only the owner receives (from itself,
+  /// same tag) the reduced shard. kNvlsMulticast: the switch copies the message to every rank
+  /// of the communicator, which receive it from this rank (peer = this rank, ignored).
+  std::uint8_t nvls = 0;
   std::uint64_t payload_bytes = 0;  ///< sends: data bytes carried; bytes - payload = protocol overhead (LL/LL128)
 };
 

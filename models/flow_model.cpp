@@ -99,8 +99,69 @@ SimTime coarse_offset_ps(const Topology& topo) {
   return std::min(topo.spec().nvlink_latency_ps, topo.spec().nic_latency_ps);
 }
 
+std::vector<std::uint32_t> nvls_local_members(const Topology& topo, const std::vector<std::uint32_t>& members,
+                                              std::uint32_t gpu) {
+  std::vector<std::uint32_t> out;
+  const auto& gp = topo.ports(gpu);
+  if (gp.empty()) return out;
+  for (std::uint32_t m : members) {
+    const auto& mp = topo.ports(m);
+    if (!mp.empty() && mp[0].peer == gp[0].peer) out.push_back(m);
+  }
+  return out;
+}
+
+namespace {
+
+// NVLS at the analytical rung: the GPU -> NVSwitch transfer alone at min(NVLink, nvls) rate, then
+// the NVSwitch -> GPU hop. A reduce contribution is announced to the owner (which counts them,
+// GpuRankLp); a multicast arrives at every member.
+void start_nvls_analytical(const Topology& topo, const Packet& head, Context& ctx,
+                           const std::vector<std::uint32_t>& members, std::vector<SimTime>* port_free) {
+  const Port& up = topo.ports(head.src_rank)[0];
+  FlowPath path;
+  path.hops = 1;
+  path.rate_bps[0] = std::min<std::uint64_t>(up.rate_bps, topo.spec().nvls_bps);
+  path.latency_ps[0] = up.latency_ps;
+  path.mtu_bytes = up.mtu_bytes;
+  const std::uint64_t bytes = head.flow_bytes;
+  const TransferTiming t = transfer_timing(path, bytes);
+  const std::uint64_t last = bytes - t.rest_bytes;
+  // The sender's NVLink port clock (port 0), as for its other transfers.
+  SimTime now = ctx.now();
+  if (port_free != nullptr) {
+    if (port_free->empty()) port_free->resize(1, 0);
+    now = std::max(now, (*port_free)[0]);
+    (*port_free)[0] = now + t.drain_ps + engine::serialization_ps(last, path.rate_bps[0]);
+  }
+  const SimTime at_switch = now + t.head_ps + t.drain_ps + t.tail_ps;
+  auto down = [&](std::uint32_t m) {
+    const Port& dp = topo.ports(m)[0];
+    const Port& sp = topo.ports(dp.peer)[dp.peer_port];
+    return engine::serialization_ps(last, sp.rate_bps) + sp.latency_ps;
+  };
+  if (coarse_nvls(head) == kNvlsMulticast) {
+    for (std::uint32_t m : nvls_local_members(topo, members, head.src_rank)) {
+      Packet c = head;
+      c.dst_rank = m;
+      ctx.send(m, at_switch + down(m), kEvFlowArrive, c);
+    }
+  } else {
+    ctx.send(head.dst_rank, at_switch + down(head.dst_rank), kEvFlowArrive, head);
+  }
+  ctx.send(ctx.self(), now + t.drain_ps + engine::serialization_ps(last, path.rate_bps[0]), kEvFlowSent, head.flow_id);
+}
+
+}  // namespace
+
 void start_coarse_flow(const Topology& topo, Fidelity fidelity, engine::LpId net_lp, const Packet& head,
-                       Context& ctx, std::vector<SimTime>* port_free) {
+                       Context& ctx, std::vector<SimTime>* port_free,
+                       const std::vector<std::uint32_t>* nvls_members) {
+  if (fidelity == Fidelity::kAnalytical && coarse_nvls(head) != kNvlsNone) {
+    if (nvls_members == nullptr) throw engine::InternalError("analytical NVLS flow without members");
+    start_nvls_analytical(topo, head, ctx, *nvls_members, port_free);
+    return;
+  }
   if (fidelity == Fidelity::kFlow) {
     // The network LP routes the whole path; it runs D behind the GPUs (coarse_offset_ps).
     ctx.send(net_lp, ctx.now() + coarse_offset_ps(topo), kEvFlowStart, head);
@@ -124,11 +185,22 @@ void start_coarse_flow(const Topology& topo, Fidelity fidelity, engine::LpId net
   ctx.send(ctx.self(), start + t.drain_ps + last_ser, kEvFlowSent, head.flow_id);
 }
 
+namespace {
+// Link capacities plus one virtual link per GPU: its NVLS issue rate (cluster.nvls_bandwidth),
+// which every NVLS uplink flow of that GPU also crosses.
+std::vector<double> capacities_with_nvls(const Topology& topo, const LinkIndex& index) {
+  std::vector<double> cap = index.capacities(topo);
+  for (engine::LpId g = 0; g < topo.num_gpus(); ++g) cap.push_back(static_cast<double>(topo.spec().nvls_bps));
+  return cap;
+}
+}  // namespace
+
 FlowNetLp::FlowNetLp(const Topology& topo, engine::LpId id)
     : topo_(topo),
       id_(id),
       index_(topo),
-      solver_(index_.capacities(topo)),
+      solver_(capacities_with_nvls(topo, index_)),
+      nvls_link0_(index_.size()),
       link_bytes_(index_.size(), 0),
       sent_delay_ps_(coarse_offset_ps(topo)) {
   // Eight entries per GPU (a connection's QPs have their own routes), at most 16,384 (~1.8 MB).
@@ -179,6 +251,66 @@ const FlowNetLp::RouteEntry& FlowNetLp::route_of(const Packet& head, std::uint64
   return e;
 }
 
+FlowPath FlowNetLp::nvls_path(const Packet& head, std::uint8_t stage) const {
+  FlowPath p;
+  p.hops = 1;
+  if (stage == 1) {
+    const Port& up = topo_.ports(head.src_rank)[0];
+    if (topo_.kind(up.peer) != NodeKind::kNvSwitch) {
+      throw engine::InternalError("flow model: NVLS flow from gpu " + std::to_string(head.src_rank) + " without an NVSwitch");
+    }
+    p.link[0] = index_.link(head.src_rank, 0);
+    p.rate_bps[0] = std::min<std::uint64_t>(up.rate_bps, topo_.spec().nvls_bps);
+    p.latency_ps[0] = up.latency_ps;
+    p.mtu_bytes = up.mtu_bytes;
+  } else {
+    const Port& gp = topo_.ports(head.dst_rank)[0];
+    const Port& sp = topo_.ports(gp.peer)[gp.peer_port];
+    p.link[0] = index_.link(gp.peer, gp.peer_port);
+    p.rate_bps[0] = sp.rate_bps;
+    p.latency_ps[0] = sp.latency_ps;
+    p.mtu_bytes = sp.mtu_bytes;
+  }
+  return p;
+}
+
+void FlowNetLp::nvls_up_done(const Active& a, Context& ctx) {
+  (void)ctx;
+  const Packet& h = a.head;
+  if (groups_ == nullptr || h.group >= groups_->size()) {
+    throw engine::InternalError("flow model: NVLS flow of unknown communicator " + std::to_string(h.group));
+  }
+  const auto members = nvls_local_members(topo_, (*groups_)[h.group].ranks, h.src_rank);
+  if (a.nvls == kNvlsMulticast) {
+    for (std::uint32_t m : members) {
+      Packet c = h;
+      c.dst_rank = m;
+      pending_.push_back(Pending{c, true, 2, a.head_ps});
+    }
+    return;
+  }
+  // Reduce: (owner, group, instance, tag) -> contributions; the owner's head goes down once all
+  // members' contributions drained into the switch.
+  const NvlsKey key{h.dst_rank, h.group, h.instance, static_cast<std::uint32_t>(h.tag)};
+  NvlsRed& e = nvls_red_[key];
+  ++e.count;
+  if (h.src_rank == h.dst_rank) {
+    e.owner = h;
+    e.has_owner = true;
+  }
+  if (e.count < members.size()) return;
+  if (!e.has_owner || e.count > members.size()) {
+    throw engine::InternalError("flow model: NVLS reduction for gpu " + std::to_string(h.dst_rank) + " inconsistent");
+  }
+  pending_.push_back(Pending{e.owner, true, 2, a.head_ps});
+  nvls_red_.erase(key);
+}
+
+std::size_t FlowNetLp::NvlsKeyHash::operator()(const NvlsKey& k) const noexcept {
+  return static_cast<std::size_t>(engine::mix64((static_cast<std::uint64_t>(k.dst) << 32 | k.group) ^
+                                                engine::mix64(static_cast<std::uint64_t>(k.instance) << 32 | k.tag)));
+}
+
 void FlowNetLp::schedule(SimTime t, Context& ctx) {
   if (ticks_.insert(t).second) ctx.send(id_, t, kEvNetTick);
 }
@@ -186,8 +318,12 @@ void FlowNetLp::schedule(SimTime t, Context& ctx) {
 void FlowNetLp::handle(const engine::Event& ev, Context& ctx) {
   switch (ev.kind) {
     case kEvFlowStart:
-      pending_.emplace_back(ev.get<Packet>(), false);
-      prefetch_route(pending_.back().first);  // read at this instant's tick
+      {
+        const Packet h = ev.get<Packet>();
+        const bool nvls = coarse_nvls(h) != kNvlsNone;
+        pending_.push_back(Pending{h, false, static_cast<std::uint8_t>(nvls ? 1 : 0), 0});
+        if (!nvls) prefetch_route(h);  // read at this instant's tick
+      }
       // Ticks sort after every GPU event of the same instant (this LP has the largest id), so
       // all flows starting at this instant are solved together.
       schedule(ctx.now(), ctx);
@@ -204,8 +340,15 @@ void FlowNetLp::handle(const engine::Event& ev, Context& ctx) {
 void FlowNetLp::finish(std::uint32_t f, Context& ctx) {
   Active& a = act_[f];
   // The first hop's latency beyond D (the offset this LP runs behind the GPUs), then the tail.
-  ctx.send(a.head.dst_rank, ctx.now() + a.head_ps - sent_delay_ps_ + a.tail_ps, kEvFlowArrive, a.head);
+  // NVLS downlinks: head_ps holds both NVLink hops' latencies (the uplink's and this one's).
+  if (!a.nvls) ctx.send(a.head.dst_rank, ctx.now() + a.head_ps - sent_delay_ps_ + a.tail_ps, kEvFlowArrive, a.head);
+  if (a.down) return;
   ctx.send(a.head.src_rank, ctx.now() + sent_delay_ps_, kEvFlowSent, a.head.flow_id);
+  if (a.nvls) {
+    Active up = a;
+    up.head_ps = a.head_ps + a.tail_ps;  // the switch has the last byte
+    nvls_up_done(up, ctx);
+  }
 }
 
 std::size_t FlowNetLp::QpKeyHash::operator()(const QpKey& k) const noexcept {
@@ -271,7 +414,8 @@ void FlowNetLp::release_connection(const Packet& head) {
     busy_.erase(key);
     return;
   }
-  pending_.emplace_back(it->second.front(), true);  // starts at this instant; inherits the pair
+  const Packet next = it->second.front();  // starts at this instant; inherits the pair
+  pending_.push_back(Pending{next, true, static_cast<std::uint8_t>(coarse_nvls(next) != kNvlsNone ? 1 : 0), 0});
   it->second.pop_front();
   if (it->second.empty()) waiting_.erase(it);
 }
@@ -285,7 +429,7 @@ void FlowNetLp::tick(Context& ctx) {
     drains_.pop();
     if (act_[f].version != version || act_[f].drain != t) continue;  // rescheduled since
     finish(f, ctx);
-    release_connection(act_[f].head);
+    if (!act_[f].down) release_connection(act_[f].head);
     for (std::uint32_t i = 0; i < solver_.hops(f); ++i) seeds_.push_back(solver_.link(f, i));
     solver_.remove_flow(f);
     ++act_[f].version;
@@ -294,27 +438,58 @@ void FlowNetLp::tick(Context& ctx) {
   // nic.qps_per_connection, NVLink included) are served in order, one at a time, as the packet
   // level's QP sends its parts: a later one waits.
   for (std::size_t pi = 0; pi < pending_.size(); ++pi) {
-    const Packet head = pending_[pi].first;
+    const Packet head = pending_[pi].head;
+    const std::uint8_t stage = pending_[pi].stage;
+    const SimTime extra_ps = pending_[pi].extra_ps;
     const QpKey key = qp_key(head);
-    if (!pending_[pi].second && !busy_.insert(key)) {
+    if (stage != 2 && !pending_[pi].owns && !busy_.insert(key)) {
       waiting_[key].push_back(head);
       continue;
     }
     ++flows_total_;
     const std::uint64_t bytes = coarse_part_bytes(head, topo_);
-    const RouteEntry& path = route_of(head, bytes);  // route_path and transfer_timing, cached
+    // Ordinary flows: route_path and transfer_timing, cached. NVLS stages: the GPU <-> NVSwitch hop.
+    RouteEntry nvls_route;
+    const RouteEntry* route = nullptr;
+    if (stage == 0) {
+      route = &route_of(head, bytes);
+    } else {
+      const FlowPath np = nvls_path(head, stage);
+      nvls_route.hops = np.hops;
+      nvls_route.mtu = np.mtu_bytes;
+      std::copy(np.link, np.link + np.hops, nvls_route.link);
+      nvls_route.timing = transfer_timing(np, bytes);
+      route = &nvls_route;
+    }
+    const RouteEntry& path = *route;
     const TransferTiming& t = path.timing;
     for (std::uint32_t i = 0; i < path.hops; ++i) link_bytes_[path.link[i]] += bytes;
     if (t.rest_bytes == 0) {
       // A single packet (or nothing): pure store-and-forward latency; it never holds a link's
       // share, which keeps rings of small chunks (one packet per step) as cheap as the
       // analytical rung. Its first-hop serialization is not charged to the links it crosses.
-      ctx.send(head.dst_rank, now + t.head_ps - sent_delay_ps_ + t.tail_ps, kEvFlowArrive, head);
+      if (stage == 1) {
+        Active up;
+        up.head = head;
+        up.nvls = coarse_nvls(head);
+        up.head_ps = t.head_ps + t.tail_ps;
+        ctx.send(head.src_rank, now + sent_delay_ps_, kEvFlowSent, head.flow_id);
+        nvls_up_done(up, ctx);  // may append downlink flows to pending_
+        release_connection(head);
+        continue;
+      }
+      ctx.send(head.dst_rank, now + extra_ps + t.head_ps - sent_delay_ps_ + t.tail_ps, kEvFlowArrive, head);
+      if (stage == 2) continue;
       ctx.send(head.src_rank, now + sent_delay_ps_, kEvFlowSent, head.flow_id);
       release_connection(head);  // may append the next flow of this QP to pending_
       continue;
     }
-    const std::uint32_t f = solver_.add_flow(path.link, path.hops);
+    // An NVLS uplink also crosses its GPU's virtual NVLS issue link (solver only).
+    std::uint32_t links[MaxMinSolver::kMaxHops];
+    std::uint32_t nlinks = path.hops;
+    for (std::uint32_t i = 0; i < path.hops; ++i) links[i] = path.link[i];
+    if (stage == 1) links[nlinks++] = nvls_link0_ + head.src_rank;
+    const std::uint32_t f = solver_.add_flow(links, nlinks);
     if (f >= act_.size()) act_.resize(f + 1);
     Active& a = act_[f];
     const std::uint32_t version = a.version + 1;
@@ -330,7 +505,10 @@ void FlowNetLp::tick(Context& ctx) {
     a.first_rate = t.bottleneck_bps;
     a.mtu = path.mtu;
     a.drain = now + t.drain_ps + t.last_share_ps;  // used if the solver gives it the uncongested rate
-    for (std::uint32_t i = 0; i < path.hops; ++i) seeds_.push_back(path.link[i]);
+    a.nvls = stage == 1 ? coarse_nvls(head) : 0;
+    a.down = stage == 2;
+    if (a.down) a.head_ps += extra_ps;
+    for (std::uint32_t i = 0; i < nlinks; ++i) seeds_.push_back(links[i]);
   }
   pending_.clear();
   // 3. Re-solve the components touched, once for this instant.

@@ -17,6 +17,7 @@
 #include "models/cluster.hpp"
 #include "models/flow_maxmin.hpp"
 #include "models/packet.hpp"
+#include "models/workload.hpp"
 
 namespace fabricsim::engine {
 class Context;
@@ -42,6 +43,18 @@ enum FlowEventKind : std::uint32_t {
   kEvFlowSent = 18,    ///< -> source GPU: the flow's last byte left its NIC (payload flow_id)
   kEvNetTick = 19,     ///< network LP to itself: drains due / starts pending (no payload)
 };
+
+/// The GPUs of `members` on the same NVSwitch as GPU `gpu` (an NVLS group: NVLSTree has one
+/// per node), in `members` order.
+std::vector<std::uint32_t> nvls_local_members(const Topology& topo, const std::vector<std::uint32_t>& members,
+                                              std::uint32_t gpu);
+
+/// NVLS (packet.hpp NvlsMode) of a coarse flow: NVLS flows ride the pseudo-channels
+/// 0x8000 | channel (reduce) and 0xC000 | channel (multicast) in Packet::conn.
+inline std::uint8_t coarse_nvls(const Packet& head) {
+  const std::uint32_t ch = head.conn >> 16;
+  return (ch & 0xC000u) == 0xC000u ? 2 : (ch & 0x8000u) ? 1 : 0;
+}
 
 /// A flow's route through the topology, exactly as the packet level takes it
 /// (Topology::route with the flow's hash at every hop).
@@ -111,8 +124,10 @@ std::uint64_t coarse_part_bytes(const Packet& head, const Topology& topo);
 /// clock: a transfer starts when its first link is free, so a GPU's own concurrent transfers
 /// (NCCL channels, QPs) are serialized on its port and never exceed its line rate; nothing is
 /// shared beyond the sender. Unused (may be null) at the flow level.
+/// NVLS flows (coarse_nvls) at the analytical rung also need `nvls_members` (the communicator).
 void start_coarse_flow(const Topology& topo, Fidelity fidelity, engine::LpId net_lp, const Packet& head,
-                       engine::Context& ctx, std::vector<engine::SimTime>* port_free);
+                       engine::Context& ctx, std::vector<engine::SimTime>* port_free,
+                       const std::vector<std::uint32_t>* nvls_members = nullptr);
 
 /// D = min(NVLink, NIC latency): the GPU <-> network LP lookahead. The network LP's clock runs
 /// D behind the GPUs' NIC/NVLink egress: a flow posted at t0 joins its links at t0 + D, so
@@ -135,6 +150,8 @@ engine::SimTime coarse_offset_ps(const Topology& topo);
 class FlowNetLp final : public engine::Lp {
  public:
   FlowNetLp(const Topology& topo, engine::LpId id);
+  /// Communicators (Workload::groups, outliving the LP), needed for NVLS flows' members.
+  void set_groups(const std::vector<CommGroup>* groups) { groups_ = groups; }
   void init(engine::Context&) override {}
   void handle(const engine::Event& ev, engine::Context& ctx) override;
   /// Totals for reports: flows handled, max-min recomputations, flows re-solved.
@@ -157,7 +174,21 @@ class FlowNetLp final : public engine::Lp {
     std::uint32_t mtu = 0;
     std::uint32_t version = 0;
     bool shared = false;         // rate ever differed from R_1
+    std::uint8_t nvls = 0;       // NvlsMode of an NVLS uplink flow (GPU -> NVSwitch)
+    bool down = false;           // NVLS: NVSwitch -> GPU flow (no queue pair)
   };
+  struct Pending {
+    Packet head;
+    bool owns = false;           // already owns its queue pair
+    std::uint8_t stage = 0;      // 0 ordinary, 1 NVLS uplink, 2 NVLS downlink
+    engine::SimTime extra_ps = 0;  // NVLS downlink: the uplink's latency, added to the arrival
+  };
+  /// NVLS: the flow for `head` from its source GPU into the NVSwitch (stage 1) or from the
+  /// NVSwitch to head.dst_rank (stage 2), with its path.
+  FlowPath nvls_path(const Packet& head, std::uint8_t stage) const;
+  /// NVLS: an uplink flow drained (the NVSwitch has all its bytes): count a reduce contribution
+  /// or copy a multicast, starting the downlink flows that follow.
+  void nvls_up_done(const Active& a, engine::Context& ctx);
   void tick(engine::Context& ctx);
   void release_connection(const Packet& head);
   /// Route and timing of a flow: route_path and transfer_timing are pure functions of
@@ -212,7 +243,24 @@ class FlowNetLp final : public engine::Lp {
   LinkIndex index_;
   MaxMinSolver solver_;
   std::vector<Active> act_;  // by solver flow id
-  std::vector<std::pair<Packet, bool>> pending_;  // flow, already owns its queue pair
+  std::vector<Pending> pending_;
+  const std::vector<CommGroup>* groups_ = nullptr;
+  // NVLS reductions in progress: (owner, group, instance, tag) -> contributions drained and the
+  // owner's own flow head. Only looked up, never iterated.
+  struct NvlsRed {
+    std::uint32_t count = 0;
+    bool has_owner = false;
+    Packet owner;
+  };
+  struct NvlsKey {
+    std::uint32_t dst = 0, group = 0, instance = 0, tag = 0;
+    bool operator==(const NvlsKey&) const = default;
+  };
+  struct NvlsKeyHash {
+    std::size_t operator()(const NvlsKey& k) const noexcept;
+  };
+  std::unordered_map<NvlsKey, NvlsRed, NvlsKeyHash> nvls_red_;
+  std::uint32_t nvls_link0_ = 0;  // solver link id of GPU 0's virtual NVLS issue link
   using Drain = std::tuple<engine::SimTime, std::uint32_t, std::uint32_t>;  // time, flow, version
   std::priority_queue<Drain, std::vector<Drain>, std::greater<>> drains_;
   std::set<engine::SimTime> ticks_;

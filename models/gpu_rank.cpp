@@ -390,7 +390,7 @@ void GpuRankLp::op_ready(std::uint32_t slot, std::uint32_t op, Context& ctx) {
   const P2pOp& o = state(slot).plan.ops[op];
   const auto group = static_cast<std::uint32_t>(node.group);
   if (o.is_send) {
-    start_flow(o.peer, o.bytes, group, instance_[n], o.tag, slot, op, ctx, o.channel);
+    start_flow(o.peer, o.bytes, group, instance_[n], o.tag, slot, op, ctx, o.channel, 0, o.nvls);
     return;
   }
   CollState& st = state(slot);
@@ -523,7 +523,7 @@ void GpuRankLp::finish_collective(std::uint32_t slot, Context& ctx) {
 void GpuRankLp::start_flow(std::uint32_t dst, std::uint64_t bytes, std::uint32_t group,
                            std::uint32_t instance, std::int64_t tag, std::uint32_t slot,
                            std::uint32_t op_or_node, Context& ctx, std::uint16_t channel,
-                           std::uint32_t aux) {
+                           std::uint32_t aux, std::uint8_t nvls) {
   if (bytes > kMaxFlowBytes) {
     throw engine::InputError("workload", "rank " + std::to_string(id_),
                              "a message of " + std::to_string(bytes) + " bytes to rank " + std::to_string(dst) +
@@ -535,6 +535,29 @@ void GpuRankLp::start_flow(std::uint32_t dst, std::uint64_t bytes, std::uint32_t
                              "a PXN message of more than 2^24 chunks", "raise NCCL_P2P_NET_CHUNKSIZE");
   }
   const std::uint64_t flow_id = (static_cast<std::uint64_t>(id_) << 32) | next_flow_++;
+  if (nvls != kNvlsNone && fidelity_ != Fidelity::kPacket) {
+    // NVLS at the coarse rungs: one flow into the NVSwitch on the pseudo-channel of its mode
+    // (flow_model.hpp coarse_nvls); the network LP (flow) or the owner (analytical) reduces,
+    // multicasts go to every member. Multicast flows are addressed to the sender itself.
+    Packet head;
+    head.flow_id = flow_id;
+    head.flow_bytes = bytes;
+    head.flow_start = ctx.now();
+    head.tag = tag;
+    head.src_rank = id_;
+    head.dst_rank = nvls == kNvlsMulticast ? id_ : dst;
+    head.group = group;
+    head.instance = instance;
+    const std::uint32_t ch = (nvls == kNvlsMulticast ? 0xC000u : 0x8000u) | (channel & 0x3FFFu);
+    head.conn = coarse_conn(ch, nvls == kNvlsMulticast ? (group & 0xFFu) : 0u, 1);
+    if (coarse_sends_.empty()) coarse_base_ = next_flow_ - 1;
+    if (next_flow_ - 1 != coarse_base_ + coarse_sends_.size()) {
+      throw engine::InternalError("gpu " + std::to_string(id_) + ": coarse flow counter out of step");
+    }
+    coarse_sends_.push_back(CoarseSend{slot, op_or_node, 1});
+    start_coarse_flow(topo_, fidelity_, net_lp_, head, ctx, &port_free_, &workload_->groups[group].ranks);
+    return;
+  }
   if (fidelity_ != Fidelity::kPacket) {
     // The message rides the same queue pairs as at the packet level (same split over QPs, same
     // round robin, same UDP source port, so the same ECMP path); each part is one flow.
@@ -569,7 +592,12 @@ void GpuRankLp::start_flow(std::uint32_t dst, std::uint64_t bytes, std::uint32_t
     }
     return;
   }
-  nic_.send_message(dst, bytes, MsgMeta{flow_id, tag, group, instance, slot, op_or_node, channel, aux}, ctx);
+  MsgMeta meta{flow_id, tag, group, instance, slot, op_or_node, channel, aux};
+  if (nvls != kNvlsNone) {
+    meta.nvls = nvls;
+    meta.members = &workload_->groups[group].ranks;
+  }
+  nic_.send_message(dst, bytes, meta, ctx);
 }
 
 void GpuRankLp::on_send_complete(std::uint32_t slot, std::uint32_t idx, Context& ctx) {
@@ -692,6 +720,24 @@ void GpuRankLp::handle(const engine::Event& ev, Context& ctx) {
     case kEvFlowArrive: {
       // A whole part at once (coarse rungs), in <= 4 GiB pieces for the packet byte counter.
       Packet p = ev.get<Packet>();
+      if (fidelity_ == Fidelity::kAnalytical && coarse_nvls(p) == kNvlsReduce) {
+        // Analytical NVLS: this owner counts the members' contributions to one reduced chunk;
+        // the chunk (its own flow) arrives with the last of them.
+        const std::uint64_t key = (static_cast<std::uint64_t>(p.group) << 32 | p.instance) ^
+                                  (static_cast<std::uint64_t>(static_cast<std::uint32_t>(p.tag)) * 0x9E3779B97F4A7C15ull);
+        NvlsWait& e = nvls_wait_[key];
+        ++e.count;
+        if (p.src_rank == id_) {
+          e.owner = p;
+          e.has_owner = true;
+        }
+        if (e.count < nvls_local_members(topo_, workload_->groups[p.group].ranks, id_).size()) return;
+        if (!e.has_owner || e.owner.tag != p.tag || e.owner.instance != p.instance) {
+          throw engine::InternalError("gpu " + std::to_string(id_) + ": NVLS reduction key clash");
+        }
+        p = e.owner;
+        nvls_wait_.erase(key);
+      }
       std::uint64_t left = coarse_part_bytes(p, topo_);
       do {
         p.bytes = static_cast<std::uint32_t>(std::min<std::uint64_t>(left, 0xFFFFFFFFu));

@@ -170,7 +170,7 @@ class GpuRankLp final : public engine::Lp, private NicOwner {
   void start_flow(std::uint32_t dst, std::uint64_t bytes, std::uint32_t group,
                   std::uint32_t instance, std::int64_t tag, std::uint32_t slot,
                   std::uint32_t op_or_node, engine::Context& ctx, std::uint16_t channel = 0,
-                  std::uint32_t aux = 0);
+                  std::uint32_t aux = 0, std::uint8_t nvls = 0);
   /// Workload Send node `n`: direct, or through a PXN relay when the planner says so.
   void start_send(std::uint32_t n, engine::Context& ctx);
   /// A whole point-to-point message (src, tag) arrived: completes the oldest waiting Recv.
@@ -282,6 +282,14 @@ class GpuRankLp final : public engine::Lp, private NicOwner {
   // FIFO order, as for direct messages).
   std::unordered_map<std::uint32_t, std::uint64_t> pxn_left_;
   std::unordered_map<P2pKey, std::uint64_t, P2pKeyHash> pxn_got_;
+  // Analytical NVLS: contributions counted per (group, instance, tag) of chunks this GPU owns,
+  // with its own flow head (delivered when the count is complete). Only looked up.
+  struct NvlsWait {
+    std::uint32_t count = 0;
+    bool has_owner = false;
+    Packet owner;
+  };
+  std::unordered_map<std::uint64_t, NvlsWait> nvls_wait_;
 
   // accounting
   engine::SimTime last_change_ = 0;

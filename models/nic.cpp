@@ -108,7 +108,120 @@ std::uint64_t Nic::part_bytes(std::uint64_t bytes, std::uint32_t parts, std::uin
   return i + 1 == parts ? bytes - before : std::min(bytes - before, per);
 }
 
+void Nic::send_nvls(std::uint32_t dst, std::uint64_t bytes, const MsgMeta& meta, Context& ctx) {
+  const auto& my_ports = topo_.ports(id_);
+  if (my_ports.empty() || topo_.kind(my_ports[0].peer) != NodeKind::kNvSwitch || meta.members == nullptr) {
+    throw engine::InternalError("gpu " + std::to_string(id_) + ": NVLS message without an NVSwitch or members");
+  }
+  const Port& up = my_ports[0];
+  const bool mc = meta.nvls == kNvlsMulticast;
+  const std::uint32_t qdst = mc ? id_ : dst;
+  // Reduce: one QP per (owner, channel); multicast: one per (channel, communicator), so that every
+  // member sees one PSN stream per multicast QP (communicators are told apart modulo 2^16).
+  const std::uint32_t ch = (mc ? 0xC000u : 0x8000u) | (meta.channel & 0x3FFFu);
+  const std::uint64_t key = static_cast<std::uint64_t>(qdst) << 32 | static_cast<std::uint64_t>(ch) << 16 |
+                            (mc ? (meta.group & 0xFFFFu) : 0u);
+  auto [it, inserted] = qp_index_.try_emplace(key, static_cast<std::uint32_t>(qps_.size()));
+  if (inserted) {
+    if (qps_.size() >= 0xFFFF) {
+      throw engine::InputError(params_.origin("nic.qps_per_connection"), "nic.qps_per_connection",
+                               "gpu " + std::to_string(id_) + " needs more than 65,535 queue pairs",
+                               "lower nic.qps_per_connection");
+    }
+    Qp q;
+    q.dst = qdst;
+    q.sport = 0;
+    q.port = 0;
+    q.noack = true;
+    q.nvls = meta.nvls;
+    q.mtu = up.mtu_bytes;
+    q.line_bps = up.rate_bps;
+    q.rate = static_cast<double>(q.line_bps);
+    q.target = q.rate;
+    qps_.push_back(q);
+    ++ctr_.qps;
+  }
+  const std::uint32_t qi = it->second;
+  Qp& q = qps_[qi];
+  // Contributors (reduce) or the NVSwitch egress ports of the members (multicast).
+  std::uint64_t arg = 0;
+  // The communicator's GPUs on this NVSwitch take part (NVLSTree: one NVLS group per node).
+  std::vector<std::uint32_t> local;
+  for (std::uint32_t m : *meta.members) {
+    const auto& mp = topo_.ports(m);
+    if (mp.empty() || mp[0].peer != up.peer) continue;
+    if (mp[0].peer_port >= 64) {
+      throw engine::InputError(params_.source, "nccl.NCCL_NVLS_ENABLE",
+                               "NVLS multicast from gpu " + std::to_string(id_) + " to gpu " + std::to_string(m) +
+                                   ": beyond NVSwitch port 63, which simccl's NVLS multicast mask cannot name",
+                               "set nccl.NCCL_NVLS_ENABLE=0 for this topology");
+    }
+    local.push_back(m);
+  }
+  if (mc) {
+    for (std::uint32_t m : local) arg |= std::uint64_t{1} << topo_.ports(m)[0].peer_port;
+  } else {
+    arg = local.size();
+  }
+  std::uint32_t mi;
+  if (!free_msgs_.empty()) {
+    mi = free_msgs_.back();
+    free_msgs_.pop_back();
+  } else {
+    mi = static_cast<std::uint32_t>(msgs_.size());
+    msgs_.emplace_back();
+  }
+  msgs_[mi] = TxMsg{1, meta.done_slot, meta.done_idx};
+  // Same transfer unit rule as send_message: every contributor of a shard cuts it alike, so the
+  // switch matches packet i of each.
+  std::uint64_t unit = q.mtu;
+  if (topo_.spec().nvswitch_cut_through) {
+    const std::uint64_t floor_unit = std::min<std::uint64_t>(unit, kNvlinkMinUnitBytes);
+    const std::uint64_t want = (bytes / kNvlinkUnitsPerPart + kNvlinkMinUnitBytes - 1) / kNvlinkMinUnitBytes * kNvlinkMinUnitBytes;
+    unit = std::clamp<std::uint64_t>(want, floor_unit, q.mtu);
+  }
+  const auto npkts = static_cast<std::uint32_t>(std::max<std::uint64_t>(1, (bytes + unit - 1) / unit));
+  if (static_cast<std::uint64_t>(q.next_psn) + npkts > 0xFFFFFFF0ull) {
+    throw engine::InputError(params_.source, "workload",
+                             "more than 2^32 packets on one queue pair (gpu " + std::to_string(id_) + ")",
+                             "raise cluster.nvlink_mtu");
+  }
+  TxPart part{q.next_psn, npkts, static_cast<std::uint32_t>(unit), bytes, mi};
+  part.tag = static_cast<std::uint32_t>(meta.tag);
+  part.group = meta.group;
+  part.instance = meta.instance;
+  part.nvls_arg = arg;
+  q.parts.push_back(part);
+  q.next_psn += npkts;
+  MsgDesc d;
+  d.flow_id = meta.flow_id;
+  d.flow_bytes = bytes;
+  d.part_bytes = bytes;
+  d.flow_start = ctx.now();
+  d.tag = meta.tag;
+  d.src = id_;
+  d.group = meta.group;
+  d.instance = meta.instance;
+  d.aux = meta.aux;
+  d.qp = static_cast<std::uint16_t>(qi);
+  d.sport = 0;
+  // Receivers learn of the message after the two NVLink hops' propagation (no later than the
+  // first packet): the owner of a reduced shard, or every multicast member.
+  if (mc) {
+    for (std::uint32_t m : local) {
+      ctx.send(m, ctx.now() + up.latency_ps + topo_.ports(m)[0].latency_ps, kEvMsgDesc, d);
+    }
+  } else if (dst == id_) {
+    ctx.send(id_, ctx.now() + 2 * up.latency_ps, kEvMsgDesc, d);
+  }
+  activate(qi, ctx);
+}
+
 void Nic::send_message(std::uint32_t dst, std::uint64_t bytes, const MsgMeta& meta, Context& ctx) {
+  if (meta.nvls != kNvlsNone) {
+    send_nvls(dst, bytes, meta, ctx);
+    return;
+  }
   const Split split = split_message(dst, bytes, meta.channel);
   const std::uint32_t parts = split.parts, first_k = split.first_k, nq = split.qps;
   std::uint32_t mi;
@@ -281,8 +394,17 @@ void Nic::send_data(std::uint32_t qi, Context& ctx) {
   p.flags = static_cast<std::uint8_t>((last ? kFlagLast : 0) | (q.noack ? kFlagNoAck : 0));
   const Port& link = topo_.ports(id_)[q.port];
   p.in_port = static_cast<std::uint16_t>(link.peer_port);
+  std::uint64_t tx_bps = link.rate_bps;
+  if (q.nvls != kNvlsNone) {
+    p.nvls = q.nvls;
+    p.hops[0].bits = static_cast<std::uint64_t>(part.group) << 32 | part.instance;
+    p.hops[1].bits = static_cast<std::uint64_t>(part.tag) << 32 | (psn - part.first_psn);
+    p.hops[2].bits = part.nvls_arg;
+    // The GPU issues multimem traffic at cluster.nvls_bandwidth at most (docs/simccl.md, NVLS).
+    tx_bps = std::min<std::uint64_t>(tx_bps, topo_.spec().nvls_bps);
+  }
   const std::uint32_t wb = wire_bytes(p);
-  const SimTime end = now + engine::serialization_ps(wb, link.rate_bps);
+  const SimTime end = now + engine::serialization_ps(wb, tx_bps);
   np.busy_until = end;
   np.tx_bytes += wb;
   if (sampler_.enabled()) sampler_.tx(q.port, now, end, p.bytes);  // payload (see SwitchLp)

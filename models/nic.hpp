@@ -38,6 +38,12 @@ struct MsgMeta {
   /// channels to the same peer progress concurrently rather than in one QP's order.
   std::uint16_t channel = 0;
   std::uint32_t aux = 0;  ///< carried to the receiver (Packet::aux)
+  /// NVLink SHARP (NvlsMode; the packet rung, coarse rungs use flow_model): kNvlsReduce sends this GPU's copy of the shard
+  /// owned by `dst` into the NVSwitch's reduction (only the owner, dst == this GPU, receives:
+  /// the reduced shard, once all members contributed); kNvlsMulticast sends to the NVSwitch,
+  /// which copies it to every member (dst is ignored). Both need `members`.
+  std::uint8_t nvls = 0;
+  const std::vector<std::uint32_t>* members = nullptr;  ///< NVLS: the communicator's GPUs
 };
 
 /// Callbacks from the NIC to the rank executor.
@@ -113,6 +119,9 @@ class Nic {
     std::uint32_t unit = 0;  // payload bytes per packet (the last one may be shorter)
     std::uint64_t bytes = 0;
     std::uint32_t msg = 0;  // index into msgs_
+    // NVLS parts: the switch's key (packet.hpp NvlsMode) and contributors / multicast port mask.
+    std::uint32_t tag = 0, group = 0, instance = 0;
+    std::uint64_t nvls_arg = 0;
   };
   struct TxMsg {
     std::uint32_t parts_left = 0;
@@ -124,6 +133,7 @@ class Nic {
     std::uint16_t port = 0;
     bool noack = false;
     bool active = false;
+    std::uint8_t nvls = 0;  // NvlsMode of every message on this QP (NVLS QPs carry nothing else)
     std::uint32_t mtu = 0;
     std::uint64_t line_bps = 0;
     std::deque<TxPart> parts;  // unacknowledged parts in PSN order
@@ -170,6 +180,9 @@ class Nic {
   };
 
   std::uint32_t qp_for(std::uint32_t dst, std::uint32_t channel, std::uint32_t k);
+  /// MsgMeta::nvls != 0: the message on its own NVLS queue pair (reduce: per owner and channel;
+  /// multicast: per communicator), serialized at cluster.nvls_bandwidth.
+  void send_nvls(std::uint32_t dst, std::uint64_t bytes, const MsgMeta& meta, engine::Context& ctx);
   void activate(std::uint32_t q, engine::Context& ctx);
   void kick(std::uint32_t port, engine::Context& ctx);
   void try_tx(std::uint32_t port, engine::Context& ctx);

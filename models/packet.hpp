@@ -69,9 +69,27 @@ struct WirePacket {
   std::uint16_t flags : 5 = 0;         ///< WireFlags
   std::uint16_t nint : 3 = 0;          ///< INT hops recorded
   std::uint16_t cls : 1 = 1;           ///< traffic class (kClassControl / kClassData)
+  /// NVLink SHARP (NvlsMode): the NVSwitch reduces (kNvlsReduce) or replicates (kNvlsMulticast)
+  /// this packet. NVLS packets carry no INT; hops[0..2] hold the NVLS key (see NvlsKeyWords).
+  std::uint16_t nvls : 2 = 0;
   IntHop hops[kMaxIntHops];
 };
 static_assert(sizeof(WirePacket) == 64);
+
+/// What the NVSwitch does with an NVLink packet (NVLink SHARP, issue 4).
+enum NvlsMode : std::uint8_t {
+  kNvlsNone = 0,
+  /// multimem.ld_reduce contribution: GPU j's copy of the shard owned by GPU `dst`. The NVSwitch
+  /// keeps a count per (dst, group, instance, tag, packet index); contributions of other GPUs end
+  /// there, and the owner's own packet (src == dst) is forwarded to the owner once all
+  /// hops[2] contributions of that packet arrived (one reduced packet per n inputs).
+  kNvlsReduce = 1,
+  /// multimem.st: the NVSwitch copies the packet to every port in the mask hops[2].
+  kNvlsMulticast = 2,
+};
+/// Layout of an NVLS packet's key in WirePacket::hops (the packet has no INT hops):
+/// hops[0] = group << 32 | instance, hops[1] = tag << 32 | packet index within its message part,
+/// hops[2] = contributors (kNvlsReduce) or the bit mask of NVSwitch egress ports (kNvlsMulticast).
 
 /// PFC frame payload: pause (on = 1) or resume the class on the receiver's port `port`.
 struct PfcFrame {

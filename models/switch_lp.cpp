@@ -173,9 +173,63 @@ bool SwitchLp::has_eligible(std::uint32_t port) const {
   return false;
 }
 
+std::size_t SwitchLp::NvlsKeyHash::operator()(const NvlsKey& k) const noexcept {
+  return static_cast<std::size_t>(engine::mix64((static_cast<std::uint64_t>(k.dst) << 32 | k.group) ^
+                                                engine::mix64(static_cast<std::uint64_t>(k.instance) << 32 | k.tag) ^
+                                                (static_cast<std::uint64_t>(k.index) * 0x9E3779B97F4A7C15ull)));
+}
+
+bool SwitchLp::nvls_arrive(WirePacket& p, Context& ctx) {
+  if (!unbounded_) {
+    throw engine::InternalError("switch " + topo_.describe(id_) + ": NVLS packet at a switch that is not an NVSwitch");
+  }
+  const std::uint64_t arg = p.hops[2].bits;
+  if (p.nvls == kNvlsMulticast) {
+    // multimem.st: one copy per member port, in port order.
+    p.nvls = kNvlsNone;
+    p.hops[0] = p.hops[1] = p.hops[2] = IntHop{};
+    for (std::uint32_t port = 0; port < 64 && port < ports_.size(); ++port) {
+      if ((arg >> port) & 1u) {
+        ++ctr_.nvls_copies;
+        WirePacket c = p;
+        c.dst = ports_[port].peer;
+        enqueue(c, port, ctx);
+      }
+    }
+    return true;
+  }
+  // multimem.ld_reduce: packet `index` of the shard is reduced once every member's copy arrived.
+  const NvlsKey key{p.dst, static_cast<std::uint32_t>(p.hops[0].bits >> 32),
+                    static_cast<std::uint32_t>(p.hops[0].bits & 0xFFFFFFFFu), static_cast<std::uint32_t>(p.hops[1].bits >> 32),
+                    static_cast<std::uint32_t>(p.hops[1].bits & 0xFFFFFFFFu)};
+  NvlsEntry& e = nvls_[key];
+  ++e.count;
+  if (p.src == p.dst) {
+    e.owner = p;
+    e.has_owner = true;
+  } else {
+    ++ctr_.nvls_absorbed;
+  }
+  if (e.count < arg) return true;
+  if (!e.has_owner || e.count > arg) {
+    throw engine::InternalError("switch " + topo_.describe(id_) + ": NVLS reduction for gpu " + std::to_string(p.dst) +
+                                " got " + std::to_string(e.count) + " of " + std::to_string(arg) +
+                                " contributions without the owner's");
+  }
+  p = e.owner;
+  nvls_.erase(key);
+  p.nvls = kNvlsNone;
+  p.hops[0] = p.hops[1] = p.hops[2] = IntHop{};
+  return false;
+}
+
 void SwitchLp::on_arrive(WirePacket p, Context& ctx) {
+  if (p.nvls != kNvlsNone && nvls_arrive(p, ctx)) return;
+  enqueue(p, pick_port(p), ctx);
+}
+
+void SwitchLp::enqueue(WirePacket p, std::uint32_t out, Context& ctx) {
   const SimTime now = ctx.now();
-  const std::uint32_t out = pick_port(p);
   const std::uint32_t cls = p.cls;
   const std::size_t k = static_cast<std::size_t>(out) * kNumClasses + cls;
   const std::uint64_t size = wire_bytes(p);

@@ -3,6 +3,7 @@
 /// Output-queued, store-and-forward switch (Ethernet leaf/spine/core, or NVSwitch) with a shared
 /// buffer, per-port per-class queues, PFC, ECN and HPCC INT (issue 3).
 #include <cstdint>
+#include <unordered_map>
 #include <vector>
 
 #include "engine/lp.hpp"
@@ -47,6 +48,8 @@ struct SwitchCounters {
   std::uint64_t headroom_drops = 0; ///< lossless packets dropped because PFC headroom overflowed
   std::uint64_t max_buffer_bytes = 0;  ///< high-water mark of the shared buffer
   std::uint64_t packets = 0;        ///< packets forwarded (packet hops out of this switch)
+  std::uint64_t nvls_absorbed = 0;  ///< NVLS reduce contributions that ended here (reduced away)
+  std::uint64_t nvls_copies = 0;    ///< NVLS multicast copies sent (one per member per packet)
 };
 
 /// A switch LP.
@@ -86,6 +89,12 @@ class SwitchLp final : public engine::Lp {
   std::uint32_t pick_port(const WirePacket& p) const;
   std::uint64_t xoff_threshold() const;
   void on_arrive(WirePacket p, engine::Context& ctx);
+  /// Admits `p` to egress port `out` (buffer, PFC, ECN) and starts serialization if idle.
+  void enqueue(WirePacket p, std::uint32_t out, engine::Context& ctx);
+  /// NVLink SHARP (packet.hpp NvlsMode). @returns true if `p` was consumed (a reduce
+  /// contribution still waiting for others, or a multicast that was copied to the members);
+  /// false if `p` (now the reduced packet) continues to its owner.
+  bool nvls_arrive(WirePacket& p, engine::Context& ctx);
   void try_tx(std::uint32_t port, engine::Context& ctx);
   void send_pfc(std::uint32_t port, bool on, engine::Context& ctx);
   bool has_eligible(std::uint32_t port) const;
@@ -120,6 +129,22 @@ class SwitchLp final : public engine::Lp {
   engine::SimTime max_queue_ps_ = 0;
   SwitchCounters ctr_;
   LinkSampler sampler_;
+  // NVLS reductions in progress, per (owner, group, instance, tag, packet index): contributions
+  // counted so far and the owner's own packet (forwarded once the count is complete). Only
+  // looked up, never iterated (results do not depend on the map's order).
+  struct NvlsKey {
+    std::uint32_t dst = 0, group = 0, instance = 0, tag = 0, index = 0;
+    bool operator==(const NvlsKey&) const = default;
+  };
+  struct NvlsKeyHash {
+    std::size_t operator()(const NvlsKey& k) const noexcept;
+  };
+  struct NvlsEntry {
+    std::uint32_t count = 0;
+    bool has_owner = false;
+    WirePacket owner;
+  };
+  std::unordered_map<NvlsKey, NvlsEntry, NvlsKeyHash> nvls_;
 };
 
 /// ECMP flow hash of a RoCEv2 connection's 5-tuple (src, dst, UDP source port; destination

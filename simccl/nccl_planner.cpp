@@ -7,6 +7,7 @@
 #include <string>
 
 #include "engine/errors.hpp"
+#include "models/packet.hpp"
 #include "simccl/ring_planner.hpp"
 
 namespace fabricsim::simccl {
@@ -172,6 +173,12 @@ std::shared_ptr<const NcclPlanner::CommInfo> NcclPlanner::comm(const std::vector
   t.nic_GBps = cfg_.nic_GBps;
   t.nics_per_node = cfg_.nics_per_host > 0 ? cfg_.nics_per_host : static_cast<int>(cfg_.gpus_per_host);
   t.pci_GBps = cfg_.pci_GBps;
+  // NVLS (nvlsSupport): an NVSwitch with multicast under every node's GPUs (fabricsim hosts with
+  // > 1 GPU have one; NCCL_TOPO_FILE without NVLink has none) and a rung that models it.
+  t.nvswitch_multicast = cfg_.nvls_network && cfg_.gpus_per_host > 1 && cfg_.nvswitch;
+  t.no_nvls_reason = !cfg_.nvls_network ? "the network model has no NVSwitch reduction/multicast"
+                                        : "NVLS needs the GPUs on an NVSwitch";
+  for (const auto& nd : ci->nodes) t.even_nodes = t.even_nodes && nd.size() == ci->nodes.front().size();
   ci->tuner = std::make_unique<NcclTuner>(t, cfg_.settings);
   ci->channels = ci->tuner->comm_channels();
   // Rings: channel c starts node k's segment at position c mod m; even nodes ascend, odd nodes
@@ -401,6 +408,109 @@ RankPlan NcclPlanner::plan_impl(const CollRequest& req, bool lazy) const {
                             std::span<const std::uint32_t>(deps, prev != kNone ? 2 : 1), chn, true);
             }
           }
+        }
+      }
+    }
+    return std::move(b.plan);
+  }
+
+  if (d.algo == Algo::kNvls) {
+    // ---- NVLS AllReduce / ReduceScatter / AllGather (single node; nccl.md §1.4/1.6) ----
+    // AllReduce: reduce into the switch, the owner multicasts the result. ReduceScatter: the
+    // reduce half (the owner keeps its chunks). AllGather: the multicast half (each rank
+    // multicasts its own chunks).
+    const bool reduce = req.op != CollOp::kAllGather;
+    const bool mcast = req.op != CollOp::kReduceScatter;
+    // Chunk: NCCL_NVLS_CHUNKSIZE, then 64K / 32K / 16K while the call is small against
+    // 64 / 8 / 2 x channels x heads x chunk (enqueue.cc calcCollChunking).
+    std::uint64_t chunk = std::max<std::uint64_t>(cfg_.settings.nvls_chunksize, 1);
+    const std::uint64_t grid = static_cast<std::uint64_t>(nc) * n;
+    if (S < 64 * grid * chunk && chunk > 65536) chunk = 65536;
+    if (S < 8 * grid * chunk && chunk > 32768) chunk = 32768;
+    if (S < 2 * grid * chunk && chunk > 16384) chunk = 16384;
+    const std::uint64_t loop = static_cast<std::uint64_t>(n) * chunk;
+    const std::uint64_t max_loops = ceil_div(chunk_bytes(S, nc, 0), loop) + 1;
+    for (std::uint32_t c = 0; c < nc; ++c) {
+      const std::uint64_t Bc = chunk_bytes(S, nc, c);
+      const std::uint64_t nloops = ceil_div(Bc, loop);
+      const auto chn = static_cast<std::uint16_t>(c);
+      for (std::uint64_t l = 0; l < nloops; ++l) {
+        const std::uint64_t block = std::min(loop, Bc - l * loop);
+        const std::uint32_t tr = checked_tag((static_cast<std::uint64_t>(c) * max_loops + l) * 2);
+        const std::uint32_t tm = tr + 1;
+        for (std::uint32_t s = 0; reduce && s < n; ++s) {
+          const std::uint64_t sb = chunk_bytes(block, n, s);
+          if (sb == 0) continue;
+          const std::uint32_t o = b.send(ranks[s], sb, tr, {}, chn);
+          b.plan.ops[o].nvls = models::kNvlsReduce;
+        }
+        const std::uint64_t mine = chunk_bytes(block, n, me);
+        if (mine > 0) {
+          const std::uint32_t r = reduce ? b.recv(ranks[me], tr, chn) : kNone;
+          if (mcast) {
+            const std::uint32_t deps[1] = {r};
+            const std::uint32_t o = b.send(ranks[me], mine, tm, std::span<const std::uint32_t>(deps, reduce ? 1 : 0), chn);
+            b.plan.ops[o].nvls = models::kNvlsMulticast;
+          }
+        }
+        for (std::uint32_t s = 0; mcast && s < n; ++s) {
+          if (chunk_bytes(block, n, s) > 0) b.recv(ranks[s], tm, chn);
+        }
+      }
+    }
+    return std::move(b.plan);
+  }
+
+  if (d.algo == Algo::kNvlsTree) {
+    // ---- NVLSTree AllReduce (nccl.md §1.6): per channel, loops of m chunks (m ranks per node);
+    // chunk h of a loop is reduced into local rank h through the NVSwitch, local ranks h of all
+    // nodes reduce and broadcast it over the double binary tree of nodes (channel c: tree c % 2),
+    // and each multicasts the result into its node. Chunk: NCCL_NVLS_CHUNKSIZE, at most 64 KiB
+    // from 4 nodes on (NCCL_NVLSTREE_MAX_CHUNKSIZE), halved to 32 KiB for small calls
+    // (simplified from calcCollChunking's thresholds).
+    const auto nn = static_cast<std::uint32_t>(ci->nodes.size());
+    const auto m = static_cast<std::uint32_t>(ci->nodes.front().size());
+    const std::uint32_t my_node = ci->node_of[me];
+    const std::uint32_t q = ci->pos_in_node[me];
+    std::uint64_t chunk = std::max<std::uint64_t>(cfg_.settings.nvls_chunksize, 1);
+    if (nn >= 4) chunk = std::min<std::uint64_t>(chunk, 65536);
+    while (S < 4ull * nc * m * chunk && chunk > 32768) chunk /= 2;
+    const std::uint64_t loop = static_cast<std::uint64_t>(m) * chunk;
+    const std::uint64_t max_loops = ceil_div(chunk_bytes(S, nc, 0), loop) + 1;
+    auto head = [&](std::uint32_t node, std::uint32_t h) { return ranks[ci->nodes[node][h]]; };
+    for (std::uint32_t c = 0; c < nc; ++c) {
+      const std::uint64_t Bc = chunk_bytes(S, nc, c);
+      const std::uint64_t nloops = ceil_div(Bc, loop);
+      const auto chn = static_cast<std::uint16_t>(c);
+      const TreeLinks tl = dbtree_links(static_cast<int>(nn), static_cast<int>(my_node), static_cast<int>(c % 2));
+      for (std::uint64_t l = 0; l < nloops; ++l) {
+        const std::uint64_t block = std::min(loop, Bc - l * loop);
+        const std::uint32_t tr = checked_tag((static_cast<std::uint64_t>(c) * max_loops + l) * 4);
+        const std::uint32_t tu = tr + 1, td = tr + 2, tm = tr + 3;
+        for (std::uint32_t h = 0; h < m; ++h) {
+          const std::uint64_t sb = chunk_bytes(block, m, h);
+          if (sb == 0) continue;
+          const std::uint32_t o = b.send(head(my_node, h), sb, tr, {}, chn);
+          b.plan.ops[o].nvls = models::kNvlsReduce;
+        }
+        const std::uint64_t mine = chunk_bytes(block, m, q);
+        if (mine > 0) {
+          std::vector<std::uint32_t> deps = {b.recv(ranks[me], tr, chn)};
+          for (int ch : {tl.child0, tl.child1}) {
+            if (ch >= 0) deps.push_back(b.recv(head(static_cast<std::uint32_t>(ch), q), tu, chn));
+          }
+          if (tl.parent >= 0) {
+            b.send(head(static_cast<std::uint32_t>(tl.parent), q), mine, tu, deps, chn);
+            deps = {b.recv(head(static_cast<std::uint32_t>(tl.parent), q), td, chn)};
+          }
+          for (int ch : {tl.child0, tl.child1}) {
+            if (ch >= 0) b.send(head(static_cast<std::uint32_t>(ch), q), mine, td, deps, chn);
+          }
+          const std::uint32_t o = b.send(ranks[me], mine, tm, deps, chn);
+          b.plan.ops[o].nvls = models::kNvlsMulticast;
+        }
+        for (std::uint32_t h = 0; h < m; ++h) {
+          if (chunk_bytes(block, m, h) > 0) b.recv(head(my_node, h), tm, chn);
         }
       }
     }

@@ -10,6 +10,11 @@
 ///  * Tree AllReduce: per channel a chain inside each node and a double binary tree over nodes
 ///    (channels of the first half on tree 0, the second half on tree 1); reduce up, broadcast
 ///    down, pipelined per chunk.
+///  * NVLS AllReduce (single node, Hopper+ on an NVSwitch): per NVLS channel, loops of nRanks
+///    chunks (NCCL_NVLS_CHUNKSIZE, shrunk for small calls); rank s owns chunk s of a loop. Every
+///    rank sends its copy of chunk s into the NVSwitch's reduction (multimem.ld_reduce, P2pOp::nvls
+///    kNvlsReduce); the owner receives the reduced chunk from the switch and multicasts it
+///    (multimem.st, kNvlsMulticast) to all ranks. Per GPU port and direction (1 + 1/n) x S.
 ///  * Broadcast / Reduce: per channel a pipelined chain along the ring from / to the root.
 ///  * AllToAll: grouped point-to-point; per peer 1..n channel parts cut in p2p chunks; a peer on
 ///    another node whose NIC is on another rail is reached through the local GPU on the peer's
@@ -45,6 +50,11 @@ struct NcclPlannerConfig {
   /// simccl.launch_latency=nccl: charge each tuned collective NCCL's modelled latency of its
   /// (algorithm, protocol) (tuning.cc, nccl.md §2.5) as start-up delay (start_latency_ps).
   bool launch_latency = false;
+  /// The network reduces and replicates in the NVSwitch (NVLink SHARP; every rung does). False:
+  /// the NVLS rows of the cost model are unavailable.
+  bool nvls_network = true;
+  /// The node's GPUs sit on an NVSwitch (false when NCCL_TOPO_FILE describes a node without NVLink).
+  bool nvswitch = true;
   NcclSettings settings;
 };
 

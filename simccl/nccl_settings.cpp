@@ -136,7 +136,7 @@ const std::vector<KnownName>& known_names() {
       {"NCCL_BUFFSIZE", "Simple protocol buffer per connection, bytes (default 4 MiB)", true},
       {"NCCL_LL_BUFFSIZE", "LL buffer per connection, bytes (default 512 KiB)", true},
       {"NCCL_LL128_BUFFSIZE", "LL128 buffer per connection, bytes (default 4915200)", true},
-      {"NCCL_NVLS_ENABLE", "0 off, 1 force, 2 auto (NVLS is not modelled: 1 is an error, 2 means off)", true},
+      {"NCCL_NVLS_ENABLE", "0 off, 1 force, 2 auto (NVLS where the GPUs are Hopper or newer on one NVSwitch)", true},
       {"NCCL_COLLNET_ENABLE", "CollNet/SHARP (not modelled: 1 is an error)", true},
       {"NCCL_PAT_ENABLE", "PAT for one GPU per node (not modelled: excluded, 1 is an error)", true},
       {"NCCL_CROSS_NIC", "0 rail-aligned rings, 1 any NIC, 2 pairs (rings are rail-aligned in simccl)", true},
@@ -147,6 +147,7 @@ const std::vector<KnownName>& known_names() {
       {"NCCL_IB_SPLIT_DATA_ON_QPS", "split each message over all QPs", true},
       {"NCCL_NET_OVERHEAD", "per-message network overhead in ns for the cost model", true},
       {"NCCL_P2P_NET_CHUNKSIZE", "p2p chunk over the network, bytes (128 KiB)", true},
+      {"NCCL_NVLS_CHUNKSIZE", "NVLS chunk per head, bytes (128 KiB)", true},
       {"NCCL_P2P_NVL_CHUNKSIZE", "p2p chunk over NVLink, bytes (512 KiB)", true},
       {"NCCL_P2P_PCI_CHUNKSIZE", "p2p chunk over PCIe, bytes (128 KiB)", true},
       {"NCCL_P2P_LL_THRESHOLD", "p2p messages up to this size use LL, bytes (16384)", true},
@@ -305,6 +306,8 @@ NcclSettings load_nccl_settings(const std::vector<std::pair<std::string, std::st
       s.net_overhead_us = static_cast<double>(parse_int(r, 0, 1'000'000)) / 1000.0;
     } else if (name == "NCCL_P2P_NET_CHUNKSIZE") {
       s.p2p_net_chunksize = bytes(512, 1ull << 30);
+    } else if (name == "NCCL_NVLS_CHUNKSIZE") {
+      s.nvls_chunksize = bytes(4096, 1ull << 30);
     } else if (name == "NCCL_P2P_NVL_CHUNKSIZE") {
       s.p2p_nvl_chunksize = bytes(512, 1ull << 30);
     } else if (name == "NCCL_P2P_PCI_CHUNKSIZE") {
@@ -323,12 +326,6 @@ NcclSettings load_nccl_settings(const std::vector<std::pair<std::string, std::st
     throw InputError(spec_file, "NCCL_MIN_NCHANNELS",
                      std::to_string(s.min_nchannels) + " is above NCCL_MAX_NCHANNELS " + std::to_string(s.max_nchannels),
                      "make NCCL_MIN_NCHANNELS <= NCCL_MAX_NCHANNELS");
-  }
-  if (s.nvls_enable == 1) {
-    throw InputError(spec_file, "NCCL_NVLS_ENABLE",
-                     "NVLS (NVSwitch multicast/in-switch reduction) is not modelled by simccl: the simulated "
-                     "NVSwitch only forwards",
-                     "use NCCL_NVLS_ENABLE=0 or 2 (auto, treated as unsupported)");
   }
   if (s.collnet_enable == 1) {
     throw InputError(spec_file, "NCCL_COLLNET_ENABLE",

@@ -62,6 +62,7 @@ struct NcclSettings {
   int ib_split_data_on_qps = 0;    ///< NCCL_IB_SPLIT_DATA_ON_QPS
   double net_overhead_us = -1;     ///< NCCL_NET_OVERHEAD given in ns, stored in us (-1 = CPU default)
   std::uint64_t p2p_net_chunksize = 128 * 1024;  ///< NCCL_P2P_NET_CHUNKSIZE, bytes
+  std::uint64_t nvls_chunksize = 128 * 1024;     ///< NCCL_NVLS_CHUNKSIZE, bytes (src/transport/nvls.cc)
   std::uint64_t p2p_nvl_chunksize = 512 * 1024;  ///< NCCL_P2P_NVL_CHUNKSIZE, bytes
   std::uint64_t p2p_pci_chunksize = 128 * 1024;  ///< NCCL_P2P_PCI_CHUNKSIZE, bytes
   std::uint64_t p2p_ll_threshold = 16384;        ///< NCCL_P2P_LL_THRESHOLD, bytes

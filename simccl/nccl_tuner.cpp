@@ -29,6 +29,7 @@ constexpr double kLlMaxBw[4][3] = {{39.0, 39.0, 20.4}, {87.7, 22.5, 19.0}, {141.
 constexpr double kPerChMaxRingLL128Bw[4][3] = {{20, 20, 20}, {20, 20, 20}, {36.7, 36.7, 36.7}, {73.4, 34.6, 73.4}};
 constexpr double kPerChMaxTreeLL128Bw[4][3] = {{20, 20, 20}, {20, 20, 20}, {36.7, 36.7, 29.0}, {55.6, 31.67, 20.0}};
 constexpr double kPerChMaxTreeBw[4][3] = {{26.5, 18.5, 10.0}, {24.0, 23.6, 17.8}, {38.7, 41.4, 36.0}, {70.0, 42.8, 24.0}};
+constexpr double kPerChMaxNvlsTreeBw[4][3] = {{26.5, 18.5, 10.0}, {24.0, 23.6, 17.8}, {0, 57.7, 45.5}, {0, 96.0, 43.8}};
 // src/graph/tuning.cc treeCorrectionFactor[proto][log2(nBytes >> 6)] (§2.6), v2.28: 23 entries.
 constexpr double kTreeCorrection[kNumProtos][23] = {
     {1.0, 1.0, 1.0, 1.0, .9, .8, .7, .7, .7, .7, .6, .5, .4, .4, .5, .6, .7, .8, .9, 1.0, 1.0, 1.0, 1.0},
@@ -42,6 +43,9 @@ const std::vector<double> kInterDefault = {48, 30, 28, 24, 20, 18, 15, 12, 10, 9
 const std::vector<double> kInterSm90 = {48, 45, 42, 40, 30, 24, 22, 20, 17.5, 15, 12, 6, 3, 2.4, 1.2, 0.24, 0.12};
 const std::vector<double> kInterSm100 = {96, 48, 45.1, 42, 40, 30, 24, 22, 20, 17.5, 15, 12, 6, 3, 2.4, 1.2, 0.24, 0.12};
 constexpr int kMaxChannels = 64;  // MAXCHANNELS, src/include/device.h
+// src/graph/tuning.cc nvlsEfficiency per compCap index (Volta, Ampere, Hopper, Blackwell), §2.3.
+constexpr double kNvlsEfficiency[4] = {0, 0, 0.85, 0.74};
+constexpr int kMaxNvlsArity = 32;  // NCCL_MAX_NVLS_ARITY, src/include/device.h
 
 int log2i(std::uint64_t v) {
   int l = -1;
@@ -122,6 +126,34 @@ void NcclTuner::compute_graphs() {
   }
   ring_ = g;
   tree_ = g;  // tree graph: channels = ring's (init.cc); same per-channel bandwidth
+  // NVLS graph (single node; multi-node NVLS needs CollNet and is not tuned here).
+  {
+    const bool multi = topo_.n_nodes > 1;
+    const auto& ladder = multi ? (sm >= 100 ? kInterSm100 : sm >= 90 ? kInterSm90 : kInterDefault)
+                               : (sm >= 100 ? kIntraSm100 : sm >= 90 ? kIntraSm90 : kIntraDefault);
+    GraphInfo v;
+    v.n_channels = std::clamp(multi ? std::min(topo_.ppn, topo_.nics_per_node) : topo_.ppn, 1, kMaxNvlsArity);
+    v.bw_intra = ladder.back();
+    for (double s : ladder) {
+      if ((v.n_channels + 1) * s <= topo_.nvlink_GBps + 1e-9) {
+        v.bw_intra = s;
+        break;
+      }
+    }
+    v.bw_inter = ladder.front();
+    if (multi) {
+      const double path = std::min(topo_.pci_GBps, topo_.nic_GBps);
+      v.bw_inter = ladder.back();
+      for (double s : ladder) {
+        if (s <= path + 1e-9) {
+          v.bw_inter = s;
+          break;
+        }
+      }
+    }
+    nvls_ = v;
+  }
+  nvls_channels_ = sm >= 100 ? (topo_.n_nodes > 1 ? 32 : 24) : 16;
   int nch = std::min(ring_.n_channels, tree_.n_channels);
   // Hopper+ multi-node with a fast ring: x2 (init.cc); ncclTopoPostset: x2 (max 64).
   if (topo_.n_nodes > 1 && sm >= 90 && ring_.bw_intra > 45.0 && nch < 16) nch *= 2;
@@ -164,9 +196,20 @@ void NcclTuner::compute_tables() {
           continue;
         }
         if (a == kCnDirect || a == kCnChain) { why = "CollNet (SHARP) is not modelled (NCCL_COLLNET_ENABLE=0)"; continue; }
+        // NVLS / NVLSTree rules (tuning.cc, nccl.md §1.1).
         if (a == kNvls || a == kNvlsTree) {
-          why = "NVLS needs NVSwitch multicast, which the simulated NVSwitch does not model";
-          continue;
+          if (settings_.nvls_enable == 0) { why = "disabled by NCCL_NVLS_ENABLE=0"; continue; }
+          if (topo_.sm < 90) { why = "NVLS needs compute capability >= 90 (NVSwitch multicast)"; continue; }
+          if (!topo_.nvswitch_multicast) { why = topo_.no_nvls_reason; continue; }
+          if (a == kNvlsTree) {
+            if (nodes <= 1) { why = "NVLSTree is disabled on a single node"; continue; }
+            if (func != Func::kAllReduce) { why = "combination does not exist in NCCL"; continue; }
+            if (!topo_.even_nodes) { why = "simccl plans NVLSTree only with the same number of ranks on every node"; continue; }
+            if (nvls_.n_channels < 2) { why = "NVLS needs >= 2 graph channels"; continue; }
+          }
+          if (a == kNvls && nodes > 1) { why = "NVLS on more than one node needs CollNet (SHARP), which is not modelled"; continue; }
+          if (func != Func::kAllReduce && ppn > kMaxNvlsArity) { why = "NVLS AllGather/ReduceScatter need <= 32 local ranks"; continue; }
+          if (nvls_.n_channels < 2) { why = "NVLS needs >= 2 graph channels"; continue; }
         }
         if (a == kPat) {
           why = n == nodes ? "PAT is not modelled by simccl" : "PAT needs one GPU per node";
@@ -179,9 +222,19 @@ void NcclTuner::compute_tables() {
         // the fabricsim host (one NIC per GPU under its PCIe switch).
         if (p == kLL128 && topo_.sm < 70) { why = "LL128 needs compute capability >= 70"; continue; }
 
-        const GraphInfo& gr = a == kTree ? tree_ : ring_;
+        const GraphInfo& gr = a == kTree ? tree_ : (a == kNvls || a == kNvlsTree) ? nvls_ : ring_;
         const int nch = gr.n_channels;
-        const double bw = nodes <= 2 ? gr.bw_intra : gr.bw_inter;
+        double bw = nodes <= 2 ? gr.bw_intra : gr.bw_inter;
+        if (a == kNvls || a == kNvlsTree) {
+          // tuning.cc: per-channel NVLS busBw = min(bwIntra x nvlsEfficiency x (nCh-1)/nCh, x2 for
+          // AllReduce (the switch reduces and multicasts in one pass), bwInter (x2 for NVLSTree on
+          // <= 2 nodes), NVLSTree: perChMaxNVLSTreeBw).
+          double intra = gr.bw_intra * kNvlsEfficiency[cc_idx_] * (nch - 1) / nch;
+          intra *= func == Func::kAllReduce ? 2.0 : static_cast<double>(ppn - 1) / ppn;
+          const double inter = gr.bw_inter * ((a == kNvlsTree && nodes <= 2) ? 2.0 : 1.0);
+          bw = std::min(intra, inter);
+          if (a == kNvlsTree) bw = std::min(bw, kPerChMaxNvlsTreeBw[cc_idx_][scale]);
+        }
         double bus = nch * bw;
         if (a == kRing && p == kLL) bus = std::min(ll_max, bus * 0.5);
         if (a == kRing && p == kLL128) bus = std::min(bus * 0.92, nch * kPerChMaxRingLL128Bw[cc_idx_][scale]);
@@ -192,8 +245,10 @@ void NcclTuner::compute_tables() {
             bus = std::min(bus * (nodes == 1 ? 7.0 / 9.0 : 120.0 / 128.0), nch * kPerChMaxTreeLL128Bw[cc_idx_][scale]);
           }
         }
-        // busBw -> algBw (tuning.cc): Ring x nRanks/nsteps, Tree x 0.5.
-        const double ratio = a == kRing ? static_cast<double>(n) / nsteps : 0.5;
+        // busBw -> algBw (tuning.cc): Ring and NVLS x nRanks/nsteps, Tree x 0.5; AllGather and
+        // ReduceScatter with a non-ring algorithm (NVLS) are not converted.
+        double ratio = (a == kRing || a == kNvls || a == kNvlsTree) ? static_cast<double>(n) / nsteps : 0.5;
+        if (a != kRing && (func == Func::kAllGather || func == Func::kReduceScatter)) ratio = 1.0;
         bwv = bus * ratio;
 
         // Latency (tuning.cc, §2.5).
@@ -213,6 +268,10 @@ void NcclTuner::compute_tables() {
           }
         } else if (a == kTree) {
           lat += 2 * ((ppn - 1) * intra_lat + log2i(static_cast<std::uint64_t>(nodes)) * inter_lat);
+        } else if (a == kNvls) {
+          lat = intra_lat + (nodes > 1 ? inter_lat : 0.0);  // base latency ignored (tuning.cc)
+        } else if (a == kNvlsTree) {
+          lat += intra_lat + 2 * log2i(static_cast<std::uint64_t>(nodes)) * inter_lat;
         }
         latv = lat;
       }
@@ -286,6 +345,12 @@ TuningDecision NcclTuner::decide(Func f, std::uint64_t nbytes) const {
   if (best_a == kRing && best_p == kSimple && ring_.bw_intra * ring_.n_channels <= 12.0) nt = 256;  // PCI_BW
   std::uint64_t thr = best_p == kSimple ? 64 : 8;                                  // src/include/comm.h
   if (best_a == kRing && best_p == kLL) thr *= static_cast<std::uint64_t>(topo_.n_ranks);
+  if (best_a == kNvls || best_a == kNvlsTree) {
+    // topoGetAlgoInfo: NVLS uses nvlsChannels and NCCL_MAX_NTHREADS (640) threads, no reduction.
+    d.n_channels = nvls_channels_;
+    d.n_threads = 640;
+    return d;
+  }
   int nc = comm_channels_;
   while (nc > 1 && nbytes < static_cast<std::uint64_t>(nc) * static_cast<std::uint64_t>(nt) * thr) --nc;
   while (nt % 128 == 0 && nt > 128 && nbytes < static_cast<std::uint64_t>(nc) * static_cast<std::uint64_t>(nt) * thr) nt /= 2;

@@ -25,6 +25,13 @@ struct TuningTopology {
   double pci_GBps = 0;      ///< GPU <-> NIC PCIe path bw; 0 = from sm (Gen4 x16 24, Gen5 x16 48)
   int nics_per_node = 8;    ///< NICs per node (one per GPU in fabricsim)
   bool intel_cpu = true;    ///< CPU vendor (net overhead 1 us Intel, 2 us AMD; llMaxBw row)
+  /// NCCL's nvlsSupport minus the NCCL_NVLS_ENABLE check (done by the tuner): the node's GPUs
+  /// hang off an NVSwitch with multicast (compute capability >= 90) and the simulated network
+  /// reduces/replicates in the switch.
+  bool nvswitch_multicast = false;
+  /// Why nvswitch_multicast is false (shown as the NVLS rows' reason).
+  const char* no_nvls_reason = "no NVSwitch multicast";  ///< a string literal
+  bool even_nodes = true;  ///< every node holds the same number of the communicator's ranks
 };
 
 /// A graph (ring or tree) as the search leaves it (src/graph/search.cc).
@@ -55,6 +62,18 @@ class NcclTuner {
   const TuningTopology& topo() const { return topo_; }
   const GraphInfo& ring_graph() const { return ring_; }
   const GraphInfo& tree_graph() const { return tree_; }
+  /// NVLS graph (search.cc ncclTopoSearchTryNvls), also NVLSTree's: one channel per head GPU
+  /// (single node: every local GPU, at most 32; several nodes: the GPUs with a NIC, 8 on an
+  /// 8-NIC H100 node as NVIDIA/nccl#1041 shows); bw_intra = the largest ladder speed s (intra
+  /// ladder on one node, inter ladder across nodes) with (heads + 1) x s <= the GPU's NVLink
+  /// bandwidth (per channel the head's NVSwitch link carries 2 s, the others s); bw_inter = one
+  /// node: the ladder top (pass 2 raises bwInter, which a single-node search never checks);
+  /// several nodes: the first inter-ladder speed the GPU -> NIC path carries (min(PCIe, NIC)).
+  /// Simplified search, see docs/simccl.md.
+  const GraphInfo& nvls_graph() const { return nvls_; }
+  /// Channels (CTAs) an NVLS call uses: NVLS_NCHANNELS_SM90 16 on Hopper; Blackwell 24 (one NVL
+  /// domain) or 32 (nccl.md §3.1).
+  int nvls_channels() const { return nvls_channels_; }
   /// comm->nChannels: min(ring, tree) graph channels, doubled by ncclTopoPostset (max 64),
   /// doubled again on Hopper+ multi-node when bwIntra > 45 and fewer than 16 (init.cc), then
   /// clamped by NCCL_MAX_NCHANNELS and raised to NCCL_MIN_NCHANNELS.
@@ -88,8 +107,9 @@ class NcclTuner {
 
   TuningTopology topo_;
   NcclSettings settings_;
-  GraphInfo ring_, tree_;
+  GraphInfo ring_, tree_, nvls_;
   int comm_channels_ = 1;
+  int nvls_channels_ = 16;
   int cc_idx_ = 2;  ///< 0 Volta, 1 Ampere, 2 Hopper, 3 Blackwell
   std::array<std::array<std::array<double, kNumProtos>, kNumAlgos>, kNumFuncs> bw_{};
   std::array<std::array<std::array<double, kNumProtos>, kNumAlgos>, kNumFuncs> lat_{};

@@ -35,6 +35,7 @@ void apply_topo_file(NcclPlannerConfig& cfg, const PlannerExtras& extras, Planne
   if (t.nvlink) {
     cfg.nvlink_GBps = t.nvlink_GBps;
   } else if (!t.skeleton) {
+    cfg.nvswitch = false;
     // No NVLink: intra-node rings run over PCIe (NCCL's P2P/SHM paths), the GPU's PCIe rate
     // (Gen4 x16 24 GB/s before Hopper, Gen5 48 GB/s; src/graph/topo.h PCI_BW as in the tuner).
     cfg.nvlink_GBps = cfg.sm >= 90 ? 48.0 : 24.0;
@@ -67,6 +68,7 @@ PlannerBuild make_planner(const std::string& kind, const std::vector<std::pair<s
     cfg.sm = gpu_sm;
     cfg.nic_GBps = static_cast<double>(cluster.nic_bps) / 8e9;  // NCCL: speed (Mb/s) / 8000
     cfg.launch_latency = extras.launch_latency;
+    cfg.nvls_network = extras.nvls_network;
     if (!cfg.settings.topo_file.empty()) apply_topo_file(cfg, extras, out);
     cfg.lazy_rings = extras.lazy_plans;
     out.planner = std::make_unique<NcclPlanner>(std::move(cfg));

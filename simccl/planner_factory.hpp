@@ -41,6 +41,9 @@ struct PlannerExtras {
   bool lazy_plans = true;
   /// simccl.launch_latency: "none" (default) or "nccl" (NcclPlannerConfig::launch_latency).
   bool launch_latency = false;
+  /// The run's network models NVLink SHARP (every fabricsim rung does); false disables NVLS in
+  /// the cost model (NcclPlannerConfig::nvls_network), e.g. for a network model without it.
+  bool nvls_network = true;
   /// Where each `nccl:` pair came from (NCCL_* name -> spec file or "<cli>"), for error messages.
   std::map<std::string, std::string> nccl_origin;
 };

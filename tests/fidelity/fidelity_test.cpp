@@ -187,11 +187,13 @@ TEST(Fidelity, NcclAllReduce128FlowWithinFivePercentOfPacketDcqcn) {
 // time >= 2(n-1)/n x S / R (R = 3.6 Tb/s per direction). Without the port clock each channel got
 // the whole link (busbw ~4,400 GB/s, 10x the port). Flow and analytical agree within 5%: the
 // only shared resource here is each GPU's port (the NVSwitch is non-blocking).
+// (NCCL_ALGO=Ring: by default the cost model picks NVLS there, which moves (1 + 1/n) x S per port
+// and direction at cluster.nvls_bandwidth; its bound is checked below.)
 TEST(Fidelity, NcclMultiChannelNeverExceedsPortRateAllRungs) {
   const std::uint32_t n = 8;
   const std::uint64_t bytes = 32u << 20;
   const m::Workload w = allreduce(n, bytes);
-  const std::vector<std::string> sets = {"simccl.planner=nccl"};
+  const std::vector<std::string> sets = {"simccl.planner=nccl", "nccl.NCCL_ALGO=Ring"};
   const double bound_ps = 2.0 * (n - 1) / n * static_cast<double>(bytes) * 8.0 / 3.6e12 * 1e12;
   const SimTime f = iteration(run(&w, "flow", sets));
   const SimTime a = iteration(run(&w, "analytical", sets));
@@ -200,6 +202,11 @@ TEST(Fidelity, NcclMultiChannelNeverExceedsPortRateAllRungs) {
   EXPECT_LT(rel(a, f), 0.05) << "flow " << f << " analytical " << a;
   std::printf("8-GPU 32 MiB AllReduce, NCCL planner: port bound %.0f ps, flow %lld ps, analytical %lld ps\n",
               bound_ps, static_cast<long long>(f), static_cast<long long>(a));
+  // NVLS (the default choice): no rung beats (1 + 1/n) x S at the NVLS issue rate (306 GB/s).
+  const double nvls_bound_ps = (1.0 + 1.0 / n) * static_cast<double>(bytes) / 306e9 * 1e12;
+  for (const char* rung : {"packet", "flow", "analytical"}) {
+    EXPECT_GE(static_cast<double>(iteration(run(&w, rung, {"simccl.planner=nccl"}))), nvls_bound_ps) << rung;
+  }
 }
 
 // Incast: 8 senders into one receiver NIC. Packet (FIFO interleaving) and flow (max-min 1/8

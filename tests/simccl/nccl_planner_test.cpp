@@ -9,10 +9,12 @@
 #include <gtest/gtest.h>
 
 #include <map>
+#include <set>
 #include <string>
 #include <tuple>
 #include <vector>
 
+#include "models/packet.hpp"
 #include "simccl/nccl_planner.hpp"
 #include "simccl/ring_planner.hpp"
 
@@ -184,9 +186,10 @@ TEST(NcclPlanner, ProtocolWireEfficiency) {
 }
 
 TEST(NcclPlanner, RingUsesChannelsAndSlices) {
-  // 1 GiB AllReduce on 8 H100: Ring/Simple, 24 channels; per channel loops of 8 x 2 MiB chunks,
-  // each chunk sent as 2 slices of 1 MiB (chunkSteps 4, sliceSteps 2 of 512 KiB steps).
-  const NcclPlanner p(cfg());
+  // 1 GiB AllReduce on 8 H100 with NCCL_ALGO=Ring (NVLS wins by default): Ring/Simple, 24
+  // channels; per channel loops of 8 x 2 MiB chunks, each chunk sent as 2 slices of 1 MiB
+  // (chunkSteps 4, sliceSteps 2 of 512 KiB steps).
+  const NcclPlanner p(cfg("Ring"));
   const auto ranks = iota(8);
   const RankPlan plan = p.plan(CollRequest{CollOp::kAllReduce, 1ull << 30, &ranks, 0, 0});
   std::map<std::uint16_t, std::uint64_t> per_channel;
@@ -198,6 +201,46 @@ TEST(NcclPlanner, RingUsesChannelsAndSlices) {
   }
   EXPECT_EQ(per_channel.size(), 24u);
   EXPECT_EQ(max_msg, 1u << 20);
+}
+
+// NVLS AllReduce (nccl.md §1.4, §1.6): 16 NVLS channels on Hopper; chunk 128 KiB for a call of
+// at least 64 x 16 channels x 8 heads x 128 KiB = 1 GiB; every rank sends every chunk once into
+// the switch's reduction (n x chunk per loop) and multicasts the chunk it owns: (1 + 1/n) x S
+// sent per rank, S/n received reduced plus S by multicast.
+TEST(NcclPlanner, NvlsAllReduceSendsOnePlusOneOverN) {
+  const NcclPlanner p(cfg());
+  const auto ranks = iota(8);
+  const std::uint64_t S = 1ull << 30;
+  for (std::uint32_t me : {0u, 5u}) {
+    const RankPlan plan = p.plan(CollRequest{CollOp::kAllReduce, S, &ranks, me, 0});
+    std::uint64_t reduce = 0, mcast = 0, max_msg = 0, recvs = 0;
+    std::set<std::uint16_t> channels;
+    for (const auto& o : plan.ops) {
+      if (!o.is_send) {
+        ++recvs;
+        continue;
+      }
+      channels.insert(o.channel);
+      max_msg = std::max(max_msg, o.bytes);
+      if (o.nvls == fabricsim::models::kNvlsReduce) reduce += o.bytes;
+      if (o.nvls == fabricsim::models::kNvlsMulticast) {
+        mcast += o.bytes;
+        EXPECT_EQ(o.peer, me);
+      }
+      EXPECT_NE(o.nvls, 0u);
+    }
+    EXPECT_EQ(channels.size(), 16u);
+    EXPECT_EQ(max_msg, 128u << 10);
+    EXPECT_EQ(reduce, S);
+    EXPECT_EQ(mcast, S / 8);
+    // One reduced chunk (from itself) plus 8 multicast chunks per loop: S/128K/8 loops x 9.
+    EXPECT_EQ(recvs, S / (128u << 10) / 8 * 9);
+  }
+  // A100 (sm80) has no NVLS: Ring/Simple, no NVLS op.
+  NcclPlannerConfig a100 = cfg();
+  a100.sm = 80;
+  const RankPlan plan = NcclPlanner(a100).plan(CollRequest{CollOp::kAllReduce, S, &ranks, 0, 0});
+  for (const auto& o : plan.ops) EXPECT_EQ(o.nvls, 0u);
 }
 
 TEST(NcclPlanner, PxnRelaysThroughThePeersRail) {

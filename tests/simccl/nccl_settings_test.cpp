@@ -93,7 +93,9 @@ TEST(NcclSettings, BadValuesAreErrors) {
   EXPECT_THROW(load_nccl_settings({{"NCCL_BUFFSIZE", "4MB"}}, "s", false), InputError);
   EXPECT_THROW(load_nccl_settings({{"NCCL_MAX_NCHANNELS", "65"}}, "s", false), InputError);
   EXPECT_THROW(load_nccl_settings({{"NCCL_MIN_NCHANNELS", "8"}, {"NCCL_MAX_NCHANNELS", "4"}}, "s", false), InputError);
-  EXPECT_THROW(load_nccl_settings({{"NCCL_NVLS_ENABLE", "1"}}, "s", false), InputError);  // not modelled
+  EXPECT_THROW(load_nccl_settings({{"NCCL_NVLS_ENABLE", "3"}}, "s", false), InputError);  // 0, 1 or 2
+  EXPECT_EQ(load_nccl_settings({{"NCCL_NVLS_ENABLE", "1"}}, "s", false).nvls_enable, 1);  // force on: modelled
+  EXPECT_THROW(load_nccl_settings({{"NCCL_NVLS_CHUNKSIZE", "1K"}}, "s", false), InputError);
   EXPECT_THROW(load_nccl_settings({{"NCCL_COLLNET_ENABLE", "1"}}, "s", false), InputError);
   EXPECT_THROW(load_nccl_settings({{"NCCL_P2P_PXN_LEVEL", "3"}}, "s", false), InputError);
   EXPECT_NO_THROW(load_nccl_settings({{"NCCL_NVLS_ENABLE", "0"}, {"NCCL_DEBUG", "INFO"}}, "s", false));

@@ -2,9 +2,10 @@
 // 8xH100 NVSwitch node and for 2, 4 and 16 such nodes with 8x400 Gb/s NICs. Expected values are
 // derived here, independently of simccl/nccl_tuner.cpp, from the formulas and tables of
 // ../shared/reference/nccl.md §2 (NCCL 2.28 src/graph/tuning.cc, src/enqueue.cc), restricted to
-// what simccl models (Ring and Tree; NVLS/CollNet/PAT unavailable).
+// what simccl models (Ring, Tree and single-node NVLS; NVLSTree/CollNet/PAT unavailable).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <string>
 
@@ -21,7 +22,8 @@ struct Expect {
   int channels;
 };
 
-// Independent re-derivation for AllReduce on H100 (sm90, Intel CPU), Ring/Tree only.
+// Independent re-derivation for AllReduce on H100 (sm90, Intel CPU): Ring, Tree, NVLS on one node
+// and NVLSTree across nodes (NVLS across nodes needs CollNet: unavailable).
 // Graph: 1 node: NVLink 18 x 20.6 = 370.8 GB/s -> sm90 intra ladder 60 -> 6 channels -> dup to
 // 12 x 30; comm channels 24. Multi-node: min(PCIe Gen5 48, NIC 50) -> inter ladder 48 ->
 // 8 NICs x 1 = 8 channels x 48 (no dup: bw < 50 with > 4 channels on sm > 80); comm channels
@@ -48,6 +50,33 @@ Expect derive(int nodes, std::uint64_t bytes) {
   Expect e{Algo::kRing, Proto::kSimple, 1};
   int logsz = -1;
   for (std::uint64_t v = bytes >> 6; v; v >>= 1) ++logsz;
+  // NVLS (one node): graph = 8 heads; per channel the head's NVSwitch link carries 2 x bw and the
+  // other 7 GPUs' 1 x bw (search.cc ncclTopoSearchTryNvls), so bwIntra = the largest sm90 intra
+  // ladder speed <= 370.8 / 9 = 41.2 -> 40; bwInter = the ladder top 60 (pass 2 raises it);
+  // busBw = 8 x min(40 x 0.85 x 7/8 x 2, 60) = 476; algBw = 476 x 8/14; latency = NVLINK NVLS 25 us.
+  double nvls_t = 1e300;
+  if (nodes == 1) {
+    const double ladder[] = {60, 50, 40, 30, 24, 20, 15, 12, 11, 6, 3};
+    double bw_intra = 3;
+    for (double sp : ladder) {
+      if (sp <= 18 * 20.6 / 9) {
+        bw_intra = sp;
+        break;
+      }
+    }
+    const double per_ch = std::min(bw_intra * 0.85 * 7 / 8 * 2, 60.0);
+    nvls_t = 25.0 + bytes / (1000.0 * 8 * per_ch * n / nsteps);
+  }
+  // NVLSTree (2+ nodes): the NVLS graph with 8 heads (one per NIC, NVIDIA/nccl#1041), bwIntra =
+  // the largest sm90 inter-ladder speed <= 370.8 / 9 (48, 45, 42, 40 -> 40), bwInter = the first
+  // inter-ladder speed <= min(PCIe Gen5 48, NIC 50) = 48, x2 on <= 2 nodes; per channel
+  // min(40 x 0.85 x 7/8 x 2, bwInter, perChMaxNVLSTreeBw Hopper 57.7 (2 nodes) / 45.5 (more));
+  // latency 0 + 25 (NVLINK) + 2 log2(nodes) x 20.9 (NET NVLSTree).
+  double nvlstree_t = 1e300;
+  if (nodes > 1) {
+    const double per_ch = std::min({40 * 0.85 * 7 / 8 * 2, 48.0 * (nodes <= 2 ? 2 : 1), nodes == 2 ? 57.7 : 45.5});
+    nvlstree_t = 25.0 + 2 * std::log2(nodes) * 20.9 + bytes / (1000.0 * 8 * per_ch * n / nsteps);
+  }
   for (int a : {0, 1}) {      // Tree, Ring (NCCL index order)
     for (int p : {0, 1, 2}) {  // LL, LL128, Simple
       double bw, lat;
@@ -76,6 +105,8 @@ Expect derive(int nodes, std::uint64_t bytes) {
       }
     }
   }
+  if (nvls_t < best) return Expect{Algo::kNvls, Proto::kSimple, 16};  // NVLS_NCHANNELS_SM90, no reduction
+  if (nvlstree_t < best) return Expect{Algo::kNvlsTree, Proto::kSimple, 16};
   // Channels: drop while nBytes < nc x nThreads x threshold (LL: 512 thr, 8 B (x nRanks for
   // Ring); LL128: 640, 8 B; Simple: 512, 64 B).
   const int nt = e.proto == Proto::kLL128 ? 640 : 512;
@@ -95,6 +126,7 @@ TuningTopology h100(int nodes) {
   t.sm = 90;
   t.nic_GBps = 50;  // 400 Gb/s
   t.nics_per_node = 8;
+  t.nvswitch_multicast = true;  // HGX H100: NVSwitch gen3 with NVLink SHARP
   return t;
 }
 
@@ -136,16 +168,73 @@ TEST(NcclTuner, HandPickedPointsOnOneNode) {
   EXPECT_EQ(d.algo, Algo::kRing);
   EXPECT_EQ(d.proto, Proto::kLL);
   EXPECT_EQ(d.n_channels, 1);
-  // 8 MiB: Ring/LL128 40.6 + 8388608/189257 = 84.9 us < Ring/Simple 96.8 < Tree/LL128 103.9.
+  // 8 MiB: NVLS 25 + 8388608/272000 = 55.8 us < Ring/LL128 40.6 + 8388608/189257 = 84.9 us.
   d = t.decide(Func::kAllReduce, 8u << 20);
+  EXPECT_EQ(d.algo, Algo::kNvls);
+  EXPECT_EQ(d.proto, Proto::kSimple);
+  EXPECT_NEAR(d.time_us, 25 + 8388608.0 / (1000 * 476.0 * 8 / 14), 1e-6);
+  EXPECT_EQ(d.n_channels, 16);
+  EXPECT_EQ(d.n_threads, 640);
+  // 1 GiB: NVLS (272 GB/s algBw) beats Ring/Simple (205.7).
+  d = t.decide(Func::kAllReduce, 1u << 30);
+  EXPECT_EQ(d.algo, Algo::kNvls);
+  // Without NVLS (NCCL_NVLS_ENABLE=0, or no NVSwitch multicast): the ring cases of before.
+  NcclSettings off;
+  off.nvls_enable = 0;
+  const NcclTuner t0(h100(1), off);
+  EXPECT_EQ(t0.unavailable_reason(Func::kAllReduce, Algo::kNvls, Proto::kSimple), "disabled by NCCL_NVLS_ENABLE=0");
+  d = t0.decide(Func::kAllReduce, 8u << 20);
   EXPECT_EQ(d.algo, Algo::kRing);
   EXPECT_EQ(d.proto, Proto::kLL128);
   EXPECT_NEAR(d.time_us, 40.6 + 8388608.0 / (1000 * 331.2 * 8 / 14), 1e-6);
-  // 1 GiB: Ring/Simple on all 24 channels.
-  d = t.decide(Func::kAllReduce, 1u << 30);
+  d = t0.decide(Func::kAllReduce, 1u << 30);
   EXPECT_EQ(d.algo, Algo::kRing);
   EXPECT_EQ(d.proto, Proto::kSimple);
   EXPECT_EQ(d.n_channels, 24);
+}
+
+TEST(NcclTuner, NvlsRowsFollowTheReference) {
+  const NcclTuner one(h100(1), NcclSettings{});
+  EXPECT_EQ(one.nvls_graph().n_channels, 8);
+  EXPECT_DOUBLE_EQ(one.nvls_graph().bw_intra, 40.0);
+  EXPECT_NEAR(one.bandwidth(Func::kAllReduce, Algo::kNvls, Proto::kSimple), 8 * 40 * 0.85 * 7 / 8 * 2 * 8 / 14, 1e-9);
+  EXPECT_NEAR(one.latency(Func::kAllReduce, Algo::kNvls, Proto::kSimple), 25.0, 1e-12);
+  EXPECT_EQ(one.unavailable_reason(Func::kAllReduce, Algo::kNvlsTree, Proto::kSimple),
+            "NVLSTree is disabled on a single node");
+  EXPECT_EQ(one.unavailable_reason(Func::kAllReduce, Algo::kNvls, Proto::kLL), "Simple protocol only");
+  for (int nodes : {2, 4, 16}) {
+    const NcclTuner t(h100(nodes), NcclSettings{});
+    EXPECT_EQ(t.unavailable_reason(Func::kAllReduce, Algo::kNvls, Proto::kSimple),
+              "NVLS on more than one node needs CollNet (SHARP), which is not modelled");
+    EXPECT_EQ(t.nvls_graph().n_channels, 8);
+    EXPECT_DOUBLE_EQ(t.nvls_graph().bw_intra, 40.0);
+    EXPECT_DOUBLE_EQ(t.nvls_graph().bw_inter, 48.0);
+    const int n = 8 * nodes;
+    EXPECT_NEAR(t.bandwidth(Func::kAllReduce, Algo::kNvlsTree, Proto::kSimple),
+                8 * (nodes == 2 ? 57.7 : 45.5) * n / (2.0 * (n - 1)), 1e-9);
+    EXPECT_NEAR(t.latency(Func::kAllReduce, Algo::kNvlsTree, Proto::kSimple), 25 + 2 * std::log2(nodes) * 20.9, 1e-9);
+  }
+  // 2 nodes, 1 GiB: NVLSTree (66.8 us + 2^30 B / 246.2 GB/s) beats Ring/Simple (131.6 us + 2^30 / 204.8).
+  EXPECT_EQ(NcclTuner(h100(2), NcclSettings{}).decide(Func::kAllReduce, 1u << 30).algo, Algo::kNvlsTree);
+  TuningTopology uneven = h100(2);
+  uneven.even_nodes = false;
+  EXPECT_NE(NcclTuner(uneven, NcclSettings{}).unavailable_reason(Func::kAllReduce, Algo::kNvlsTree, Proto::kSimple), "");
+  TuningTopology a100 = h100(1);
+  a100.sm = 80;
+  EXPECT_EQ(NcclTuner(a100, NcclSettings{}).unavailable_reason(Func::kAllReduce, Algo::kNvls, Proto::kSimple),
+            "NVLS needs compute capability >= 90 (NVSwitch multicast)");
+  TuningTopology flow = h100(1);
+  flow.nvswitch_multicast = false;
+  flow.no_nvls_reason = "coarse rung";
+  EXPECT_EQ(NcclTuner(flow, NcclSettings{}).unavailable_reason(Func::kAllReduce, Algo::kNvls, Proto::kSimple),
+            "coarse rung");
+  // NCCL_ALGO=NVLS on 2 nodes leaves nothing (NVLSTree is another algorithm): an input error.
+  NcclSettings only;
+  for (auto& row : only.algo_enabled) row.fill(false);
+  for (auto& row : only.algo_enabled) row[static_cast<std::size_t>(Algo::kNvls)] = true;
+  only.algo_set = true;
+  EXPECT_THROW((void)NcclTuner(h100(2), only).decide(Func::kAllReduce, 1 << 20), fabricsim::engine::InputError);
+  EXPECT_EQ(NcclTuner(h100(1), only).decide(Func::kAllReduce, 1024).algo, Algo::kNvls);
 }
 
 TEST(NcclTuner, AllGatherAndBroadcastUseRingOnly) {
@@ -156,7 +245,16 @@ TEST(NcclTuner, AllGatherAndBroadcastUseRingOnly) {
     EXPECT_LT(t.time_us(Func::kAllGather, Algo::kTree, Proto::kSimple, b), 0);
     EXPECT_LT(t.time_us(Func::kAllGather, Algo::kNvls, Proto::kSimple, b), 0);
   }
-  EXPECT_NE(t.unavailable_reason(Func::kAllReduce, Algo::kNvls, Proto::kSimple).find("multicast"), std::string::npos);
+  EXPECT_NE(t.unavailable_reason(Func::kAllReduce, Algo::kNvls, Proto::kSimple).find("CollNet"), std::string::npos);
+  // One node: NVLS AllGather/ReduceScatter busBw = 8 x min(40 x 0.85 x 7/8 x 7/8, 60) = 208.25
+  // GB/s, not converted to algBw (tuning.cc: only ring-type AllGather/ReduceScatter are); the
+  // ring (360 x 8/7 = 411 GB/s algBw, lower latency) still wins at every size.
+  const NcclTuner one(h100(1), NcclSettings{});
+  for (Func f : {Func::kAllGather, Func::kReduceScatter}) {
+    EXPECT_NEAR(one.bandwidth(f, Algo::kNvls, Proto::kSimple), 8 * 40 * 0.85 * 7 / 8 * 7 / 8, 1e-9);
+    EXPECT_NEAR(one.latency(f, Algo::kNvls, Proto::kSimple), 25.0, 1e-12);
+    for (std::uint64_t b = 1024; b <= (8ull << 30); b *= 8) EXPECT_NE(one.decide(f, b).algo, Algo::kNvls) << b;
+  }
 }
 
 TEST(NcclTuner, SettingsOverrideTheChoice) {

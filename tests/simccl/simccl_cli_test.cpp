@@ -177,7 +177,8 @@ TEST(SimcclCli, PlanPrintsTheCostTableAndTheChoice) {
   for (const auto& r : rows) {
     if (r.status.rfind("enabled", 0) == 0) best = std::min(best, r.time_us);
     if (r.status.find("chosen") != std::string::npos) chosen = &r;
-    if (r.algo == "NVLS" || r.algo == "PAT" || r.algo == "CollNetDirect") {
+    if ((r.algo == "NVLS" && r.proto != "Simple") || r.algo == "NVLSTree" || r.algo == "PAT" ||
+        r.algo == "CollNetDirect") {
       EXPECT_EQ(r.status.rfind("disabled", 0), 0u) << r.algo;
     }
   }
@@ -188,6 +189,22 @@ TEST(SimcclCli, PlanPrintsTheCostTableAndTheChoice) {
   if (chosen->algo == "Ring" && chosen->proto == "Simple") {
     EXPECT_EQ(number_after(out, "; payload "), 14ull << 30) << out;
     EXPECT_NE(out.find("0 B on the network"), std::string::npos) << out;
+  }
+  // On 8 H100 (sm90, NVSwitch) NVLS wins at 1 GiB; an NVLS AllReduce sends (1 + 1/n) x S per
+  // rank into the NVSwitch: 8 x 9/8 x 1 GiB = 9 GiB, all on NVLink.
+  EXPECT_EQ(chosen->algo, "NVLS");
+  EXPECT_EQ(number_after(out, "; payload "), 9ull << 30) << out;
+  EXPECT_NE(out.find("0 B on the network"), std::string::npos) << out;
+  // NCCL_NVLS_ENABLE=0 takes NVLS away (with the reason in the table); so does a GPU without it.
+  for (const char* extra : {"--set nccl.NCCL_NVLS_ENABLE=0", "--set simccl.gpu_sm=80"}) {
+    o = run_plan(std::string("all_reduce 1G -g 8 ") + extra, dir.string(), &out);
+    ASSERT_EQ(o.code, 0) << o.err;
+    for (const auto& r : cost_rows(out)) {
+      if (r.algo == "NVLS") {
+        EXPECT_EQ(r.status.rfind("disabled", 0), 0u) << extra << ": " << r.status;
+      }
+    }
+    EXPECT_EQ(out.find("choice: NVLS"), std::string::npos) << out;
   }
   // NCCL_ALGO=Tree: every Ring row is disabled and Tree is chosen.
   o = run_plan("all_reduce 64M -g 8 -n 2 --set nccl.NCCL_ALGO=Tree", dir.string(), &out);

@@ -1,0 +1,234 @@
+// NVLink SHARP (NVLS) at the packet rung (issue 4): the NVSwitch reduces (multimem.ld_reduce) and
+// multicasts (multimem.st), so an NVLS AllReduce of S bytes on n GPUs moves (1 + 1/n) x S through
+// each GPU port per direction: up, every chunk once into the reduction plus the owned chunk's
+// multicast (S + S/n); down, the owned chunk reduced plus every chunk by multicast (S/n + S).
+// Asserted here:
+//  * per-GPU NVLink bytes (payload, both directions) equal (1 + 1/n) x S exactly, also for
+//    node-local communicators of 4 GPUs that run at the same time on two hosts;
+//  * the time of an uncongested NVLS AllReduce lies between its closed-form bounds;
+//  * the flow rung within 3% of the packet rung;
+//  * bit-identical results on 1, 2 and 4 MPI processes x 1 and 2 threads, at every rung.
+#include <gtest/gtest.h>
+#include <mpi.h>
+
+#include <cstdio>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "jobs/nccl_tests.hpp"
+#include "jobs/run.hpp"
+#include "models/workload.hpp"
+
+namespace {
+
+using fabricsim::jobs::RunResult;
+using fabricsim::models::Workload;
+
+// `hosts` x `gph` GPUs; every rank runs one AllReduce of `bytes` on its host's communicator.
+Workload per_host_allreduce(unsigned hosts, unsigned gph, std::uint64_t bytes) {
+  Workload w = fabricsim::jobs::nccl_tests_workload("all_reduce", hosts * gph, bytes, 0);
+  for (unsigned h = 0; h < hosts; ++h) {
+    fabricsim::models::CommGroup g;
+    g.name = "node" + std::to_string(h);
+    for (unsigned i = 0; i < gph; ++i) g.ranks.push_back(h * gph + i);
+    w.groups.push_back(g);
+  }
+  for (unsigned r = 0; r < hosts * gph; ++r) w.programs[r][0].group = static_cast<std::int32_t>(1 + r / gph);
+  return w;
+}
+
+RunResult run(const Workload& w, unsigned hosts, unsigned gph, std::vector<std::string> sets, MPI_Comm comm,
+              unsigned threads, bool keep) {
+  fabricsim::jobs::RunOptions o;
+  o.workload_data = &w;
+  o.sets = std::move(sets);
+  o.sets.push_back("cluster.gpus_per_host=" + std::to_string(gph));
+  o.sets.push_back("cluster.hosts=" + std::to_string(hosts));
+  o.threads = threads;
+  o.write_h5 = false;
+  o.quiet = true;
+  o.keep_flows = keep;
+  return fabricsim::jobs::run_simulation(o, comm, "test", "test");
+}
+
+// NVLink payload bytes out of (up) and into (down) each GPU, from the link samples.
+void nvlink_bytes(const RunResult& r, unsigned gpus, std::vector<std::uint64_t>& up, std::vector<std::uint64_t>& down) {
+  up.assign(gpus, 0);
+  down.assign(gpus, 0);
+  for (const auto& l : r.link_records) {
+    if (l.tier != 0) continue;
+    if (l.from_node < gpus) up[l.from_node] += l.bytes;
+    if (l.to_node < gpus) down[l.to_node] += l.bytes;
+  }
+}
+
+TEST(Nvls, PortBytesAreOnePlusOneOverNPerDirection) {
+  int procs = 1;
+  MPI_Comm_size(MPI_COMM_WORLD, &procs);
+  if (procs > 1) GTEST_SKIP() << "sequential only";
+  const std::uint64_t S = 8ull << 20;
+  const Workload w = fabricsim::jobs::nccl_tests_workload("all_reduce", 8, S, 0);
+  const RunResult r = run(w, 1, 8, {}, MPI_COMM_SELF, 1, true);
+  ASSERT_EQ(r.collectives.size(), 1u);
+  EXPECT_EQ(r.collectives[0].algorithm, "NVLS");  // the cost model's choice at 8 MiB on 8 x H100
+  std::vector<std::uint64_t> up, down;
+  nvlink_bytes(r, 8, up, down);
+  for (unsigned g = 0; g < 8; ++g) {
+    EXPECT_EQ(up[g], S + S / 8) << "gpu " << g;
+    EXPECT_EQ(down[g], S + S / 8) << "gpu " << g;
+  }
+  // Two hosts of 4 GPUs, one 4-GPU communicator each, NVLS forced (for 4 ranks NCCL's model
+  // prefers the ring: NVLS busBw 4 x min(60 x 0.85 x 3/4 x 2, 60) = 240 < ring 360): per GPU
+  // (1 + 1/4) x S.
+  const Workload w2 = per_host_allreduce(2, 4, S);
+  const RunResult r2 = run(w2, 2, 4, {"nccl.NCCL_ALGO=NVLS"}, MPI_COMM_SELF, 1, true);
+  ASSERT_EQ(r2.collectives.size(), 2u);
+  nvlink_bytes(r2, 8, up, down);
+  for (unsigned g = 0; g < 8; ++g) {
+    EXPECT_EQ(up[g], S + S / 4) << "gpu " << g;
+    EXPECT_EQ(down[g], S + S / 4) << "gpu " << g;
+  }
+  // NCCL_NVLS_ENABLE=0: the ring (Simple: no line overhead) moves 2(n-1)/n x S per direction.
+  const RunResult ring = run(w, 1, 8, {"nccl.NCCL_NVLS_ENABLE=0", "nccl.NCCL_PROTO=Simple"}, MPI_COMM_SELF, 1, true);
+  EXPECT_NE(ring.collectives[0].algorithm, "NVLS");
+  nvlink_bytes(ring, 8, up, down);
+  EXPECT_EQ(up[0], 2 * 7 * S / 8);
+}
+
+// NVLSTree (2 nodes x 8, NCCL_ALGO=NVLSTree): per node NVLS as above, (1 + 1/8) x S through
+// each NVLink per direction; chunk h of every loop crosses the network once up and once down the
+// tree between the nodes' GPUs h (2 nodes: each tree has one edge), so every GPU's NIC sends S/8
+// (it is the child in half of the channels' trees and the parent in the other half).
+TEST(Nvls, NvlsTreePortBytes) {
+  int procs = 1;
+  MPI_Comm_size(MPI_COMM_WORLD, &procs);
+  if (procs > 1) GTEST_SKIP() << "sequential only";
+  const std::uint64_t S = 64ull << 20;
+  const Workload w = fabricsim::jobs::nccl_tests_workload("all_reduce", 16, S, 0);
+  const RunResult r = run(w, 2, 8, {"nccl.NCCL_ALGO=NVLSTree", "nic.cc=none"}, MPI_COMM_SELF, 1, true);
+  ASSERT_EQ(r.collectives.size(), 1u);
+  EXPECT_EQ(r.collectives[0].algorithm, "NVLSTree");
+  std::vector<std::uint64_t> up, down, nic(16, 0);
+  nvlink_bytes(r, 16, up, down);
+  for (const auto& l : r.link_records) {
+    if (l.tier == 1 && l.from_node < 16) nic[l.from_node] += l.bytes;
+  }
+  for (unsigned g = 0; g < 16; ++g) {
+    EXPECT_EQ(up[g], S + S / 8) << g;
+    EXPECT_EQ(down[g], S + S / 8) << g;
+    EXPECT_EQ(nic[g], S / 8) << g;
+  }
+}
+
+// NVLS ReduceScatter (the reduce half) and AllGather (the multicast half), forced with
+// NCCL_ALGO=NVLS (NCCL's model prefers the ring for them on 8 x H100). nccl-tests sizes S are the
+// whole buffer: ReduceScatter sends S into the switch and receives its S/n reduced;
+// AllGather multicasts its S/n and receives all S.
+TEST(Nvls, ReduceScatterAndAllGatherPortBytes) {
+  int procs = 1;
+  MPI_Comm_size(MPI_COMM_WORLD, &procs);
+  if (procs > 1) GTEST_SKIP() << "sequential only";
+  const std::uint64_t S = 16ull << 20;
+  std::vector<std::uint64_t> up, down;
+  for (const char* coll : {"reduce_scatter", "all_gather"}) {
+    SCOPED_TRACE(coll);
+    const Workload w = fabricsim::jobs::nccl_tests_workload(coll, 8, S, 0);
+    const RunResult r = run(w, 1, 8, {"nccl.NCCL_ALGO=NVLS"}, MPI_COMM_SELF, 1, true);
+    ASSERT_EQ(r.collectives.size(), 1u);
+    EXPECT_EQ(r.collectives[0].algorithm, "NVLS");
+    nvlink_bytes(r, 8, up, down);
+    const bool rs = std::string(coll) == "reduce_scatter";
+    for (unsigned g = 0; g < 8; ++g) {
+      EXPECT_EQ(up[g], rs ? S : S / 8) << g;
+      EXPECT_EQ(down[g], rs ? S / 8 : S) << g;
+    }
+    // Uncongested: the busier direction at its rate (RS: S up at 306 GB/s; AG: S down at 450).
+    const double t = static_cast<double>(r.collectives[0].end_ps - r.collectives[0].start_ps) * 1e-12;
+    const double lo = rs ? static_cast<double>(S) / 306e9 : static_cast<double>(S) / 450e9;
+    EXPECT_GE(t, lo);
+    EXPECT_LE(t, lo * 1.1);
+  }
+}
+
+// Closed form: every GPU port carries (1 + 1/n) x S per direction, and the GPU issues NVLS
+// traffic at R = cluster.nvls_bandwidth (below the 450 GB/s link), so
+//   T >= (1 + 1/n) S / R.
+// The pipeline adds a fill (the first chunk's reduction before any multicast) and a drain (the
+// last loop's multicasts, nChannels x n x chunk bytes into each GPU at the link rate B) plus the
+// NVLink latencies of both phases:
+//   T <= (1 + 1/n) S / R + nCh n chunk / B + chunk / R + 4 L.
+// Checked on 8 GPUs at 256 MiB (16 channels, 128 KiB chunks: 16 loops per channel) and with a
+// slower NVLS rate.
+TEST(Nvls, UncongestedTimeWithinItsClosedFormBounds) {
+  int procs = 1;
+  MPI_Comm_size(MPI_COMM_WORLD, &procs);
+  if (procs > 1) GTEST_SKIP() << "sequential only";
+  const double S = 256.0 * (1 << 20), n = 8, B = 450e9, L = 100e-9, chunk = 128 * 1024, nch = 16;
+  for (double R : {306e9, 200e9}) {
+    const Workload w = fabricsim::jobs::nccl_tests_workload("all_reduce", 8, static_cast<std::uint64_t>(S), 0);
+    const RunResult r = run(w, 1, 8, {"cluster.nvls_bandwidth=" + std::to_string(static_cast<long long>(R * 8 / 1e9)) + "Gbps"},
+                            MPI_COMM_SELF, 1, false);
+    ASSERT_EQ(r.collectives.size(), 1u);
+    ASSERT_EQ(r.collectives[0].algorithm, "NVLS");
+    const double t = static_cast<double>(r.collectives[0].end_ps - r.collectives[0].start_ps) * 1e-12;
+    const double lo = (1 + 1 / n) * S / R;
+    const double hi = lo + nch * n * chunk / B + chunk / R + 4 * L;
+    EXPECT_GE(t, lo) << R;
+    EXPECT_LE(t, hi) << R;
+    std::printf("NVLS 256 MiB at R = %.0f GB/s: %.2f us, bounds [%.2f, %.2f] us\n", R / 1e9, t * 1e6, lo * 1e6, hi * 1e6);
+  }
+}
+
+// The flow rung models the same reduction and multicast (the network LP counts each chunk's
+// contributions and starts the reduced chunk's downlink flow once all drained into the switch;
+// a multicast's uplink flow is followed by one downlink flow per member; NVLS uplink flows also
+// cross a virtual per-GPU link of capacity cluster.nvls_bandwidth), at message rather than packet
+// granularity: within 3% of the packet rung at 256 MiB and 1 GiB, and inside the same bounds.
+TEST(Nvls, FlowRungAgreesWithPacketRung) {
+  int procs = 1;
+  MPI_Comm_size(MPI_COMM_WORLD, &procs);
+  if (procs > 1) GTEST_SKIP() << "sequential only";
+  for (std::uint64_t S : {256ull << 20, 1ull << 30}) {
+    const Workload w = fabricsim::jobs::nccl_tests_workload("all_reduce", 8, S, 0);
+    const RunResult p = run(w, 1, 8, {}, MPI_COMM_SELF, 1, false);
+    const RunResult f = run(w, 1, 8, {"sim.fidelity=flow"}, MPI_COMM_SELF, 1, false);
+    ASSERT_EQ(f.collectives.size(), 1u);
+    EXPECT_EQ(f.collectives[0].algorithm, "NVLS");
+    const double tp = static_cast<double>(p.collectives[0].end_ps - p.collectives[0].start_ps);
+    const double tf = static_cast<double>(f.collectives[0].end_ps - f.collectives[0].start_ps);
+    EXPECT_NEAR(tf / tp, 1.0, 0.03) << S;
+    EXPECT_GE(tf * 1e-12, (1 + 1.0 / 8) * static_cast<double>(S) / 306e9);
+    std::printf("NVLS %llu B: packet %.2f us, flow %.2f us\n", static_cast<unsigned long long>(S), tp * 1e-6, tf * 1e-6);
+  }
+}
+
+TEST(Nvls, IdenticalAcrossProcessesAndThreads) {
+  struct Case {
+    const char* name;
+    unsigned hosts, gph;
+    std::uint64_t bytes;
+  };
+  for (const char* rung : {"packet", "flow", "analytical"})
+  for (const Case& c : {Case{"node8_3MiB", 1, 8, 3u << 20}, Case{"two_nodes_of_4_5MiB", 2, 4, (5u << 20) + 12},
+                        Case{"nvlstree_2x4_6MiB", 2, 4, 6u << 20}}) {
+    SCOPED_TRACE(std::string(c.name) + " " + rung);
+    const bool tree = std::string(c.name).rfind("nvlstree", 0) == 0;
+    const Workload w = c.hosts == 1 || tree ? fabricsim::jobs::nccl_tests_workload("all_reduce", c.hosts * c.gph, c.bytes, 0)
+                                            : per_host_allreduce(c.hosts, c.gph, c.bytes);
+    const std::vector<std::string> sets = {tree ? "nccl.NCCL_ALGO=NVLSTree" : "nccl.NCCL_ALGO=NVLS",
+                                           std::string("sim.fidelity=") + rung};
+    const RunResult ref = run(w, c.hosts, c.gph, sets, MPI_COMM_SELF, 1, false);
+    ASSERT_EQ(ref.collectives.size(), tree ? 1u : c.hosts);
+    EXPECT_EQ(ref.collectives[0].algorithm, tree ? "NVLSTree" : "NVLS");
+    for (unsigned threads : {1u, 2u}) {
+      const RunResult got = run(w, c.hosts, c.gph, sets, MPI_COMM_WORLD, threads, false);
+      EXPECT_EQ(got.digest, ref.digest);
+      EXPECT_EQ(got.flows, ref.flows);
+      EXPECT_EQ(got.stats.events, ref.stats.events);
+      EXPECT_EQ(got.meta.simulated_time_ps, ref.meta.simulated_time_ps);
+    }
+  }
+}
+
+}  // namespace
