@@ -143,7 +143,7 @@ const std::vector<KnownName>& known_names() {
       {"NCCL_PXN_DISABLE", "1 disables PXN relays for point-to-point", true},
       {"NCCL_P2P_PXN_LEVEL", "0 never PXN, 1/2 relay through the local GPU on the peer's rail", true},
       {"NCCL_NCHANNELS_PER_NET_PEER", "p2p channels per network peer", true},
-      {"NCCL_IB_QPS_PER_CONNECTION", "QPs per connection (ECMP entropy; each flow already hashes alone in fabricsim)", true},
+      {"NCCL_IB_QPS_PER_CONNECTION", "QPs per connection: each QP has its own RoCEv2 UDP source port, so its own ECMP path (default of nic.qps_per_connection)", true},
       {"NCCL_IB_SPLIT_DATA_ON_QPS", "split each message over all QPs", true},
       {"NCCL_NET_OVERHEAD", "per-message network overhead in ns for the cost model", true},
       {"NCCL_P2P_NET_CHUNKSIZE", "p2p chunk over the network, bytes (128 KiB)", true},
