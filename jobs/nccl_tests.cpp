@@ -317,6 +317,10 @@ std::string run_nccl_tests(const NcclTestsOptions& opt, MPI_Comm comm, const std
   ro.write_h5 = false;
   ro.quiet = true;
 
+  // nccl-tests times many back-to-back launches of each size, so every op's time includes NCCL's
+  // fixed per-op latency: charge the cost model's latency (simccl.launch_latency=nccl) unless the
+  // spec or --set chose otherwise. `fabricsim run` keeps it opt-in.
+  if (!load_spec(ro.spec_path, ro.sets).launch_latency_given) ro.sets.push_back("simccl.launch_latency=nccl");
   // The planner the runs will use, for --explain.
   const Spec spec = load_spec(ro.spec_path, ro.sets);
   const models::ClusterSpec cluster = resolve_cluster(spec, n);
@@ -331,6 +335,9 @@ std::string run_nccl_tests(const NcclTestsOptions& opt, MPI_Comm comm, const std
   // nccl-tests prints -g (GPUs per process) as nGpus; one simulated process per node.
   out << fmt::format("# nThread 1 nGpus {} nRanks {} ({} nodes x {} GPUs), simulated (no data moved)\n#\n",
                      opt.gpus_per_node, n, opt.nodes, opt.gpus_per_node);
+  out << (spec.simccl_extras.launch_latency
+              ? "# per-op latency: NCCL cost model's (simccl.launch_latency=nccl; set it to none to drop it)\n"
+              : "# per-op latency: none (simccl.launch_latency=none)\n");
   for (const auto& warning : pb.warnings) out << "# warning: " << warning << "\n";
   out << "#                                                              out-of-place                       in-place          \n";
   out << "#       size         count      type   redop    root     time   algbw   busbw #wrong     time   algbw   busbw #wrong\n";

@@ -546,6 +546,7 @@ Spec load_spec(const std::string& path, const std::vector<std::string>& sets) {
                        "use none or nccl");
     }
     s.simccl_extras.launch_latency = *v == "nccl";
+    s.launch_latency_given = true;
   }
   if (auto v = str("simccl.topo_fallback")) {
     if (*v != "true" && *v != "false" && *v != "1" && *v != "0") {

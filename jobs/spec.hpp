@@ -60,6 +60,9 @@ struct Spec {
   int gpu_sm = 90;               ///< simccl.gpu_sm: compute capability x10 for the NCCL cost model
   /// simccl.schedule (custom TE-CCL/MSCCL schedules, resolved paths), simccl.topo_fallback.
   simccl::PlannerExtras simccl_extras;
+  /// simccl.launch_latency was given (spec file or --set); `fabricsim nccl-tests` charges the
+  /// latency by default only when it was not.
+  bool launch_latency_given = false;
 };
 
 /// Loads `path` (may be empty: all defaults), applies `sets` ("a.b=value"), validates.

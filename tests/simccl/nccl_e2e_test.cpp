@@ -108,12 +108,20 @@ TEST(NcclValidation, A100NodeAllReducePeak) {
   for (int i = 0; i < 2; ++i) {
     const double bus = rows[static_cast<std::size_t>(i)].busbw_GBps;
     // The simulated ring runs at NCCL's modelled 12 ch x 20 GB/s = 240 (Ring/Simple, 24
-    // channels): +3.6% over the published peak, within 5% at every size >= 1 GiB.
+    // channels) after the cost model's 56 us per-op latency (charged by default in nccl-tests
+    // mode): within 5% of the published peak and of each row (+4.5% at 1 GiB, +3.9% at 2 GiB;
+    // without the latency +5.2% / +4.2%: the measured curve is still ramping at 1 GiB).
     EXPECT_NEAR(bus / kA100Peak, 1.0, 0.05) << bus;
-    // Row by row: +5.2% (1 GiB), +4.2% (2 GiB): the measured curve is still ramping at 1 GiB
-    // (98.5% of its peak); the executor has no per-collective launch/synchronisation latency.
-    EXPECT_NEAR(bus / kA100Busbw[i], 1.0, 0.06) << bus;
+    EXPECT_NEAR(bus / kA100Busbw[i], 1.0, 0.05) << bus;
     EXPECT_NE(rows[static_cast<std::size_t>(i)].choice.find("Ring/Simple 24"), std::string::npos);
+  }
+  // The same sweep without the per-op latency is the plain ring: exactly 240 GB/s x (1 - tiny).
+  o.sets.push_back("simccl.launch_latency=none");
+  const auto plain = sweep(o, MPI_COMM_SELF);
+  ASSERT_EQ(plain.size(), 2u);
+  for (std::size_t i = 0; i < 2; ++i) {
+    EXPECT_GT(plain[i].busbw_GBps, rows[i].busbw_GBps);
+    EXPECT_NEAR(plain[i].busbw_GBps, 240.0, 0.1);
   }
 }
 
@@ -128,8 +136,9 @@ TEST(NcclValidation, LaunchLatencyIsTheCostModelLatency) {
   o.min_bytes = 1024;
   o.max_bytes = 64ull << 20;
   o.factor = 256;  // 1 KiB, 256 KiB, 64 MiB
+  o.sets = {"simccl.launch_latency=none"};
   const auto base = sweep(o, MPI_COMM_SELF);
-  o.sets = {"simccl.launch_latency=nccl"};
+  o.sets = {};  // nccl-tests mode charges the latency unless told otherwise
   const auto lat = sweep(o, MPI_COMM_SELF);
   ASSERT_EQ(base.size(), 3u);
   ASSERT_EQ(lat.size(), 3u);
