@@ -1,26 +1,35 @@
 #pragma once
 /// @file event_queue.hpp
-/// Pending-event set of one thread: a calendar of time buckets over a slab of event bodies.
+/// Pending-event set of one thread: a calendar of time buckets of 32-byte event records, with the
+/// 64-byte payloads that are not all zero in a separate slab of cache lines.
 ///
-/// Order is the exact strict total order (time, src, seq): the key packs (src, seq) into one word,
-/// src in the top kSrcBits bits (the Simulator rejects more than 2^kSrcBits LPs; seq wraps only
-/// after 2^40 events sent by one LP).
+/// Order is the exact strict total order (time, src, seq): the record packs (src, seq) into one
+/// word, src in the top kSrcBits bits (the Simulator rejects more than 2^kSrcBits LPs; seq wraps
+/// only after 2^40 events sent by one LP, and a handler sees seq modulo 2^40).
 ///
 /// Structure (why: a 4-ary heap over ~10^5-10^6 pending events cost ~600 instructions and several
 /// cache misses per event; here a push is an append and the sorting happens on small, cache-hot
 /// batches):
-///  - bucket i holds keys with time in [i * width, (i + 1) * width); `cur_` is the bucket being
-///    consumed. Its keys were sorted once when it became current (`near_`, popped from the back);
-///    keys pushed later into bucket cur_ go to a small heap `late_`; pop takes the smaller of
-///    the two heads. A push into an earlier bucket (before the run starts) moves cur_ back.
+///  - bucket i holds records with time in [i * width, (i + 1) * width); `cur_` is the bucket being
+///    consumed. Its records were sorted once when it became current (`near_`, consumed from
+///    `pos_` upwards); records pushed later into bucket cur_ go to a small heap `late_`; pop takes
+///    the smaller of the two heads. A push into an earlier bucket (before the run starts) moves
+///    cur_ back.
 ///  - buckets cur_+1 .. cur_+kRing-1 live in a ring of unsorted vectors (push = append) with a
 ///    bitmap of the non-empty ones, so empty buckets are skipped 64 at a time;
-///  - keys beyond the ring go to a 4-ary heap `far_` and migrate into the ring as it advances.
-/// Bodies live in a chunked slab (stable addresses), so the engine hands the handler a reference
-/// into the slab instead of copying the 96-byte event out.
+///  - records beyond the ring go to a 4-ary heap `far_` and migrate into the ring as it advances.
+///
+/// Event size (issue 7): the queue holds a 32-byte record per event (time, src/seq, dst, kind and
+/// a payload slot) and keeps a payload in a 64-byte, line-aligned slab slot only when it is not
+/// all zeros. An event without payload (PHOLD, timers, port wake-ups) therefore costs 32 bytes of
+/// queue memory instead of 96 + 24, and a payload is one cache line instead of two. pop() writes
+/// the whole 96-byte Event (payload zeros included) into the caller's buffer, so a handler sees
+/// exactly the bytes that were sent.
 #include <algorithm>
 #include <array>
+#include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <memory>
 #include <vector>
 
@@ -33,6 +42,18 @@ inline constexpr unsigned kSrcBits = 24;
 
 class EventQueue {
  public:
+  /// One queued event without its payload (32 bytes, two per cache line).
+  struct Rec {
+    std::uint64_t time;  ///< SimTime >= 0, ps
+    std::uint64_t tie;   ///< src << (64 - kSrcBits) | (seq mod 2^(64 - kSrcBits))
+    LpId dst;            ///< destination LP
+    std::uint32_t kind;  ///< model-defined kind
+    std::uint32_t pay;   ///< payload slot, or kNoPayload (all 64 bytes zero)
+    std::uint32_t pad;
+  };
+  /// `Rec::pay` of an event whose payload is all zeros.
+  static constexpr std::uint32_t kNoPayload = ~std::uint32_t{0};
+
   /// @param width_log2 bucket width is 2^width_log2 ps (a performance knob only; order is exact
   ///        for any width). The engine derives it from the window width.
   explicit EventQueue(unsigned width_log2 = 10) { set_bucket_width_log2(width_log2); }
@@ -49,91 +70,123 @@ class EventQueue {
   /// Time of the earliest event; undefined when empty.
   SimTime top_time() const { return static_cast<SimTime>(head().time); }
 
-  /// Copies `ev` into the queue.
+  /// Copies `ev` into the queue (a payload of all zeros takes no slab slot).
   void push(const Event& ev) {
-    const std::uint32_t slot = alloc_slot();
-    body(slot) = ev;
-    insert(make_key(ev, slot));
+    std::uint64_t any = 0;
+    for (std::size_t i = 0; i < kPayloadBytes; i += 8) {
+      std::uint64_t w;
+      std::memcpy(&w, ev.payload.data() + i, 8);
+      any |= w;
+    }
+    push(ev.time, ev.dst, ev.src, ev.seq, ev.kind, any ? ev.payload.data() : nullptr,
+         any ? kPayloadBytes : 0);
   }
 
-  /// Earliest event, left in place: valid until release() of its slot (later pushes do not move
-  /// it). Undefined when empty.
-  const Event& front(std::uint32_t& slot) const {
-    slot = head().slot;
-    return body(slot);
+  /// Queues an event given by its fields. The payload is `bytes` bytes at `payload` followed by
+  /// zeros up to kPayloadBytes; `bytes` == 0 (payload may then be null) means all zeros and takes
+  /// no slab slot. Requires time >= 0, bytes <= kPayloadBytes.
+  void push(SimTime time, LpId dst, LpId src, std::uint64_t seq, std::uint32_t kind,
+            const void* payload, std::size_t bytes) {
+    constexpr std::uint64_t kSeqMask = (std::uint64_t{1} << (64 - kSrcBits)) - 1;
+    Rec r;
+    r.time = static_cast<std::uint64_t>(time);
+    r.tie = (static_cast<std::uint64_t>(src) << (64 - kSrcBits)) | (seq & kSeqMask);
+    r.dst = dst;
+    r.kind = kind;
+    r.pay = kNoPayload;
+    r.pad = 0;
+    if (bytes != 0) {
+      r.pay = alloc_slot();
+      std::byte* p = line(r.pay);
+      std::memcpy(p, payload, bytes);
+      if (bytes < kPayloadBytes) std::memset(p + bytes, 0, kPayloadBytes - bytes);
+    }
+    insert(r);
   }
 
-  /// Removes the earliest event from the order; its body stays readable until release(slot).
-  std::uint32_t take() {
-    std::uint32_t slot;
-    if (!late_.empty() && (near_.empty() || less(late_.front(), near_.back()))) {
-      slot = late_.front().slot;
+  /// If the earliest event's time is < `limit`, removes it, writes it whole (header and the 64
+  /// payload bytes) into `out` and returns true; otherwise (or when empty) returns false.
+  bool pop_before(SimTime limit, Event& out) {
+    if (size_ == 0) return false;
+    const bool from_late = !late_.empty() && (pos_ == near_.size() || less(late_.front(), near_[pos_]));
+    const Rec& h = from_late ? late_.front() : near_[pos_];
+    if (static_cast<SimTime>(h.time) >= limit) return false;
+    write_out(h, out);
+    if (from_late) {
       std::pop_heap(late_.begin(), late_.end(), Greater{});
       late_.pop_back();
     } else {
-      slot = near_.back().slot;
-      near_.pop_back();
+      ++pos_;
     }
     --size_;
-    if (near_.empty() && late_.empty() && size_ > 0) advance();
-    return slot;
+    if (pos_ == near_.size() && late_.empty() && size_ > 0) advance();
+    return true;
   }
 
-  /// The k-th next event of the current bucket (k = 0: the next one to be taken), or nullptr.
-  /// Only a cache hint for the caller (prefetching): the late heap is not looked at.
-  const Event* peek_near(std::size_t k) const {
-    return near_.size() > k ? &body(near_[near_.size() - 1 - k].slot) : nullptr;
+  /// Removes the earliest event into `out`; undefined when empty.
+  void pop(Event& out) { pop_before(kInfinity, out); }
+
+  /// The k-th next record of the current bucket (k = 0: the next one in the sorted batch), or
+  /// nullptr. Only a cache hint for the caller (prefetching): the late heap is not looked at.
+  const Rec* peek_near(std::size_t k) const {
+    return near_.size() - pos_ > k ? &near_[pos_ + k] : nullptr;
   }
 
-  /// Body of a taken (not yet released) or queued event.
-  const Event& body_of(std::uint32_t slot) const { return body(slot); }
-
-  /// Returns the slot of a taken event to the free list.
-  void release(std::uint32_t slot) { free_.push_back(slot); }
-
-  /// Removes the earliest event into `out` (copying it).
-  void pop(Event& out) {
-    const std::uint32_t slot = take();
-    out = body(slot);
-    release(slot);
+  /// Address of a record's payload line (for prefetching), or nullptr when it has none.
+  const void* payload_address(const Rec& r) const {
+    return r.pay == kNoPayload ? nullptr : line(r.pay);
   }
+
+  /// Payload slab slots in use (events with a non-zero payload); for tests and memory reports.
+  std::size_t payload_slots_in_use() const { return next_slot_ - free_.size(); }
 
  private:
-  struct Key {
-    std::uint64_t time;  // SimTime >= 0
-    std::uint64_t tie;   // src << (64 - kSrcBits) | seq
-    std::uint32_t slot;
-  };
   __extension__ typedef unsigned __int128 U128;  // GCC/Clang extension (-Wpedantic)
-  static bool less(const Key& a, const Key& b) {
+  static bool less(const Rec& a, const Rec& b) {
     // (time, tie) as one 128-bit number: a branch-free compare (the sort of a bucket of
-    // same-instant keys otherwise mispredicts on the time test).
+    // same-instant records otherwise mispredicts on the time test).
     const U128 x = static_cast<U128>(a.time) << 64 | a.tie;
     const U128 y = static_cast<U128>(b.time) << 64 | b.tie;
     return x < y;
   }
-  struct Greater {
-    bool operator()(const Key& a, const Key& b) const { return less(b, a); }
+  struct Less {
+    bool operator()(const Rec& a, const Rec& b) const { return less(a, b); }
   };
+  struct Greater {
+    bool operator()(const Rec& a, const Rec& b) const { return less(b, a); }
+  };
+  struct alignas(64) Line {
+    std::byte b[kPayloadBytes];
+  };
+  static_assert(sizeof(Rec) == 32 && sizeof(Line) == kPayloadBytes);
   static constexpr unsigned kRingLog2 = 13;
   static constexpr std::uint64_t kRing = std::uint64_t{1} << kRingLog2;
   static constexpr std::uint64_t kMask = kRing - 1;
   static constexpr unsigned kChunkLog2 = 12;
 
-  static Key make_key(const Event& ev, std::uint32_t slot) {
-    constexpr std::uint64_t kSeqMask = (std::uint64_t{1} << (64 - kSrcBits)) - 1;
-    return Key{static_cast<std::uint64_t>(ev.time),
-               (static_cast<std::uint64_t>(ev.src) << (64 - kSrcBits)) | (ev.seq & kSeqMask), slot};
+  void write_out(const Rec& r, Event& out) {
+    out.time = static_cast<SimTime>(r.time);
+    out.dst = r.dst;
+    out.src = static_cast<LpId>(r.tie >> (64 - kSrcBits));
+    out.seq = r.tie & ((std::uint64_t{1} << (64 - kSrcBits)) - 1);
+    out.kind = r.kind;
+    out.reserved = 0;
+    if (r.pay == kNoPayload) {
+      std::memset(out.payload.data(), 0, kPayloadBytes);
+    } else {
+      std::memcpy(out.payload.data(), line(r.pay), kPayloadBytes);
+      free_.push_back(r.pay);
+    }
   }
 
-  const Key& head() const {
-    if (late_.empty()) return near_.back();
-    if (near_.empty()) return late_.front();
-    return less(late_.front(), near_.back()) ? late_.front() : near_.back();
+  const Rec& head() const {
+    if (late_.empty()) return near_[pos_];
+    if (pos_ == near_.size()) return late_.front();
+    return less(late_.front(), near_[pos_]) ? late_.front() : near_[pos_];
   }
 
-  Event& body(std::uint32_t slot) const {
-    return chunks_[slot >> kChunkLog2][slot & ((1u << kChunkLog2) - 1)];
+  std::byte* line(std::uint32_t slot) const {
+    return chunks_[slot >> kChunkLog2][slot & ((1u << kChunkLog2) - 1)].b;
   }
   std::uint32_t alloc_slot() {
     if (!free_.empty()) {
@@ -142,22 +195,24 @@ class EventQueue {
       return s;
     }
     if ((next_slot_ >> kChunkLog2) == chunks_.size()) {
-      chunks_.push_back(std::make_unique<Event[]>(std::size_t{1} << kChunkLog2));
+      chunks_.push_back(std::make_unique<Line[]>(std::size_t{1} << kChunkLog2));
     }
     return next_slot_++;
   }
 
-  void insert(const Key& k) {
+  void insert(const Rec& k) {
     const std::uint64_t b = k.time >> shift_;
     if (size_++ == 0) {
-      // Empty: the new key starts a fresh calendar at its own bucket.
+      // Empty: the new record starts a fresh calendar at its own bucket.
       cur_ = b;
+      near_.clear();
+      pos_ = 0;
       near_.push_back(k);
       return;
     }
     if (b < cur_) {
       // Earlier than the current bucket (only before the run starts, e.g. LPs' initial events
-      // in any order): move the calendar back to b, so the key is not stuck in the late heap.
+      // in any order): move the calendar back to b, so the record is not stuck in the late heap.
       rebase(b);
       near_.push_back(k);
     } else if (b == cur_) {
@@ -170,29 +225,31 @@ class EventQueue {
     }
   }
 
-  void put_ring(std::uint64_t b, const Key& k) {
+  void put_ring(std::uint64_t b, const Rec& k) {
     const std::uint64_t i = b & kMask;
-    if (ring_[i].capacity() == 0 && !spare_.empty()) {
-      ring_[i].swap(spare_.back());
+    std::vector<Rec>& v = ring_[i];
+    if (v.capacity() == 0 && !spare_.empty()) {
+      v.swap(spare_.back());
       spare_.pop_back();
     }
-    ring_[i].push_back(k);
+    v.push_back(k);
     bits_[i >> 6] |= std::uint64_t{1} << (i & 63);
     ++ring_count_;
   }
 
-  // Makes bucket b < cur_ current, with near_ and late_ empty. Keys of the old current bucket
-  // (near_ and late_: late_ only ever holds keys of bucket cur_) go back to the ring; ring keys
-  // beyond the new span go to the far heap. Costs cur_ - b bit tests; a jump of a whole ring or
-  // more rebuilds the calendar.
+  // Makes bucket b < cur_ current, with near_ and late_ empty. Records of the old current bucket
+  // (near_ from pos_ and late_: late_ only ever holds records of bucket cur_) go back to the
+  // ring; ring records beyond the new span go to the far heap. Costs cur_ - b bit tests; a jump
+  // of a whole ring or more rebuilds the calendar.
   void rebase(std::uint64_t b) {
     if (cur_ - b >= kRing) {
-      std::vector<Key> all;
+      std::vector<Rec> all;
       all.reserve(size_);
-      all.insert(all.end(), near_.begin(), near_.end());
+      all.insert(all.end(), near_.begin() + static_cast<std::ptrdiff_t>(pos_), near_.end());
       all.insert(all.end(), late_.begin(), late_.end());
       all.insert(all.end(), far_.begin(), far_.end());
       near_.clear();
+      pos_ = 0;
       late_.clear();
       far_.clear();
       for (std::uint64_t i = 0; i < kRing; ++i) {
@@ -202,7 +259,7 @@ class EventQueue {
       bits_.fill(0);
       ring_count_ = 0;
       cur_ = b;
-      for (const Key& k : all) {  // every key's bucket is > b here
+      for (const Rec& k : all) {  // every record's bucket is > b here
         const std::uint64_t kb = k.time >> shift_;
         if (kb - cur_ < kRing) {
           put_ring(kb, k);
@@ -215,21 +272,24 @@ class EventQueue {
     for (std::uint64_t bk = b + kRing; bk < cur_ + kRing; ++bk) {
       const std::uint64_t i = bk & kMask;
       if (!(bits_[i >> 6] & (std::uint64_t{1} << (i & 63)))) continue;
-      for (const Key& k : ring_[i]) far_push(k);
+      for (const Rec& k : ring_[i]) far_push(k);
       ring_count_ -= ring_[i].size();
       ring_[i].clear();
       bits_[i >> 6] &= ~(std::uint64_t{1} << (i & 63));
     }
     const std::uint64_t old = cur_;
     cur_ = b;
-    for (const Key& k : near_) put_ring(old, k);
-    for (const Key& k : late_) put_ring(old, k);
+    for (std::size_t j = pos_; j < near_.size(); ++j) put_ring(old, near_[j]);
+    for (const Rec& k : late_) put_ring(old, k);
     near_.clear();
+    pos_ = 0;
     late_.clear();
   }
 
-  // near_ and late_ are empty and size_ > 0: make the next non-empty bucket current.
+  // near_ is consumed, late_ is empty and size_ > 0: make the next non-empty bucket current.
   void advance() {
+    near_.clear();
+    pos_ = 0;
     std::uint64_t next;
     if (ring_count_ == 0) {
       next = far_.front().time >> shift_;
@@ -237,9 +297,9 @@ class EventQueue {
       next = cur_ + 1 + distance_to_set_bit((cur_ + 1) & kMask);
     }
     cur_ = next;
-    // Keys of the far heap now inside the ring's span [cur_, cur_ + kRing).
+    // Records of the far heap now inside the ring's span [cur_, cur_ + kRing).
     while (!far_.empty() && (far_.front().time >> shift_) - cur_ < kRing) {
-      const Key k = far_.front();
+      const Rec k = far_.front();
       far_pop();
       const std::uint64_t b = k.time >> shift_;
       if (b == cur_) {
@@ -255,15 +315,15 @@ class EventQueue {
       if (near_.empty()) {
         near_.swap(ring_[i]);
         // Recycle the old buffer instead of leaving it on this bucket: memory then follows the
-        // keys alive, not kRing x the largest bucket ever seen.
+        // records alive, not kRing x the largest bucket ever seen.
         if (spare_.size() < kSpares) spare_.push_back(std::move(ring_[i]));
-        ring_[i] = std::vector<Key>();
+        ring_[i] = std::vector<Rec>();
       } else {
         near_.insert(near_.end(), ring_[i].begin(), ring_[i].end());
         ring_[i].clear();
       }
     }
-    std::sort(near_.begin(), near_.end(), Greater{});  // descending: pop from the back
+    std::sort(near_.begin(), near_.end(), Less{});
   }
 
   // Distance (in buckets, ring order) from ring index `from` to the next non-empty bucket.
@@ -281,8 +341,8 @@ class EventQueue {
     }
   }
 
-  // 4-ary min-heap of far keys.
-  void far_push(const Key& k) {
+  // 4-ary min-heap of far records.
+  void far_push(const Rec& k) {
     far_.push_back(k);
     std::size_t i = far_.size() - 1;
     while (i > 0) {
@@ -294,7 +354,7 @@ class EventQueue {
     far_[i] = k;
   }
   void far_pop() {
-    const Key k = far_.back();
+    const Rec k = far_.back();
     far_.pop_back();
     const std::size_t n = far_.size();
     if (n == 0) return;
@@ -317,15 +377,16 @@ class EventQueue {
   unsigned shift_ = 10;
   std::size_t size_ = 0;
   std::uint64_t cur_ = 0;
-  std::vector<Key> near_;  // current bucket, sorted descending
-  std::vector<Key> late_;  // min-heap (std heap with Greater): pushes into bucket cur_
-  std::array<std::vector<Key>, kRing> ring_;
+  std::vector<Rec> near_;  // current bucket, sorted ascending; near_[pos_] is the next one
+  std::size_t pos_ = 0;
+  std::vector<Rec> late_;  // min-heap (std heap with Greater): pushes into bucket cur_
+  std::array<std::vector<Rec>, kRing> ring_;
   std::array<std::uint64_t, kRing / 64> bits_{};
   std::size_t ring_count_ = 0;
-  std::vector<Key> far_;
+  std::vector<Rec> far_;
   static constexpr std::size_t kSpares = 64;
-  std::vector<std::vector<Key>> spare_;  // empty buffers with capacity, for buckets to reuse
-  std::vector<std::unique_ptr<Event[]>> chunks_;
+  std::vector<std::vector<Rec>> spare_;  // empty buffers with capacity, for buckets to reuse
+  std::vector<std::unique_ptr<Line[]>> chunks_;
   std::uint32_t next_slot_ = 0;
   std::vector<std::uint32_t> free_;
 };

@@ -17,25 +17,19 @@ double now_s() {
 }
 }  // namespace
 
-void Context::dispatch(Event& ev) {
-  Simulator& s = *sim_;
-  ev.src = self_;
-  ev.seq = s.seq_[self_]++;
-  if (ev.dst >= s.num_lps()) {
-    throw InternalError("event to LP " + std::to_string(ev.dst) + " which does not exist (from LP " +
+void Context::bad_send(LpId dst, SimTime time) const {
+  if (dst >= num_lps_) {
+    throw InternalError("event to LP " + std::to_string(dst) + " which does not exist (from LP " +
                         std::to_string(self_) + " at t=" + std::to_string(now_) + " ps)");
   }
-  if (ev.time > kMaxSimTime) {
+  if (time > kMaxSimTime) {
     throw InputError("<spec>", "simulated time",
-                     "an event at t=" + std::to_string(ev.time) + " ps is beyond the simulator's horizon of 2^60 ps (13 days)",
+                     "an event at t=" + std::to_string(time) + " ps is beyond the simulator's horizon of 2^60 ps (13 days)",
                      "check bandwidths, latencies, compute.scale and trace durations for absurd values");
   }
-  if (ev.time < now_ || (ev.dst != self_ && ev.time <= now_)) {
-    throw InternalError("event from LP " + std::to_string(self_) + " to LP " +
-                        std::to_string(ev.dst) + " at t=" + std::to_string(ev.time) +
-                        " ps is not after now=" + std::to_string(now_) + " ps");
-  }
-  s.route(thread_, ev);
+  throw InternalError("event from LP " + std::to_string(self_) + " to LP " + std::to_string(dst) +
+                      " at t=" + std::to_string(time) + " ps is not after now=" + std::to_string(now_) +
+                      " ps");
 }
 
 Simulator::Simulator(MPI_Comm comm, Placement placement, SimTime lookahead_ps)
@@ -50,6 +44,9 @@ Simulator::Simulator(MPI_Comm comm, Placement placement, SimTime lookahead_ps)
     throw InternalError("placement: proc and thread vectors differ in length");
   }
   if (placement_.threads == 0) placement_.threads = 1;
+  if (placement_.threads >= kNotLocal) {
+    throw InputError("<partition>", "threads", "more than 65,534 threads per process", "use fewer threads");
+  }
   for (std::size_t i = 0; i < placement_.proc.size(); ++i) {
     if (placement_.proc[i] < 0 || placement_.proc[i] >= size_ ||
         placement_.thread[i] >= placement_.threads) {
@@ -62,6 +59,10 @@ Simulator::Simulator(MPI_Comm comm, Placement placement, SimTime lookahead_ps)
   const std::size_t n = placement_.proc.size();
   lps_.assign(n, nullptr);
   seq_.assign(n, 0);
+  owner_.assign(n, kNotLocal);
+  for (std::size_t i = 0; i < n; ++i) {
+    if (placement_.proc[i] == rank_) owner_[i] = placement_.thread[i];
+  }
   for (std::uint32_t t = 0; t < placement_.threads; ++t) {
     auto ts = std::make_unique<ThreadState>();
     // Calendar bucket width: about W/64 (a power of two), so a window spans a few dozen buckets
@@ -76,6 +77,10 @@ Simulator::Simulator(MPI_Comm comm, Placement placement, SimTime lookahead_ps)
     ts->to_thread.resize(placement_.threads);
     ts->to_proc.resize(static_cast<std::size_t>(size_));
     ts->ctx.sim_ = this;
+    ts->ctx.queue_ = &ts->queue;
+    ts->ctx.seq_ = seq_.data();
+    ts->ctx.owner_ = owner_.data();
+    ts->ctx.num_lps_ = static_cast<LpId>(n);
     ts->ctx.thread_ = t;
     threads_.push_back(std::move(ts));
   }
@@ -100,14 +105,10 @@ void Simulator::add_lp(LpId id, Lp* lp) {
   lps_[id] = lp;
 }
 
-void Simulator::route(std::uint32_t from_thread, const Event& ev) {
+void Simulator::route_out(std::uint32_t from_thread, const Event& ev) {
   ThreadState& from = *threads_[from_thread];
   const std::int32_t p = placement_.proc[ev.dst];
   const std::uint16_t t = placement_.thread[ev.dst];
-  if (p == rank_ && t == from_thread) {
-    from.queue.push(ev);
-    return;
-  }
   if (ev.time < window_end_) {
     throw InternalError("lookahead violated: event from LP " + std::to_string(ev.src) + " to LP " +
                         std::to_string(ev.dst) + " at t=" + std::to_string(ev.time) +
@@ -134,22 +135,19 @@ void Simulator::process_window(std::uint32_t t) {
   ThreadState& ts = *threads_[t];
   Context& ctx = ts.ctx;
   EventQueue& q = ts.queue;
-  while (!q.empty() && q.top_time() < window_end_) {
-    // The handler reads the event in place in the queue's slab (no copy); later pushes never
-    // move it, and its slot is recycled only after the handler returns.
-    const std::uint32_t slot = q.take();
-    const Event& ev = q.body_of(slot);
-    // Event bodies and LP states are scattered in memory (the run is memory-bound): fetch the
-    // body kPrefetchBody events ahead and the LP kPrefetchLp ahead while this one is handled.
-    if (const Event* far = q.peek_near(kPrefetchBody)) {
-      __builtin_prefetch(far);
-      __builtin_prefetch(reinterpret_cast<const char*>(far) + sizeof(Event) - 1);  // 96 B: 2 lines
+  // The queue writes each event whole into this buffer; the handler reads it there. Pushes made
+  // by the handler never touch it.
+  Event ev{NoInit{}};
+  while (q.pop_before(window_end_, ev)) {
+    // Payload lines and LP states are scattered in memory: fetch the payload kPrefetchBody
+    // events ahead and the LP kPrefetchLp ahead while this one is handled (the records of the
+    // current bucket are contiguous and already sorted).
+    if (const EventQueue::Rec* far = q.peek_near(kPrefetchBody)) {
+      if (const void* p = q.payload_address(*far)) __builtin_prefetch(p);
     }
-    if (const Event* nx = q.peek_near(kPrefetchLp)) {
-      if (nx->dst < lps_.size()) {
-        const char* lp = reinterpret_cast<const char*>(lps_[nx->dst]);
-        for (std::size_t i = 0; i < kPrefetchLpLines; ++i) __builtin_prefetch(lp + 64 * i);
-      }
+    if (const EventQueue::Rec* nx = q.peek_near(kPrefetchLp)) {
+      const char* lp = reinterpret_cast<const char*>(lps_[nx->dst]);
+      for (std::size_t i = 0; i < kPrefetchLpLines; ++i) __builtin_prefetch(lp + 64 * i);
     }
     ctx.now_ = ev.time;
     ctx.self_ = ev.dst;
@@ -159,7 +157,6 @@ void Simulator::process_window(std::uint32_t t) {
     }
     lp->handle(ev, ctx);
     ts.last_time = ev.time;
-    q.release(slot);
     ++ts.events;
     // Progress: thread 0 only, a clock read every 2^16 events, a report per interval.
     if (t == 0 && progress_ && (ts.events & 0xFFFF) == 0) {

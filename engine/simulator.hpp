@@ -10,9 +10,11 @@
 #include <mpi.h>
 
 #include <cstdint>
+#include <cstring>
 #include <exception>
 #include <functional>
 #include <memory>
+#include <type_traits>
 #include <vector>
 
 #include "engine/event.hpp"
@@ -68,38 +70,27 @@ class Context {
   template <class T>
   void send(LpId dst, SimTime time, std::uint32_t kind, const T& payload) {
     static_assert(std::is_trivially_copyable_v<T> && sizeof(T) <= kPayloadBytes);
-    Event ev = header(dst, time, kind);
-    // The payload is written once: the model's bytes, then zeros after them (bytes cross MPI).
-    std::memcpy(ev.payload.data(), &payload, sizeof(T));
-    if constexpr (sizeof(T) < kPayloadBytes) {
-      std::memset(ev.payload.data() + sizeof(T), 0, kPayloadBytes - sizeof(T));
-    }
-    dispatch(ev);
+    // The payload is written once, where it is queued: the model's bytes, then zeros.
+    dispatch(dst, time, kind, &payload, sizeof(T));
   }
-  /// Schedules an event without payload.
-  void send(LpId dst, SimTime time, std::uint32_t kind) {
-    Event ev = header(dst, time, kind);
-    std::memset(ev.payload.data(), 0, kPayloadBytes);
-    dispatch(ev);
-  }
+  /// Schedules an event without payload (all 64 payload bytes read as zero).
+  void send(LpId dst, SimTime time, std::uint32_t kind) { dispatch(dst, time, kind, nullptr, 0); }
   /// Schedules a prepared event (src and seq are filled in here).
-  void send_event(Event ev) { dispatch(ev); }
+  void send_event(const Event& ev) { dispatch(ev.dst, ev.time, ev.kind, ev.payload.data(), kPayloadBytes); }
 
  private:
   friend class Simulator;
-  // An Event whose payload is left uninitialized (the callers write all 64 bytes once).
-  static Event header(LpId dst, SimTime time, std::uint32_t kind) {
-    Event ev{NoInit{}};
-    ev.time = time;
-    ev.dst = dst;
-    ev.kind = kind;
-    ev.reserved = 0;
-    return ev;
-  }
-  /// Fills in src and seq, checks the rules and routes the event (copied once, into a queue or
-  /// an outbox).
-  void dispatch(Event& ev);
+  /// Numbers the event (src, seq), checks the rules and queues it: in this thread's queue when
+  /// the destination is one of its LPs (the hot path, inline), else in an outbox.
+  inline void dispatch(LpId dst, SimTime time, std::uint32_t kind, const void* payload,
+                       std::size_t bytes);
+  /// Throws the error for a send that breaks a rule (cold path).
+  [[noreturn]] void bad_send(LpId dst, SimTime time) const;
   Simulator* sim_ = nullptr;
+  EventQueue* queue_ = nullptr;          // this thread's queue
+  std::uint64_t* seq_ = nullptr;         // per-LP send counters (Simulator::seq_)
+  const std::uint16_t* owner_ = nullptr;  // per LP: its thread if local, else kNotLocal
+  LpId num_lps_ = 0;
   std::uint32_t thread_ = 0;
   SimTime now_ = 0;
   LpId self_ = 0;
@@ -142,6 +133,8 @@ class Simulator {
 
  private:
   friend class Context;
+  /// owner_[lp] of an LP of another process.
+  static constexpr std::uint16_t kNotLocal = 0xFFFF;
   struct ThreadState {
     EventQueue queue;
     std::vector<std::vector<Event>> to_thread;
@@ -152,7 +145,9 @@ class Simulator {
     SimTime last_time = 0;
     Context ctx;
   };
-  void route(std::uint32_t from_thread, const Event& ev);
+  /// Puts an event for an LP of another thread or process into the sender's outbox (after the
+  /// lookahead check).
+  void route_out(std::uint32_t from_thread, const Event& ev);
   void process_window(std::uint32_t t);
   void pull_thread_mail(std::uint32_t t);
   SimTime exchange_remote_and_min();
@@ -167,6 +162,7 @@ class Simulator {
   SimTime window_end_ = 0;
   std::vector<Lp*> lps_;
   std::vector<std::uint64_t> seq_;
+  std::vector<std::uint16_t> owner_;  // per LP: thread index if local, else kNotLocal
   std::vector<std::unique_ptr<ThreadState>> threads_;
   EngineStats stats_;
   std::function<void(const ProgressInfo&)> progress_;
@@ -174,5 +170,29 @@ class Simulator {
   double progress_last_s_ = 0;
   double run_start_s_ = 0;
 };
+
+inline void Context::dispatch(LpId dst, SimTime time, std::uint32_t kind, const void* payload,
+                              std::size_t bytes) {
+  // One test for every rule on the hot path: dst exists, time within the horizon, time >= now,
+  // and time > now for another LP.
+  if (dst >= num_lps_ || time > kMaxSimTime || time < now_ + (dst != self_ ? 1 : 0)) {
+    bad_send(dst, time);
+  }
+  const std::uint64_t seq = seq_[self_]++;
+  if (owner_[dst] == thread_) {
+    queue_->push(time, dst, self_, seq, kind, payload, bytes);
+    return;
+  }
+  Event ev{NoInit{}};
+  ev.time = time;
+  ev.dst = dst;
+  ev.src = self_;
+  ev.seq = seq;
+  ev.kind = kind;
+  ev.reserved = 0;
+  if (bytes) std::memcpy(ev.payload.data(), payload, bytes);
+  if (bytes < kPayloadBytes) std::memset(ev.payload.data() + bytes, 0, kPayloadBytes - bytes);
+  sim_->route_out(thread_, ev);
+}
 
 }  // namespace fabricsim::engine

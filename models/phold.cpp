@@ -26,9 +26,18 @@ void validate(const PholdConfig& cfg) {
   if (cfg.threads == 0 || cfg.threads > 65535) bad("threads", "must be in 1..65535", "give --threads >= 1");
 }
 
+// std::llround for d >= 0 (or -0.0), without the libm call: truncate, then round half away
+// from zero. d - trunc(d) is exact for d < 2^62 (the fraction's bits are d's own), so the result
+// is bit-identical to llround; larger values (absurd means) take llround itself.
+inline engine::SimTime round_non_negative(double d) {
+  if (!(d < 0x1p62)) return static_cast<engine::SimTime>(std::llround(d));
+  const auto i = static_cast<engine::SimTime>(d);
+  return d - static_cast<double>(i) >= 0.5 ? i + 1 : i;
+}
+
 engine::SimTime exp_delay(engine::CounterRng& rng, const PholdConfig& cfg) {
   const double d = rng.next_exponential(static_cast<double>(cfg.mean_delay_ps));
-  return cfg.lookahead_ps + static_cast<engine::SimTime>(std::llround(d));
+  return cfg.lookahead_ps + round_non_negative(d);
 }
 
 }  // namespace

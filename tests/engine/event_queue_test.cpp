@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstring>
 #include <set>
 #include <tuple>
 #include <vector>
@@ -72,25 +73,63 @@ TEST(EventQueue, ExactOrderAnyBucketWidth) {
   }
 }
 
-TEST(EventQueue, BodiesStayInPlaceUntilReleased) {
+// Every field and all 64 payload bytes come back as pushed, whether the payload is all zeros (no
+// slab slot), partly written (the rest must read as zeros) or full; and slots are recycled.
+TEST(EventQueue, EventsComeBackWhole) {
   EventQueue q(4);
-  Event a;
-  a.time = 5;
-  a.kind = 42;
-  q.push(a);
-  const std::uint32_t slot = q.take();
-  const Event* p = &q.body_of(slot);
-  for (int i = 0; i < 100000; ++i) {  // many pushes grow the slab; the taken body must not move
+  CounterRng rng(3, 1);
+  std::vector<Event> sent;
+  for (std::uint32_t i = 0; i < 5000; ++i) {
     Event e;
-    e.time = 10 + i;
-    e.seq = static_cast<std::uint64_t>(i);
+    e.time = static_cast<SimTime>(i);  // distinct times: pop order = push order
+    e.dst = static_cast<LpId>(rng.next_below(1000));
+    e.src = static_cast<LpId>(rng.next_below(1000));
+    e.seq = rng.next_below(std::uint64_t{1} << 40);
+    e.kind = static_cast<std::uint32_t>(rng.next_u64());
+    const std::uint64_t shape = i % 3;  // 0: zeros, 1: first 12 bytes, 2: all 64 bytes
+    const std::size_t n = shape == 0 ? 0 : shape == 1 ? 12 : kPayloadBytes;
+    for (std::size_t b = 0; b < n; ++b) e.payload[b] = static_cast<std::byte>(rng.next_below(255) + 1);
+    if (i % 2 == 0) {
+      q.push(e);
+    } else {
+      q.push(e.time, e.dst, e.src, e.seq, e.kind, e.payload.data(), n);
+    }
+    sent.push_back(e);
+  }
+  // Two of every three events carry a payload; the all-zero ones take no slab slot.
+  EXPECT_EQ(q.payload_slots_in_use(), 5000u - 1667u);
+  for (const Event& want : sent) {
+    Event got;
+    got.payload.fill(std::byte{0x5A});  // must be overwritten, zeros included
+    ASSERT_FALSE(q.empty());
+    q.pop(got);
+    ASSERT_EQ(got.time, want.time);
+    ASSERT_EQ(got.dst, want.dst);
+    ASSERT_EQ(got.src, want.src);
+    ASSERT_EQ(got.seq, want.seq);
+    ASSERT_EQ(got.kind, want.kind);
+    ASSERT_EQ(got.reserved, 0u);
+    ASSERT_EQ(std::memcmp(got.payload.data(), want.payload.data(), kPayloadBytes), 0);
+  }
+  EXPECT_TRUE(q.empty());
+  EXPECT_EQ(q.payload_slots_in_use(), 0u);
+}
+
+TEST(EventQueue, PopBeforeStopsAtTheLimit) {
+  EventQueue q(2);
+  for (SimTime t : {SimTime{40}, SimTime{10}, SimTime{30}, SimTime{20}}) {
+    Event e;
+    e.time = t;
     q.push(e);
   }
-  EXPECT_EQ(p, &q.body_of(slot));
-  EXPECT_EQ(p->kind, 42u);
-  q.release(slot);
-  EXPECT_EQ(q.size(), 100000u);
-  EXPECT_EQ(q.top_time(), 10);
+  Event out;
+  EXPECT_TRUE(q.pop_before(25, out));
+  EXPECT_EQ(out.time, 10);
+  EXPECT_TRUE(q.pop_before(25, out));
+  EXPECT_EQ(out.time, 20);
+  EXPECT_FALSE(q.pop_before(25, out));  // 30 >= 25: left in the queue
+  EXPECT_EQ(q.size(), 2u);
+  EXPECT_EQ(q.top_time(), 30);
 }
 
 }  // namespace
