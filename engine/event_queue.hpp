@@ -323,7 +323,60 @@ class EventQueue {
         ring_[i].clear();
       }
     }
-    std::sort(near_.begin(), near_.end(), Less{});
+    sort_near();
+  }
+
+  // Sorts the current bucket ascending. All its records share time >> shift_, so a counting sort
+  // on the next R bits of time (R ~ log2 n + 1) leaves only records with equal digits out of
+  // order; an insertion pass fixes those. When many records share a digit (e.g. bursts at one
+  // instant) the pass would be quadratic, so std::sort finishes instead. ~25 instructions per
+  // record instead of ~85 for std::sort on PHOLD's ~250-record buckets.
+  void sort_near() {
+    const std::size_t n = near_.size();
+    if (n < 32 || shift_ == 0) {
+      if (n < 32) {
+        insertion_sort(0);
+      } else {
+        std::sort(near_.begin(), near_.end(), Less{});
+      }
+      return;
+    }
+    unsigned r = 1;
+    while ((std::size_t{1} << r) < n && r < 14) ++r;
+    r = std::min(r + 1, shift_);
+    const unsigned down = shift_ - r;
+    const std::uint64_t mask = (std::uint64_t{1} << r) - 1;
+    counts_.assign(std::size_t{1} << r, 0);
+    for (const Rec& x : near_) ++counts_[(x.time >> down) & mask];
+    std::uint32_t sum = 0, most = 0;
+    for (std::uint32_t& c : counts_) {
+      const std::uint32_t k = c;
+      c = sum;
+      sum += k;
+      most = std::max(most, k);
+    }
+    tmp_.resize(n);
+    for (const Rec& x : near_) tmp_[counts_[(x.time >> down) & mask]++] = x;
+    near_.swap(tmp_);
+    if (most <= 1) return;
+    if (most <= 16) {
+      insertion_sort(1);
+    } else {
+      std::sort(near_.begin(), near_.end(), Less{});
+    }
+  }
+  // Insertion sort of near_ (cheap when records are at most a few places out of order).
+  void insertion_sort(std::size_t from) {
+    for (std::size_t i = std::max<std::size_t>(from, 1); i < near_.size(); ++i) {
+      if (!less(near_[i], near_[i - 1])) continue;
+      const Rec x = near_[i];
+      std::size_t j = i;
+      do {
+        near_[j] = near_[j - 1];
+        --j;
+      } while (j > 0 && less(x, near_[j - 1]));
+      near_[j] = x;
+    }
   }
 
   // Distance (in buckets, ring order) from ring index `from` to the next non-empty bucket.
@@ -384,6 +437,8 @@ class EventQueue {
   std::array<std::uint64_t, kRing / 64> bits_{};
   std::size_t ring_count_ = 0;
   std::vector<Rec> far_;
+  std::vector<Rec> tmp_;               // counting-sort output, swapped with near_
+  std::vector<std::uint32_t> counts_;  // counting-sort bins
   static constexpr std::size_t kSpares = 64;
   std::vector<std::vector<Rec>> spare_;  // empty buffers with capacity, for buckets to reuse
   std::vector<std::unique_ptr<Line[]>> chunks_;
