@@ -135,6 +135,9 @@ void Simulator::process_window(std::uint32_t t) {
   ThreadState& ts = *threads_[t];
   Context& ctx = ts.ctx;
   EventQueue& q = ts.queue;
+  Lp* const* const lps = lps_.data();  // every local LP is registered (checked by run())
+  const bool report = t == 0 && progress_;
+  std::uint64_t events = ts.events;
   // The queue writes each event whole into this buffer; the handler reads it there. Pushes made
   // by the handler never touch it.
   Event ev{NoInit{}};
@@ -146,27 +149,26 @@ void Simulator::process_window(std::uint32_t t) {
       if (const void* p = q.payload_address(*far)) __builtin_prefetch(p);
     }
     if (const EventQueue::Rec* nx = q.peek_near(kPrefetchLp)) {
-      const char* lp = reinterpret_cast<const char*>(lps_[nx->dst]);
+      const char* lp = reinterpret_cast<const char*>(lps[nx->dst]);
       for (std::size_t i = 0; i < kPrefetchLpLines; ++i) __builtin_prefetch(lp + 64 * i);
     }
     ctx.now_ = ev.time;
     ctx.self_ = ev.dst;
-    Lp* lp = lps_[ev.dst];
-    if (lp == nullptr) {
-      throw InternalError("event for unregistered LP " + std::to_string(ev.dst));
-    }
-    lp->handle(ev, ctx);
-    ts.last_time = ev.time;
-    ++ts.events;
+    lps[ev.dst]->handle(ev, ctx);
+    ++events;
     // Progress: thread 0 only, a clock read every 2^16 events, a report per interval.
-    if (t == 0 && progress_ && (ts.events & 0xFFFF) == 0) {
+    if (report && (events & 0xFFFF) == 0) {
+      ts.events = events;
+      ts.last_time = ev.time;
       const double wall = now_s();
       if (wall - progress_last_s_ >= progress_interval_s_) {
         progress_last_s_ = wall;
-        progress_(ProgressInfo{ts.last_time, ts.events, wall - run_start_s_});
+        progress_(ProgressInfo{ev.time, events, wall - run_start_s_});
       }
     }
   }
+  if (events != ts.events) ts.last_time = ctx.now_;
+  ts.events = events;
 }
 
 void Simulator::set_progress(std::function<void(const ProgressInfo&)> callback, double interval_s) {
