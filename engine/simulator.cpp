@@ -65,12 +65,12 @@ Simulator::Simulator(MPI_Comm comm, Placement placement, SimTime lookahead_ps)
   }
   for (std::uint32_t t = 0; t < placement_.threads; ++t) {
     auto ts = std::make_unique<ThreadState>();
-    // Calendar bucket width: about W/64 (a power of two), so a window spans a few dozen buckets
-    // and a bucket holds a small batch; 1 ns when nothing is cut. Speed only, never order.
+    // Calendar bucket width: about W/16 (a power of two), so a window spans 8-16 buckets; 1 ns
+    // when nothing is cut. Speed only, never order (engine/event_queue.hpp: kRingLog2).
     unsigned width_log2 = 10;
     if (lookahead_ps_ != kInfinity) {
       width_log2 = 0;
-      while (width_log2 < 30 && (SimTime{2} << width_log2) <= lookahead_ps_ / 64) ++width_log2;
+      while (width_log2 < 30 && (SimTime{2} << width_log2) <= lookahead_ps_ / 16) ++width_log2;
       width_log2 = std::max(width_log2, 4u);
     }
     ts->queue.set_bucket_width_log2(width_log2);
