@@ -232,9 +232,13 @@ class EventQueue {
   void put_ring(std::uint64_t b, const Rec& k) {
     const std::uint64_t i = b & kMask;
     std::vector<Rec>& v = ring_[i];
-    if (v.capacity() == 0 && !spare_.empty()) {
-      v.swap(spare_.back());
-      spare_.pop_back();
+    if (v.capacity() == 0) {
+      if (!spare_.empty()) {
+        v.swap(spare_.back());
+        spare_.pop_back();
+      }
+      // Room for a bucket like the last one sorted, so it rarely grows by copying.
+      if (v.capacity() < typical_) v.reserve(typical_);
     }
     v.push_back(k);
     // The bucket's next line is written only after hundreds of pushes to other buckets: fetch
@@ -343,6 +347,7 @@ class EventQueue {
   // record instead of ~85 for std::sort (PHOLD: ~1,000-record buckets).
   void sort_near() {
     const std::size_t n = near_.size();
+    typical_ = n + n / 4 + 4;
     if (n < 32 || shift_ == 0) {
       if (n < 32) {
         insertion_sort(0);
@@ -449,6 +454,7 @@ class EventQueue {
   std::vector<Rec> far_;
   std::vector<Rec> tmp_;               // counting-sort output, swapped with near_
   std::vector<std::uint32_t> counts_;  // counting-sort bins
+  std::size_t typical_ = 4;            // capacity a new bucket starts with (last bucket + 25%)
   static constexpr std::size_t kSpares = 64;
   std::vector<std::vector<Rec>> spare_;  // empty buffers with capacity, for buckets to reuse
   std::vector<std::unique_ptr<Line[]>> chunks_;
