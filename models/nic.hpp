@@ -14,6 +14,7 @@
 #include "models/fabric_params.hpp"
 #include "models/link_sampler.hpp"
 #include "models/packet.hpp"
+#include "models/small_fifo.hpp"
 #include "models/switch_lp.hpp"
 
 namespace fabricsim::models {
@@ -136,7 +137,7 @@ class Nic {
     std::uint8_t nvls = 0;  // NvlsMode of every message on this QP (NVLS QPs carry nothing else)
     std::uint32_t mtu = 0;
     std::uint64_t line_bps = 0;
-    std::deque<TxPart> parts;  // unacknowledged parts in PSN order
+    SmallFifo<TxPart> parts;  // unacknowledged parts in PSN order
     std::uint32_t snd_una = 0, snd_nxt = 0, next_psn = 0;
     std::uint32_t high = 0;           // highest PSN sent + 1 (retransmission counting)
     engine::SimTime next_tx = 0;      // pacing: earliest start of the next data packet
@@ -160,8 +161,8 @@ class Nic {
   };
   struct RxQp {
     std::uint32_t expected = 0;
-    std::deque<MsgDesc> descs;
-    std::deque<std::uint64_t> ooo;  // psn - expected -> bytes | last << 32 | present << 33
+    SmallFifo<MsgDesc> descs;
+    SmallFifo<std::uint64_t> ooo;  // psn - expected -> bytes | last << 32 | present << 33
     std::uint64_t got = 0;
     std::uint32_t since_ack = 0;
     engine::SimTime last_cnp = -1;
