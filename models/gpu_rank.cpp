@@ -535,19 +535,24 @@ void GpuRankLp::start_flow(std::uint32_t dst, std::uint64_t bytes, std::uint32_t
                              "a PXN message of more than 2^24 chunks", "raise NCCL_P2P_NET_CHUNKSIZE");
   }
   const std::uint64_t flow_id = (static_cast<std::uint64_t>(id_) << 32) | next_flow_++;
-  if (nvls != kNvlsNone && fidelity_ != Fidelity::kPacket) {
-    // NVLS at the coarse rungs: one flow into the NVSwitch on the pseudo-channel of its mode
-    // (flow_model.hpp coarse_nvls); the network LP (flow) or the owner (analytical) reduces,
-    // multicasts go to every member. Multicast flows are addressed to the sender itself.
+  // The coarse rungs' flow template (the fields every part shares).
+  auto coarse_head = [&](std::uint32_t to) {
     Packet head;
     head.flow_id = flow_id;
     head.flow_bytes = bytes;
     head.flow_start = ctx.now();
     head.tag = tag;
     head.src_rank = id_;
-    head.dst_rank = nvls == kNvlsMulticast ? id_ : dst;
+    head.dst_rank = to;
     head.group = group;
     head.instance = instance;
+    return head;
+  };
+  if (nvls != kNvlsNone && fidelity_ != Fidelity::kPacket) {
+    // NVLS at the coarse rungs: one flow into the NVSwitch on the pseudo-channel of its mode
+    // (flow_model.hpp coarse_nvls); the network LP (flow) or the owner (analytical) reduces,
+    // multicasts go to every member. Multicast flows are addressed to the sender itself.
+    Packet head = coarse_head(nvls == kNvlsMulticast ? id_ : dst);
     const std::uint32_t ch = (nvls == kNvlsMulticast ? 0xC000u : 0x8000u) | (channel & 0x3FFFu);
     head.conn = coarse_conn(ch, nvls == kNvlsMulticast ? (group & 0xFFu) : 0u, 1);
     if (coarse_sends_.empty()) coarse_base_ = next_flow_ - 1;
@@ -569,15 +574,7 @@ void GpuRankLp::start_flow(std::uint32_t dst, std::uint64_t bytes, std::uint32_t
       coarse_dst_ = dst;
       coarse_split_ = split;
     }
-    Packet head;
-    head.flow_id = flow_id;
-    head.flow_bytes = bytes;
-    head.flow_start = ctx.now();
-    head.tag = tag;
-    head.src_rank = id_;
-    head.dst_rank = dst;
-    head.group = group;
-    head.instance = instance;
+    Packet head = coarse_head(dst);
     head.aux = aux;
     if (coarse_sends_.empty()) coarse_base_ = next_flow_ - 1;
     if (next_flow_ - 1 != coarse_base_ + coarse_sends_.size()) {

@@ -108,6 +108,23 @@ std::uint64_t Nic::part_bytes(std::uint64_t bytes, std::uint32_t parts, std::uin
   return i + 1 == parts ? bytes - before : std::min(bytes - before, per);
 }
 
+MsgDesc Nic::message_desc(const MsgMeta& meta, std::uint64_t bytes, std::uint64_t part_bytes, engine::SimTime now,
+                          std::uint32_t qi, std::uint16_t sport) const {
+  MsgDesc d;
+  d.flow_id = meta.flow_id;
+  d.flow_bytes = bytes;
+  d.part_bytes = part_bytes;
+  d.flow_start = now;
+  d.tag = meta.tag;
+  d.src = id_;
+  d.group = meta.group;
+  d.instance = meta.instance;
+  d.aux = meta.aux;
+  d.qp = static_cast<std::uint16_t>(qi);
+  d.sport = sport;
+  return d;
+}
+
 void Nic::send_nvls(std::uint32_t dst, std::uint64_t bytes, const MsgMeta& meta, Context& ctx) {
   const auto& my_ports = topo_.ports(id_);
   if (my_ports.empty() || topo_.kind(my_ports[0].peer) != NodeKind::kNvSwitch || meta.members == nullptr) {
@@ -193,18 +210,7 @@ void Nic::send_nvls(std::uint32_t dst, std::uint64_t bytes, const MsgMeta& meta,
   part.nvls_arg = arg;
   q.parts.push_back(part);
   q.next_psn += npkts;
-  MsgDesc d;
-  d.flow_id = meta.flow_id;
-  d.flow_bytes = bytes;
-  d.part_bytes = bytes;
-  d.flow_start = ctx.now();
-  d.tag = meta.tag;
-  d.src = id_;
-  d.group = meta.group;
-  d.instance = meta.instance;
-  d.aux = meta.aux;
-  d.qp = static_cast<std::uint16_t>(qi);
-  d.sport = 0;
+  const MsgDesc d = message_desc(meta, bytes, bytes, ctx.now(), qi, 0);
   // Receivers learn of the message after the two NVLink hops' propagation (no later than the
   // first packet): the owner of a reduced shard, or every multicast member.
   if (mc) {
@@ -260,18 +266,7 @@ void Nic::send_message(std::uint32_t dst, std::uint64_t bytes, const MsgMeta& me
     q.next_psn += npkts;
     // The descriptor reaches the receiver after the path's propagation latency: no later than
     // the first packet (which also pays serialization), and never sooner than the lookahead.
-    MsgDesc d;
-    d.flow_id = meta.flow_id;
-    d.flow_bytes = bytes;
-    d.part_bytes = b;
-    d.flow_start = ctx.now();
-    d.tag = meta.tag;
-    d.src = id_;
-    d.group = meta.group;
-    d.instance = meta.instance;
-    d.aux = meta.aux;
-    d.qp = static_cast<std::uint16_t>(qi);
-    d.sport = q.sport;
+    const MsgDesc d = message_desc(meta, bytes, b, ctx.now(), qi, q.sport);
     ctx.send(dst, ctx.now() + path_latency(dst, roce_flow_hash(id_, dst, q.sport), nullptr), kEvMsgDesc, d);
     activate(qi, ctx);
   }

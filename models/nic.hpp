@@ -184,6 +184,10 @@ class Nic {
   /// MsgMeta::nvls != 0: the message on its own NVLS queue pair (reduce: per owner and channel;
   /// multicast: per communicator), serialized at cluster.nvls_bandwidth.
   void send_nvls(std::uint32_t dst, std::uint64_t bytes, const MsgMeta& meta, engine::Context& ctx);
+  /// The receiver's descriptor of one message part: `bytes` the whole message, `part_bytes`
+  /// this part (bytes), `now` its start (ps), on local QP `qi` with RoCEv2 UDP source port `sport`.
+  MsgDesc message_desc(const MsgMeta& meta, std::uint64_t bytes, std::uint64_t part_bytes, engine::SimTime now,
+                       std::uint32_t qi, std::uint16_t sport) const;
   void activate(std::uint32_t q, engine::Context& ctx);
   void kick(std::uint32_t port, engine::Context& ctx);
   void try_tx(std::uint32_t port, engine::Context& ctx);
