@@ -219,6 +219,13 @@ void FlowNetLp::prefetch_route(const Packet& head) const {
   for (std::size_t i = 0; i < 2 * sizeof(RouteEntry); i += 64) __builtin_prefetch(p + i);
 }
 
+void FlowNetLp::set_route(RouteEntry& e, const FlowPath& path, std::uint64_t bytes) {
+  e.hops = path.hops;
+  e.mtu = path.mtu_bytes;
+  std::copy(path.link, path.link + path.hops, e.link);
+  e.timing = transfer_timing(path, bytes);
+}
+
 const FlowNetLp::RouteEntry& FlowNetLp::route_of(const Packet& head, std::uint64_t bytes) {
   // Two-way set associative: a route evicts the less recently used of its set's two entries.
   const std::size_t set = route_set(head);
@@ -244,10 +251,7 @@ const FlowNetLp::RouteEntry& FlowNetLp::route_of(const Packet& head, std::uint64
   e.dst = head.dst_rank;
   e.hash = head.flow_hash;
   e.bytes = bytes;
-  e.hops = path.hops;
-  e.mtu = path.mtu_bytes;
-  std::copy(path.link, path.link + path.hops, e.link);
-  e.timing = transfer_timing(path, bytes);
+  set_route(e, path, bytes);
   return e;
 }
 
@@ -454,11 +458,7 @@ void FlowNetLp::tick(Context& ctx) {
     if (stage == 0) {
       route = &route_of(head, bytes);
     } else {
-      const FlowPath np = nvls_path(head, stage);
-      nvls_route.hops = np.hops;
-      nvls_route.mtu = np.mtu_bytes;
-      std::copy(np.link, np.link + np.hops, nvls_route.link);
-      nvls_route.timing = transfer_timing(np, bytes);
+      set_route(nvls_route, nvls_path(head, stage), bytes);
       route = &nvls_route;
     }
     const RouteEntry& path = *route;

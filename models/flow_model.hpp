@@ -206,6 +206,8 @@ class FlowNetLp final : public engine::Lp {
     TransferTiming timing;
   };
   const RouteEntry& route_of(const Packet& head, std::uint64_t bytes);
+  /// Fills e's route (hops, MTU, links) and its transfer timing for `bytes` from `path`.
+  static void set_route(RouteEntry& e, const FlowPath& path, std::uint64_t bytes);
   std::size_t route_set(const Packet& head) const;  ///< index of the first entry of head's set
   /// Starts loading head's route set into the cache (the flow is solved at the instant's tick,
   /// after every other flow of the instant arrived: the load overlaps with their handling).

@@ -44,15 +44,20 @@ SimTime Nic::path_latency(std::uint32_t dst, std::uint64_t flow_hash, SimTime* r
   return lat;
 }
 
-std::uint32_t Nic::qp_for(std::uint32_t dst, std::uint32_t channel, std::uint32_t k) {
-  const std::uint64_t key = static_cast<std::uint64_t>(dst) << 32 | static_cast<std::uint64_t>(channel) << 16 | k;
+std::pair<std::uint32_t, bool> Nic::qp_slot(std::uint64_t key) {
   auto [it, inserted] = qp_index_.try_emplace(key, static_cast<std::uint32_t>(qps_.size()));
-  if (!inserted) return it->second;
-  if (qps_.size() >= 0xFFFF) {
+  if (inserted && qps_.size() >= 0xFFFF) {
     throw engine::InputError(params_.origin("nic.qps_per_connection"), "nic.qps_per_connection",
                              "gpu " + std::to_string(id_) + " needs more than 65,535 queue pairs",
                              "lower nic.qps_per_connection");
   }
+  return {it->second, inserted};
+}
+
+std::uint32_t Nic::qp_for(std::uint32_t dst, std::uint32_t channel, std::uint32_t k) {
+  const std::uint64_t key = static_cast<std::uint64_t>(dst) << 32 | static_cast<std::uint64_t>(channel) << 16 | k;
+  const auto [found, inserted] = qp_slot(key);
+  if (!inserted) return found;
   Qp q;
   q.dst = dst;
   q.sport = roce_sport(id_, dst, channel << 16 | k, topo_.spec().seed);
@@ -76,7 +81,7 @@ std::uint32_t Nic::qp_for(std::uint32_t dst, std::uint32_t channel, std::uint32_
   }
   qps_.push_back(q);
   ++ctr_.qps;
-  return it->second;
+  return found;
 }
 
 Nic::Split Nic::split_message(std::uint32_t dst, std::uint64_t bytes, std::uint16_t channel) {
@@ -138,13 +143,8 @@ void Nic::send_nvls(std::uint32_t dst, std::uint64_t bytes, const MsgMeta& meta,
   const std::uint32_t ch = (mc ? 0xC000u : 0x8000u) | (meta.channel & 0x3FFFu);
   const std::uint64_t key = static_cast<std::uint64_t>(qdst) << 32 | static_cast<std::uint64_t>(ch) << 16 |
                             (mc ? (meta.group & 0xFFFFu) : 0u);
-  auto [it, inserted] = qp_index_.try_emplace(key, static_cast<std::uint32_t>(qps_.size()));
+  const auto [qi, inserted] = qp_slot(key);
   if (inserted) {
-    if (qps_.size() >= 0xFFFF) {
-      throw engine::InputError(params_.origin("nic.qps_per_connection"), "nic.qps_per_connection",
-                               "gpu " + std::to_string(id_) + " needs more than 65,535 queue pairs",
-                               "lower nic.qps_per_connection");
-    }
     Qp q;
     q.dst = qdst;
     q.sport = 0;
@@ -158,7 +158,6 @@ void Nic::send_nvls(std::uint32_t dst, std::uint64_t bytes, const MsgMeta& meta,
     qps_.push_back(q);
     ++ctr_.qps;
   }
-  const std::uint32_t qi = it->second;
   Qp& q = qps_[qi];
   // Contributors (reduce) or the NVSwitch egress ports of the members (multicast).
   std::uint64_t arg = 0;

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <deque>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "engine/lp.hpp"
@@ -184,6 +185,9 @@ class Nic {
   /// MsgMeta::nvls != 0: the message on its own NVLS queue pair (reduce: per owner and channel;
   /// multicast: per communicator), serialized at cluster.nvls_bandwidth.
   void send_nvls(std::uint32_t dst, std::uint64_t bytes, const MsgMeta& meta, engine::Context& ctx);
+  /// Index of the QP under `key` in qps_, and whether the caller must append it now (new key).
+  /// @throws engine::InputError past 65,535 QPs on this GPU.
+  std::pair<std::uint32_t, bool> qp_slot(std::uint64_t key);
   /// The receiver's descriptor of one message part: `bytes` the whole message, `part_bytes`
   /// this part (bytes), `now` its start (ps), on local QP `qi` with RoCEv2 UDP source port `sport`.
   MsgDesc message_desc(const MsgMeta& meta, std::uint64_t bytes, std::uint64_t part_bytes, engine::SimTime now,
