@@ -44,6 +44,19 @@ SimTime Nic::path_latency(std::uint32_t dst, std::uint64_t flow_hash, SimTime* r
   return lat;
 }
 
+std::uint32_t Nic::new_msg(const TxMsg& m) {
+  std::uint32_t mi;
+  if (!free_msgs_.empty()) {
+    mi = free_msgs_.back();
+    free_msgs_.pop_back();
+  } else {
+    mi = static_cast<std::uint32_t>(msgs_.size());
+    msgs_.emplace_back();
+  }
+  msgs_[mi] = m;
+  return mi;
+}
+
 std::pair<std::uint32_t, bool> Nic::qp_slot(std::uint64_t key) {
   auto [it, inserted] = qp_index_.try_emplace(key, static_cast<std::uint32_t>(qps_.size()));
   if (inserted && qps_.size() >= 0xFFFF) {
@@ -179,15 +192,7 @@ void Nic::send_nvls(std::uint32_t dst, std::uint64_t bytes, const MsgMeta& meta,
   } else {
     arg = local.size();
   }
-  std::uint32_t mi;
-  if (!free_msgs_.empty()) {
-    mi = free_msgs_.back();
-    free_msgs_.pop_back();
-  } else {
-    mi = static_cast<std::uint32_t>(msgs_.size());
-    msgs_.emplace_back();
-  }
-  msgs_[mi] = TxMsg{1, meta.done_slot, meta.done_idx};
+  const std::uint32_t mi = new_msg(TxMsg{1, meta.done_slot, meta.done_idx});
   // Same transfer unit rule as send_message: every contributor of a shard cuts it alike, so the
   // switch matches packet i of each.
   std::uint64_t unit = q.mtu;
@@ -229,15 +234,7 @@ void Nic::send_message(std::uint32_t dst, std::uint64_t bytes, const MsgMeta& me
   }
   const Split split = split_message(dst, bytes, meta.channel);
   const std::uint32_t parts = split.parts, first_k = split.first_k, nq = split.qps;
-  std::uint32_t mi;
-  if (!free_msgs_.empty()) {
-    mi = free_msgs_.back();
-    free_msgs_.pop_back();
-  } else {
-    mi = static_cast<std::uint32_t>(msgs_.size());
-    msgs_.emplace_back();
-  }
-  msgs_[mi] = TxMsg{parts, meta.done_slot, meta.done_idx};
+  const std::uint32_t mi = new_msg(TxMsg{parts, meta.done_slot, meta.done_idx});
   const std::uint64_t mtu = split.mtu;
   for (std::uint32_t i = 0; i < parts; ++i) {
     const std::uint64_t b = part_bytes(bytes, parts, i, split.mtu);

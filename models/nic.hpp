@@ -185,6 +185,8 @@ class Nic {
   /// MsgMeta::nvls != 0: the message on its own NVLS queue pair (reduce: per owner and channel;
   /// multicast: per communicator), serialized at cluster.nvls_bandwidth.
   void send_nvls(std::uint32_t dst, std::uint64_t bytes, const MsgMeta& meta, engine::Context& ctx);
+  /// Slot of a new outgoing message in msgs_ (a freed slot first), holding `m`.
+  std::uint32_t new_msg(const TxMsg& m);
   /// Index of the QP under `key` in qps_, and whether the caller must append it now (new key).
   /// @throws engine::InputError past 65,535 QPs on this GPU.
   std::pair<std::uint32_t, bool> qp_slot(std::uint64_t key);
