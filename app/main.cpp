@@ -4,6 +4,7 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <functional>
 #include <iostream>
 #include <string>
 #include <vector>
@@ -84,10 +85,16 @@ int main(int argc, char** argv) {
                                  add_report(app), add_compare(app), add_ladder(app), add_topo(app)};
 
   // Each subcommand's --help lists only its own examples (CLI11 copies the parent's footer into
-  // every subcommand at creation, so without this each ended with all of them).
-  for (CLI::App* sub : app.get_subcommands([](CLI::App*) { return true; })) {
-    sub->footer(subcommand_examples(kExamples, sub->get_name()));
-  }
+  // every subcommand at creation, so without this each ended with all of them). Nested ones
+  // (`kernels lookup`) are matched by their full path and get no footer when they have no example.
+  const std::function<void(CLI::App*, const std::string&)> set_footers = [&](CLI::App* parent, const std::string& prefix) {
+    for (CLI::App* sub : parent->get_subcommands([](CLI::App*) { return true; })) {
+      const std::string path = prefix.empty() ? sub->get_name() : prefix + " " + sub->get_name();
+      sub->footer(subcommand_examples(kExamples, path));
+      set_footers(sub, path);
+    }
+  };
+  set_footers(&app, "");
 
   try {
     app.parse(argc, argv);

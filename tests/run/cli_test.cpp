@@ -86,6 +86,16 @@ TEST_F(Cli, VersionAndHelp) {
   // A subcommand's help lists its own examples only; the top-level help lists all of them.
   EXPECT_NE(h.out.find("fabricsim run examples/quickstart.yaml"), std::string::npos);
   EXPECT_EQ(h.out.find("fabricsim sweep "), std::string::npos) << h.out;
+  // Nested subcommands too: `kernels lookup --help` ends with its own example, not the top list;
+  // one without an example (`kernels gpus`) has no Examples heading.
+  const Outcome kl = run_cli("kernels lookup --help", dir_.string());
+  EXPECT_EQ(kl.code, 0);
+  EXPECT_NE(kl.out.find("fabricsim kernels lookup --gpu"), std::string::npos) << kl.out;
+  EXPECT_EQ(kl.out.find("fabricsim run "), std::string::npos) << kl.out;
+  EXPECT_EQ(kl.out.find("fabricsim kernels scale "), std::string::npos) << kl.out;
+  const Outcome kg = run_cli("kernels gpus --help", dir_.string());
+  EXPECT_EQ(kg.code, 0);
+  EXPECT_EQ(kg.out.find("Examples:"), std::string::npos) << kg.out;
   const Outcome top = run_cli("--help", dir_.string());
   EXPECT_NE(top.out.find("fabricsim sweep "), std::string::npos);
   EXPECT_NE(top.out.find("fabricsim run "), std::string::npos);
