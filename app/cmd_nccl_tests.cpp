@@ -36,8 +36,12 @@ Action add_nccl_tests(CLI::App& app) {
   sub->add_option("-r,--root", opt->root, "root rank for broadcast/reduce")->check(CLI::Range(0u, 1u << 24));
   sub->add_option("--set", opt->sets, "override a spec key (repeatable), e.g. --set nccl.NCCL_ALGO=Ring");
   sub->add_flag("--explain", opt->explain, "print simccl's algorithm/protocol/channel choice under each row");
-  return [sub, opt, sizes]() -> int {
+  auto fidelity = std::make_shared<std::string>();
+  sub->add_option("--fidelity", *fidelity, "network rung: packet (default), flow or analytical (sim.fidelity)");
+  return [sub, opt, sizes, fidelity]() -> int {
     if (!*sub) return -1;
+    // Like `run --fidelity`: a --set after it, validated by the spec loader (one-line error, exit 2).
+    if (sub->count("--fidelity") > 0) opt->sets.push_back("sim.fidelity=" + *fidelity);
     opt->min_bytes = jobs::parse_nccl_tests_size(sizes->first, "-b");
     opt->max_bytes = jobs::parse_nccl_tests_size(sizes->second, "-e");
     const std::string table = jobs::run_nccl_tests(*opt, MPI_COMM_WORLD, FABRICSIM_VERSION, FABRICSIM_GIT_COMMIT);

@@ -333,8 +333,8 @@ std::string run_nccl_tests(const NcclTestsOptions& opt, MPI_Comm comm, const std
   out << fmt::format("# fabricsim {} nccl-tests: {}  minBytes {} maxBytes {} step: {}(factor)\n", version, ci.name,
                      opt.min_bytes, opt.max_bytes, opt.factor);
   // nccl-tests prints -g (GPUs per process) as nGpus; one simulated process per node.
-  out << fmt::format("# nThread 1 nGpus {} nRanks {} ({} nodes x {} GPUs), simulated (no data moved)\n#\n",
-                     opt.gpus_per_node, n, opt.nodes, opt.gpus_per_node);
+  out << fmt::format("# nThread 1 nGpus {} nRanks {} ({} nodes x {} GPUs), simulated at fidelity {} (no data moved)\n#\n",
+                     opt.gpus_per_node, n, opt.nodes, opt.gpus_per_node, spec.fidelity);
   out << (spec.simccl_extras.launch_latency
               ? "# per-op latency: NCCL cost model's (simccl.launch_latency=nccl; set it to none to drop it)\n"
               : "# per-op latency: none (simccl.launch_latency=none)\n");

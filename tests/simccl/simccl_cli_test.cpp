@@ -237,3 +237,66 @@ TEST(SimcclCli, PlanPrintsTheCostTableAndTheChoice) {
 }
 
 }  // namespace
+
+namespace {
+
+/// Runs `fabricsim ARGS`, stdout into *out.
+Outcome run_stdout(const std::string& args, const std::string& dir, std::string* out) {
+  const char* b = std::getenv("FABRICSIM_BINARY");
+  const std::string out_file = dir + "/stdout.txt";
+  const std::string cmd = std::string(b ? b : "fabricsim") + " " + args + " >" + out_file + " 2>" + dir + "/stderr.txt";
+  Outcome o;
+  const int st = std::system(cmd.c_str());
+  o.code = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+  std::ifstream f(out_file);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  *out = ss.str();
+  std::ifstream e(dir + "/stderr.txt");
+  std::stringstream es;
+  es << e.rdbuf();
+  o.err = es.str();
+  return o;
+}
+
+/// The table rows of an nccl-tests output (lines not starting with '#').
+std::string data_rows(const std::string& table) {
+  std::istringstream in(table);
+  std::string line, rows;
+  while (std::getline(in, line)) {
+    if (!line.empty() && line[0] != '#') rows += line + "\n";
+  }
+  return rows;
+}
+
+}  // namespace
+
+// `nccl-tests --fidelity X` is `--set sim.fidelity=X` (as for `run`), the header names the rung,
+// and a bad rung is one line with exit 2 (before, `--fidelity flow` was read as a missing spec
+// file "flow").
+TEST(SimcclCli, NcclTestsFidelityOptionIsTheSpecKeyAndNamedInTheHeader) {
+  const auto dir = std::filesystem::temp_directory_path() / ("fabricsim_nccl_fid_" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  const std::string base = "nccl-tests all_reduce -b 64M -e 64M -g 8 ";
+  std::string def, rows_flow;
+  ASSERT_EQ(run_stdout(base, dir.string(), &def).code, 0);
+  EXPECT_NE(def.find("simulated at fidelity packet"), std::string::npos) << def;
+  for (const std::string fid : {"flow", "analytical"}) {
+    std::string by_option, by_set;
+    const Outcome a = run_stdout(base + "--fidelity " + fid, dir.string(), &by_option);
+    ASSERT_EQ(a.code, 0) << a.err;
+    ASSERT_EQ(run_stdout(base + "--set sim.fidelity=" + fid, dir.string(), &by_set).code, 0);
+    EXPECT_EQ(by_option, by_set);
+    EXPECT_NE(by_option.find("simulated at fidelity " + fid), std::string::npos) << by_option;
+    ASSERT_FALSE(data_rows(by_option).empty()) << by_option;
+    if (fid == "flow") rows_flow = data_rows(by_option);
+    else EXPECT_NE(data_rows(by_option), rows_flow) << "the rung did not reach the simulation";
+  }
+  std::string ignored;
+  const Outcome bad = run_stdout(base + "--fidelity bogus", dir.string(), &ignored);
+  EXPECT_EQ(bad.code, 2);
+  EXPECT_EQ(std::count(bad.err.begin(), bad.err.end(), '\n'), 1) << bad.err;
+  EXPECT_NE(bad.err.find("sim.fidelity: 'bogus'"), std::string::npos) << bad.err;
+  EXPECT_TRUE(ignored.empty()) << ignored;
+  std::filesystem::remove_all(dir);
+}
