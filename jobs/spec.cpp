@@ -204,6 +204,12 @@ void check_keys(const YAML::Node& node, const std::string& prefix, const std::st
       if (!kv.second.IsScalar() && !kv.second.IsNull()) {
         throw InputError(file, path, "must be a single value", "write it as 'key: value'");
       }
+      // 'key:' or 'key: ~' would otherwise silently mean the default (--set key= is an error too);
+      // an empty NCCL variable stays allowed (NCCL reads an empty variable as unset).
+      if (kv.second.IsNull() && path.rfind("nccl.", 0) != 0) {
+        throw InputError(file, path, "has no value",
+                         "give a value, or delete the line to use the default (fabricsim describe spec)");
+      }
     }
   }
 }

@@ -168,6 +168,17 @@ TEST_F(Cli, DuplicateSpecKey) {
   std::ofstream(spec) << "cluster:\n  mtu: 4KiB\n  mtu: 8KiB\n";
   expect_bad("run " + spec, {"spec.yaml", "cluster.mtu", "appears twice"});
 }
+TEST_F(Cli, KeyWithoutValueIsNotASilentDefault) {
+  // 'key:' / 'key: ~' left the default in place without a word; now one line naming the key.
+  const std::string spec = (dir_ / "spec.yaml").string();
+  for (const char* text : {"simccl: {launch_latency: ~}\n", "sim:\n  fidelity:\n", "cluster: {nvls_bandwidth: null}\n"}) {
+    std::ofstream(spec) << text;
+    const std::string key = std::string(text).find("launch") != std::string::npos ? "simccl.launch_latency"
+                            : std::string(text).find("fidelity") != std::string::npos ? "sim.fidelity"
+                                                                                        : "cluster.nvls_bandwidth";
+    expect_bad("run " + spec, {"spec.yaml", key, "has no value"});
+  }
+}
 TEST_F(Cli, SectionGivenAValue) {
   const std::string spec = (dir_ / "spec.yaml").string();
   std::ofstream(spec) << "cluster: 5\n";
