@@ -89,9 +89,16 @@ std::uint64_t parse_rate_bps(const std::string& text, const std::string& file,
   for (const auto& [u, m] : kUnits) {
     if (s.unit == u) {
       const double r = s.value * m;
-      if (r < 1.0) {
+      if (!(s.value > 0)) {
         throw InputError(file, field, "rate '" + text + "' must be positive",
                          "give a rate like \"400Gbps\"");
+      }
+      if (r < 1.0) {
+        throw InputError(file, field, "rate '" + text + "' is below 1 bps", "give a rate like \"400Gbps\"");
+      }
+      // llround past the int64 range is undefined; no link comes near 9.2e18 bit/s.
+      if (r > 9.2e18) {
+        throw InputError(file, field, "rate '" + text + "' is too large", "give a rate like \"400Gbps\"");
       }
       return static_cast<std::uint64_t>(std::llround(r));
     }

@@ -95,6 +95,18 @@ TEST(Units, RateBad) {
   EXPECT_THROW(R("400"), InputError);
   EXPECT_THROW(R("400 furlongs"), InputError);
   EXPECT_THROW(R("Gbps"), InputError);
+  // A positive rate that rounds to 0 is not called "not positive"; one past int64 is refused
+  // (std::llround would be undefined there).
+  const std::pair<std::string, std::string> worded[] = {
+      {"1e-30Gbps", "below 1 bps"}, {"0.4bps", "below 1 bps"}, {"1e30Gbps", "too large"}, {"0Gbps", "must be positive"}};
+  for (const auto& [text, needle] : worded) {
+    try {
+      R(text);
+      ADD_FAILURE() << text << " accepted";
+    } catch (const InputError& e) {
+      EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << text << ": " << e.what();
+    }
+  }
 }
 
 TEST(Units, FormatTime) {
