@@ -40,7 +40,7 @@ constexpr const char* kExamples = R"(Examples:
   fabricsim ladder --workload tests/fidelity/data/allreduce_1MiB.txt --gpus 64 --set simccl.planner=ring
   fabricsim kernels scale --from A100 --to H100 --time-us 715 --op layernorm
   fabricsim kernels lookup --gpu H100 --m 4096 --n 4096 --k 4096
-  fabricsim generate examples/gpt3_13b_generated.yaml -o out/gpt13b
+  fabricsim generate examples/gpt3_13b_generated.yaml -o gpt13b
   fabricsim report out.h5 -o out_report
   fabricsim compare a.h5 b.h5
 )";

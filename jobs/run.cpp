@@ -152,6 +152,12 @@ void check_workload(const models::Workload& w) {
     const auto& members = w.groups[g].ranks;
     if (members.empty()) continue;
     const std::uint32_t first = members.front();
+    // Chakra traces without a comm-group file put every collective on one 'world' communicator.
+    const std::string fix =
+        w.format == "chakra" && w.groups[g].name == "world"
+            ? "make every member issue the same collectives in the same order, or give the trace's communicators "
+              "with workload.comm_groups (fabricsim generate writes PREFIX.comm_groups.json)"
+            : "make every member issue the same collectives in the same order";
     const auto& ref = per_group[g][first];
     for (std::uint32_t r : members) {
       const auto& got = per_group[g][r];
@@ -165,14 +171,14 @@ void check_workload(const models::Workload& w) {
                            fmt::format("collective #{} on communicator '{}' is {} of {} bytes, but rank {} issues {} of {} bytes",
                                        k, w.groups[g].name, models::coll_op_name(b.op), b.bytes, first,
                                        models::coll_op_name(a.op), a.bytes),
-                           "make every member issue the same collectives in the same order");
+                           fix);
         }
       }
       if (ref.size() != got.size()) {
         throw InputError(w.source, "rank " + std::to_string(r),
                          fmt::format("issues {} collectives on communicator '{}' but rank {} issues {}", got.size(),
                                      w.groups[g].name, first, ref.size()),
-                         "make every member issue the same collectives in the same order");
+                         fix);
       }
     }
   }
