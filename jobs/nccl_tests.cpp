@@ -339,6 +339,10 @@ std::string run_nccl_tests(const NcclTestsOptions& opt, MPI_Comm comm, const std
               ? "# per-op latency: NCCL cost model's (simccl.launch_latency=nccl; set it to none to drop it)\n"
               : "# per-op latency: none (simccl.launch_latency=none)\n");
   for (const auto& warning : pb.warnings) out << "# warning: " << warning << "\n";
+  if (n < 2) {
+    // nccl-tests on one GPU copies locally (out-of-place) or does nothing; fabricsim moves no data.
+    out << "# one rank: nothing crosses a link and nothing is planned (NCCL settings have no effect); rows are 0\n";
+  }
   out << "#                                                              out-of-place                       in-place          \n";
   out << "#       size         count      type   redop    root     time   algbw   busbw #wrong     time   algbw   busbw #wrong\n";
   out << "#        (B)    (elements)                               (us)  (GB/s)  (GB/s)            (us)  (GB/s)  (GB/s)       \n";

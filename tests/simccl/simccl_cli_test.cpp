@@ -300,3 +300,18 @@ TEST(SimcclCli, NcclTestsFidelityOptionIsTheSpecKeyAndNamedInTheHeader) {
   EXPECT_TRUE(ignored.empty()) << ignored;
   std::filesystem::remove_all(dir);
 }
+
+// One GPU: nothing crosses a link, so every row is 0 and the header says why (NCCL settings such
+// as a forced NVLS have nothing to act on).
+TEST(SimcclCli, NcclTestsOneRankSaysNothingIsPlanned) {
+  const auto dir = std::filesystem::temp_directory_path() / ("fabricsim_nccl_one_" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  std::string out;
+  const Outcome o = run_stdout("nccl-tests all_reduce -b 1M -e 1M -g 1 --set nccl.NCCL_ALGO=NVLS", dir.string(), &out);
+  ASSERT_EQ(o.code, 0) << o.err;
+  EXPECT_NE(out.find("# one rank: nothing crosses a link and nothing is planned"), std::string::npos) << out;
+  std::string two;
+  ASSERT_EQ(run_stdout("nccl-tests all_reduce -b 1M -e 1M -g 2", dir.string(), &two).code, 0);
+  EXPECT_EQ(two.find("# one rank"), std::string::npos) << two;
+  std::filesystem::remove_all(dir);
+}
