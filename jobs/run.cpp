@@ -668,7 +668,7 @@ RunResult run_simulation(const RunOptions& opt, MPI_Comm comm, const std::string
 
   {
     FabricTotals& f = res.fabric;
-    std::uint64_t sums[15] = {};
+    std::uint64_t sums[17] = {};
     std::uint64_t maxbuf = 0;
     for (const auto& sw : switches) {
       const auto& c = sw->counters();
@@ -679,6 +679,8 @@ RunResult run_simulation(const RunOptions& opt, MPI_Comm comm, const std::string
       sums[7] += c.ecn_marks;
       sums[8] += c.drops;
       sums[9] += c.headroom_drops;
+      sums[15] += c.nvls_absorbed;
+      sums[16] += c.nvls_copies;
       maxbuf = std::max(maxbuf, c.max_buffer_bytes);
     }
     for (const auto& g : gpus) {
@@ -692,10 +694,11 @@ RunResult run_simulation(const RunOptions& opt, MPI_Comm comm, const std::string
       sums[13] += c.cnps_sent;
       sums[14] += c.acks_sent;
     }
-    MPI_Allreduce(MPI_IN_PLACE, sums, 15, MPI_UINT64_T, MPI_SUM, comm);
+    MPI_Allreduce(MPI_IN_PLACE, sums, 17, MPI_UINT64_T, MPI_SUM, comm);
     MPI_Allreduce(MPI_IN_PLACE, &maxbuf, 1, MPI_UINT64_T, MPI_MAX, comm);
     f = FabricTotals{sums[0], sums[1], sums[2], sums[3], sums[4], sums[5], sums[6], sums[7],
-                     sums[8], sums[9], sums[10], sums[11], sums[12], sums[13], sums[14], maxbuf};
+                     sums[8], sums[9], sums[10], sums[11], sums[12], sums[13], sums[14], maxbuf,
+                     sums[15], sums[16]};
   }
   if (fidelity == models::Fidelity::kPacket) {
     const FabricTotals& f = res.fabric;
@@ -706,7 +709,8 @@ RunResult run_simulation(const RunOptions& opt, MPI_Comm comm, const std::string
                          {"drops", f.drops},                   {"headroom_drops", f.headroom_drops},
                          {"retransmits", f.retransmits},       {"timeouts", f.timeouts},
                          {"nacks", f.nacks},                   {"cnps", f.cnps},
-                         {"acks", f.acks},                     {"max_buffer_bytes", f.max_buffer_bytes}};
+                         {"acks", f.acks},                     {"max_buffer_bytes", f.max_buffer_bytes},
+                         {"nvls_absorbed", f.nvls_absorbed},   {"nvls_copies", f.nvls_copies}};
   }
   if (opt.keep_flows) {
     res.flow_records = allgather_pod(comm, local_flows);
@@ -839,7 +843,8 @@ RunResult run_simulation(const RunOptions& opt, MPI_Comm comm, const std::string
                      {"switch_paused_ps", f.switch_paused_ps}, {"nic_paused_ps", f.nic_paused_ps},
                      {"ecn_marks", f.ecn_marks}, {"drops", f.drops}, {"headroom_drops", f.headroom_drops},
                      {"retransmits", f.retransmits}, {"timeouts", f.timeouts}, {"nacks", f.nacks},
-                     {"cnps", f.cnps}, {"acks", f.acks}, {"max_buffer_bytes", f.max_buffer_bytes}};
+                     {"cnps", f.cnps}, {"acks", f.acks}, {"max_buffer_bytes", f.max_buffer_bytes},
+                     {"nvls_absorbed", f.nvls_absorbed}, {"nvls_copies", f.nvls_copies}};
     }
     j["output_h5"] = res.output_h5;
     j["compute_ps_mean"] = comp / nr;

@@ -52,6 +52,8 @@ struct FabricTotals {
   std::uint64_t cnps = 0;              ///< CNPs sent by DCQCN notification points
   std::uint64_t acks = 0;
   std::uint64_t max_buffer_bytes = 0;  ///< largest shared-buffer occupancy of any switch
+  std::uint64_t nvls_absorbed = 0;     ///< NVLS reduce contributions that ended in an NVSwitch (packets)
+  std::uint64_t nvls_copies = 0;       ///< NVLS multicast copies an NVSwitch sent (packets)
 };
 
 /// Everything a run produced (on every process; tables are global after gathering).

@@ -78,7 +78,7 @@ META_UNITS = {"schema_version": "1", "spec_text": "text", "version": "text", "gi
 # Documented /meta fabric counters of packet-level runs (fabric_<name>, uint64).
 FABRIC = ["switch_packets", "nic_data_packets", "pause_frames", "resume_frames", "switch_paused_ps", "nic_paused_ps",
           "nic_pauses", "ecn_marks", "drops", "headroom_drops", "retransmits", "timeouts", "nacks", "cnps", "acks",
-          "max_buffer_bytes"]
+          "max_buffer_bytes", "nvls_absorbed", "nvls_copies"]
 TIERS = {b"nvlink", b"nic", b"fabric", b"core"}
 
 

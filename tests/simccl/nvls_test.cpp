@@ -63,10 +63,15 @@ void nvlink_bytes(const RunResult& r, unsigned gpus, std::vector<std::uint64_t>&
   }
 }
 
-TEST(Nvls, PortBytesAreOnePlusOneOverNPerDirection) {
+/// Processes in MPI_COMM_WORLD (the sequential comparisons run once, under 1 process).
+int world_procs() {
   int procs = 1;
   MPI_Comm_size(MPI_COMM_WORLD, &procs);
-  if (procs > 1) GTEST_SKIP() << "sequential only";
+  return procs;
+}
+
+TEST(Nvls, PortBytesAreOnePlusOneOverNPerDirection) {
+  if (world_procs() > 1) GTEST_SKIP() << "sequential only";
   const std::uint64_t S = 8ull << 20;
   const Workload w = fabricsim::jobs::nccl_tests_workload("all_reduce", 8, S, 0);
   const RunResult r = run(w, 1, 8, {}, MPI_COMM_SELF, 1, true);
@@ -78,6 +83,10 @@ TEST(Nvls, PortBytesAreOnePlusOneOverNPerDirection) {
     EXPECT_EQ(up[g], S + S / 8) << "gpu " << g;
     EXPECT_EQ(down[g], S + S / 8) << "gpu " << g;
   }
+  // Switch counters: each shard packet is reduced from 8 contributions (7 end in the switch) and
+  // then multicast as the same packets to 8 ports, so absorbed : copies = 7 : 8.
+  EXPECT_GT(r.fabric.nvls_copies, 0u);
+  EXPECT_EQ(r.fabric.nvls_absorbed * 8, r.fabric.nvls_copies * 7);
   // Two hosts of 4 GPUs, one 4-GPU communicator each, NVLS forced (for 4 ranks NCCL's model
   // prefers the ring: NVLS busBw 4 x min(60 x 0.85 x 3/4 x 2, 60) = 240 < ring 360): per GPU
   // (1 + 1/4) x S.
@@ -92,6 +101,7 @@ TEST(Nvls, PortBytesAreOnePlusOneOverNPerDirection) {
   // NCCL_NVLS_ENABLE=0: the ring (Simple: no line overhead) moves 2(n-1)/n x S per direction.
   const RunResult ring = run(w, 1, 8, {"nccl.NCCL_NVLS_ENABLE=0", "nccl.NCCL_PROTO=Simple"}, MPI_COMM_SELF, 1, true);
   EXPECT_NE(ring.collectives[0].algorithm, "NVLS");
+  EXPECT_EQ(ring.fabric.nvls_copies + ring.fabric.nvls_absorbed, 0u);
   nvlink_bytes(ring, 8, up, down);
   EXPECT_EQ(up[0], 2 * 7 * S / 8);
 }
@@ -101,9 +111,7 @@ TEST(Nvls, PortBytesAreOnePlusOneOverNPerDirection) {
 // tree between the nodes' GPUs h (2 nodes: each tree has one edge), so every GPU's NIC sends S/8
 // (it is the child in half of the channels' trees and the parent in the other half).
 TEST(Nvls, NvlsTreePortBytes) {
-  int procs = 1;
-  MPI_Comm_size(MPI_COMM_WORLD, &procs);
-  if (procs > 1) GTEST_SKIP() << "sequential only";
+  if (world_procs() > 1) GTEST_SKIP() << "sequential only";
   const std::uint64_t S = 64ull << 20;
   const Workload w = fabricsim::jobs::nccl_tests_workload("all_reduce", 16, S, 0);
   const RunResult r = run(w, 2, 8, {"nccl.NCCL_ALGO=NVLSTree", "nic.cc=none"}, MPI_COMM_SELF, 1, true);
@@ -126,9 +134,7 @@ TEST(Nvls, NvlsTreePortBytes) {
 // whole buffer: ReduceScatter sends S into the switch and receives its S/n reduced;
 // AllGather multicasts its S/n and receives all S.
 TEST(Nvls, ReduceScatterAndAllGatherPortBytes) {
-  int procs = 1;
-  MPI_Comm_size(MPI_COMM_WORLD, &procs);
-  if (procs > 1) GTEST_SKIP() << "sequential only";
+  if (world_procs() > 1) GTEST_SKIP() << "sequential only";
   const std::uint64_t S = 16ull << 20;
   std::vector<std::uint64_t> up, down;
   for (const char* coll : {"reduce_scatter", "all_gather"}) {
@@ -161,9 +167,7 @@ TEST(Nvls, ReduceScatterAndAllGatherPortBytes) {
 // Checked on 8 GPUs at 256 MiB (16 channels, 128 KiB chunks: 16 loops per channel) and with a
 // slower NVLS rate.
 TEST(Nvls, UncongestedTimeWithinItsClosedFormBounds) {
-  int procs = 1;
-  MPI_Comm_size(MPI_COMM_WORLD, &procs);
-  if (procs > 1) GTEST_SKIP() << "sequential only";
+  if (world_procs() > 1) GTEST_SKIP() << "sequential only";
   const double S = 256.0 * (1 << 20), n = 8, B = 450e9, L = 100e-9, chunk = 128 * 1024, nch = 16;
   for (double R : {306e9, 200e9}) {
     const Workload w = fabricsim::jobs::nccl_tests_workload("all_reduce", 8, static_cast<std::uint64_t>(S), 0);
@@ -186,9 +190,7 @@ TEST(Nvls, UncongestedTimeWithinItsClosedFormBounds) {
 // cross a virtual per-GPU link of capacity cluster.nvls_bandwidth), at message rather than packet
 // granularity: within 3% of the packet rung at 256 MiB and 1 GiB, and inside the same bounds.
 TEST(Nvls, FlowRungAgreesWithPacketRung) {
-  int procs = 1;
-  MPI_Comm_size(MPI_COMM_WORLD, &procs);
-  if (procs > 1) GTEST_SKIP() << "sequential only";
+  if (world_procs() > 1) GTEST_SKIP() << "sequential only";
   for (std::uint64_t S : {256ull << 20, 1ull << 30}) {
     const Workload w = fabricsim::jobs::nccl_tests_workload("all_reduce", 8, S, 0);
     const RunResult p = run(w, 1, 8, {}, MPI_COMM_SELF, 1, false);

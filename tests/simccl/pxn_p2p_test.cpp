@@ -41,22 +41,16 @@ Workload workload() {
   w.groups.push_back({"world", {}});
   for (std::uint32_t r = 0; r < w.ranks; ++r) w.groups[0].ranks.push_back(r);
   w.programs.resize(w.ranks);
-  auto send = [](std::int32_t peer, std::int64_t tag) {
+  auto p2p = [](NodeType type, std::int32_t peer, std::int64_t tag) {
     WorkNode n;
-    n.type = NodeType::kSend;
+    n.type = type;
     n.peer = peer;
     n.tag = tag;
     n.bytes = kBytes;
     return n;
   };
-  auto recv = [](std::int32_t peer, std::int64_t tag) {
-    WorkNode n;
-    n.type = NodeType::kRecv;
-    n.peer = peer;
-    n.tag = tag;
-    n.bytes = kBytes;
-    return n;
-  };
+  auto send = [&](std::int32_t peer, std::int64_t tag) { return p2p(NodeType::kSend, peer, tag); };
+  auto recv = [&](std::int32_t peer, std::int64_t tag) { return p2p(NodeType::kRecv, peer, tag); };
   w.programs[1].push_back(send(8, 7));
   w.programs[8].push_back(recv(1, 7));
   WorkNode c;

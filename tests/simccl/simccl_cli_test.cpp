@@ -108,11 +108,11 @@ TEST(SimcclCli, GroupsNamingMissingRanksGiveOneLineAndExit2) {
   std::filesystem::remove_all(dir);
 }
 
-// `fabricsim plan` (issue 4): stdout of a plan call.
-Outcome run_plan(const std::string& args, const std::string& dir, std::string* out) {
+/// Runs `fabricsim ARGS`, stdout into *out.
+Outcome run_stdout(const std::string& args, const std::string& dir, std::string* out) {
   const char* b = std::getenv("FABRICSIM_BINARY");
   const std::string out_file = dir + "/stdout.txt";
-  const std::string cmd = std::string(b ? b : "fabricsim") + " plan " + args + " >" + out_file + " 2>" + dir + "/stderr.txt";
+  const std::string cmd = std::string(b ? b : "fabricsim") + " " + args + " >" + out_file + " 2>" + dir + "/stderr.txt";
   Outcome o;
   const int st = std::system(cmd.c_str());
   o.code = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
@@ -125,6 +125,11 @@ Outcome run_plan(const std::string& args, const std::string& dir, std::string* o
   es << e.rdbuf();
   o.err = es.str();
   return o;
+}
+
+/// `fabricsim plan ARGS` (issue 4), stdout into *out.
+Outcome run_plan(const std::string& args, const std::string& dir, std::string* out) {
+  return run_stdout("plan " + args, dir, out);
 }
 
 struct CostRow {
@@ -234,29 +239,6 @@ TEST(SimcclCli, PlanPrintsTheCostTableAndTheChoice) {
     EXPECT_TRUE(out.empty()) << out;
   }
   std::filesystem::remove_all(dir);
-}
-
-}  // namespace
-
-namespace {
-
-/// Runs `fabricsim ARGS`, stdout into *out.
-Outcome run_stdout(const std::string& args, const std::string& dir, std::string* out) {
-  const char* b = std::getenv("FABRICSIM_BINARY");
-  const std::string out_file = dir + "/stdout.txt";
-  const std::string cmd = std::string(b ? b : "fabricsim") + " " + args + " >" + out_file + " 2>" + dir + "/stderr.txt";
-  Outcome o;
-  const int st = std::system(cmd.c_str());
-  o.code = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-  std::ifstream f(out_file);
-  std::stringstream ss;
-  ss << f.rdbuf();
-  *out = ss.str();
-  std::ifstream e(dir + "/stderr.txt");
-  std::stringstream es;
-  es << e.rdbuf();
-  o.err = es.str();
-  return o;
 }
 
 /// The table rows of an nccl-tests output (lines not starting with '#').
