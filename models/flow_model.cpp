@@ -58,7 +58,10 @@ FlowPath route_path(const Topology& topo, const LinkIndex* index, std::uint32_t 
     if (index != nullptr) p.link[p.hops] = index->link(at, port);
     p.rate_bps[p.hops] = link.rate_bps;
     p.latency_ps[p.hops] = link.latency_ps;
-    if (p.hops == 0) p.mtu_bytes = link.mtu_bytes;
+    if (p.hops == 0) {
+      p.mtu_bytes = link.mtu_bytes;
+      p.first_port = port;
+    }
     ++p.hops;
     at = link.peer;
   }
@@ -175,7 +178,7 @@ void start_coarse_flow(const Topology& topo, Fidelity fidelity, engine::LpId net
   SimTime start = ctx.now();
   const SimTime last_ser = engine::serialization_ps(bytes - t.rest_bytes, path.rate_bps[0]);
   if (port_free != nullptr) {
-    const std::uint32_t port = topo.route(head.src_rank, head.dst_rank, head.flow_hash);
+    const std::uint32_t port = path.first_port;
     if (port >= port_free->size()) port_free->resize(port + 1, 0);
     SimTime& free_at = (*port_free)[port];
     start = std::max(start, free_at);

@@ -64,6 +64,7 @@ struct FlowPath {
   std::uint64_t rate_bps[MaxMinSolver::kMaxHops] = {};
   engine::SimTime latency_ps[MaxMinSolver::kMaxHops] = {};
   std::uint32_t mtu_bytes = 0;  ///< payload per packet on the path (NVLink or network MTU)
+  std::uint32_t first_port = 0;  ///< the source's egress port (index into its ports)
 };
 
 /// Dense ids for directed links: link(node, port) = offset[node] + port.
