@@ -98,6 +98,20 @@ int main(int argc, char** argv) {
 
   try {
     app.parse(argc, argv);
+  } catch (const CLI::ValidationError& e) {
+    // CLI11 validates positionals (e.g. the spec file exists) before it reports unknown options,
+    // so `run --bogus 3` would say "File does not exist: 3" although the mistake is --bogus.
+    // Name the unexpected argument first when there is one.
+    const std::vector<std::string> extra = app.remaining(true);
+    if (root) {
+      if (!extra.empty()) {
+        app.exit(CLI::ExtrasError(extra));
+      } else {
+        app.exit(e);
+      }
+    }
+    MPI_Finalize();
+    return 2;
   } catch (const CLI::ParseError& e) {
     const int rc = e.get_exit_code();
     if (root) app.exit(e);

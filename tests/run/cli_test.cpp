@@ -152,6 +152,13 @@ TEST_F(Cli, MoreRanksThanGpus) {
   const std::string w = fabricsim::testing::data("chakra/astra-sim/examples/workload/microbenchmarks/all_reduce/16npus_1MB/all_reduce");
   expect_bad("run --workload " + w + " --set cluster.hosts=1", {"cluster.hosts", "16 ranks"});
 }
+// An unknown option followed by a value: the option is named, not the value as a missing spec.
+TEST_F(Cli, UnknownOptionWithValueNamesTheOption) {
+  expect_bad("run --bogus 3", {"--bogus", "not expected"});
+  const Outcome o = run_cli("run --bogus 3", dir_.string());
+  EXPECT_EQ(o.err.find("File does not exist"), std::string::npos) << o.err;
+}
+TEST_F(Cli, MissingSpecFileNamed) { expect_bad("run /nonexistent/spec.yaml", {"/nonexistent/spec.yaml"}); }
 TEST_F(Cli, MissingWorkload) { expect_bad("run --workload /nonexistent/trace", {"/nonexistent/trace"}); }
 TEST_F(Cli, SimaiWithoutWorldSize) {
   expect_bad("run --workload " + fabricsim::testing::data("bad/simai_missing_all_gpus.txt"), {"--gpus"});
