@@ -188,6 +188,39 @@ void start_coarse_flow(const Topology& topo, Fidelity fidelity, engine::LpId net
   ctx.send(ctx.self(), start + t.drain_ps + last_ser, kEvFlowSent, head.flow_id);
 }
 
+void FlowSource::post(const Topology& topo, engine::LpId net_lp, const Packet& head, Context& ctx) {
+  const SimTime d = coarse_offset_ps(topo);
+  if (outstanding_ == 0 && coarse_nvls(head) == kNvlsNone && head.dst_rank != head.src_rank) {
+    const std::uint64_t bytes = coarse_part_bytes(head, topo);
+    Entry& e = cache_[(head.flow_hash ^ head.dst_rank) & 3u];
+    if (e.hash != head.flow_hash || e.dst != head.dst_rank || e.bytes != bytes) {
+      const FlowPath path = route_path(topo, nullptr, head.src_rank, head.dst_rank, head.flow_hash);
+      const TransferTiming t = transfer_timing(path, bytes);
+      e.hash = head.flow_hash;
+      e.dst = head.dst_rank;
+      e.bytes = bytes;
+      e.delay_ps = t.head_ps + t.tail_ps;
+      // The network LP sends this arrival at t0 + D with delay delay_ps - D; from here it is
+      // sent at t0 with delay_ps, which must not undercut the lookahead (<= D, jobs/run.cpp).
+      e.direct = t.rest_bytes == 0 && e.delay_ps >= d && e.delay_ps > 0;
+    }
+    if (e.direct) {
+      ++direct_;
+      ctx.send(head.dst_rank, ctx.now() + e.delay_ps, kEvFlowArrive, head);
+      ctx.send(ctx.self(), ctx.now() + 2 * d, kEvFlowSent, head.flow_id);
+      return;
+    }
+  }
+  ++outstanding_;
+  ++net_;
+  ctx.send(net_lp, ctx.now() + d, kEvFlowStart, head);
+}
+
+void FlowSource::net_sent() {
+  if (outstanding_ == 0) throw engine::InternalError("flow rung: a send report for no outstanding flow");
+  --outstanding_;
+}
+
 namespace {
 // Link capacities plus one virtual link per GPU: its NVLS issue rate (cluster.nvls_bandwidth),
 // which every NVLS uplink flow of that GPU also crosses.

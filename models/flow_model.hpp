@@ -136,6 +136,50 @@ void start_coarse_flow(const Topology& topo, Fidelity fidelity, engine::LpId net
 /// GPU at t_d - D) is reported at t_d + D, 2D late (the least the lookahead allows).
 engine::SimTime coarse_offset_ps(const Topology& topo);
 
+/// The source GPU's side of the flow rung (one per GPU-rank LP): hands a flow to the network LP,
+/// or - when the network LP's answer is already known at the source - schedules that answer
+/// itself, without the network LP's three events (start, arrival, send completion become two).
+///
+/// When the answer is known: FlowNetLp serves a flow of at most one packet (part bytes <= the
+/// first hop's MTU: TransferTiming::rest_bytes == 0) as pure store-and-forward latency - it
+/// never joins a link's max-min share - as soon as its queue pair is free, and a queue pair of
+/// this GPU is free at the network LP's instant t0 + D when every flow this GPU handed to the
+/// network LP before has been reported sent (each report, kEvFlowSent, comes D after the flow
+/// left its queue pair; a flow of this instant that went to the network LP before this one is
+/// still outstanding). Then the arrival is t0 + L_1 + tail (TransferTiming: head_ps + tail_ps)
+/// and the send completion t0 + 2D, exactly the network LP's times (FlowNetLp::tick, single-packet
+/// branch), so the simulated times of every flow and collective are the same either way; only
+/// the engine's tie order of equal-time events changes (src is the GPU, not the network LP).
+/// Cost: route_path once per (peer, flow hash, bytes) in a 4-entry cache (a ring sends every step
+/// to one peer over the same QPs).
+class FlowSource {
+ public:
+  /// Sends flow `head` (one part: Packet::conn says which, coarse_part_bytes its size) of this
+  /// GPU (ctx.self() == head.src_rank) at ctx.now(): directly when the network LP's answer is
+  /// known, else as kEvFlowStart to `net_lp` D = coarse_offset_ps later.
+  void post(const Topology& topo, engine::LpId net_lp, const Packet& head, engine::Context& ctx);
+  /// The network LP reported one of this GPU's flows sent (kEvFlowSent whose source is net_lp).
+  /// @throws engine::InternalError if no flow was outstanding.
+  void net_sent();
+  /// Flows handed to the network LP and not yet reported sent.
+  std::uint32_t outstanding() const { return outstanding_; }
+  /// Flows posted directly / through the network LP (statistics, tests).
+  std::uint64_t direct_flows() const { return direct_; }
+  std::uint64_t net_flows() const { return net_; }
+
+ private:
+  struct Entry {
+    std::uint64_t hash = 0;
+    std::uint64_t bytes = ~std::uint64_t{0};
+    std::uint32_t dst = 0xFFFFFFFFu;
+    bool direct = false;          ///< one packet at most, arrival no sooner than D
+    engine::SimTime delay_ps = 0;  ///< arrival - post: L_1 + tail (TransferTiming)
+  };
+  std::uint32_t outstanding_ = 0;
+  std::uint64_t direct_ = 0, net_ = 0;
+  Entry cache_[4];
+};
+
 /// The flow-level network: one LP owning every link's flows and the max-min solver. GPUs send it
 /// kEvFlowStart delayed by D = coarse_offset_ps (the lookahead); it sends kEvFlowArrive to the
 /// destination (L_1 - D + tail later) and kEvFlowSent to the source (D later).

@@ -560,7 +560,11 @@ void GpuRankLp::start_flow(std::uint32_t dst, std::uint64_t bytes, std::uint32_t
       throw engine::InternalError("gpu " + std::to_string(id_) + ": coarse flow counter out of step");
     }
     coarse_sends_.push_back(CoarseSend{slot, op_or_node, 1});
-    start_coarse_flow(topo_, fidelity_, net_lp_, head, ctx, &port_free_, &workload_->groups[group].ranks);
+    if (fidelity_ == Fidelity::kFlow) {
+      flow_source_.post(topo_, net_lp_, head, ctx);
+    } else {
+      start_coarse_flow(topo_, fidelity_, net_lp_, head, ctx, &port_free_, &workload_->groups[group].ranks);
+    }
     return;
   }
   if (fidelity_ != Fidelity::kPacket) {
@@ -585,7 +589,11 @@ void GpuRankLp::start_flow(std::uint32_t dst, std::uint64_t bytes, std::uint32_t
       const std::uint32_t k = (split.first_k + i) % split.qps;
       head.conn = coarse_conn(channel, k, split.parts);
       head.flow_hash = Nic::qp_flow_hash(id_, dst, static_cast<std::uint32_t>(channel) << 16 | k, topo_.spec().seed);
-      start_coarse_flow(topo_, fidelity_, net_lp_, head, ctx, &port_free_);
+      if (fidelity_ == Fidelity::kFlow) {
+        flow_source_.post(topo_, net_lp_, head, ctx);
+      } else {
+        start_coarse_flow(topo_, fidelity_, net_lp_, head, ctx, &port_free_);
+      }
     }
     return;
   }
@@ -744,6 +752,7 @@ void GpuRankLp::handle(const engine::Event& ev, Context& ctx) {
       return;
     }
     case kEvFlowSent: {
+      if (ev.src == net_lp_ && fidelity_ == Fidelity::kFlow) flow_source_.net_sent();
       const std::uint64_t counter = ev.get<std::uint64_t>() & 0xFFFFFFFFull;
       if (counter < coarse_base_ || counter - coarse_base_ >= coarse_sends_.size() ||
           coarse_sends_[counter - coarse_base_].parts_left == 0) {

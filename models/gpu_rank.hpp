@@ -248,6 +248,7 @@ class GpuRankLp final : public engine::Lp, private NicOwner {
     std::size_t head_ = 0, size_ = 0, cap_ = 4;  // cap_: a power of two
   };
   SendRing coarse_sends_;
+  FlowSource flow_source_;  ///< flow rung: this GPU's flows, direct or through the network LP
   // The split toward the last peer a coarse flow went to (rings send to one peer), kept when
   // the connection has one QP (no round robin to advance): saves the topology look-ups per flow.
   std::vector<engine::SimTime> port_free_;  // analytical rung: per egress port, when it is free (ps)
