@@ -343,7 +343,7 @@ class EventQueue {
   // Sorts the current bucket ascending. All its records share time >> shift_, so a counting sort
   // on the next R bits of time (2^R >= n) leaves only records with equal digits out of
   // order; an insertion pass fixes those. When many records share a digit (e.g. bursts at one
-  // instant) the pass would be quadratic, so std::sort finishes instead. ~25 instructions per
+  // instant) the pass would be quadratic, so merge_runs finishes instead. ~25 instructions per
   // record instead of ~85 for std::sort (PHOLD: ~1,000-record buckets).
   void sort_near() {
     const std::size_t n = near_.size();
