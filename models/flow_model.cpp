@@ -334,6 +334,14 @@ void FlowNetLp::nvls_arrive(const NvlsRed& e, const NvlsRed::Down& d, Context& c
   ctx.send(d.head.dst_rank, out + e.up_latency_ps + d.latency_ps - sent_delay_ps_, kEvFlowArrive, d.head);
 }
 
+void FlowNetLp::nvls_forget(const Packet& h, std::uint32_t f, bool up) {
+  const auto it = nvls_red_.find(nvls_key(h));
+  if (it == nvls_red_.end()) return;
+  auto& v = up ? it->second.up_flows : it->second.down_flows;
+  const auto pos = std::find(v.begin(), v.end(), f);
+  if (pos != v.end()) v.erase(pos);
+}
+
 void FlowNetLp::nvls_up_drained(const Packet& h, SimTime at_ps, Context& ctx) {
   const auto it = nvls_red_.find(nvls_key(h));
   if (it == nvls_red_.end()) throw engine::InternalError("flow model: NVLS uplink flow of gpu " + std::to_string(h.src_rank) + " never started");
@@ -395,13 +403,18 @@ void FlowNetLp::handle(const engine::Event& ev, Context& ctx) {
 void FlowNetLp::finish(std::uint32_t f, Context& ctx) {
   Active& a = act_[f];
   if (a.down) {  // NVLS downlink: its arrival also waits for its supply (nvls_arrive)
+    nvls_forget(a.head, f, false);
     nvls_down_drained(a.head, ctx.now() + a.tail_ps, a.head_ps, ctx);
     return;
   }
   // The first hop's latency beyond D (the offset this LP runs behind the GPUs), then the tail.
   if (!a.nvls) ctx.send(a.head.dst_rank, ctx.now() + a.head_ps - sent_delay_ps_ + a.tail_ps, kEvFlowArrive, a.head);
   ctx.send(a.head.src_rank, ctx.now() + sent_delay_ps_, kEvFlowSent, a.head.flow_id);
-  if (a.nvls) nvls_up_drained(a.head, ctx.now() + a.tail_ps, ctx);  // the switch has the last byte
+  if (a.nvls) {
+    nvls_forget(a.head, f, true);
+    nvls_touched_.push_back(nvls_key(a.head));  // its downlink flows' cap changes
+    nvls_up_drained(a.head, ctx.now() + a.tail_ps, ctx);  // the switch has the last byte
+  }
 }
 
 std::size_t FlowNetLp::QpKeyHash::operator()(const QpKey& k) const noexcept {
@@ -473,6 +486,49 @@ void FlowNetLp::release_connection(const Packet& head) {
   if (it->second.empty()) waiting_.erase(it);
 }
 
+void FlowNetLp::apply_rate(std::uint32_t f, double r, SimTime now) {
+  Active& a = act_[f];
+  const bool fresh = a.last == now && a.rate == 0;
+  if (!fresh && r == a.rate) return;  // unchanged: keep its scheduled drain (no drift)
+  if (fresh && !a.shared && r == static_cast<double>(a.first_rate)) {
+    a.rate = r;  // alone at the bottleneck rate: the exact per-packet drain set above
+  } else {
+    if (!fresh) a.rem_bits = std::max(0.0, a.rem_bits - a.rate * static_cast<double>(now - a.last) * 1e-12);
+    a.last = now;
+    a.rate = r;
+    a.shared = true;
+    const double ps = a.rem_bits <= 0 ? 0.0 : r > 0 ? std::ceil(a.rem_bits * 1e12 / r) : HUGE_VAL;
+    a.drain = now + (ps >= static_cast<double>(engine::kMaxSimTime) ? engine::kMaxSimTime
+                                                                   : static_cast<SimTime>(ps));
+  }
+  ++a.version;
+  drains_.emplace(a.drain, f, a.version);
+}
+
+double FlowNetLp::nvls_supply_bps(const NvlsRed& e, SimTime now) const {
+  // The reduced stream is as far as its least advanced contribution; it then advances at that
+  // contribution's rate (ties: the slowest). A multicast's supply is its one uplink flow.
+  double worst = -1, rate = HUGE_VAL;
+  for (std::uint32_t u : e.up_flows) {
+    const Active& a = act_[u];
+    const double rem = a.rem_bits - a.rate * static_cast<double>(now - a.last) * 1e-12;
+    if (rem > worst + 1.0) {
+      worst = rem;
+      rate = a.rate;
+    } else if (rem >= worst - 1.0) {
+      rate = std::min(rate, a.rate);
+    }
+  }
+  return rate;
+}
+
+void FlowNetLp::nvls_cap(std::uint32_t f, SimTime now) {
+  double r = solver_.rate(f);
+  const auto it = nvls_red_.find(nvls_key(act_[f].head));
+  if (it != nvls_red_.end() && !it->second.up_flows.empty()) r = std::min(r, nvls_supply_bps(it->second, now));
+  apply_rate(f, r, now);
+}
+
 void FlowNetLp::tick(Context& ctx) {
   const SimTime now = ctx.now();
   seeds_.clear();
@@ -512,21 +568,12 @@ void FlowNetLp::tick(Context& ctx) {
     const RouteEntry& path = *route;
     const TransferTiming& t = path.timing;
     for (std::uint32_t i = 0; i < path.hops; ++i) link_bytes_[path.link[i]] += bytes;
-    if (t.rest_bytes == 0) {
+    if (t.rest_bytes == 0 && stage == 0) {
       // A single packet (or nothing): pure store-and-forward latency; it never holds a link's
       // share, which keeps rings of small chunks (one packet per step) as cheap as the
       // analytical rung. Its first-hop serialization is not charged to the links it crosses.
-      if (stage == 1) {
-        nvls_up_started(head, t.head_ps);  // may append downlink flows to pending_
-        ctx.send(head.src_rank, now + sent_delay_ps_, kEvFlowSent, head.flow_id);
-        nvls_up_drained(head, now + t.tail_ps, ctx);
-        release_connection(head);
-        continue;
-      }
-      if (stage == 2) {
-        nvls_down_drained(head, now + t.tail_ps, t.head_ps, ctx);
-        continue;
-      }
+      // Not for NVLS flows: a GPU issues many single-packet chunks at once (e.g. 128 per loop on
+      // 8 GPUs at 2.5 MiB), and each takes its share of the NVLS issue rate and the links.
       ctx.send(head.dst_rank, now + t.head_ps - sent_delay_ps_ + t.tail_ps, kEvFlowArrive, head);
       ctx.send(head.src_rank, now + sent_delay_ps_, kEvFlowSent, head.flow_id);
       release_connection(head);  // may append the next flow of this QP to pending_
@@ -556,7 +603,12 @@ void FlowNetLp::tick(Context& ctx) {
     a.nvls = stage == 1 ? coarse_nvls(head) : 0;
     a.down = stage == 2;
     for (std::uint32_t i = 0; i < nlinks; ++i) seeds_.push_back(links[i]);
-    if (stage == 1) nvls_up_started(head, t.head_ps);  // may append downlink flows to pending_
+    if (stage == 1) {
+      nvls_up_started(head, t.head_ps);  // may append downlink flows to pending_
+      nvls_red_[nvls_key(head)].up_flows.push_back(f);
+    } else if (stage == 2) {
+      nvls_red_[nvls_key(head)].down_flows.push_back(f);
+    }
   }
   pending_.clear();
   // 3. Re-solve the components touched, once for this instant.
@@ -566,24 +618,24 @@ void FlowNetLp::tick(Context& ctx) {
     ++solves_;
     for (std::uint32_t f : solved_) {
       Active& a = act_[f];
-      const double r = solver_.rate(f);
-      const bool fresh = a.last == now && a.rate == 0;
-      if (!fresh && r == a.rate) continue;  // unchanged: keep its scheduled drain (no drift)
-      if (fresh && !a.shared && r == static_cast<double>(a.first_rate)) {
-        a.rate = r;  // alone at the bottleneck rate: the exact per-packet drain set above
-      } else {
-        if (!fresh) a.rem_bits = std::max(0.0, a.rem_bits - a.rate * static_cast<double>(now - a.last) * 1e-12);
-        a.last = now;
-        a.rate = r;
-        a.shared = true;
-        const double ps = std::ceil(a.rem_bits * 1e12 / r);
-        a.drain = now + (ps >= static_cast<double>(engine::kMaxSimTime) ? engine::kMaxSimTime
-                                                                       : static_cast<SimTime>(ps));
-      }
-      ++a.version;
-      drains_.emplace(a.drain, f, a.version);
+      if (a.down) continue;  // below, once its supply's rate is known
+      if (a.nvls) nvls_touched_.push_back(nvls_key(a.head));
+      apply_rate(f, solver_.rate(f), now);
     }
   }
+  // NVLS downlink flows: their max-min share, but no faster than their supply (cut-through:
+  // the switch cannot forward bytes it does not have yet), for the downlink flows re-solved and
+  // those whose supply's rate changed or drained at this instant.
+  for (std::uint32_t f : solved_) {
+    if (act_[f].down) nvls_cap(f, now);
+  }
+  for (const NvlsKey& k : nvls_touched_) {
+    const auto it = nvls_red_.find(k);
+    if (it == nvls_red_.end()) continue;
+    for (std::uint32_t d : it->second.down_flows) nvls_cap(d, now);
+  }
+  nvls_touched_.clear();
+  solved_.clear();
   // 4. Wake up for the next drain.
   while (!drains_.empty()) {
     const auto [t, f, version] = drains_.top();

@@ -275,6 +275,7 @@ class FlowNetLp final : public engine::Lp {
       engine::SimTime at_ps, latency_ps;
     };
     std::vector<Down> early;      // downlink flows drained before their supply finished
+    std::vector<std::uint32_t> up_flows, down_flows;  // solver ids of its flows still draining
   };
   struct NvlsKey {
     std::uint32_t dst = 0, group = 0, instance = 0, tag = 0;
@@ -288,6 +289,19 @@ class FlowNetLp final : public engine::Lp {
   /// Sends the arrival of downlink flow `d` of chunk `e` (its supply is complete).
   void nvls_arrive(const NvlsRed& e, const NvlsRed::Down& d, engine::Context& ctx) const;
   std::unordered_map<NvlsKey, NvlsRed, NvlsKeyHash> nvls_red_;
+  /// Sets flow f's rate to r at `now` (bits/s): brings its remaining bits up to date and
+  /// schedules its drain (kept exact per packet while it runs alone at its bottleneck rate).
+  void apply_rate(std::uint32_t f, double r, engine::SimTime now);
+  /// NVLS: the rate (bits/s) at which chunk e's switch-side stream grows: the rate of its least
+  /// advanced uplink flow still draining.
+  double nvls_supply_bps(const NvlsRed& e, engine::SimTime now) const;
+  /// NVLS: downlink flow f at min(its max-min share, its supply's rate). A downlink flow that
+  /// falls behind its supply keeps this cap (an approximation: it could catch up faster), and
+  /// the part of its share it cannot use is not given to other flows on its link.
+  void nvls_cap(std::uint32_t f, engine::SimTime now);
+  /// NVLS: drops solver flow f from its chunk's uplink (`up`) or downlink list.
+  void nvls_forget(const Packet& head, std::uint32_t f, bool up);
+  std::vector<NvlsKey> nvls_touched_;  // chunks whose uplink flows' rates changed or drained now
   std::uint32_t nvls_link0_ = 0;  // solver link id of GPU 0's virtual NVLS issue link
   using Drain = std::tuple<engine::SimTime, std::uint32_t, std::uint32_t>;  // time, flow, version
   std::priority_queue<Drain, std::vector<Drain>, std::greater<>> drains_;
