@@ -334,10 +334,9 @@ void FlowNetLp::nvls_arrive(const NvlsRed& e, const NvlsRed::Down& d, Context& c
   ctx.send(d.head.dst_rank, out + e.up_latency_ps + d.latency_ps - sent_delay_ps_, kEvFlowArrive, d.head);
 }
 
-void FlowNetLp::nvls_forget(const Packet& h, std::uint32_t f, bool up) {
-  const auto it = nvls_red_.find(nvls_key(h));
-  if (it == nvls_red_.end()) return;
-  auto& v = up ? it->second.up_flows : it->second.down_flows;
+void FlowNetLp::nvls_forget(std::uint32_t f, bool up) {
+  auto* e = static_cast<NvlsRed*>(act_[f].chunk);
+  auto& v = up ? e->up_flows : e->down_flows;
   const auto pos = std::find(v.begin(), v.end(), f);
   if (pos != v.end()) v.erase(pos);
 }
@@ -351,7 +350,7 @@ void FlowNetLp::nvls_up_drained(const Packet& h, SimTime at_ps, Context& ctx) {
   for (const NvlsRed::Down& d : e.early) nvls_arrive(e, d, ctx);
   e.down_left -= static_cast<std::uint32_t>(e.early.size());
   e.early.clear();
-  if (e.down_left == 0) nvls_red_.erase(it);
+  if (e.down_left == 0) nvls_dead_.push_back(it->first);  // erased at the instant's end (pointers to it)
 }
 
 void FlowNetLp::nvls_down_drained(const Packet& h, SimTime at_ps, SimTime down_latency_ps, Context& ctx) {
@@ -366,7 +365,7 @@ void FlowNetLp::nvls_down_drained(const Packet& h, SimTime at_ps, SimTime down_l
     return;
   }
   nvls_arrive(e, d, ctx);
-  if (--e.down_left == 0) nvls_red_.erase(it);
+  if (--e.down_left == 0) nvls_dead_.push_back(it->first);
 }
 
 std::size_t FlowNetLp::NvlsKeyHash::operator()(const NvlsKey& k) const noexcept {
@@ -403,7 +402,7 @@ void FlowNetLp::handle(const engine::Event& ev, Context& ctx) {
 void FlowNetLp::finish(std::uint32_t f, Context& ctx) {
   Active& a = act_[f];
   if (a.down) {  // NVLS downlink: its arrival also waits for its supply (nvls_arrive)
-    nvls_forget(a.head, f, false);
+    nvls_forget(f, false);
     nvls_down_drained(a.head, ctx.now() + a.tail_ps, a.head_ps, ctx);
     return;
   }
@@ -411,8 +410,8 @@ void FlowNetLp::finish(std::uint32_t f, Context& ctx) {
   if (!a.nvls) ctx.send(a.head.dst_rank, ctx.now() + a.head_ps - sent_delay_ps_ + a.tail_ps, kEvFlowArrive, a.head);
   ctx.send(a.head.src_rank, ctx.now() + sent_delay_ps_, kEvFlowSent, a.head.flow_id);
   if (a.nvls) {
-    nvls_forget(a.head, f, true);
-    nvls_touched_.push_back(nvls_key(a.head));  // its downlink flows' cap changes
+    nvls_forget(f, true);
+    nvls_touched_.push_back(static_cast<NvlsRed*>(a.chunk));  // its downlink flows' cap changes
     nvls_up_drained(a.head, ctx.now() + a.tail_ps, ctx);  // the switch has the last byte
   }
 }
@@ -524,8 +523,15 @@ double FlowNetLp::nvls_supply_bps(const NvlsRed& e, SimTime now) const {
 
 void FlowNetLp::nvls_cap(std::uint32_t f, SimTime now) {
   double r = solver_.rate(f);
-  const auto it = nvls_red_.find(nvls_key(act_[f].head));
-  if (it != nvls_red_.end() && !it->second.up_flows.empty()) r = std::min(r, nvls_supply_bps(it->second, now));
+  auto* e = static_cast<NvlsRed*>(act_[f].chunk);
+  if (!e->up_flows.empty()) {
+    // Uplink rates are final for this instant here, so a chunk's supply is computed once.
+    if (e->supply_at != now) {
+      e->supply_bps = nvls_supply_bps(*e, now);
+      e->supply_at = now;
+    }
+    r = std::min(r, e->supply_bps);
+  }
   apply_rate(f, r, now);
 }
 
@@ -605,9 +611,13 @@ void FlowNetLp::tick(Context& ctx) {
     for (std::uint32_t i = 0; i < nlinks; ++i) seeds_.push_back(links[i]);
     if (stage == 1) {
       nvls_up_started(head, t.head_ps);  // may append downlink flows to pending_
-      nvls_red_[nvls_key(head)].up_flows.push_back(f);
+      NvlsRed& e = nvls_red_[nvls_key(head)];
+      e.up_flows.push_back(f);
+      a.chunk = &e;
     } else if (stage == 2) {
-      nvls_red_[nvls_key(head)].down_flows.push_back(f);
+      NvlsRed& e = nvls_red_[nvls_key(head)];
+      e.down_flows.push_back(f);
+      a.chunk = &e;
     }
   }
   pending_.clear();
@@ -619,7 +629,7 @@ void FlowNetLp::tick(Context& ctx) {
     for (std::uint32_t f : solved_) {
       Active& a = act_[f];
       if (a.down) continue;  // below, once its supply's rate is known
-      if (a.nvls) nvls_touched_.push_back(nvls_key(a.head));
+      if (a.nvls) nvls_touched_.push_back(static_cast<NvlsRed*>(a.chunk));
       apply_rate(f, solver_.rate(f), now);
     }
   }
@@ -629,12 +639,14 @@ void FlowNetLp::tick(Context& ctx) {
   for (std::uint32_t f : solved_) {
     if (act_[f].down) nvls_cap(f, now);
   }
-  for (const NvlsKey& k : nvls_touched_) {
-    const auto it = nvls_red_.find(k);
-    if (it == nvls_red_.end()) continue;
-    for (std::uint32_t d : it->second.down_flows) nvls_cap(d, now);
+  for (NvlsRed* e : nvls_touched_) {
+    if (e->touched_at == now) continue;
+    e->touched_at = now;
+    for (std::uint32_t d : e->down_flows) nvls_cap(d, now);
   }
   nvls_touched_.clear();
+  for (const NvlsKey& k : nvls_dead_) nvls_red_.erase(k);
+  nvls_dead_.clear();
   solved_.clear();
   // 4. Wake up for the next drain.
   while (!drains_.empty()) {

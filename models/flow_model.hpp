@@ -177,6 +177,7 @@ class FlowNetLp final : public engine::Lp {
     bool shared = false;         // rate ever differed from R_1
     std::uint8_t nvls = 0;       // NvlsMode of an NVLS uplink flow (GPU -> NVSwitch)
     bool down = false;           // NVLS: NVSwitch -> GPU flow (no queue pair)
+    void* chunk = nullptr;       // NVLS: its NvlsRed (stable: unordered_map nodes do not move)
   };
   struct Pending {
     Packet head;
@@ -276,6 +277,9 @@ class FlowNetLp final : public engine::Lp {
     };
     std::vector<Down> early;      // downlink flows drained before their supply finished
     std::vector<std::uint32_t> up_flows, down_flows;  // solver ids of its flows still draining
+    engine::SimTime touched_at = -1;  // the instant its downlink flows' caps were last refreshed
+    engine::SimTime supply_at = -1;   // the instant supply_bps was computed for
+    double supply_bps = 0;
   };
   struct NvlsKey {
     std::uint32_t dst = 0, group = 0, instance = 0, tag = 0;
@@ -300,8 +304,9 @@ class FlowNetLp final : public engine::Lp {
   /// the part of its share it cannot use is not given to other flows on its link.
   void nvls_cap(std::uint32_t f, engine::SimTime now);
   /// NVLS: drops solver flow f from its chunk's uplink (`up`) or downlink list.
-  void nvls_forget(const Packet& head, std::uint32_t f, bool up);
-  std::vector<NvlsKey> nvls_touched_;  // chunks whose uplink flows' rates changed or drained now
+  void nvls_forget(std::uint32_t f, bool up);
+  std::vector<NvlsRed*> nvls_touched_;  // chunks whose uplink flows' rates changed or drained now
+  std::vector<NvlsKey> nvls_dead_;       // chunks done at this instant, erased at its end
   std::uint32_t nvls_link0_ = 0;  // solver link id of GPU 0's virtual NVLS issue link
   using Drain = std::tuple<engine::SimTime, std::uint32_t, std::uint32_t>;  // time, flow, version
   std::priority_queue<Drain, std::vector<Drain>, std::greater<>> drains_;

@@ -221,7 +221,9 @@ TEST(Nvls, FlowRungAgreesWithPacketRung) {
 TEST(Nvls, FlowRungPipelinesTheSwitchAtMediumSizes) {
   if (world_procs() > 1) GTEST_SKIP() << "sequential only";
   const double n = 8, R = 306e9, B = 450e9, L = 100e-9, nch = 16;
-  for (std::uint64_t S : {2ull << 20, 8ull << 20, 32ull << 20}) {
+  // 2.5 MiB: the second loop's chunks are single 4 KiB units; 3 MiB: the second loop's
+  // contributions start while the first loop's multicasts are still being issued.
+  for (std::uint64_t S : {2ull << 20, 5ull << 19, 3ull << 20, 8ull << 20, 32ull << 20}) {
     double chunk = 128 * 1024;
     for (double c : {65536.0, 32768.0, 16384.0}) {
       const double k = c == 65536.0 ? 64 : c == 32768.0 ? 8 : 2;
@@ -245,26 +247,32 @@ TEST(Nvls, FlowRungPipelinesTheSwitchAtMediumSizes) {
   }
 }
 
-// NVLSTree on 2 nodes x 8 GPUs (each node reduces into its heads through the NVSwitch, the heads
-// exchange over the tree, each multicasts into its node): the flow rung within 5% of the packet
-// rung at 8 and 32 MiB (before the cut-through switch stage: +11.4% and +18.5%). Same reason
-// for the tolerance as above; the NICs carry one tree edge per head, below the 400G line rate
-// with DCQCN idle (no ECN mark, no pause: asserted).
+// NVLSTree (each node reduces into its heads through the NVSwitch, the heads exchange over the
+// double binary tree of nodes, each multicasts into its node): the flow rung within 5% of the
+// packet rung on 2 nodes x 8 GPUs at 8 and 32 MiB (before the cut-through switch stage: +11.4%
+// and +18.5%). Same reason for the tolerance as above; the packet rung is not congested (no PFC
+// pause; ECN marks, if any, a handful against the ~10^5 packets). From 4 nodes on (a tree with
+// interior nodes) the flow rung is still 6-11% slow: docs/fidelity.md, "NVLS at the flow rung".
 TEST(Nvls, FlowRungNvlsTreeWithinFivePercent) {
   if (world_procs() > 1) GTEST_SKIP() << "sequential only";
-  for (std::uint64_t S : {8ull << 20, 32ull << 20}) {
-    const Workload w = fabricsim::jobs::nccl_tests_workload("all_reduce", 16, S, 0);
-    const RunResult p = run(w, 2, 8, {}, MPI_COMM_SELF, 1, false);
-    const RunResult f = run(w, 2, 8, {"sim.fidelity=flow"}, MPI_COMM_SELF, 1, false);
+  struct Case {
+    unsigned hosts;
+    std::uint64_t bytes;
+  };
+  for (const Case& c : {Case{2, 8ull << 20}, Case{2, 32ull << 20}}) {
+    const std::uint64_t S = c.bytes;
+    const Workload w = fabricsim::jobs::nccl_tests_workload("all_reduce", 8 * c.hosts, S, 0);
+    const RunResult p = run(w, c.hosts, 8, {}, MPI_COMM_SELF, 1, false);
+    const RunResult f = run(w, c.hosts, 8, {"sim.fidelity=flow"}, MPI_COMM_SELF, 1, false);
     ASSERT_EQ(p.collectives.size(), 1u);
     ASSERT_EQ(p.collectives[0].algorithm, "NVLSTree");
     ASSERT_EQ(f.collectives[0].algorithm, "NVLSTree");
-    EXPECT_EQ(p.fabric.ecn_marks, 0u) << S;  // the premise: no congestion at the packet level
-    EXPECT_EQ(p.fabric.pause_frames, 0u) << S;
+    EXPECT_EQ(p.fabric.pause_frames, 0u) << S;  // the premise: no congestion at the packet level
+    EXPECT_LE(p.fabric.ecn_marks * 1000, p.fabric.switch_packets) << S;
     const double tp = static_cast<double>(p.collectives[0].end_ps - p.collectives[0].start_ps);
     const double tf = static_cast<double>(f.collectives[0].end_ps - f.collectives[0].start_ps);
     EXPECT_NEAR(tf / tp, 1.0, 0.05) << S;
-    std::printf("NVLSTree 2x8 %llu B: packet %.3f us, flow %.3f us (%+.1f%%)\n", static_cast<unsigned long long>(S),
+    std::printf("NVLSTree %ux8 %llu B: packet %.3f us, flow %.3f us (%+.1f%%)\n", c.hosts, static_cast<unsigned long long>(S),
                 tp * 1e-6, tf * 1e-6, (tf / tp - 1) * 100);
   }
 }
