@@ -335,7 +335,7 @@ void FlowNetLp::nvls_arrive(const NvlsRed& e, const NvlsRed::Down& d, Context& c
 }
 
 void FlowNetLp::nvls_forget(std::uint32_t f, bool up) {
-  auto* e = static_cast<NvlsRed*>(act_[f].chunk);
+  auto* e = act_[f].chunk;
   auto& v = up ? e->up_flows : e->down_flows;
   const auto pos = std::find(v.begin(), v.end(), f);
   if (pos != v.end()) v.erase(pos);
@@ -411,7 +411,7 @@ void FlowNetLp::finish(std::uint32_t f, Context& ctx) {
   ctx.send(a.head.src_rank, ctx.now() + sent_delay_ps_, kEvFlowSent, a.head.flow_id);
   if (a.nvls) {
     nvls_forget(f, true);
-    nvls_touched_.push_back(static_cast<NvlsRed*>(a.chunk));  // its downlink flows' cap changes
+    nvls_touched_.push_back(a.chunk);  // its downlink flows' cap changes
     nvls_up_drained(a.head, ctx.now() + a.tail_ps, ctx);  // the switch has the last byte
   }
 }
@@ -523,7 +523,7 @@ double FlowNetLp::nvls_supply_bps(const NvlsRed& e, SimTime now) const {
 
 void FlowNetLp::nvls_cap(std::uint32_t f, SimTime now) {
   double r = solver_.rate(f);
-  auto* e = static_cast<NvlsRed*>(act_[f].chunk);
+  auto* e = act_[f].chunk;
   if (!e->up_flows.empty()) {
     // Uplink rates are final for this instant here, so a chunk's supply is computed once.
     if (e->supply_at != now) {
@@ -629,7 +629,7 @@ void FlowNetLp::tick(Context& ctx) {
     for (std::uint32_t f : solved_) {
       Active& a = act_[f];
       if (a.down) continue;  // below, once its supply's rate is known
-      if (a.nvls) nvls_touched_.push_back(static_cast<NvlsRed*>(a.chunk));
+      if (a.nvls) nvls_touched_.push_back(a.chunk);
       apply_rate(f, solver_.rate(f), now);
     }
   }

@@ -163,6 +163,7 @@ class FlowNetLp final : public engine::Lp {
   const std::vector<std::uint64_t>& link_bytes() const { return link_bytes_; }
 
  private:
+  struct NvlsRed;
   struct Active {
     Packet head;
     double rem_bits = 0;         // bits still to drain (beyond the last packet)
@@ -177,7 +178,7 @@ class FlowNetLp final : public engine::Lp {
     bool shared = false;         // rate ever differed from R_1
     std::uint8_t nvls = 0;       // NvlsMode of an NVLS uplink flow (GPU -> NVSwitch)
     bool down = false;           // NVLS: NVSwitch -> GPU flow (no queue pair)
-    void* chunk = nullptr;       // NVLS: its NvlsRed (stable: unordered_map nodes do not move)
+    NvlsRed* chunk = nullptr;    // NVLS: its chunk (stable: unordered_map nodes do not move)
   };
   struct Pending {
     Packet head;
