@@ -314,36 +314,91 @@ FlowPath FlowNetLp::nvls_path(const Packet& head, std::uint8_t stage) const {
   return p;
 }
 
-void FlowNetLp::nvls_up_done(const Active& a, Context& ctx) {
-  (void)ctx;
-  const Packet& h = a.head;
+FlowNetLp::NvlsKey FlowNetLp::nvls_key(const Packet& head) {
+  // A reduction is the owner's (head.dst_rank), a multicast its sender's; their tags differ.
+  const std::uint32_t who = coarse_nvls(head) == kNvlsMulticast ? head.src_rank : head.dst_rank;
+  return NvlsKey{who, head.group, head.instance, static_cast<std::uint32_t>(head.tag)};
+}
+
+void FlowNetLp::nvls_up_started(const Packet& h, SimTime up_latency_ps) {
   if (groups_ == nullptr || h.group >= groups_->size()) {
     throw engine::InternalError("flow model: NVLS flow of unknown communicator " + std::to_string(h.group));
   }
+  const bool mc = coarse_nvls(h) == kNvlsMulticast;
   const auto members = nvls_local_members(topo_, (*groups_)[h.group].ranks, h.src_rank);
-  if (a.nvls == kNvlsMulticast) {
+  NvlsRed& e = nvls_red_[nvls_key(h)];
+  if (e.need == 0) e.need = mc ? 1u : static_cast<std::uint32_t>(members.size());
+  ++e.started;
+  e.up_latency_ps = std::max(e.up_latency_ps, up_latency_ps);
+  if (mc) {
+    // multimem.st: the switch copies each packet to every member's port as it arrives, so the
+    // copies start with the uplink flow (their arrival is bounded by its drain).
+    if (e.started != 1) throw engine::InternalError("flow model: NVLS multicast of gpu " + std::to_string(h.src_rank) + " twice");
     for (std::uint32_t m : members) {
       Packet c = h;
       c.dst_rank = m;
-      pending_.push_back(Pending{c, true, 2, a.head_ps});
+      pending_.push_back(Pending{c, true, 2});
     }
+    e.down_left = static_cast<std::uint32_t>(members.size());
     return;
   }
-  // Reduce: (owner, group, instance, tag) -> contributions; the owner's head goes down once all
-  // members' contributions drained into the switch.
-  const NvlsKey key{h.dst_rank, h.group, h.instance, static_cast<std::uint32_t>(h.tag)};
-  NvlsRed& e = nvls_red_[key];
-  ++e.count;
+  // multimem.ld_reduce: packet i of the reduced chunk leaves once packet i of every contribution
+  // arrived, so the owner's downlink flow starts once every contribution has started.
   if (h.src_rank == h.dst_rank) {
     e.owner = h;
     e.has_owner = true;
   }
-  if (e.count < members.size()) return;
-  if (!e.has_owner || e.count > members.size()) {
+  if (e.started < e.need) return;
+  if (!e.has_owner || e.started > e.need) {
     throw engine::InternalError("flow model: NVLS reduction for gpu " + std::to_string(h.dst_rank) + " inconsistent");
   }
-  pending_.push_back(Pending{e.owner, true, 2, a.head_ps});
-  nvls_red_.erase(key);
+  pending_.push_back(Pending{e.owner, true, 2});
+  e.down_left = 1;
+}
+
+void FlowNetLp::nvls_arrive(const NvlsRed& e, const NvlsRed::Down& d, Context& ctx) const {
+  // The last packet leaves the switch port when the downlink's share has carried the flow's
+  // bytes (d.at_ps) and no earlier than one serialization after the switch has it.
+  const FlowPath down = nvls_path(d.head, 2);
+  const std::uint64_t bytes = coarse_part_bytes(d.head, topo_);
+  const std::uint64_t last = bytes == 0 ? 0 : (bytes - 1) % down.mtu_bytes + 1;
+  const SimTime out = std::max(d.at_ps, e.up_done_ps + engine::serialization_ps(last, down.rate_bps[0]));
+  // The network LP's clock runs D (sent_delay_ps_) behind the GPUs; both NVLink hops' latencies.
+  ctx.send(d.head.dst_rank, out + e.up_latency_ps + d.latency_ps - sent_delay_ps_, kEvFlowArrive, d.head);
+}
+
+void FlowNetLp::nvls_forget(std::uint32_t f, bool up) {
+  auto* e = act_[f].chunk;
+  auto& v = up ? e->up_flows : e->down_flows;
+  const auto pos = std::find(v.begin(), v.end(), f);
+  if (pos != v.end()) v.erase(pos);
+}
+
+void FlowNetLp::nvls_up_drained(const Packet& h, SimTime at_ps, Context& ctx) {
+  const auto it = nvls_red_.find(nvls_key(h));
+  if (it == nvls_red_.end()) throw engine::InternalError("flow model: NVLS uplink flow of gpu " + std::to_string(h.src_rank) + " never started");
+  NvlsRed& e = it->second;
+  e.up_done_ps = std::max(e.up_done_ps, at_ps);
+  if (++e.drained < e.need) return;
+  for (const NvlsRed::Down& d : e.early) nvls_arrive(e, d, ctx);
+  e.down_left -= static_cast<std::uint32_t>(e.early.size());
+  e.early.clear();
+  if (e.down_left == 0) nvls_dead_.push_back(it->first);  // erased at the instant's end (pointers to it)
+}
+
+void FlowNetLp::nvls_down_drained(const Packet& h, SimTime at_ps, SimTime down_latency_ps, Context& ctx) {
+  const auto it = nvls_red_.find(nvls_key(h));
+  if (it == nvls_red_.end() || it->second.down_left == 0) {
+    throw engine::InternalError("flow model: NVLS downlink flow to gpu " + std::to_string(h.dst_rank) + " without its chunk");
+  }
+  NvlsRed& e = it->second;
+  const NvlsRed::Down d{h, at_ps, down_latency_ps};
+  if (e.drained < e.need) {
+    e.early.push_back(d);  // ahead of its supply: reported when the last contribution is in
+    return;
+  }
+  nvls_arrive(e, d, ctx);
+  if (--e.down_left == 0) nvls_dead_.push_back(it->first);
 }
 
 std::size_t FlowNetLp::NvlsKeyHash::operator()(const NvlsKey& k) const noexcept {
@@ -361,7 +416,7 @@ void FlowNetLp::handle(const engine::Event& ev, Context& ctx) {
       {
         const Packet h = ev.get<Packet>();
         const bool nvls = coarse_nvls(h) != kNvlsNone;
-        pending_.push_back(Pending{h, false, static_cast<std::uint8_t>(nvls ? 1 : 0), 0});
+        pending_.push_back(Pending{h, false, static_cast<std::uint8_t>(nvls ? 1 : 0)});
         if (!nvls) prefetch_route(h);  // read at this instant's tick
       }
       // Ticks sort after every GPU event of the same instant (this LP has the largest id), so
@@ -379,15 +434,18 @@ void FlowNetLp::handle(const engine::Event& ev, Context& ctx) {
 
 void FlowNetLp::finish(std::uint32_t f, Context& ctx) {
   Active& a = act_[f];
+  if (a.down) {  // NVLS downlink: its arrival also waits for its supply (nvls_arrive)
+    nvls_forget(f, false);
+    nvls_down_drained(a.head, ctx.now() + a.tail_ps, a.head_ps, ctx);
+    return;
+  }
   // The first hop's latency beyond D (the offset this LP runs behind the GPUs), then the tail.
-  // NVLS downlinks: head_ps holds both NVLink hops' latencies (the uplink's and this one's).
   if (!a.nvls) ctx.send(a.head.dst_rank, ctx.now() + a.head_ps - sent_delay_ps_ + a.tail_ps, kEvFlowArrive, a.head);
-  if (a.down) return;
   ctx.send(a.head.src_rank, ctx.now() + sent_delay_ps_, kEvFlowSent, a.head.flow_id);
   if (a.nvls) {
-    Active up = a;
-    up.head_ps = a.head_ps + a.tail_ps;  // the switch has the last byte
-    nvls_up_done(up, ctx);
+    nvls_forget(f, true);
+    nvls_touched_.push_back(a.chunk);  // its downlink flows' cap changes
+    nvls_up_drained(a.head, ctx.now() + a.tail_ps, ctx);  // the switch has the last byte
   }
 }
 
@@ -455,9 +513,59 @@ void FlowNetLp::release_connection(const Packet& head) {
     return;
   }
   const Packet next = it->second.front();  // starts at this instant; inherits the pair
-  pending_.push_back(Pending{next, true, static_cast<std::uint8_t>(coarse_nvls(next) != kNvlsNone ? 1 : 0), 0});
+  pending_.push_back(Pending{next, true, static_cast<std::uint8_t>(coarse_nvls(next) != kNvlsNone ? 1 : 0)});
   it->second.pop_front();
   if (it->second.empty()) waiting_.erase(it);
+}
+
+void FlowNetLp::apply_rate(std::uint32_t f, double r, SimTime now) {
+  Active& a = act_[f];
+  const bool fresh = a.last == now && a.rate == 0;
+  if (!fresh && r == a.rate) return;  // unchanged: keep its scheduled drain (no drift)
+  if (fresh && !a.shared && r == static_cast<double>(a.first_rate)) {
+    a.rate = r;  // alone at the bottleneck rate: the exact per-packet drain set above
+  } else {
+    if (!fresh) a.rem_bits = std::max(0.0, a.rem_bits - a.rate * static_cast<double>(now - a.last) * 1e-12);
+    a.last = now;
+    a.rate = r;
+    a.shared = true;
+    const double ps = a.rem_bits <= 0 ? 0.0 : r > 0 ? std::ceil(a.rem_bits * 1e12 / r) : HUGE_VAL;
+    a.drain = now + (ps >= static_cast<double>(engine::kMaxSimTime) ? engine::kMaxSimTime
+                                                                   : static_cast<SimTime>(ps));
+  }
+  ++a.version;
+  drains_.emplace(a.drain, f, a.version);
+}
+
+double FlowNetLp::nvls_supply_bps(const NvlsRed& e, SimTime now) const {
+  // The reduced stream is as far as its least advanced contribution; it then advances at that
+  // contribution's rate (ties: the slowest). A multicast's supply is its one uplink flow.
+  double worst = -1, rate = HUGE_VAL;
+  for (std::uint32_t u : e.up_flows) {
+    const Active& a = act_[u];
+    const double rem = a.rem_bits - a.rate * static_cast<double>(now - a.last) * 1e-12;
+    if (rem > worst + 1.0) {
+      worst = rem;
+      rate = a.rate;
+    } else if (rem >= worst - 1.0) {
+      rate = std::min(rate, a.rate);
+    }
+  }
+  return rate;
+}
+
+void FlowNetLp::nvls_cap(std::uint32_t f, SimTime now) {
+  double r = solver_.rate(f);
+  auto* e = act_[f].chunk;
+  if (!e->up_flows.empty()) {
+    // Uplink rates are final for this instant here, so a chunk's supply is computed once.
+    if (e->supply_at != now) {
+      e->supply_bps = nvls_supply_bps(*e, now);
+      e->supply_at = now;
+    }
+    r = std::min(r, e->supply_bps);
+  }
+  apply_rate(f, r, now);
 }
 
 void FlowNetLp::tick(Context& ctx) {
@@ -480,7 +588,6 @@ void FlowNetLp::tick(Context& ctx) {
   for (std::size_t pi = 0; pi < pending_.size(); ++pi) {
     const Packet head = pending_[pi].head;
     const std::uint8_t stage = pending_[pi].stage;
-    const SimTime extra_ps = pending_[pi].extra_ps;
     const QpKey key = qp_key(head);
     if (stage != 2 && !pending_[pi].owns && !busy_.insert(key)) {
       waiting_[key].push_back(head);
@@ -500,22 +607,13 @@ void FlowNetLp::tick(Context& ctx) {
     const RouteEntry& path = *route;
     const TransferTiming& t = path.timing;
     for (std::uint32_t i = 0; i < path.hops; ++i) link_bytes_[path.link[i]] += bytes;
-    if (t.rest_bytes == 0) {
+    if (t.rest_bytes == 0 && stage == 0) {
       // A single packet (or nothing): pure store-and-forward latency; it never holds a link's
       // share, which keeps rings of small chunks (one packet per step) as cheap as the
       // analytical rung. Its first-hop serialization is not charged to the links it crosses.
-      if (stage == 1) {
-        Active up;
-        up.head = head;
-        up.nvls = coarse_nvls(head);
-        up.head_ps = t.head_ps + t.tail_ps;
-        ctx.send(head.src_rank, now + sent_delay_ps_, kEvFlowSent, head.flow_id);
-        nvls_up_done(up, ctx);  // may append downlink flows to pending_
-        release_connection(head);
-        continue;
-      }
-      ctx.send(head.dst_rank, now + extra_ps + t.head_ps - sent_delay_ps_ + t.tail_ps, kEvFlowArrive, head);
-      if (stage == 2) continue;
+      // Not for NVLS flows: a GPU issues many single-packet chunks at once (e.g. 128 per loop on
+      // 8 GPUs at 2.5 MiB), and each takes its share of the NVLS issue rate and the links.
+      ctx.send(head.dst_rank, now + t.head_ps - sent_delay_ps_ + t.tail_ps, kEvFlowArrive, head);
       ctx.send(head.src_rank, now + sent_delay_ps_, kEvFlowSent, head.flow_id);
       release_connection(head);  // may append the next flow of this QP to pending_
       continue;
@@ -543,8 +641,17 @@ void FlowNetLp::tick(Context& ctx) {
     a.drain = now + t.drain_ps + t.last_share_ps;  // used if the solver gives it the uncongested rate
     a.nvls = stage == 1 ? coarse_nvls(head) : 0;
     a.down = stage == 2;
-    if (a.down) a.head_ps += extra_ps;
     for (std::uint32_t i = 0; i < nlinks; ++i) seeds_.push_back(links[i]);
+    if (stage == 1) {
+      nvls_up_started(head, t.head_ps);  // may append downlink flows to pending_
+      NvlsRed& e = nvls_red_[nvls_key(head)];
+      e.up_flows.push_back(f);
+      a.chunk = &e;
+    } else if (stage == 2) {
+      NvlsRed& e = nvls_red_[nvls_key(head)];
+      e.down_flows.push_back(f);
+      a.chunk = &e;
+    }
   }
   pending_.clear();
   // 3. Re-solve the components touched, once for this instant.
@@ -554,24 +661,26 @@ void FlowNetLp::tick(Context& ctx) {
     ++solves_;
     for (std::uint32_t f : solved_) {
       Active& a = act_[f];
-      const double r = solver_.rate(f);
-      const bool fresh = a.last == now && a.rate == 0;
-      if (!fresh && r == a.rate) continue;  // unchanged: keep its scheduled drain (no drift)
-      if (fresh && !a.shared && r == static_cast<double>(a.first_rate)) {
-        a.rate = r;  // alone at the bottleneck rate: the exact per-packet drain set above
-      } else {
-        if (!fresh) a.rem_bits = std::max(0.0, a.rem_bits - a.rate * static_cast<double>(now - a.last) * 1e-12);
-        a.last = now;
-        a.rate = r;
-        a.shared = true;
-        const double ps = std::ceil(a.rem_bits * 1e12 / r);
-        a.drain = now + (ps >= static_cast<double>(engine::kMaxSimTime) ? engine::kMaxSimTime
-                                                                       : static_cast<SimTime>(ps));
-      }
-      ++a.version;
-      drains_.emplace(a.drain, f, a.version);
+      if (a.down) continue;  // below, once its supply's rate is known
+      if (a.nvls) nvls_touched_.push_back(a.chunk);
+      apply_rate(f, solver_.rate(f), now);
     }
   }
+  // NVLS downlink flows: their max-min share, but no faster than their supply (cut-through:
+  // the switch cannot forward bytes it does not have yet), for the downlink flows re-solved and
+  // those whose supply's rate changed or drained at this instant.
+  for (std::uint32_t f : solved_) {
+    if (act_[f].down) nvls_cap(f, now);
+  }
+  for (NvlsRed* e : nvls_touched_) {
+    if (e->touched_at == now) continue;
+    e->touched_at = now;
+    for (std::uint32_t d : e->down_flows) nvls_cap(d, now);
+  }
+  nvls_touched_.clear();
+  for (const NvlsKey& k : nvls_dead_) nvls_red_.erase(k);
+  nvls_dead_.clear();
+  solved_.clear();
   // 4. Wake up for the next drain.
   while (!drains_.empty()) {
     const auto [t, f, version] = drains_.top();

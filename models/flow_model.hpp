@@ -207,6 +207,7 @@ class FlowNetLp final : public engine::Lp {
   const std::vector<std::uint64_t>& link_bytes() const { return link_bytes_; }
 
  private:
+  struct NvlsRed;
   struct Active {
     Packet head;
     double rem_bits = 0;         // bits still to drain (beyond the last packet)
@@ -221,19 +222,30 @@ class FlowNetLp final : public engine::Lp {
     bool shared = false;         // rate ever differed from R_1
     std::uint8_t nvls = 0;       // NvlsMode of an NVLS uplink flow (GPU -> NVSwitch)
     bool down = false;           // NVLS: NVSwitch -> GPU flow (no queue pair)
+    NvlsRed* chunk = nullptr;    // NVLS: its chunk (stable: unordered_map nodes do not move)
   };
   struct Pending {
     Packet head;
     bool owns = false;           // already owns its queue pair
     std::uint8_t stage = 0;      // 0 ordinary, 1 NVLS uplink, 2 NVLS downlink
-    engine::SimTime extra_ps = 0;  // NVLS downlink: the uplink's latency, added to the arrival
   };
   /// NVLS: the flow for `head` from its source GPU into the NVSwitch (stage 1) or from the
   /// NVSwitch to head.dst_rank (stage 2), with its path.
   FlowPath nvls_path(const Packet& head, std::uint8_t stage) const;
-  /// NVLS: an uplink flow drained (the NVSwitch has all its bytes): count a reduce contribution
-  /// or copy a multicast, starting the downlink flows that follow.
-  void nvls_up_done(const Active& a, engine::Context& ctx);
+  /// NVLS, cut-through (the NVSwitch forwards each reduced or multicast packet as soon as it
+  /// has it, as the packet rung does): an uplink flow `head` was admitted at this instant. A
+  /// reduce contribution counts towards its chunk: once every member's contribution has started,
+  /// the owner's downlink flow starts; a multicast's member downlink flows start with it.
+  /// `up_latency_ps` is the uplink's NVLink latency.
+  void nvls_up_started(const Packet& head, engine::SimTime up_latency_ps);
+  /// NVLS: an uplink flow's last byte reached the NVSwitch at `at_ps` (the network LP's frame).
+  /// When the chunk's last contribution (or the multicast) is in, downlink flows that already
+  /// drained report their arrival.
+  void nvls_up_drained(const Packet& head, engine::SimTime at_ps, engine::Context& ctx);
+  /// NVLS: downlink flow `head` sent its last byte at `at_ps` as far as its own share of the
+  /// downlink goes; it arrives when that and its supply allow (nvls_up_drained).
+  void nvls_down_drained(const Packet& head, engine::SimTime at_ps, engine::SimTime down_latency_ps,
+                         engine::Context& ctx);
   void tick(engine::Context& ctx);
   void release_connection(const Packet& head);
   /// Route and timing of a flow: route_path and transfer_timing are pure functions of
@@ -292,12 +304,27 @@ class FlowNetLp final : public engine::Lp {
   std::vector<Active> act_;  // by solver flow id
   std::vector<Pending> pending_;
   const std::vector<CommGroup>* groups_ = nullptr;
-  // NVLS reductions in progress: (owner, group, instance, tag) -> contributions drained and the
-  // owner's own flow head. Only looked up, never iterated.
+  // NVLS chunks in progress, by (owner or multicast sender, group, instance, tag; the tag tells
+  // a reduction from a multicast): the uplink flows started and drained into the switch, the
+  // downlink flows still to report, and those whose own drain came before their supply's. Only
+  // looked up, never iterated.
   struct NvlsRed {
-    std::uint32_t count = 0;
+    std::uint32_t need = 0;       // uplink flows feeding the chunk: members (reduce) or 1
+    std::uint32_t started = 0, drained = 0;
+    std::uint32_t down_left = 0;  // downlink flows whose arrival is not sent yet
     bool has_owner = false;
+    engine::SimTime up_done_ps = 0;   // the switch has every contribution's last byte
+    engine::SimTime up_latency_ps = 0;
     Packet owner;
+    struct Down {
+      Packet head;
+      engine::SimTime at_ps, latency_ps;
+    };
+    std::vector<Down> early;      // downlink flows drained before their supply finished
+    std::vector<std::uint32_t> up_flows, down_flows;  // solver ids of its flows still draining
+    engine::SimTime touched_at = -1;  // the instant its downlink flows' caps were last refreshed
+    engine::SimTime supply_at = -1;   // the instant supply_bps was computed for
+    double supply_bps = 0;
   };
   struct NvlsKey {
     std::uint32_t dst = 0, group = 0, instance = 0, tag = 0;
@@ -306,7 +333,25 @@ class FlowNetLp final : public engine::Lp {
   struct NvlsKeyHash {
     std::size_t operator()(const NvlsKey& k) const noexcept;
   };
+  /// The chunk `head` (an NVLS flow of either stage) belongs to.
+  static NvlsKey nvls_key(const Packet& head);
+  /// Sends the arrival of downlink flow `d` of chunk `e` (its supply is complete).
+  void nvls_arrive(const NvlsRed& e, const NvlsRed::Down& d, engine::Context& ctx) const;
   std::unordered_map<NvlsKey, NvlsRed, NvlsKeyHash> nvls_red_;
+  /// Sets flow f's rate to r at `now` (bits/s): brings its remaining bits up to date and
+  /// schedules its drain (kept exact per packet while it runs alone at its bottleneck rate).
+  void apply_rate(std::uint32_t f, double r, engine::SimTime now);
+  /// NVLS: the rate (bits/s) at which chunk e's switch-side stream grows: the rate of its least
+  /// advanced uplink flow still draining.
+  double nvls_supply_bps(const NvlsRed& e, engine::SimTime now) const;
+  /// NVLS: downlink flow f at min(its max-min share, its supply's rate). A downlink flow that
+  /// falls behind its supply keeps this cap (an approximation: it could catch up faster), and
+  /// the part of its share it cannot use is not given to other flows on its link.
+  void nvls_cap(std::uint32_t f, engine::SimTime now);
+  /// NVLS: drops solver flow f from its chunk's uplink (`up`) or downlink list.
+  void nvls_forget(std::uint32_t f, bool up);
+  std::vector<NvlsRed*> nvls_touched_;  // chunks whose uplink flows' rates changed or drained now
+  std::vector<NvlsKey> nvls_dead_;       // chunks done at this instant, erased at its end
   std::uint32_t nvls_link0_ = 0;  // solver link id of GPU 0's virtual NVLS issue link
   using Drain = std::tuple<engine::SimTime, std::uint32_t, std::uint32_t>;  // time, flow, version
   std::priority_queue<Drain, std::vector<Drain>, std::greater<>> drains_;

@@ -185,8 +185,9 @@ TEST(Nvls, UncongestedTimeWithinItsClosedFormBounds) {
 }
 
 // The flow rung models the same reduction and multicast (the network LP counts each chunk's
-// contributions and starts the reduced chunk's downlink flow once all drained into the switch;
-// a multicast's uplink flow is followed by one downlink flow per member; NVLS uplink flows also
+// contributions and starts the reduced chunk's downlink flow once all have started, its arrival
+// no earlier than the last one's drain; a multicast's member downlink flows start with its
+// uplink flow; NVLS uplink flows also
 // cross a virtual per-GPU link of capacity cluster.nvls_bandwidth), at message rather than packet
 // granularity: within 3% of the packet rung at 256 MiB and 1 GiB, and inside the same bounds.
 TEST(Nvls, FlowRungAgreesWithPacketRung) {
@@ -202,6 +203,77 @@ TEST(Nvls, FlowRungAgreesWithPacketRung) {
     EXPECT_NEAR(tf / tp, 1.0, 0.03) << S;
     EXPECT_GE(tf * 1e-12, (1 + 1.0 / 8) * static_cast<double>(S) / 306e9);
     std::printf("NVLS %llu B: packet %.2f us, flow %.2f us\n", static_cast<unsigned long long>(S), tp * 1e-6, tf * 1e-6);
+  }
+}
+
+// Medium sizes, where a call is only one or a few loops of chunks per channel. The NVSwitch
+// forwards a reduced packet as soon as every member's copy of it arrived and copies a multicast
+// packet as it arrives (cut-through per packet), so the flow rung starts a chunk's downlink
+// flows with their uplink flows and holds each arrival until its supply drained plus one
+// packet. Before that (store-and-forward per chunk) the flow rung was 13.9% slower at 2 MiB and
+// above the closed-form ceiling below. Two independent checks per size:
+//  * the closed-form bounds of UncongestedTimeWithinItsClosedFormBounds, with the chunk the
+//    planner uses at that size (NCCL_NVLS_CHUNKSIZE 128 KiB, then 64/32/16 KiB while
+//    S < 64/8/2 x channels x n x chunk; enqueue.cc calcCollChunking);
+//  * within 5% of the packet rung (issue 9, must-show 2: flow within 5% of packet where the
+//    packet level shows no heavy congestion; NVLink has none, the remaining difference is fluid
+//    sharing against per-packet round robin at the GPU port).
+TEST(Nvls, FlowRungPipelinesTheSwitchAtMediumSizes) {
+  if (world_procs() > 1) GTEST_SKIP() << "sequential only";
+  const double n = 8, R = 306e9, B = 450e9, L = 100e-9, nch = 16;
+  // 2.5 MiB: the second loop's chunks are single 4 KiB units; 3 MiB: the second loop's
+  // contributions start while the first loop's multicasts are still being issued.
+  for (std::uint64_t S : {2ull << 20, 5ull << 19, 3ull << 20, 8ull << 20, 32ull << 20}) {
+    double chunk = 128 * 1024;
+    for (double c : {65536.0, 32768.0, 16384.0}) {
+      const double k = c == 65536.0 ? 64 : c == 32768.0 ? 8 : 2;
+      if (static_cast<double>(S) < k * nch * n * chunk && chunk > c) chunk = c;
+    }
+    const Workload w = fabricsim::jobs::nccl_tests_workload("all_reduce", 8, S, 0);
+    const RunResult p = run(w, 1, 8, {}, MPI_COMM_SELF, 1, false);
+    const RunResult f = run(w, 1, 8, {"sim.fidelity=flow"}, MPI_COMM_SELF, 1, false);
+    ASSERT_EQ(f.collectives.size(), 1u);
+    ASSERT_EQ(f.collectives[0].algorithm, "NVLS");
+    ASSERT_EQ(p.collectives[0].algorithm, "NVLS");
+    const double tp = static_cast<double>(p.collectives[0].end_ps - p.collectives[0].start_ps) * 1e-12;
+    const double tf = static_cast<double>(f.collectives[0].end_ps - f.collectives[0].start_ps) * 1e-12;
+    const double lo = (1 + 1 / n) * static_cast<double>(S) / R;
+    const double hi = lo + nch * n * chunk / B + chunk / R + 4 * L;
+    EXPECT_GE(tf, lo) << S;
+    EXPECT_LE(tf, hi) << S;
+    EXPECT_NEAR(tf / tp, 1.0, 0.05) << S;
+    std::printf("NVLS %llu B (chunk %.0f): packet %.3f us, flow %.3f us (%+.1f%%), bounds [%.2f, %.2f] us\n",
+                static_cast<unsigned long long>(S), chunk, tp * 1e6, tf * 1e6, (tf / tp - 1) * 100, lo * 1e6, hi * 1e6);
+  }
+}
+
+// NVLSTree (each node reduces into its heads through the NVSwitch, the heads exchange over the
+// double binary tree of nodes, each multicasts into its node): the flow rung within 5% of the
+// packet rung on 2 nodes x 8 GPUs at 8 and 32 MiB (before the cut-through switch stage: +11.4%
+// and +18.5%). Same reason for the tolerance as above; the packet rung is not congested (no PFC
+// pause; ECN marks, if any, a handful against the ~10^5 packets). From 4 nodes on (a tree with
+// interior nodes) the flow rung is still 6-11% slow: docs/fidelity.md, "NVLS at the flow rung".
+TEST(Nvls, FlowRungNvlsTreeWithinFivePercent) {
+  if (world_procs() > 1) GTEST_SKIP() << "sequential only";
+  struct Case {
+    unsigned hosts;
+    std::uint64_t bytes;
+  };
+  for (const Case& c : {Case{2, 8ull << 20}, Case{2, 32ull << 20}}) {
+    const std::uint64_t S = c.bytes;
+    const Workload w = fabricsim::jobs::nccl_tests_workload("all_reduce", 8 * c.hosts, S, 0);
+    const RunResult p = run(w, c.hosts, 8, {}, MPI_COMM_SELF, 1, false);
+    const RunResult f = run(w, c.hosts, 8, {"sim.fidelity=flow"}, MPI_COMM_SELF, 1, false);
+    ASSERT_EQ(p.collectives.size(), 1u);
+    ASSERT_EQ(p.collectives[0].algorithm, "NVLSTree");
+    ASSERT_EQ(f.collectives[0].algorithm, "NVLSTree");
+    EXPECT_EQ(p.fabric.pause_frames, 0u) << S;  // the premise: no congestion at the packet level
+    EXPECT_LE(p.fabric.ecn_marks * 1000, p.fabric.switch_packets) << S;
+    const double tp = static_cast<double>(p.collectives[0].end_ps - p.collectives[0].start_ps);
+    const double tf = static_cast<double>(f.collectives[0].end_ps - f.collectives[0].start_ps);
+    EXPECT_NEAR(tf / tp, 1.0, 0.05) << S;
+    std::printf("NVLSTree %ux8 %llu B: packet %.3f us, flow %.3f us (%+.1f%%)\n", c.hosts, static_cast<unsigned long long>(S),
+                tp * 1e-6, tf * 1e-6, (tf / tp - 1) * 100);
   }
 }
 
