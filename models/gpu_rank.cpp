@@ -372,9 +372,11 @@ void GpuRankLp::start_lazy_tree(std::uint32_t slot, Context& ctx) {
     st.tree_state[o] |= kTreeArrived;
   }
   std::vector<std::uint64_t>().swap(st.early);
-  // The roots (no dependencies) in index order, as the materialized plan readies them.
-  for (std::uint32_t o = 0; o < t.total && !st.completed; ++o) {
-    if (t.ndeps(o) == 0) tree_ready(slot, o, ctx);
+  // The roots (no dependencies) in index order, as the materialized plan readies them. A
+  // completion inside releases the plan (and `t`): test `completed` before touching it again.
+  const std::uint32_t total = t.total;
+  for (std::uint32_t o = 0; o < total && !st.completed; ++o) {
+    if (st.plan.lazy_tree->ndeps(o) == 0) tree_ready(slot, o, ctx);
   }
 }
 
