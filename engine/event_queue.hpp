@@ -31,6 +31,7 @@
 #include <cstdint>
 #include <cstring>
 #include <memory>
+#include <bit>
 #include <vector>
 
 #include "engine/event.hpp"
@@ -233,12 +234,21 @@ class EventQueue {
     const std::uint64_t i = b & kMask;
     std::vector<Rec>& v = ring_[i];
     if (v.capacity() == 0) {
+      // Room for a bucket like the last one sorted, so it rarely grows by copying, but at most
+      // twice the ring's mean bucket: when records spread over many sparse buckets (packets on
+      // 500 ns links: ~500 buckets ahead of a dense current one), giving each the current
+      // bucket's size, or a recycled buffer of a dense bucket, held ~13x the live records
+      // (issue 7: 794 K record slots for 62 K records, 25 MB, at 1,024 GPUs). Popcount of
+      // 2,048 bits, once per new bucket.
+      std::size_t nonempty = 1;
+      for (const std::uint64_t w : bits_) nonempty += static_cast<std::size_t>(std::popcount(w));
+      const std::size_t want = std::min(typical_, 2 * (ring_count_ / nonempty) + 16);
       if (!spare_.empty()) {
-        v.swap(spare_.back());
+        // A spare much larger than wanted is freed, not handed to a sparse bucket.
+        if (spare_.back().capacity() <= kSpareSlack * want + kSpareMin) v.swap(spare_.back());
         spare_.pop_back();
       }
-      // Room for a bucket like the last one sorted, so it rarely grows by copying.
-      if (v.capacity() < typical_) v.reserve(typical_);
+      if (v.capacity() < want) v.reserve(want);
     }
     v.push_back(k);
     // The bucket's next line is written only after hundreds of pushes to other buckets: fetch
@@ -329,8 +339,14 @@ class EventQueue {
       if (near_.empty()) {
         near_.swap(ring_[i]);
         // Recycle the old buffer instead of leaving it on this bucket: memory then follows the
-        // records alive, not kRing x the largest bucket ever seen.
-        if (spare_.size() < kSpares) spare_.push_back(std::move(ring_[i]));
+        // records alive, not kRing x the largest bucket ever seen. A buffer much larger than
+        // the buckets now being sorted is freed instead: recycled, it would hand its capacity
+        // to a sparse future bucket, and every buffer in circulation would grow to the largest
+        // burst of the run (issue 7: 1,024-GPU AllReduce, 74 K records alive in ~60 MB of
+        // bucket capacity before).
+        if (spare_.size() < kSpares && ring_[i].capacity() <= kSpareSlack * typical_ + kSpareMin) {
+          spare_.push_back(std::move(ring_[i]));
+        }
         ring_[i] = std::vector<Rec>();
       } else {
         near_.insert(near_.end(), ring_[i].begin(), ring_[i].end());
@@ -493,6 +509,9 @@ class EventQueue {
   std::vector<std::size_t> bounds_;    // merge_runs: run boundaries
   std::size_t typical_ = 4;            // capacity a new bucket starts with (last bucket + 25%)
   static constexpr std::size_t kSpares = 64;
+  // Largest recycled buffer: kSpareSlack x the last sorted bucket's size + kSpareMin records.
+  static constexpr std::size_t kSpareSlack = 4;
+  static constexpr std::size_t kSpareMin = 256;
   std::vector<std::vector<Rec>> spare_;  // empty buffers with capacity, for buckets to reuse
   std::vector<std::unique_ptr<Line[]>> chunks_;
   std::uint32_t next_slot_ = 0;

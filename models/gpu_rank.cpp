@@ -19,6 +19,11 @@ constexpr std::uint32_t kPosted = 1u << 28;
 constexpr std::uint32_t kArrived = 1u << 29;
 constexpr std::uint32_t kOpDone = 1u << 30;
 constexpr std::uint32_t kDepMask = kPosted - 1;
+// CollState::tree_state bits (below them: unmet dependencies, at most 4 for a Tree op).
+constexpr std::uint8_t kTreePosted = 1u << 4;
+constexpr std::uint8_t kTreeArrived = 1u << 5;
+constexpr std::uint8_t kTreeDone = 1u << 6;
+constexpr std::uint8_t kTreeDepMask = kTreePosted - 1;
 constexpr std::uint32_t kPxnSendSlot = 0xFFFFFFFDu;  // a chunk of a relayed Send node (idx = node)
 constexpr std::uint32_t kRelaySlot = 0xFFFFFFFCu;    // this GPU forwards another rank's chunk (PXN)
 struct DoneRef {
@@ -241,6 +246,10 @@ void GpuRankLp::begin_collective(std::uint32_t slot, Context& ctx) {
     start_lazy_channels(slot, ctx);
     return;
   }
+  if (st.plan.lazy_tree) {
+    start_lazy_tree(slot, ctx);
+    return;
+  }
   const std::uint32_t nops = st.plan.size();
   if (st.plan.dep_begin.size() != nops + std::size_t{1} || st.plan.dep_begin.back() != st.plan.dep_index.size()) {
     throw engine::InternalError("rank " + std::to_string(id_) + ": malformed plan (dep_begin must have ops + 1 "
@@ -345,6 +354,83 @@ void GpuRankLp::start_lazy_channels(std::uint32_t slot, Context& ctx) {
   for (std::uint32_t c = 0; c < r.channels && !st.completed; ++c) channel_send(slot, c, ctx);
 }
 
+// Lazy Tree: the materialized executor's steps (begin_collective, op_ready, op_done,
+// coll_message) with ops, dependency counts and dependents computed by LazyTree, so the sends
+// start in the same order.
+void GpuRankLp::start_lazy_tree(std::uint32_t slot, Context& ctx) {
+  CollState& st = state(slot);
+  const LazyTree& t = *st.plan.lazy_tree;
+  st.tree_state.assign(t.total, 0);
+  for (std::uint32_t o = 0; o < t.total; ++o) st.tree_state[o] = static_cast<std::uint8_t>(t.ndeps(o));
+  for (std::uint64_t key : st.early) {
+    std::uint32_t o = 0;
+    if (!t.recv_op(static_cast<std::uint32_t>(key >> 32), static_cast<std::uint32_t>(key & 0xFFFFFFFFu), o)) {
+      throw engine::InternalError("rank " + std::to_string(id_) + ": message from rank " + std::to_string(key >> 32) +
+                                  " tag " + std::to_string(key & 0xFFFFFFFFu) +
+                                  " matches no receive of collective node " + std::to_string(st.node));
+    }
+    st.tree_state[o] |= kTreeArrived;
+  }
+  std::vector<std::uint64_t>().swap(st.early);
+  // The roots (no dependencies) in index order, as the materialized plan readies them. A
+  // completion inside releases the plan (and `t`): test `completed` before touching it again.
+  const std::uint32_t total = t.total;
+  for (std::uint32_t o = 0; o < total && !st.completed; ++o) {
+    if (st.plan.lazy_tree->ndeps(o) == 0) tree_ready(slot, o, ctx);
+  }
+}
+
+void GpuRankLp::tree_ready(std::uint32_t slot, std::uint32_t op, Context& ctx) {
+  CollState& st = state(slot);
+  const P2pOp o = st.plan.lazy_tree->op(op);
+  if (o.is_send) {
+    start_flow(o.peer, o.bytes, st.group, st.instance, o.tag, slot, op, ctx, o.channel);
+    return;
+  }
+  if (st.tree_state[op] & kTreeArrived) {
+    tree_done(slot, op, ctx);
+  } else {
+    st.tree_state[op] |= kTreePosted;
+  }
+}
+
+void GpuRankLp::tree_message(std::uint32_t slot, std::uint64_t key, Context& ctx) {
+  CollState& st = state(slot);
+  std::uint32_t op = 0;
+  if (!st.plan.lazy_tree->recv_op(static_cast<std::uint32_t>(key >> 32), static_cast<std::uint32_t>(key & 0xFFFFFFFFu), op)) {
+    throw engine::InternalError("rank " + std::to_string(id_) + ": message from rank " + std::to_string(key >> 32) +
+                                " tag " + std::to_string(key & 0xFFFFFFFFu) +
+                                " matches no receive of collective node " + std::to_string(st.node));
+  }
+  std::uint8_t& s = st.tree_state[op];
+  if (s & (kTreeArrived | kTreeDone)) {
+    throw engine::InternalError("rank " + std::to_string(id_) + ": duplicate message from rank " +
+                                std::to_string(key >> 32) + " tag " + std::to_string(key & 0xFFFFFFFFu));
+  }
+  if (s & kTreePosted) {
+    tree_done(slot, op, ctx);
+  } else {
+    s |= kTreeArrived;
+  }
+}
+
+void GpuRankLp::tree_done(std::uint32_t slot, std::uint32_t op, Context& ctx) {
+  CollState& st = state(slot);
+  ++st.done_ops;
+  const LazyTree& t = *st.plan.lazy_tree;
+  const std::uint32_t total = t.total;
+  st.tree_state[op] = static_cast<std::uint8_t>((st.tree_state[op] & ~kTreePosted) | kTreeDone);
+  std::uint32_t out[3];
+  const std::uint32_t n = t.dependents(op, out);
+  for (std::uint32_t e = 0; e < n; ++e) {
+    if ((--st.tree_state[out[e]] & kTreeDepMask) == 0) {
+      tree_ready(slot, out[e], ctx);
+      if (st.completed) return;  // a nested completion released the state
+    }
+  }
+  if (!st.completed && st.done_ops == total) finish_collective(slot, ctx);
+}
+
 void GpuRankLp::channel_send(std::uint32_t slot, std::uint32_t c, Context& ctx) {
   CollState& st = state(slot);
   if (!st.started || st.completed || st.in_flight[c] || st.cursor[c].done) return;
@@ -437,6 +523,10 @@ void GpuRankLp::coll_message(std::uint32_t slot, std::uint64_t key, Context& ctx
     channel_message(slot, key, ctx);
     return;
   }
+  if (st.plan.lazy_tree) {
+    tree_message(slot, key, ctx);
+    return;
+  }
   const std::uint32_t op = recv_of(st, key);
   std::uint32_t& s = st.state[op];
   if (s & (kArrived | kOpDone)) {
@@ -471,6 +561,10 @@ void GpuRankLp::op_done(std::uint32_t slot, std::uint32_t op, Context& ctx) {
       for (std::uint32_t x = 0; x < r.channels && idle; ++x) idle = st2.cursor[x].done && !st2.in_flight[x];
       if (idle) finish_collective(slot, ctx);
     }
+    return;
+  }
+  if (st2.plan.lazy_tree) {
+    tree_done(slot, op, ctx);
     return;
   }
   ++st2.done_ops;
@@ -512,6 +606,7 @@ void GpuRankLp::finish_collective(std::uint32_t slot, Context& ctx) {
     std::vector<RingCursor>().swap(st2.cursor);
     std::vector<std::uint64_t>().swap(st2.got_word);
     std::vector<std::uint8_t>().swap(st2.in_flight);
+    std::vector<std::uint8_t>().swap(st2.tree_state);
     coll_slot_.erase((static_cast<std::uint64_t>(static_cast<std::uint32_t>(node.group)) << 32) | instance_[st2.node]);
     last_slot_key_ = ~std::uint64_t{0};
     retired_slots_.push_back(slot);

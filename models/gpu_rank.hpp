@@ -139,6 +139,9 @@ class GpuRankLp final : public engine::Lp, private NicOwner {
     std::vector<RingCursor> cursor;
     std::vector<std::uint64_t> got_word;
     std::vector<std::uint8_t> in_flight;
+    /// Lazy Tree (RankPlan::lazy_tree): per op, bits 0-3 unmet deps, then kTreePosted /
+    /// kTreeArrived / kTreeDone (1 B per op instead of the materialized plan's ~60 B).
+    std::vector<std::uint8_t> tree_state;
     std::uint64_t recvs_left = 0;
     engine::SimTime start = 0;
   };
@@ -182,6 +185,11 @@ class GpuRankLp final : public engine::Lp, private NicOwner {
   void coll_message(std::uint32_t slot, std::uint64_t key, engine::Context& ctx);
   void start_lazy_ring(std::uint32_t slot, engine::Context& ctx);
   void start_lazy_channels(std::uint32_t slot, engine::Context& ctx);
+  void start_lazy_tree(std::uint32_t slot, engine::Context& ctx);
+  /// Lazy Tree: op_ready / op_done / a message for its receive, as for a materialized plan.
+  void tree_ready(std::uint32_t slot, std::uint32_t op, engine::Context& ctx);
+  void tree_done(std::uint32_t slot, std::uint32_t op, engine::Context& ctx);
+  void tree_message(std::uint32_t slot, std::uint64_t key, engine::Context& ctx);
   void channel_send(std::uint32_t slot, std::uint32_t c, engine::Context& ctx);
   void channel_message(std::uint32_t slot, std::uint64_t key, engine::Context& ctx);
   void finish_collective(std::uint32_t slot, engine::Context& ctx);

@@ -85,13 +85,15 @@ std::uint32_t Nic::qp_for(std::uint32_t dst, std::uint32_t channel, std::uint32_
   if (q.noack) q.sport = 0;
   q.rate = static_cast<double>(q.line_bps);
   q.target = q.rate;
+  HpccState hs;
   if (!q.noack && params_.nic.cc == CcKind::kHpcc) {
     SimTime rtt = 0;
     path_latency(dst, roce_flow_hash(id_, dst, q.sport), &rtt);
-    q.base_rtt = params_.hpcc.base_rtt_ps > 0 ? params_.hpcc.base_rtt_ps : rtt;
-    q.window = static_cast<double>(q.line_bps) * static_cast<double>(q.base_rtt) / 8e12;  // W_init = B x T
-    q.wc = q.window;
+    hs.base_rtt = params_.hpcc.base_rtt_ps > 0 ? params_.hpcc.base_rtt_ps : rtt;
+    hs.window = static_cast<double>(q.line_bps) * static_cast<double>(hs.base_rtt) / 8e12;  // W_init = B x T
+    hs.wc = hs.window;
   }
+  if (params_.nic.cc == CcKind::kHpcc) hpcc_.push_back(hs);
   qps_.push_back(q);
   ++ctr_.qps;
   return found;
@@ -168,6 +170,7 @@ void Nic::send_nvls(std::uint32_t dst, std::uint64_t bytes, const MsgMeta& meta,
     q.line_bps = up.rate_bps;
     q.rate = static_cast<double>(q.line_bps);
     q.target = q.rate;
+    if (params_.nic.cc == CcKind::kHpcc) hpcc_.emplace_back();
     qps_.push_back(q);
     ++ctr_.qps;
   }
@@ -294,11 +297,11 @@ void Nic::kick(std::uint32_t port, Context& ctx) {
   }
 }
 
-bool Nic::eligible(const Qp& q, SimTime now) const {
+bool Nic::eligible(std::uint32_t qi, const Qp& q, SimTime now) const {
   if (q.snd_nxt >= q.next_psn || q.next_tx > now) return false;
   if (!q.noack && params_.nic.cc == CcKind::kHpcc) {
     const double inflight = static_cast<double>(q.snd_nxt - q.snd_una) * (q.mtu + params_.nic.header_bytes);
-    if (inflight >= q.window && q.snd_nxt > q.snd_una) return false;
+    if (inflight >= hpcc_[qi].window && q.snd_nxt > q.snd_una) return false;
   }
   return true;
 }
@@ -332,7 +335,7 @@ void Nic::try_tx(std::uint32_t port, Context& ctx) {
         --n;
         continue;
       }
-      if (eligible(q, now)) {
+      if (eligible(qi, q, now)) {
         chosen = qi;
         ++np.rr;
         break;
@@ -579,12 +582,9 @@ void Nic::on_data(const WirePacket& p, Context& ctx) {
     }
     return;
   }
-  if (r.ooo.size() <= gap) r.ooo.resize(gap + 1, 0);
-  r.ooo[gap] = p.bytes | ((p.flags & kFlagLast) ? kLastBit : 0) | kPresent;
   bool ack_now = false;
-  while (!r.ooo.empty() && (r.ooo.front() & kPresent)) {
-    const std::uint64_t e = r.ooo.front();
-    r.ooo.pop_front();
+  // Delivers the packet at the head of the receive window (entry `e` as kept in r.ooo).
+  auto deliver = [&](std::uint64_t e) {
     ++r.expected;
     ++r.since_ack;
     r.got += e & 0xFFFFFFFFull;
@@ -615,6 +615,20 @@ void Nic::on_data(const WirePacket& p, Context& ctx) {
       m.aux = d.aux;
       owner_.on_part_received(m, ctx);
     }
+  };
+  const std::uint64_t entry = p.bytes | ((p.flags & kFlagLast) ? kLastBit : 0) | kPresent;
+  if (gap == 0 && r.ooo.empty()) {
+    // In order with nothing held back (nearly every packet): delivered at once, without passing
+    // through r.ooo, which then never needs a buffer (issue 7: 32 B per receive QP).
+    deliver(entry);
+  } else {
+    if (r.ooo.size() <= gap) r.ooo.resize(gap + 1, 0);
+    r.ooo[gap] = entry;
+    while (!r.ooo.empty() && (r.ooo.front() & kPresent)) {
+      const std::uint64_t e = r.ooo.front();
+      r.ooo.pop_front();
+      deliver(e);
+    }
   }
   if (!noack && (ack_now || r.since_ack >= ack_interval_)) {
     r.since_ack = 0;
@@ -634,7 +648,7 @@ void Nic::on_ack(const WirePacket& p, Context& ctx) {
       on_cnp(q, now);
       return;
     case kWireAck:
-      if (params_.nic.cc == CcKind::kHpcc && p.nint > 0) hpcc_update(q, p);
+      if (params_.nic.cc == CcKind::kHpcc && p.nint > 0) hpcc_update(q, hpcc_[p.qp], p);
       acked_to(p.qp, p.psn, ctx);
       kick(q.port, ctx);
       return;
@@ -716,14 +730,14 @@ void Nic::dcqcn_increase(Qp& q) {
 
 // --- HPCC (Li et al., SIGCOMM 2019, §3.3 Algorithm 1) ---------------------------------------
 
-void Nic::hpcc_update(Qp& q, const WirePacket& ack) {
+void Nic::hpcc_update(Qp& q, HpccState& hs, const WirePacket& ack) {
   const HpccParams& h = params_.hpcc;
-  const double t_ns = static_cast<double>(q.base_rtt) / 1000.0;
-  if (q.last_nint == ack.nint && t_ns > 0) {
+  const double t_ns = static_cast<double>(hs.base_rtt) / 1000.0;
+  if (hs.last_nint == ack.nint && t_ns > 0) {
     double u_max = 0, tau = 0;
     for (std::uint32_t i = 0; i < ack.nint; ++i) {
       const IntHop& cur = ack.hops[i];
-      const IntHop& prev = q.last_int[i];
+      const IntHop& prev = hs.last_int[i];
       const std::uint32_t dt = (cur.ts_ns() - prev.ts_ns()) & 0xFFFFFFu;
       const double rate = static_cast<double>(cur.rate_bps());
       if (dt == 0 || rate <= 0) continue;
@@ -738,31 +752,31 @@ void Nic::hpcc_update(Qp& q, const WirePacket& ack) {
     }
     if (tau > 0) {
       tau = std::min(tau, t_ns);
-      q.u = (1 - tau / t_ns) * q.u + tau / t_ns * u_max;
+      hs.u = (1 - tau / t_ns) * hs.u + tau / t_ns * u_max;
       const double w_init = static_cast<double>(q.line_bps) * t_ns * 1e-9 / 8;
       const double w_ai = w_init * h.wai_fraction;
-      const bool update = ack.psn > q.last_update_seq;
+      const bool update = ack.psn > hs.last_update_seq;
       double w;
-      if (q.u >= h.eta || q.inc_stage >= h.max_stage) {
-        w = q.wc / (q.u / h.eta) + w_ai;
+      if (hs.u >= h.eta || hs.inc_stage >= h.max_stage) {
+        w = hs.wc / (hs.u / h.eta) + w_ai;
         if (update) {
-          q.inc_stage = 0;
-          q.wc = std::min(w, w_init);
+          hs.inc_stage = 0;
+          hs.wc = std::min(w, w_init);
         }
       } else {
-        w = q.wc + w_ai;
+        w = hs.wc + w_ai;
         if (update) {
-          ++q.inc_stage;
-          q.wc = std::min(w, w_init);
+          ++hs.inc_stage;
+          hs.wc = std::min(w, w_init);
         }
       }
-      if (update) q.last_update_seq = q.snd_nxt;
-      q.window = std::clamp(w, static_cast<double>(q.mtu), w_init);
-      q.rate = std::min(static_cast<double>(q.line_bps), q.window * 8 / (t_ns * 1e-9));
+      if (update) hs.last_update_seq = q.snd_nxt;
+      hs.window = std::clamp(w, static_cast<double>(q.mtu), w_init);
+      q.rate = std::min(static_cast<double>(q.line_bps), hs.window * 8 / (t_ns * 1e-9));
     }
   }
-  q.last_nint = ack.nint;
-  for (std::uint32_t i = 0; i < ack.nint; ++i) q.last_int[i] = ack.hops[i];
+  hs.last_nint = ack.nint;
+  for (std::uint32_t i = 0; i < ack.nint; ++i) hs.last_int[i] = ack.hops[i];
 }
 
 }  // namespace fabricsim::models

@@ -149,16 +149,19 @@ class Nic {
     std::uint64_t byte_acc = 0;
     engine::SimTime alpha_at = 0, rate_at = 0;  // last alpha decay / rate-timer tick
     bool limited = false;                        // below line rate: increase timers run
-    // HPCC
+    // go-back-N
+    engine::SimTime last_progress = 0;
+    bool rto_armed = false;
+    std::uint32_t activations = 0;
+  };
+  /// HPCC sender state of a QP, kept in hpcc_ (by QP index) only when nic.cc = hpcc: 88 B per QP
+  /// that DCQCN runs do not carry (issue 7, memory per simulated GPU).
+  struct HpccState {
     double window = 0, wc = 0, u = 0;
     std::uint32_t inc_stage = 0, last_update_seq = 0;
     engine::SimTime base_rtt = 0;
     std::uint8_t last_nint = 0;
     IntHop last_int[kMaxIntHops];
-    // go-back-N
-    engine::SimTime last_progress = 0;
-    bool rto_armed = false;
-    std::uint32_t activations = 0;
   };
   struct RxQp {
     std::uint32_t expected = 0;
@@ -197,7 +200,7 @@ class Nic {
   void activate(std::uint32_t q, engine::Context& ctx);
   void kick(std::uint32_t port, engine::Context& ctx);
   void try_tx(std::uint32_t port, engine::Context& ctx);
-  bool eligible(const Qp& q, engine::SimTime now) const;
+  bool eligible(std::uint32_t qi, const Qp& q, engine::SimTime now) const;
   void send_data(std::uint32_t qi, engine::Context& ctx);
   void send_ctrl(WirePacket p, engine::Context& ctx);
   void on_data(const WirePacket& p, engine::Context& ctx);
@@ -206,7 +209,7 @@ class Nic {
   void acked_to(std::uint32_t qi, std::uint32_t psn, engine::Context& ctx);
   void dcqcn_catch_up(Qp& q, engine::SimTime now);
   void dcqcn_increase(Qp& q);
-  void hpcc_update(Qp& q, const WirePacket& ack);
+  void hpcc_update(Qp& q, HpccState& hs, const WirePacket& ack);
   void arm_rto(std::uint32_t qi, engine::Context& ctx);
   std::uint32_t wire_bytes(const WirePacket& p) const {
     return p.kind == kWireData ? p.bytes + params_.nic.header_bytes : params_.nic.control_bytes;
@@ -220,6 +223,7 @@ class Nic {
   std::uint32_t ack_interval_ = 1;
   std::vector<NicPort> ports_;
   std::deque<Qp> qps_;  // deque: references stay valid when a callback creates a QP
+  std::vector<HpccState> hpcc_;  // nic.cc = hpcc: per QP (index as qps_); else empty
   std::unordered_map<std::uint64_t, std::uint32_t> qp_index_;  // (dst, channel, k) -> qp
   std::unordered_map<std::uint64_t, std::uint32_t> conn_rr_;   // (dst, channel) -> next QP for whole messages
   std::unordered_map<std::uint64_t, RxQp> rx_;                 // (src, qp) -> receive state

@@ -5,7 +5,8 @@
 /// Why (issue 7, memory per simulated GPU): libstdc++'s std::deque allocates a 512-byte block and
 /// its map when it is constructed, so every receive QP with two deques held ~1.2 KB even when
 /// idle (massif: 73 KB per GPU at 128 GPUs with NCCL Tree plans). This ring grows by doubling a
-/// power-of-two buffer on the first push and on overflow, and frees nothing until destroyed.
+/// power-of-two buffer (first one element of 32 bytes or more, else four) on the first push and
+/// on overflow, and frees nothing until destroyed.
 #include <cstdint>
 #include <memory>
 #include <type_traits>
@@ -55,7 +56,7 @@ class SmallFifo {
 
  private:
   void grow(std::uint32_t need) {
-    std::uint32_t c = cap_ ? cap_ : 4;
+    std::uint32_t c = cap_ ? cap_ : kFirstCapacity;
     while (c < need) c *= 2;
     std::unique_ptr<T[]> b(new T[c]);
     for (std::uint32_t i = 0; i < size_; ++i) b[i] = (*this)[i];
@@ -63,6 +64,12 @@ class SmallFifo {
     cap_ = c;
     head_ = 0;
   }
+
+  // First buffer: 4 small elements, or one of 32 bytes or more. Most per-QP FIFOs hold one
+  // element at a time (a QP's message in flight, its receiver's descriptor), and at 1,024 GPUs
+  // with NCCL Tree the first buffer of 4 was ~26 KB per GPU (issue 7): 64 receive QPs x 4 x
+  // 64-byte MsgDesc and 70 send QPs x 4 x 48-byte TxPart.
+  static constexpr std::uint32_t kFirstCapacity = sizeof(T) >= 32 ? 1 : 4;
 
   std::unique_ptr<T[]> buf_;
   std::uint32_t cap_ = 0, head_ = 0, size_ = 0;

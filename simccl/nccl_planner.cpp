@@ -527,6 +527,15 @@ RankPlan NcclPlanner::plan_impl(const CollRequest& req, bool lazy) const {
     const auto& nd = ci->nodes[my_node];
     const auto m = static_cast<std::uint32_t>(nd.size());
     const std::uint64_t nch_max = ceil_div(chunk_bytes(S, nc, 0), 4096) + 1;  // chunks are >= 4 KiB
+    // Lazy form (models::LazyTree): the same channels, chunks, peers and tags, ops computed by the
+    // executor as it reaches them. Falls back to the materialized plan (which reports the error)
+    // when a tag or op index would not fit in 32 bits.
+    std::shared_ptr<models::LazyTree> lt;
+    if (lazy) {
+      lt = std::make_shared<models::LazyTree>();
+      lt->tag_stride = nch_max + 1;
+    }
+    std::uint64_t lazy_ops = 0;
     for (std::uint32_t c = 0; c < nc; ++c) {
       const std::uint64_t Bc = chunk_bytes(S, nc, c);
       std::uint64_t chunk = z.chunk;
@@ -555,6 +564,23 @@ RankPlan NcclPlanner::plan_impl(const CollRequest& req, bool lazy) const {
           if (ch >= 0) children.push_back(ranks[chain_member(static_cast<std::uint32_t>(ch), 0)]);
         }
       }
+      if (lt) {
+        models::LazyTree::Channel x;
+        x.base = static_cast<std::uint32_t>(lazy_ops);
+        x.bytes = Bc;
+        x.chunk = chunk;
+        x.nchunks = static_cast<std::uint32_t>(nchunks);
+        x.parent = parent == kNone ? models::LazyTree::kNoPeer : parent;
+        x.nchild = static_cast<std::uint32_t>(children.size());
+        for (std::uint32_t k = 0; k < x.nchild; ++k) x.child[k] = children[k];
+        lazy_ops += nchunks * x.per_chunk();
+        const std::uint64_t last_tag = (static_cast<std::uint64_t>(c) * (nch_max + 1) + nchunks) * 2 + 1;
+        if (nchunks > 0xFFFFFFFFull || lazy_ops > 0xFFFFFFFFull || last_tag > 0xFFFFFFFFull) {
+          return plan_impl(req, false);
+        }
+        lt->ch.push_back(x);
+        continue;
+      }
       const auto chn = static_cast<std::uint16_t>(c);
       std::uint32_t prev_up = kNone;
       std::vector<std::uint32_t> prev_down(children.size(), kNone);
@@ -576,6 +602,21 @@ RankPlan NcclPlanner::plan_impl(const CollRequest& req, bool lazy) const {
           prev_down[k] = b.send(children[k], sz, tu + 1, deps, chn);
         }
       }
+    }
+    if (lt) {
+      lt->total = static_cast<std::uint32_t>(lazy_ops);
+      const Proto proto = d.proto;
+      lt->wire = [proto](std::uint64_t data) { return wire_bytes(proto, data); };
+      // The communicator's ranks from the planner's cached CommInfo (shared by all ranks of it),
+      // not a copy per rank: that was O(ranks) bytes per rank (4 KB per GPU at 1,024 GPUs).
+      lt->materialize = [this, req, ci]() {
+        models::CollRequest q = req;
+        q.ranks = &ci->ranks;
+        return plan_impl(q, false);
+      };
+      RankPlan out;
+      if (lazy_ops > 0) out.lazy_tree = std::move(lt);
+      return out;
     }
     return std::move(b.plan);
   }
@@ -661,10 +702,9 @@ RankPlan NcclPlanner::plan_impl(const CollRequest& req, bool lazy) const {
     };
     const Proto proto = d.proto;
     r->wire = [proto](std::uint64_t data) { return wire_bytes(proto, data); };
-    auto ranks_copy = std::make_shared<const std::vector<std::uint32_t>>(ranks);
-    r->materialize = [this, req, ranks_copy]() {
+    r->materialize = [this, req, ci]() {  // ranks from the shared CommInfo (see the Tree's)
       models::CollRequest q = req;
-      q.ranks = ranks_copy.get();
+      q.ranks = &ci->ranks;
       return plan_impl(q, false);
     };
     RankPlan out;

@@ -42,8 +42,9 @@ struct NcclPlannerConfig {
   double nvlink_GBps = 0;           ///< cost model per-GPU NVLink bw; 0 = NCCL's per-link constant x links
   int nics_per_host = 0;            ///< NICs per node for the cost model (0 = one per GPU); NCCL_TOPO_FILE
   double pci_GBps = 0;              ///< GPU<->NIC PCIe bw, GB/s (0 = from sm)
-  /// Ring AllReduce / AllGather / ReduceScatter plans in lazy form (RankPlan::lazy_channels:
-  /// O(channels) memory, ops produced as the executor reaches them) instead of materialized
+  /// Ring AllReduce / AllGather / ReduceScatter and Tree AllReduce plans in lazy form
+  /// (RankPlan::lazy_channels, RankPlan::lazy_tree: O(channels) memory, ops produced as the
+  /// executor reaches them) instead of materialized
   /// ops. Same ops, tags and dependencies either way; the plan then refers to this planner, which
   /// must outlive it for RankPlan::expanded().
   bool lazy_rings = false;

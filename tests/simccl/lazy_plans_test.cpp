@@ -1,10 +1,11 @@
-// Lazy NCCL ring-family plans (models::LazyChannelRing, issue 7 memory target): the executor's
-// step-by-step walk must be exactly the materialized plan.
+// Lazy NCCL ring-family and Tree plans (models::LazyChannelRing, models::LazyTree, issue 7
+// memory target): the executor's step-by-step walk must be exactly the materialized plan.
 //  1. Structure: walking every channel's cursor gives the materialized plan's sends of that
 //     channel in index order (peer, wire bytes, payload, tag, the receive each one waits for)
 //     and the lazy receive set equals the materialized one, for AllReduce / AllGather /
 //     ReduceScatter, Simple / LL / LL128, one and several loops, odd sizes, 1-4 nodes.
-//  2. Execution: whole runs with simccl.lazy_plans=true and false give bit-identical results
+//  2. Tree: every op, dependency count, dependents and receive match equal the materialized plan's.
+//  3. Execution: whole runs with simccl.lazy_plans=true and false give bit-identical results
 //     (digest, simulated time) at packet and flow level, including ranks that start the
 //     collective late (messages arriving before the plan exists).
 #include <gtest/gtest.h>
@@ -145,7 +146,87 @@ TEST(LazyPlans, ChannelWalkEqualsMaterializedPlan) {
   }
 }
 
-m::Workload collectives(std::uint32_t n) {
+// Lazy Tree AllReduce (models::LazyTree): every op, its dependency count, its dependents and the
+// receive matching of the lazy form equal the materialized plan's, for Simple / LL / LL128, one to
+// many chunks, 1-16 nodes (chain only, chain + double binary tree), every rank's position.
+TEST(LazyPlans, TreeOpsEqualMaterializedPlan) {
+  struct TreeCase {
+    std::uint64_t bytes;
+    std::uint32_t ranks;
+    const char* proto;
+  };
+  const std::vector<TreeCase> cases = {
+      {16ull << 20, 64, "LL128"}, {(5ull << 20) + 3, 24, "Simple"}, {100'000, 16, "LL"},
+      {1ull << 20, 8, "Simple"},  {(2ull << 20) + 1, 128, "LL128"}, {12'345, 40, ""},
+  };
+  for (const TreeCase& cs : cases) {
+    SCOPED_TRACE(std::to_string(cs.bytes) + " B on " + std::to_string(cs.ranks) + " ranks, " + cs.proto);
+    auto cfg = [&](bool lazy) {
+      NcclPlannerConfig c = config(cs.proto, lazy);
+      std::vector<std::pair<std::string, std::string>> pairs = {{"NCCL_ALGO", "Tree"}};
+      if (*cs.proto) pairs.emplace_back("NCCL_PROTO", cs.proto);
+      c.settings = fabricsim::simccl::load_nccl_settings(pairs, "<test>", false);
+      return c;
+    };
+    const NcclPlanner lazy(cfg(true));
+    const NcclPlanner full(cfg(false));
+    std::vector<std::uint32_t> ranks;
+    for (std::uint32_t r = 0; r < cs.ranks; ++r) ranks.push_back(r);
+    for (std::uint32_t me = 0; me < cs.ranks; ++me) {
+      m::CollRequest q;
+      q.op = m::CollOp::kAllReduce;
+      q.bytes = cs.bytes;
+      q.ranks = &ranks;
+      q.my_index = me;
+      const m::RankPlan lp = lazy.plan(q);
+      const m::RankPlan fp = full.plan(q);
+      ASSERT_FALSE(fp.lazy_tree);
+      if (fp.ops.empty()) {
+        EXPECT_TRUE(lp.empty());
+        continue;
+      }
+      ASSERT_TRUE(lp.lazy_tree) << "Tree AllReduce must be lazy";
+      EXPECT_TRUE(lp.ops.empty());
+      const m::LazyTree& t = *lp.lazy_tree;
+      ASSERT_EQ(t.total, fp.size());
+      // Dependents of every op from the materialized dependency lists, in index order.
+      std::vector<std::vector<std::uint32_t>> outs(fp.size());
+      for (std::uint32_t i = 0; i < fp.size(); ++i) {
+        for (std::uint32_t d : fp.deps(i)) outs[d].push_back(i);
+      }
+      for (std::uint32_t i = 0; i < fp.size(); ++i) {
+        const m::P2pOp a = t.op(i);
+        const m::P2pOp& b = fp.ops[i];
+        ASSERT_EQ(a.is_send, b.is_send) << "op " << i;
+        EXPECT_EQ(a.peer, b.peer) << "op " << i;
+        EXPECT_EQ(a.bytes, b.bytes) << "op " << i;
+        EXPECT_EQ(a.payload_bytes, b.payload_bytes) << "op " << i;
+        EXPECT_EQ(a.tag, b.tag) << "op " << i;
+        EXPECT_EQ(a.channel, b.channel) << "op " << i;
+        EXPECT_EQ(t.ndeps(i), fp.deps(i).size()) << "op " << i;
+        std::uint32_t out[3];
+        const std::uint32_t n = t.dependents(i, out);
+        EXPECT_EQ(std::vector<std::uint32_t>(out, out + n), outs[i]) << "op " << i;
+        std::uint32_t o = 0;
+        if (!b.is_send) {
+          ASSERT_TRUE(t.recv_op(b.peer, b.tag, o)) << "op " << i;
+          EXPECT_EQ(o, i);
+        }
+      }
+      // A message no receive expects is refused (unknown peer; a tag past the last channel).
+      std::uint32_t o = 0;
+      EXPECT_FALSE(t.recv_op(cs.ranks + 5, 0, o));
+      EXPECT_FALSE(t.recv_op(fp.ops[0].peer, static_cast<std::uint32_t>(t.ch.size() * t.tag_stride * 2), o));
+      const m::RankPlan ex = lp.expanded();
+      EXPECT_EQ(ex.dep_index, fp.dep_index);
+      EXPECT_EQ(ex.dep_begin, fp.dep_begin);
+    }
+  }
+}
+
+// `allreduce_only`: the AllGather / ReduceScatter nodes become AllReduces (NCCL_ALGO=Tree tunes
+// AllReduce only).
+m::Workload collectives(std::uint32_t n, bool allreduce_only = false) {
   m::Workload w = fabricsim::testing::world_workload(n);
   for (std::uint32_t r = 0; r < n; ++r) {
     auto& p = w.programs[r];
@@ -163,7 +244,7 @@ m::Workload collectives(std::uint32_t n) {
       m::WorkNode x;
       x.name = "coll";
       x.type = m::NodeType::kCollective;
-      x.op = op;
+      x.op = allreduce_only ? m::CollOp::kAllReduce : op;
       x.bytes = bytes;
       x.deps = {static_cast<std::uint32_t>(p.size() - 1)};
       p.push_back(x);
@@ -173,25 +254,28 @@ m::Workload collectives(std::uint32_t n) {
 }
 
 TEST(LazyPlans, RunsAreBitIdenticalToMaterializedPlans) {
-  const m::Workload w = collectives(32);  // 4 hosts of 8 GPUs
+  const m::Workload rings = collectives(32);  // 4 hosts of 8 GPUs
+  const m::Workload trees = collectives(32, true);
   for (const char* rung : {"packet", "flow"}) {
-    for (const char* proto : {"", "LL128"}) {
-      SCOPED_TRACE(std::string(rung) + " " + proto);
-      fabricsim::jobs::RunResult res[2];
-      for (int lazy = 0; lazy < 2; ++lazy) {
-        fabricsim::jobs::RunOptions o;
-        o.workload_data = &w;
-        o.write_h5 = false;
-        o.quiet = true;
-        o.sets = {"sim.fidelity=" + std::string(rung), "nccl.NCCL_ALGO=Ring",
-                  std::string("simccl.lazy_plans=") + (lazy ? "true" : "false")};
-        if (*proto) o.sets.push_back(std::string("nccl.NCCL_PROTO=") + proto);
-        res[lazy] = fabricsim::jobs::run_simulation(o, MPI_COMM_SELF, "test", "test");
+    for (const char* algo : {"Ring", "Tree"}) {
+      for (const char* proto : {"", "LL128"}) {
+        SCOPED_TRACE(std::string(rung) + " " + algo + " " + proto);
+        fabricsim::jobs::RunResult res[2];
+        for (int lazy = 0; lazy < 2; ++lazy) {
+          fabricsim::jobs::RunOptions o;
+          o.workload_data = *algo == 'T' ? &trees : &rings;
+          o.write_h5 = false;
+          o.quiet = true;
+          o.sets = {"sim.fidelity=" + std::string(rung), std::string("nccl.NCCL_ALGO=") + algo,
+                    std::string("simccl.lazy_plans=") + (lazy ? "true" : "false")};
+          if (*proto) o.sets.push_back(std::string("nccl.NCCL_PROTO=") + proto);
+          res[lazy] = fabricsim::jobs::run_simulation(o, MPI_COMM_SELF, "test", "test");
+        }
+        EXPECT_GT(res[0].meta.simulated_time_ps, 0);
+        EXPECT_EQ(res[1].meta.simulated_time_ps, res[0].meta.simulated_time_ps);
+        EXPECT_EQ(res[1].digest, res[0].digest);
+        EXPECT_EQ(res[1].stats.events, res[0].stats.events);
       }
-      EXPECT_GT(res[0].meta.simulated_time_ps, 0);
-      EXPECT_EQ(res[1].meta.simulated_time_ps, res[0].meta.simulated_time_ps);
-      EXPECT_EQ(res[1].digest, res[0].digest);
-      EXPECT_EQ(res[1].stats.events, res[0].stats.events);
     }
   }
 }
