@@ -76,6 +76,9 @@ Simulator::Simulator(MPI_Comm comm, Placement placement, SimTime lookahead_ps)
     ts->queue.set_bucket_width_log2(width_log2);
     ts->to_thread.resize(placement_.threads);
     ts->to_proc.resize(static_cast<std::size_t>(size_));
+    if (t == 0) {
+      for (auto& v : ts->to_proc) v.assign(kWireHeaderWords, 0);
+    }
     ts->ctx.sim_ = this;
     ts->ctx.queue_ = &ts->queue;
     ts->ctx.seq_ = seq_.data();
@@ -84,6 +87,8 @@ Simulator::Simulator(MPI_Comm comm, Placement placement, SimTime lookahead_ps)
     ts->ctx.thread_ = t;
     threads_.push_back(std::move(ts));
   }
+  recv_buf_.resize(static_cast<std::size_t>(size_));
+  send_req_.reserve(static_cast<std::size_t>(size_));
   stats_.processes = static_cast<std::uint32_t>(size_);
   stats_.threads = placement_.threads;
   stats_.lookahead_ps = lookahead_ps_;
@@ -119,7 +124,22 @@ void Simulator::route_out(std::uint32_t from_thread, const Event& ev) {
     from.to_thread[t].push_back(ev);
     ++from.cross_thread;
   } else {
-    from.to_proc[static_cast<std::size_t>(p)].push_back(ev);
+    // Wire form: four header words, then the payload up to its last non-zero word (PHOLD, timers
+    // and most control events carry none: 32 bytes on the wire instead of the 96 of an Event).
+    std::size_t words = kPayloadBytes / 8;
+    std::uint64_t pay[kPayloadBytes / 8];
+    std::memcpy(pay, ev.payload.data(), kPayloadBytes);
+    while (words > 0 && pay[words - 1] == 0) --words;
+    std::vector<std::uint64_t>& out = from.to_proc[static_cast<std::size_t>(p)];
+    const std::size_t at = out.size();
+    out.resize(at + kWireEventWords + words);
+    std::uint64_t* w = out.data() + at;
+    w[0] = static_cast<std::uint64_t>(ev.time);
+    w[1] = ev.seq;
+    w[2] = std::uint64_t{ev.dst} | (std::uint64_t{ev.src} << 32);
+    w[3] = std::uint64_t{ev.kind} | (std::uint64_t{words} << 32);
+    std::memcpy(w + kWireEventWords, pay, words * 8);
+    from.to_proc_min = std::min(from.to_proc_min, ev.time);
     ++from.remote;
   }
 }
@@ -184,53 +204,109 @@ void Simulator::pull_thread_mail(std::uint32_t t) {
   }
 }
 
-SimTime Simulator::exchange_remote_and_min() {
-  const double t0 = now_s();
-  if (size_ > 1) {
-    std::vector<int> send_counts(static_cast<std::size_t>(size_), 0);
-    for (auto& ts : threads_) {
-      for (int p = 0; p < size_; ++p) {
-        send_counts[static_cast<std::size_t>(p)] +=
-            static_cast<int>(ts->to_proc[static_cast<std::size_t>(p)].size() * sizeof(Event));
-      }
+void Simulator::unpack_remote(const std::uint64_t* w, std::size_t n, int from) {
+  std::size_t i = 0;
+  while (i < n) {
+    if (n - i < kWireEventWords) break;
+    const std::uint64_t time = w[i];
+    const std::uint64_t seq = w[i + 1];
+    const LpId dst = static_cast<LpId>(w[i + 2]);
+    const LpId src = static_cast<LpId>(w[i + 2] >> 32);
+    const auto kind = static_cast<std::uint32_t>(w[i + 3]);
+    const std::size_t words = static_cast<std::size_t>(w[i + 3] >> 32);
+    if (words > kPayloadBytes / 8 || n - i - kWireEventWords < words) break;
+    if (dst >= lps_.size() || placement_.proc[dst] != rank_ || time > static_cast<std::uint64_t>(kMaxSimTime)) {
+      throw InternalError("received an event for a non-local LP " + std::to_string(dst) +
+                          " from process " + std::to_string(from));
     }
-    std::vector<int> recv_counts(static_cast<std::size_t>(size_), 0);
-    MPI_Alltoall(send_counts.data(), 1, MPI_INT, recv_counts.data(), 1, MPI_INT, comm_);
-    std::vector<int> sdispl(static_cast<std::size_t>(size_), 0), rdispl(static_cast<std::size_t>(size_), 0);
-    for (int p = 1; p < size_; ++p) {
-      sdispl[p] = sdispl[p - 1] + send_counts[p - 1];
-      rdispl[p] = rdispl[p - 1] + recv_counts[p - 1];
-    }
-    std::vector<Event> sendbuf(static_cast<std::size_t>(sdispl.back() + send_counts.back()) / sizeof(Event));
-    std::size_t k = 0;
-    for (int p = 0; p < size_; ++p) {
-      for (auto& ts : threads_) {
-        auto& v = ts->to_proc[static_cast<std::size_t>(p)];
-        std::copy(v.begin(), v.end(), sendbuf.begin() + static_cast<std::ptrdiff_t>(k));
-        k += v.size();
-        v.clear();
-      }
-    }
-    std::vector<Event> recvbuf(static_cast<std::size_t>(rdispl.back() + recv_counts.back()) / sizeof(Event));
-    MPI_Alltoallv(sendbuf.data(), send_counts.data(), sdispl.data(), MPI_BYTE, recvbuf.data(),
-                  recv_counts.data(), rdispl.data(), MPI_BYTE, comm_);
-    for (const Event& ev : recvbuf) {
-      if (ev.dst >= lps_.size() || placement_.proc[ev.dst] != rank_) {
-        throw InternalError("received an event for a non-local LP " + std::to_string(ev.dst));
-      }
-      threads_[placement_.thread[ev.dst]]->queue.push(ev);
-    }
+    threads_[placement_.thread[dst]]->queue.push(static_cast<SimTime>(time), dst, src, seq, kind,
+                                                  w + i + kWireEventWords, words * 8);
+    i += kWireEventWords + words;
   }
+  if (i != n) {
+    throw InternalError("malformed window-exchange message from process " + std::to_string(from));
+  }
+}
+
+SimTime Simulator::exchange_remote_and_min(bool local_error, bool& any_error) {
+  const double t0 = now_s();
   SimTime local_min = kInfinity;
   for (auto& ts : threads_) {
     if (!ts->queue.empty()) local_min = std::min(local_min, ts->queue.top_time());
+    // Events on their way to other processes count where they will be queued: the sender's
+    // minimum covers them, so the global minimum needs no second round after the exchange.
+    local_min = std::min(local_min, ts->to_proc_min);
+    ts->to_proc_min = kInfinity;
   }
+  any_error = local_error;
   SimTime global_min = local_min;
   if (size_ > 1) {
-    static_assert(sizeof(SimTime) == sizeof(long long));
-    long long in = local_min, out = 0;
-    MPI_Allreduce(&in, &out, 1, MPI_LONG_LONG, MPI_MIN, comm_);
-    global_min = out;
+    // Same tag for every window: MPI keeps the order of messages between a pair, and a process
+    // sends its next window's message only after it received this one from everybody.
+    constexpr int kTag = 7;
+    send_req_.clear();
+    for (int p = 0; p < size_; ++p) {
+      if (p == rank_) continue;
+      std::vector<std::uint64_t>& buf = threads_[0]->to_proc[static_cast<std::size_t>(p)];
+      for (std::size_t t = 1; t < threads_.size(); ++t) {
+        auto& v = threads_[t]->to_proc[static_cast<std::size_t>(p)];
+        buf.insert(buf.end(), v.begin(), v.end());
+        v.clear();
+      }
+      buf[0] = static_cast<std::uint64_t>(local_min);
+      buf[1] = local_error ? 1 : 0;
+      send_req_.emplace_back();
+      MPI_Isend(buf.data(), static_cast<int>(buf.size() * 8), MPI_BYTE, p, kTag, comm_, &send_req_.back());
+      stats_.exchange_bytes += buf.size() * 8;
+      ++stats_.exchange_messages;
+    }
+    // Receive from every peer, in whatever order the messages arrive.
+    std::vector<int> pending;
+    pending.reserve(static_cast<std::size_t>(size_));
+    for (int p = 0; p < size_; ++p) {
+      if (p != rank_) pending.push_back(p);
+    }
+    auto receive = [&](int p, MPI_Message& msg, MPI_Status& st) {
+      int bytes = 0;
+      MPI_Get_count(&st, MPI_BYTE, &bytes);
+      std::vector<std::uint64_t>& rb = recv_buf_[static_cast<std::size_t>(p)];
+      rb.resize(static_cast<std::size_t>(bytes) / 8);
+      MPI_Mrecv(rb.data(), bytes, MPI_BYTE, &msg, MPI_STATUS_IGNORE);
+      if (bytes % 8 != 0 || rb.size() < kWireHeaderWords) {
+        throw InternalError("malformed window-exchange message from process " + std::to_string(p));
+      }
+      global_min = std::min(global_min, static_cast<SimTime>(rb[0]));
+      any_error = any_error || rb[1] != 0;
+      unpack_remote(rb.data() + kWireHeaderWords, rb.size() - kWireHeaderWords, p);
+    };
+    while (!pending.empty()) {
+      bool got = false;
+      for (std::size_t i = 0; i < pending.size();) {
+        int flag = 0;
+        MPI_Message msg;
+        MPI_Status st;
+        MPI_Improbe(pending[i], kTag, comm_, &flag, &msg, &st);
+        if (flag) {
+          receive(pending[i], msg, st);
+          pending.erase(pending.begin() + static_cast<std::ptrdiff_t>(i));
+          got = true;
+        } else {
+          ++i;
+        }
+      }
+      // Poll and yield instead of a blocking probe: Open MPI's blocking calls spin, which on an
+      // oversubscribed node takes the core from the process being waited for.
+      if (!got) std::this_thread::yield();
+    }
+    for (;;) {
+      int done = 0;
+      MPI_Testall(static_cast<int>(send_req_.size()), send_req_.data(), &done, MPI_STATUSES_IGNORE);
+      if (done) break;
+      std::this_thread::yield();
+    }
+    for (int p = 0; p < size_; ++p) {
+      if (p != rank_) threads_[0]->to_proc[static_cast<std::size_t>(p)].resize(kWireHeaderWords);
+    }
   }
   stats_.sync_s += now_s() - t0;
   return global_min;
@@ -278,8 +354,13 @@ void Simulator::run(SimTime end_time) {
   }
   std::exception_ptr fatal;
   try {
+    bool local_err = false;
     for (;;) {
-      const SimTime t_min = exchange_remote_and_min();
+      // Errors are collective: they travel with the exchange, so every process learns of them in
+      // the same window, before any further MPI call.
+      bool any_err = false;
+      const SimTime t_min = exchange_remote_and_min(local_err, any_err);
+      if (any_err) raise_collectively(errors);
       if (t_min == kInfinity || t_min >= end_time) break;
       window_end_ = std::min(sat_add(t_min, lookahead_ps_), end_time);
       ++stats_.windows;
@@ -288,12 +369,7 @@ void Simulator::run(SimTime end_time) {
       sync.arrive_and_wait();
       guarded(0, [&] { pull_thread_mail(0); });
       sync.arrive_and_wait();
-      // Errors are collective: every process must learn of them before the next MPI call.
-      int local_err = 0;
-      for (auto& e : errors) local_err |= (e != nullptr);
-      int any_err = local_err;
-      if (size_ > 1) MPI_Allreduce(&local_err, &any_err, 1, MPI_INT, MPI_MAX, comm_);
-      if (any_err) raise_collectively(errors);
+      for (auto& e : errors) local_err = local_err || (e != nullptr);
     }
   } catch (...) {
     fatal = std::current_exception();
@@ -351,12 +427,15 @@ void Simulator::raise_collectively(const std::vector<std::exception_ptr>& errors
 EngineStats Simulator::global_stats() const {
   EngineStats g = stats_;
   if (size_ > 1) {
-    unsigned long long in[3] = {stats_.events, stats_.remote_events, stats_.thread_events};
-    unsigned long long out[3] = {0, 0, 0};
-    MPI_Allreduce(in, out, 3, MPI_UNSIGNED_LONG_LONG, MPI_SUM, comm_);
+    unsigned long long in[5] = {stats_.events, stats_.remote_events, stats_.thread_events,
+                                stats_.exchange_bytes, stats_.exchange_messages};
+    unsigned long long out[5] = {0, 0, 0, 0, 0};
+    MPI_Allreduce(in, out, 5, MPI_UNSIGNED_LONG_LONG, MPI_SUM, comm_);
     g.events = out[0];
     g.remote_events = out[1];
     g.thread_events = out[2];
+    g.exchange_bytes = out[3];
+    g.exchange_messages = out[4];
     double din[2] = {stats_.wall_s, stats_.sync_s};
     double dout[2] = {0, 0};
     MPI_Allreduce(din, dout, 2, MPI_DOUBLE, MPI_MAX, comm_);

@@ -7,6 +7,13 @@
 /// and W the lookahead, the minimum latency of the links cut by the partition (between processes
 /// or threads). Inside a window each thread handles only its own LPs' events; events for other
 /// threads or processes go to outboxes and are exchanged at the window's end (DESIGN.md §2).
+///
+/// Window exchange between processes (issue 7): one point-to-point message per ordered pair of
+/// processes and window, no collective call. The message starts with the sender's next-event
+/// time (the minimum over its queues and over the events it is sending, which is exactly what
+/// the receivers' queues will hold) and its error flag, so every process computes the same global
+/// minimum and learns of an error from the messages themselves; the events follow in a compact
+/// wire form (32-byte header + the payload up to its last non-zero 8-byte word).
 #include <mpi.h>
 
 #include <cstdint>
@@ -30,8 +37,14 @@ struct EngineStats {
   std::uint64_t windows = 0;         ///< synchronization windows
   std::uint64_t remote_events = 0;   ///< events sent to another MPI process
   std::uint64_t thread_events = 0;   ///< events sent to another thread of the same process
+  /// Bytes of window-exchange messages sent to other processes (headers included); summed.
+  std::uint64_t exchange_bytes = 0;
+  /// Window-exchange messages sent to other processes (one per peer and window); summed.
+  std::uint64_t exchange_messages = 0;
   double wall_s = 0;                 ///< wall time of run(), max over processes in global_stats()
-  double sync_s = 0;                 ///< wall time in MPI synchronization and exchange
+  /// Wall time in the window exchange: packing, MPI (including waiting for the slowest process)
+  /// and queueing received events; max over processes in global_stats().
+  double sync_s = 0;
   std::uint32_t processes = 1;
   std::uint32_t threads = 1;
   SimTime lookahead_ps = kInfinity;  ///< the window width W
@@ -138,7 +151,10 @@ class Simulator {
   struct ThreadState {
     EventQueue queue;
     std::vector<std::vector<Event>> to_thread;
-    std::vector<std::vector<Event>> to_proc;
+    /// Per destination process: events in wire form (see pack_remote); thread 0's vector starts
+    /// with the message header (kWireHeaderWords).
+    std::vector<std::vector<std::uint64_t>> to_proc;
+    SimTime to_proc_min = kInfinity;  ///< earliest time among the events in to_proc
     std::uint64_t events = 0;
     std::uint64_t remote = 0;
     std::uint64_t cross_thread = 0;
@@ -150,7 +166,18 @@ class Simulator {
   void route_out(std::uint32_t from_thread, const Event& ev);
   void process_window(std::uint32_t t);
   void pull_thread_mail(std::uint32_t t);
-  SimTime exchange_remote_and_min();
+  /// Sends this process's outboxes and next-event time to every other process, receives theirs,
+  /// queues the received events and returns the global minimum next-event time (kInfinity when
+  /// none). `local_error` goes out with the messages; `any_error` is set when any process had
+  /// one (then the received events may be incomplete and the run must stop).
+  SimTime exchange_remote_and_min(bool local_error, bool& any_error);
+  /// Queues the events of one received message body (words after the header).
+  /// @throws InternalError on a malformed message or an event for an LP of another process.
+  void unpack_remote(const std::uint64_t* words, std::size_t n, int from);
+  /// Words of a message header: next-event time, error flag.
+  static constexpr std::size_t kWireHeaderWords = 2;
+  /// Words of an event's wire header: time, seq, dst | src << 32, kind | payload words << 32.
+  static constexpr std::size_t kWireEventWords = 4;
   /// Collective: re-raises the lowest failing process's error on every process.
   [[noreturn]] void raise_collectively(const std::vector<std::exception_ptr>& errors);
 
@@ -164,6 +191,8 @@ class Simulator {
   std::vector<std::uint64_t> seq_;
   std::vector<std::uint16_t> owner_;  // per LP: thread index if local, else kNotLocal
   std::vector<std::unique_ptr<ThreadState>> threads_;
+  std::vector<std::vector<std::uint64_t>> recv_buf_;  // per source process
+  std::vector<MPI_Request> send_req_;
   EngineStats stats_;
   std::function<void(const ProgressInfo&)> progress_;
   double progress_interval_s_ = 1.0;
