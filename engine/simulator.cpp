@@ -76,8 +76,9 @@ Simulator::Simulator(MPI_Comm comm, Placement placement, SimTime lookahead_ps)
     ts->queue.set_bucket_width_log2(width_log2);
     ts->to_thread.resize(placement_.threads);
     ts->to_proc.resize(static_cast<std::size_t>(size_));
+    ts->to_proc_min.assign(static_cast<std::size_t>(size_), kInfinity);
     if (t == 0) {
-      for (auto& v : ts->to_proc) v.assign(kWireHeaderWords, 0);
+      for (auto& v : ts->to_proc) v.assign(wire_header_words(), 0);
     }
     ts->ctx.sim_ = this;
     ts->ctx.queue_ = &ts->queue;
@@ -88,6 +89,7 @@ Simulator::Simulator(MPI_Comm comm, Placement placement, SimTime lookahead_ps)
     threads_.push_back(std::move(ts));
   }
   recv_buf_.resize(static_cast<std::size_t>(size_));
+  headers_.assign(static_cast<std::size_t>(size_) * wire_header_words(), 0);
   send_req_.reserve(static_cast<std::size_t>(size_));
   stats_.processes = static_cast<std::uint32_t>(size_);
   stats_.threads = placement_.threads;
@@ -114,11 +116,13 @@ void Simulator::route_out(std::uint32_t from_thread, const Event& ev) {
   ThreadState& from = *threads_[from_thread];
   const std::int32_t p = placement_.proc[ev.dst];
   const std::uint16_t t = placement_.thread[ev.dst];
-  if (ev.time < window_end_) {
+  // The destination may already have run up to its own window end (wider for one unit).
+  const SimTime dst_end = (p == wide_proc_ && t == wide_thread_) ? wide_end_ : window_end_;
+  if (ev.time < dst_end) {
     throw InternalError("lookahead violated: event from LP " + std::to_string(ev.src) + " to LP " +
                         std::to_string(ev.dst) + " at t=" + std::to_string(ev.time) +
-                        " ps falls inside the current window ending at " +
-                        std::to_string(window_end_) + " ps");
+                        " ps falls inside the destination's current window ending at " +
+                        std::to_string(dst_end) + " ps");
   }
   if (p == rank_) {
     from.to_thread[t].push_back(ev);
@@ -139,7 +143,8 @@ void Simulator::route_out(std::uint32_t from_thread, const Event& ev) {
     w[2] = std::uint64_t{ev.dst} | (std::uint64_t{ev.src} << 32);
     w[3] = std::uint64_t{ev.kind} | (std::uint64_t{words} << 32);
     std::memcpy(w + kWireEventWords, pay, words * 8);
-    from.to_proc_min = std::min(from.to_proc_min, ev.time);
+    SimTime& m = from.to_proc_min[static_cast<std::size_t>(p)];
+    m = std::min(m, ev.time);
     ++from.remote;
   }
 }
@@ -161,7 +166,8 @@ void Simulator::process_window(std::uint32_t t) {
   // The queue writes each event whole into this buffer; the handler reads it there. Pushes made
   // by the handler never touch it.
   Event ev{NoInit{}};
-  while (q.pop_before(window_end_, ev)) {
+  const SimTime window_end = ts.window_end;
+  while (q.pop_before(window_end, ev)) {
     // Payload lines and LP states are scattered in memory: fetch the payload kPrefetchBody
     // events ahead and the LP kPrefetchLp ahead while this one is handled (the records of the
     // current bucket are contiguous and already sorted).
@@ -228,18 +234,83 @@ void Simulator::unpack_remote(const std::uint64_t* w, std::size_t n, int from) {
   }
 }
 
-SimTime Simulator::exchange_remote_and_min(bool local_error, bool& any_error) {
+SimTime Simulator::set_window_bounds(const std::uint64_t* headers, SimTime end_time) {
+  const std::size_t hw = wire_header_words();
+  const auto row = [&](int p) { return headers + static_cast<std::size_t>(p) * hw; };
+  // in[r]: earliest event in flight to process r (its thread is not known here).
+  std::vector<SimTime> in(static_cast<std::size_t>(size_), kInfinity);
+  SimTime global_min = kInfinity;
+  for (int p = 0; p < size_; ++p) {
+    global_min = std::min(global_min, static_cast<SimTime>(row(p)[0]));
+    for (int r = 0; r < size_; ++r) {
+      const auto m = static_cast<SimTime>(row(p)[kWireFixedWords + static_cast<std::size_t>(r)]);
+      in[static_cast<std::size_t>(r)] = std::min(in[static_cast<std::size_t>(r)], m);
+      global_min = std::min(global_min, m);
+    }
+  }
+  window_end_ = std::min(sat_add(global_min, lookahead_ps_), end_time);
+  wide_proc_ = -1;
+  wide_end_ = window_end_;
+  // The unit holding the minimum alone: exactly one process with its queue minimum at the global
+  // minimum, one thread of it there, and no event in flight to anybody at that time.
+  int holder = -1;
+  for (int p = 0; p < size_; ++p) {
+    if (static_cast<SimTime>(row(p)[0]) != global_min) continue;
+    holder = holder == -1 ? p : -2;
+  }
+  if (holder >= 0 && row(holder)[2] != kNoThread && lookahead_ps_ != kInfinity) {
+    // m2: a lower bound on the next event of every other unit (in-flight events count as
+    // possibly anywhere in their destination process, the holder's thread included).
+    SimTime m2 = static_cast<SimTime>(row(holder)[3]);
+    for (int r = 0; r < size_; ++r) {
+      m2 = std::min(m2, in[static_cast<std::size_t>(r)]);
+      if (r != holder) m2 = std::min(m2, static_cast<SimTime>(row(r)[0]));
+    }
+    if (m2 > global_min) {
+      wide_proc_ = holder;
+      wide_thread_ = static_cast<std::uint32_t>(row(holder)[2]);
+      wide_end_ = std::min(sat_add(std::min(m2, sat_add(global_min, lookahead_ps_)), lookahead_ps_), end_time);
+    }
+  }
+  for (std::uint32_t t = 0; t < threads_.size(); ++t) {
+    threads_[t]->window_end = (rank_ == wide_proc_ && t == wide_thread_) ? wide_end_ : window_end_;
+  }
+  return global_min;
+}
+
+SimTime Simulator::exchange_remote_and_min(bool local_error, bool& any_error, SimTime end_time) {
   const double t0 = now_s();
-  SimTime local_min = kInfinity;
-  for (auto& ts : threads_) {
-    if (!ts->queue.empty()) local_min = std::min(local_min, ts->queue.top_time());
-    // Events on their way to other processes count where they will be queued: the sender's
-    // minimum covers them, so the global minimum needs no second round after the exchange.
-    local_min = std::min(local_min, ts->to_proc_min);
-    ts->to_proc_min = kInfinity;
+  const std::size_t hw = wire_header_words();
+  // This process's header: queue minimum, error, the thread alone at that minimum, the other
+  // threads' minimum, and the earliest event it is sending to each process.
+  std::uint64_t* mine = headers_.data() + static_cast<std::size_t>(rank_) * hw;
+  SimTime qmin = kInfinity, q2 = kInfinity;
+  std::uint64_t qthread = kNoThread;
+  for (std::uint32_t t = 0; t < threads_.size(); ++t) {
+    const EventQueue& q = threads_[t]->queue;
+    const SimTime top = q.empty() ? kInfinity : q.top_time();
+    if (top < qmin) {
+      q2 = qmin;
+      qmin = top;
+      qthread = t;
+    } else if (top < q2) {
+      q2 = top;
+    }
+  }
+  if (qmin == kInfinity || q2 == qmin) qthread = kNoThread;
+  mine[0] = static_cast<std::uint64_t>(qmin);
+  mine[1] = local_error ? 1 : 0;
+  mine[2] = qthread;
+  mine[3] = static_cast<std::uint64_t>(q2);
+  for (int r = 0; r < size_; ++r) {
+    SimTime m = kInfinity;
+    for (auto& ts : threads_) {
+      m = std::min(m, ts->to_proc_min[static_cast<std::size_t>(r)]);
+      ts->to_proc_min[static_cast<std::size_t>(r)] = kInfinity;
+    }
+    mine[kWireFixedWords + static_cast<std::size_t>(r)] = static_cast<std::uint64_t>(m);
   }
   any_error = local_error;
-  SimTime global_min = local_min;
   if (size_ > 1) {
     // Same tag for every window: MPI keeps the order of messages between a pair, and a process
     // sends its next window's message only after it received this one from everybody.
@@ -253,8 +324,7 @@ SimTime Simulator::exchange_remote_and_min(bool local_error, bool& any_error) {
         buf.insert(buf.end(), v.begin(), v.end());
         v.clear();
       }
-      buf[0] = static_cast<std::uint64_t>(local_min);
-      buf[1] = local_error ? 1 : 0;
+      std::copy(mine, mine + hw, buf.begin());
       send_req_.emplace_back();
       MPI_Isend(buf.data(), static_cast<int>(buf.size() * 8), MPI_BYTE, p, kTag, comm_, &send_req_.back());
       stats_.exchange_bytes += buf.size() * 8;
@@ -272,12 +342,13 @@ SimTime Simulator::exchange_remote_and_min(bool local_error, bool& any_error) {
       std::vector<std::uint64_t>& rb = recv_buf_[static_cast<std::size_t>(p)];
       rb.resize(static_cast<std::size_t>(bytes) / 8);
       MPI_Mrecv(rb.data(), bytes, MPI_BYTE, &msg, MPI_STATUS_IGNORE);
-      if (bytes % 8 != 0 || rb.size() < kWireHeaderWords) {
+      if (bytes % 8 != 0 || rb.size() < hw) {
         throw InternalError("malformed window-exchange message from process " + std::to_string(p));
       }
-      global_min = std::min(global_min, static_cast<SimTime>(rb[0]));
+      std::copy(rb.begin(), rb.begin() + static_cast<std::ptrdiff_t>(hw),
+                headers_.begin() + static_cast<std::ptrdiff_t>(static_cast<std::size_t>(p) * hw));
       any_error = any_error || rb[1] != 0;
-      unpack_remote(rb.data() + kWireHeaderWords, rb.size() - kWireHeaderWords, p);
+      unpack_remote(rb.data() + hw, rb.size() - hw, p);
     };
     while (!pending.empty()) {
       bool got = false;
@@ -305,9 +376,11 @@ SimTime Simulator::exchange_remote_and_min(bool local_error, bool& any_error) {
       std::this_thread::yield();
     }
     for (int p = 0; p < size_; ++p) {
-      if (p != rank_) threads_[0]->to_proc[static_cast<std::size_t>(p)].resize(kWireHeaderWords);
+      if (p != rank_) threads_[0]->to_proc[static_cast<std::size_t>(p)].resize(hw);
     }
   }
+  // Every process has the same headers here, so the same bounds.
+  const SimTime global_min = set_window_bounds(headers_.data(), end_time);
   stats_.sync_s += now_s() - t0;
   return global_min;
 }
@@ -319,6 +392,7 @@ void Simulator::run(SimTime end_time) {
   const std::uint32_t nthreads = placement_.threads;
   // init: sequential, in LP id order, each LP with its own thread's context.
   window_end_ = 0;
+  wide_proc_ = -1;
   for (LpId id = 0; id < lps_.size(); ++id) {
     if (placement_.proc[id] != rank_) continue;
     if (lps_[id] == nullptr) throw InternalError("local LP " + std::to_string(id) + " not registered");
@@ -359,10 +433,9 @@ void Simulator::run(SimTime end_time) {
       // Errors are collective: they travel with the exchange, so every process learns of them in
       // the same window, before any further MPI call.
       bool any_err = false;
-      const SimTime t_min = exchange_remote_and_min(local_err, any_err);
+      const SimTime t_min = exchange_remote_and_min(local_err, any_err, end_time);
       if (any_err) raise_collectively(errors);
       if (t_min == kInfinity || t_min >= end_time) break;
-      window_end_ = std::min(sat_add(t_min, lookahead_ps_), end_time);
       ++stats_.windows;
       sync.arrive_and_wait();
       guarded(0, [&] { process_window(0); });

@@ -14,6 +14,13 @@
 /// the receivers' queues will hold) and its error flag, so every process computes the same global
 /// minimum and learns of an error from the messages themselves; the events follow in a compact
 /// wire form (32-byte header + the payload up to its last non-zero 8-byte word).
+///
+/// Widened window: a unit (a process's thread) can only receive an event generated at or after
+/// the earliest next-event time of the other units, plus W. So when one unit alone holds the
+/// global minimum T and every other unit's next event (in-flight events counted at their
+/// destination process) is at m2 > T, that unit runs to min(m2, T + W) + W instead of T + W;
+/// the others run to T + W. The bound is the classic conservative one (Chandy-Misra-Bryant
+/// earliest input time with a uniform lookahead); results never depend on window bounds.
 #include <mpi.h>
 
 #include <cstdint>
@@ -152,9 +159,10 @@ class Simulator {
     EventQueue queue;
     std::vector<std::vector<Event>> to_thread;
     /// Per destination process: events in wire form (see pack_remote); thread 0's vector starts
-    /// with the message header (kWireHeaderWords).
+    /// with the message header (wire_header_words()).
     std::vector<std::vector<std::uint64_t>> to_proc;
-    SimTime to_proc_min = kInfinity;  ///< earliest time among the events in to_proc
+    std::vector<SimTime> to_proc_min;  ///< per destination process: earliest time in to_proc
+    SimTime window_end = 0;            ///< this thread's window end (see "Widened window")
     std::uint64_t events = 0;
     std::uint64_t remote = 0;
     std::uint64_t cross_thread = 0;
@@ -170,12 +178,19 @@ class Simulator {
   /// queues the received events and returns the global minimum next-event time (kInfinity when
   /// none). `local_error` goes out with the messages; `any_error` is set when any process had
   /// one (then the received events may be incomplete and the run must stop).
-  SimTime exchange_remote_and_min(bool local_error, bool& any_error);
+  SimTime exchange_remote_and_min(bool local_error, bool& any_error, SimTime end_time);
   /// Queues the events of one received message body (words after the header).
   /// @throws InternalError on a malformed message or an event for an LP of another process.
   void unpack_remote(const std::uint64_t* words, std::size_t n, int from);
-  /// Words of a message header: next-event time, error flag.
-  static constexpr std::size_t kWireHeaderWords = 2;
+  /// Words of a message header before the per-destination minima: queue minimum, error flag,
+  /// the thread holding the queue minimum alone (or kNoThread), the other threads' minimum.
+  static constexpr std::size_t kWireFixedWords = 4;
+  static constexpr std::uint64_t kNoThread = ~std::uint64_t{0};
+  /// Words of a message header: kWireFixedWords + one in-flight minimum per process.
+  std::size_t wire_header_words() const { return kWireFixedWords + static_cast<std::size_t>(size_); }
+  /// Sets every thread's window end from the gathered headers (rows of wire_header_words()
+  /// words, one per process) and returns the global minimum next-event time.
+  SimTime set_window_bounds(const std::uint64_t* headers, SimTime end_time);
   /// Words of an event's wire header: time, seq, dst | src << 32, kind | payload words << 32.
   static constexpr std::size_t kWireEventWords = 4;
   /// Collective: re-raises the lowest failing process's error on every process.
@@ -192,6 +207,11 @@ class Simulator {
   std::vector<std::uint16_t> owner_;  // per LP: thread index if local, else kNotLocal
   std::vector<std::unique_ptr<ThreadState>> threads_;
   std::vector<std::vector<std::uint64_t>> recv_buf_;  // per source process
+  std::vector<std::uint64_t> headers_;                // per process: its header words
+  // The unit with a widened window this window (process, thread), or wide_proc_ = -1.
+  std::int32_t wide_proc_ = -1;
+  std::uint32_t wide_thread_ = 0;
+  SimTime wide_end_ = 0;
   std::vector<MPI_Request> send_req_;
   EngineStats stats_;
   std::function<void(const ProgressInfo&)> progress_;
