@@ -238,7 +238,8 @@ SimTime Simulator::set_window_bounds(const std::uint64_t* headers, SimTime end_t
   const std::size_t hw = wire_header_words();
   const auto row = [&](int p) { return headers + static_cast<std::size_t>(p) * hw; };
   // in[r]: earliest event in flight to process r (its thread is not known here).
-  std::vector<SimTime> in(static_cast<std::size_t>(size_), kInfinity);
+  std::vector<SimTime>& in = in_min_;
+  in.assign(static_cast<std::size_t>(size_), kInfinity);
   SimTime global_min = kInfinity;
   for (int p = 0; p < size_; ++p) {
     global_min = std::min(global_min, static_cast<SimTime>(row(p)[0]));
@@ -331,8 +332,8 @@ SimTime Simulator::exchange_remote_and_min(bool local_error, bool& any_error, Si
       ++stats_.exchange_messages;
     }
     // Receive from every peer, in whatever order the messages arrive.
-    std::vector<int> pending;
-    pending.reserve(static_cast<std::size_t>(size_));
+    std::vector<int>& pending = pending_;
+    pending.clear();
     for (int p = 0; p < size_; ++p) {
       if (p != rank_) pending.push_back(p);
     }

@@ -208,6 +208,8 @@ class Simulator {
   std::vector<std::unique_ptr<ThreadState>> threads_;
   std::vector<std::vector<std::uint64_t>> recv_buf_;  // per source process
   std::vector<std::uint64_t> headers_;                // per process: its header words
+  std::vector<SimTime> in_min_;                       // per process: earliest event in flight to it
+  std::vector<int> pending_;                          // processes whose message is still awaited
   // The unit with a widened window this window (process, thread), or wide_proc_ = -1.
   std::int32_t wide_proc_ = -1;
   std::uint32_t wide_thread_ = 0;
