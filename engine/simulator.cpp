@@ -78,7 +78,7 @@ Simulator::Simulator(MPI_Comm comm, Placement placement, SimTime lookahead_ps)
     ts->to_proc.resize(static_cast<std::size_t>(size_));
     ts->to_proc_min.assign(static_cast<std::size_t>(size_), kInfinity);
     if (t == 0) {
-      for (auto& v : ts->to_proc) v.assign(wire_header_words(), 0);
+      for (auto& v : ts->to_proc) std::fill_n(v.grow(wire_header_words()), wire_header_words(), 0);
     }
     ts->ctx.sim_ = this;
     ts->ctx.queue_ = &ts->queue;
@@ -86,6 +86,7 @@ Simulator::Simulator(MPI_Comm comm, Placement placement, SimTime lookahead_ps)
     ts->ctx.owner_ = owner_.data();
     ts->ctx.num_lps_ = static_cast<LpId>(n);
     ts->ctx.thread_ = t;
+    queues_.push_back(&ts->queue);
     threads_.push_back(std::move(ts));
   }
   recv_buf_.resize(static_cast<std::size_t>(size_));
@@ -112,41 +113,50 @@ void Simulator::add_lp(LpId id, Lp* lp) {
   lps_[id] = lp;
 }
 
-void Simulator::route_out(std::uint32_t from_thread, const Event& ev) {
+void Simulator::route_out(std::uint32_t from_thread, LpId dst, SimTime time, std::uint32_t kind,
+                          LpId src, std::uint64_t seq, const void* payload, std::size_t bytes) {
   ThreadState& from = *threads_[from_thread];
-  const std::int32_t p = placement_.proc[ev.dst];
-  const std::uint16_t t = placement_.thread[ev.dst];
+  const std::int32_t p = placement_.proc[dst];
+  const std::uint16_t t = placement_.thread[dst];
   // The destination may already have run up to its own window end (wider for one unit).
   const SimTime dst_end = (p == wide_proc_ && t == wide_thread_) ? wide_end_ : window_end_;
-  if (ev.time < dst_end) {
-    throw InternalError("lookahead violated: event from LP " + std::to_string(ev.src) + " to LP " +
-                        std::to_string(ev.dst) + " at t=" + std::to_string(ev.time) +
+  if (time < dst_end) {
+    throw InternalError("lookahead violated: event from LP " + std::to_string(src) + " to LP " +
+                        std::to_string(dst) + " at t=" + std::to_string(time) +
                         " ps falls inside the destination's current window ending at " +
                         std::to_string(dst_end) + " ps");
   }
   if (p == rank_) {
-    from.to_thread[t].push_back(ev);
+    Event& ev = from.to_thread[t].emplace_back(NoInit{});
+    ev.time = time;
+    ev.dst = dst;
+    ev.src = src;
+    ev.seq = seq;
+    ev.kind = kind;
+    ev.reserved = 0;
+    if (bytes) std::memcpy(ev.payload.data(), payload, bytes);
+    if (bytes < kPayloadBytes) std::memset(ev.payload.data() + bytes, 0, kPayloadBytes - bytes);
     ++from.cross_thread;
-  } else {
-    // Wire form: four header words, then the payload up to its last non-zero word (PHOLD, timers
-    // and most control events carry none: 32 bytes on the wire instead of the 96 of an Event).
-    std::size_t words = kPayloadBytes / 8;
-    std::uint64_t pay[kPayloadBytes / 8];
-    std::memcpy(pay, ev.payload.data(), kPayloadBytes);
-    while (words > 0 && pay[words - 1] == 0) --words;
-    std::vector<std::uint64_t>& out = from.to_proc[static_cast<std::size_t>(p)];
-    const std::size_t at = out.size();
-    out.resize(at + kWireEventWords + words);
-    std::uint64_t* w = out.data() + at;
-    w[0] = static_cast<std::uint64_t>(ev.time);
-    w[1] = ev.seq;
-    w[2] = std::uint64_t{ev.dst} | (std::uint64_t{ev.src} << 32);
-    w[3] = std::uint64_t{ev.kind} | (std::uint64_t{words} << 32);
-    std::memcpy(w + kWireEventWords, pay, words * 8);
-    SimTime& m = from.to_proc_min[static_cast<std::size_t>(p)];
-    m = std::min(m, ev.time);
-    ++from.remote;
+    return;
   }
+  // Wire form: four header words, then the payload up to its last non-zero word (PHOLD, timers
+  // and most control events carry none: 32 bytes on the wire instead of the 96 of an Event).
+  std::uint64_t pay[kPayloadBytes / 8];
+  std::size_t words = (bytes + 7) / 8;
+  if (words != 0) {
+    pay[words - 1] = 0;
+    std::memcpy(pay, payload, bytes);
+    while (words > 0 && pay[words - 1] == 0) --words;
+  }
+  std::uint64_t* w = from.to_proc[static_cast<std::size_t>(p)].grow(kWireEventWords + words);
+  w[0] = static_cast<std::uint64_t>(time);
+  w[1] = seq;
+  w[2] = std::uint64_t{dst} | (std::uint64_t{src} << 32);
+  w[3] = std::uint64_t{kind} | (std::uint64_t{words} << 32);
+  if (words != 0) std::memcpy(w + kWireEventWords, pay, words * 8);
+  SimTime& m = from.to_proc_min[static_cast<std::size_t>(p)];
+  m = std::min(m, time);
+  ++from.remote;
 }
 
 namespace {
@@ -211,6 +221,7 @@ void Simulator::pull_thread_mail(std::uint32_t t) {
 }
 
 void Simulator::unpack_remote(const std::uint64_t* w, std::size_t n, int from) {
+  EventQueue* const* const queues = queues_.data();
   std::size_t i = 0;
   while (i < n) {
     if (n - i < kWireEventWords) break;
@@ -221,12 +232,12 @@ void Simulator::unpack_remote(const std::uint64_t* w, std::size_t n, int from) {
     const auto kind = static_cast<std::uint32_t>(w[i + 3]);
     const std::size_t words = static_cast<std::size_t>(w[i + 3] >> 32);
     if (words > kPayloadBytes / 8 || n - i - kWireEventWords < words) break;
-    if (dst >= lps_.size() || placement_.proc[dst] != rank_ || time > static_cast<std::uint64_t>(kMaxSimTime)) {
+    const std::uint16_t owner = dst < owner_.size() ? owner_[dst] : kNotLocal;
+    if (owner == kNotLocal || time > static_cast<std::uint64_t>(kMaxSimTime)) {
       throw InternalError("received an event for a non-local LP " + std::to_string(dst) +
                           " from process " + std::to_string(from));
     }
-    threads_[placement_.thread[dst]]->queue.push(static_cast<SimTime>(time), dst, src, seq, kind,
-                                                  w + i + kWireEventWords, words * 8);
+    queues[owner]->push(static_cast<SimTime>(time), dst, src, seq, kind, w + i + kWireEventWords, words * 8);
     i += kWireEventWords + words;
   }
   if (i != n) {
@@ -319,13 +330,13 @@ SimTime Simulator::exchange_remote_and_min(bool local_error, bool& any_error, Si
     send_req_.clear();
     for (int p = 0; p < size_; ++p) {
       if (p == rank_) continue;
-      std::vector<std::uint64_t>& buf = threads_[0]->to_proc[static_cast<std::size_t>(p)];
+      WireBuffer& buf = threads_[0]->to_proc[static_cast<std::size_t>(p)];
       for (std::size_t t = 1; t < threads_.size(); ++t) {
-        auto& v = threads_[t]->to_proc[static_cast<std::size_t>(p)];
-        buf.insert(buf.end(), v.begin(), v.end());
-        v.clear();
+        WireBuffer& v = threads_[t]->to_proc[static_cast<std::size_t>(p)];
+        buf.append(v);
+        v.truncate(0);
       }
-      std::copy(mine, mine + hw, buf.begin());
+      std::copy(mine, mine + hw, buf.data());
       send_req_.emplace_back();
       MPI_Isend(buf.data(), static_cast<int>(buf.size() * 8), MPI_BYTE, p, kTag, comm_, &send_req_.back());
       stats_.exchange_bytes += buf.size() * 8;
@@ -340,15 +351,16 @@ SimTime Simulator::exchange_remote_and_min(bool local_error, bool& any_error, Si
     auto receive = [&](int p, MPI_Message& msg, MPI_Status& st) {
       int bytes = 0;
       MPI_Get_count(&st, MPI_BYTE, &bytes);
-      std::vector<std::uint64_t>& rb = recv_buf_[static_cast<std::size_t>(p)];
-      rb.resize(static_cast<std::size_t>(bytes) / 8);
+      WireBuffer& rb = recv_buf_[static_cast<std::size_t>(p)];
+      rb.truncate(0);
+      rb.grow(static_cast<std::size_t>(bytes + 7) / 8);
       MPI_Mrecv(rb.data(), bytes, MPI_BYTE, &msg, MPI_STATUS_IGNORE);
       if (bytes % 8 != 0 || rb.size() < hw) {
         throw InternalError("malformed window-exchange message from process " + std::to_string(p));
       }
-      std::copy(rb.begin(), rb.begin() + static_cast<std::ptrdiff_t>(hw),
+      std::copy(rb.data(), rb.data() + hw,
                 headers_.begin() + static_cast<std::ptrdiff_t>(static_cast<std::size_t>(p) * hw));
-      any_error = any_error || rb[1] != 0;
+      any_error = any_error || rb.data()[1] != 0;
       unpack_remote(rb.data() + hw, rb.size() - hw, p);
     };
     while (!pending.empty()) {
@@ -377,7 +389,7 @@ SimTime Simulator::exchange_remote_and_min(bool local_error, bool& any_error, Si
       std::this_thread::yield();
     }
     for (int p = 0; p < size_; ++p) {
-      if (p != rank_) threads_[0]->to_proc[static_cast<std::size_t>(p)].resize(hw);
+      if (p != rank_) threads_[0]->to_proc[static_cast<std::size_t>(p)].truncate(hw);
     }
   }
   // Every process has the same headers here, so the same bounds.

@@ -155,12 +155,43 @@ class Simulator {
   friend class Context;
   /// owner_[lp] of an LP of another process.
   static constexpr std::uint16_t kNotLocal = 0xFFFF;
+  /// A growable array of 64-bit words that, unlike std::vector::resize, does not zero what it
+  /// adds (the exchange writes or receives every word it grows by).
+  class WireBuffer {
+   public:
+    std::uint64_t* data() { return data_.get(); }
+    const std::uint64_t* data() const { return data_.get(); }
+    std::size_t size() const { return size_; }
+    /// Appends n uninitialized words and returns a pointer to the first.
+    std::uint64_t* grow(std::size_t n) {
+      if (size_ + n > cap_) reserve(std::max(size_ + n, 2 * cap_));
+      std::uint64_t* w = data_.get() + size_;
+      size_ += n;
+      return w;
+    }
+    /// Drops words beyond n (n <= size()).
+    void truncate(std::size_t n) { size_ = n; }
+    void append(const WireBuffer& o) {
+      if (o.size_ != 0) std::memcpy(grow(o.size_), o.data(), o.size_ * 8);
+    }
+
+   private:
+    void reserve(std::size_t cap) {
+      auto d = std::make_unique_for_overwrite<std::uint64_t[]>(cap);
+      if (size_ != 0) std::memcpy(d.get(), data_.get(), size_ * 8);
+      data_ = std::move(d);
+      cap_ = cap;
+    }
+    std::unique_ptr<std::uint64_t[]> data_;
+    std::size_t size_ = 0;
+    std::size_t cap_ = 0;
+  };
   struct ThreadState {
     EventQueue queue;
     std::vector<std::vector<Event>> to_thread;
     /// Per destination process: events in wire form (see pack_remote); thread 0's vector starts
     /// with the message header (wire_header_words()).
-    std::vector<std::vector<std::uint64_t>> to_proc;
+    std::vector<WireBuffer> to_proc;
     std::vector<SimTime> to_proc_min;  ///< per destination process: earliest time in to_proc
     SimTime window_end = 0;            ///< this thread's window end (see "Widened window")
     std::uint64_t events = 0;
@@ -170,8 +201,10 @@ class Simulator {
     Context ctx;
   };
   /// Puts an event for an LP of another thread or process into the sender's outbox (after the
-  /// lookahead check).
-  void route_out(std::uint32_t from_thread, const Event& ev);
+  /// lookahead check): a whole Event for another thread, the wire form for another process.
+  /// The payload is `bytes` bytes at `payload`, then zeros.
+  void route_out(std::uint32_t from_thread, LpId dst, SimTime time, std::uint32_t kind, LpId src,
+                 std::uint64_t seq, const void* payload, std::size_t bytes);
   void process_window(std::uint32_t t);
   void pull_thread_mail(std::uint32_t t);
   /// Sends this process's outboxes and next-event time to every other process, receives theirs,
@@ -206,7 +239,8 @@ class Simulator {
   std::vector<std::uint64_t> seq_;
   std::vector<std::uint16_t> owner_;  // per LP: thread index if local, else kNotLocal
   std::vector<std::unique_ptr<ThreadState>> threads_;
-  std::vector<std::vector<std::uint64_t>> recv_buf_;  // per source process
+  std::vector<WireBuffer> recv_buf_;                  // per source process
+  std::vector<EventQueue*> queues_;                   // per thread: its queue
   std::vector<std::uint64_t> headers_;                // per process: its header words
   std::vector<SimTime> in_min_;                       // per process: earliest event in flight to it
   std::vector<int> pending_;                          // processes whose message is still awaited
@@ -234,16 +268,7 @@ inline void Context::dispatch(LpId dst, SimTime time, std::uint32_t kind, const 
     queue_->push(time, dst, self_, seq, kind, payload, bytes);
     return;
   }
-  Event ev{NoInit{}};
-  ev.time = time;
-  ev.dst = dst;
-  ev.src = self_;
-  ev.seq = seq;
-  ev.kind = kind;
-  ev.reserved = 0;
-  if (bytes) std::memcpy(ev.payload.data(), payload, bytes);
-  if (bytes < kPayloadBytes) std::memset(ev.payload.data() + bytes, 0, kPayloadBytes - bytes);
-  sim_->route_out(thread_, ev);
+  sim_->route_out(thread_, dst, time, kind, self_, seq, payload, bytes);
 }
 
 }  // namespace fabricsim::engine
