@@ -160,6 +160,12 @@ void Simulator::route_out(std::uint32_t from_thread, LpId dst, SimTime time, std
 }
 
 namespace {
+// Wall time the window exchange polls before each further poll also yields the core: a peer
+// a few microseconds behind is answered at once, a descheduled one gets the core back. Scaled
+// GPT-3 at 2 processes on the shared 2-core machine at load 4-5 (docs/benchmarks.md): yield at
+// once 32.6 s, spin ~20 us 20-33 s, ~200 us 23.6 s, 50 us 31 s (noisy; all far from the 122 s
+// of Open MPI's spinning collectives). On a quiet machine waits are short and never yield.
+constexpr double kSpinSeconds = 50e-6;
 constexpr std::size_t kPrefetchBody = 8;  // events ahead whose body is fetched
 constexpr std::size_t kPrefetchLp = 2;    // events ahead whose LP state is fetched
 constexpr std::size_t kPrefetchLpLines = 4;  // cache lines of that LP fetched (models keep their
@@ -363,6 +369,14 @@ SimTime Simulator::exchange_remote_and_min(bool local_error, bool& any_error, Si
       any_error = any_error || rb.data()[1] != 0;
       unpack_remote(rb.data() + hw, rb.size() - hw, p);
     };
+    // Waiting: poll for a while (a peer a few microseconds behind answers fastest that way),
+    // then poll and yield: Open MPI's blocking calls spin forever, which on an oversubscribed
+    // node takes the core from the very process being waited for.
+    const double wait_start = now_s();
+    std::uint32_t polls = 0;
+    const auto idle = [wait_start](std::uint32_t n) {
+      if ((n & 15) == 15 && now_s() - wait_start > kSpinSeconds) std::this_thread::yield();
+    };
     while (!pending.empty()) {
       bool got = false;
       for (std::size_t i = 0; i < pending.size();) {
@@ -378,15 +392,13 @@ SimTime Simulator::exchange_remote_and_min(bool local_error, bool& any_error, Si
           ++i;
         }
       }
-      // Poll and yield instead of a blocking probe: Open MPI's blocking calls spin, which on an
-      // oversubscribed node takes the core from the process being waited for.
-      if (!got) std::this_thread::yield();
+      if (!got) idle(polls++);
     }
     for (;;) {
       int done = 0;
       MPI_Testall(static_cast<int>(send_req_.size()), send_req_.data(), &done, MPI_STATUSES_IGNORE);
       if (done) break;
-      std::this_thread::yield();
+      idle(polls++);
     }
     for (int p = 0; p < size_; ++p) {
       if (p != rank_) threads_[0]->to_proc[static_cast<std::size_t>(p)].truncate(hw);
