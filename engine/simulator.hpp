@@ -3,17 +3,20 @@
 /// The PDES kernel: conservative synchronous windows across MPI processes and threads.
 ///
 /// Each MPI process owns a set of LPs, split among its threads (one writer per LP). A window is
-/// [T, T + W): T is the global minimum next-event time (MPI_Allreduce, so idle time is skipped)
-/// and W the lookahead, the minimum latency of the links cut by the partition (between processes
+/// [T, T + W): T is the global minimum next-event time (gathered by the window exchange, so idle
+/// time is skipped) and W the lookahead, the minimum latency of the links cut by the partition (between processes
 /// or threads). Inside a window each thread handles only its own LPs' events; events for other
 /// threads or processes go to outboxes and are exchanged at the window's end (DESIGN.md §2).
 ///
 /// Window exchange between processes (issue 7): one point-to-point message per ordered pair of
-/// processes and window, no collective call. The message starts with the sender's next-event
-/// time (the minimum over its queues and over the events it is sending, which is exactly what
-/// the receivers' queues will hold) and its error flag, so every process computes the same global
-/// minimum and learns of an error from the messages themselves; the events follow in a compact
-/// wire form (32-byte header + the payload up to its last non-zero 8-byte word).
+/// processes and window, no collective call (was MPI_Alltoall + MPI_Alltoallv + two
+/// MPI_Allreduce). The message header carries the sender's queue minimum (and which of its
+/// threads holds it alone, and the other threads' minimum), its error flag, and the earliest
+/// event it is sending to each process; the global minimum is the minimum over all of these
+/// (events in flight count, so no second round is needed after the exchange), and every process
+/// computes it, and learns of any error, from the same headers. The events follow in a compact
+/// wire form (32-byte header + the payload up to its last non-zero 8-byte word). Waits poll for
+/// 50 us, then poll and yield.
 ///
 /// Widened window: a unit (a process's thread) can only receive an event generated at or after
 /// the earliest next-event time of the other units, plus W. So when one unit alone holds the
