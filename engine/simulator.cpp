@@ -4,6 +4,7 @@
 #include <atomic>
 #include <barrier>
 #include <chrono>
+#include <limits>
 #include <string>
 #include <thread>
 
@@ -243,7 +244,8 @@ void Simulator::unpack_remote(const std::uint64_t* w, std::size_t n, int from) {
       throw InternalError("received an event for a non-local LP " + std::to_string(dst) +
                           " from process " + std::to_string(from));
     }
-    queues[owner]->push(static_cast<SimTime>(time), dst, src, seq, kind, w + i + kWireEventWords, words * 8);
+    queues[owner]->push(static_cast<SimTime>(time), dst, src, seq, kind, w + i + kWireEventWords,
+                        words * 8);
     i += kWireEventWords + words;
   }
   if (i != n) {
@@ -287,7 +289,8 @@ SimTime Simulator::set_window_bounds(const std::uint64_t* headers, SimTime end_t
     if (m2 > global_min) {
       wide_proc_ = holder;
       wide_thread_ = static_cast<std::uint32_t>(row(holder)[2]);
-      wide_end_ = std::min(sat_add(std::min(m2, sat_add(global_min, lookahead_ps_)), lookahead_ps_), end_time);
+      const SimTime reach = std::min(m2, sat_add(global_min, lookahead_ps_));
+      wide_end_ = std::min(sat_add(reach, lookahead_ps_), end_time);
     }
   }
   for (std::uint32_t t = 0; t < threads_.size(); ++t) {
@@ -343,8 +346,13 @@ SimTime Simulator::exchange_remote_and_min(bool local_error, bool& any_error, Si
         v.truncate(0);
       }
       std::copy(mine, mine + hw, buf.data());
+      if (buf.size() > static_cast<std::size_t>(std::numeric_limits<int>::max()) / 8) {
+        throw InternalError("window exchange: more than 2 GiB of events for process " +
+                            std::to_string(p) + " in one window");
+      }
       send_req_.emplace_back();
-      MPI_Isend(buf.data(), static_cast<int>(buf.size() * 8), MPI_BYTE, p, kTag, comm_, &send_req_.back());
+      MPI_Isend(buf.data(), static_cast<int>(buf.size() * 8), MPI_BYTE, p, kTag, comm_,
+                &send_req_.back());
       stats_.exchange_bytes += buf.size() * 8;
       ++stats_.exchange_messages;
     }

@@ -4,9 +4,10 @@
 ///
 /// Each MPI process owns a set of LPs, split among its threads (one writer per LP). A window is
 /// [T, T + W): T is the global minimum next-event time (gathered by the window exchange, so idle
-/// time is skipped) and W the lookahead, the minimum latency of the links cut by the partition (between processes
-/// or threads). Inside a window each thread handles only its own LPs' events; events for other
-/// threads or processes go to outboxes and are exchanged at the window's end (DESIGN.md §2).
+/// time is skipped) and W the lookahead, the minimum latency of the links cut by the partition
+/// (between processes or threads). Inside a window each thread handles only its own LPs'
+/// events; events for other threads or processes go to outboxes and are exchanged at the
+/// window's end (DESIGN.md §2).
 ///
 /// Window exchange between processes (issue 7): one point-to-point message per ordered pair of
 /// processes and window, no collective call (was MPI_Alltoall + MPI_Alltoallv + two
@@ -192,7 +193,7 @@ class Simulator {
   struct ThreadState {
     EventQueue queue;
     std::vector<std::vector<Event>> to_thread;
-    /// Per destination process: events in wire form (see pack_remote); thread 0's vector starts
+    /// Per destination process: events in wire form (see route_out); thread 0's vector starts
     /// with the message header (wire_header_words()).
     std::vector<WireBuffer> to_proc;
     std::vector<SimTime> to_proc_min;  ///< per destination process: earliest time in to_proc
@@ -223,7 +224,9 @@ class Simulator {
   static constexpr std::size_t kWireFixedWords = 4;
   static constexpr std::uint64_t kNoThread = ~std::uint64_t{0};
   /// Words of a message header: kWireFixedWords + one in-flight minimum per process.
-  std::size_t wire_header_words() const { return kWireFixedWords + static_cast<std::size_t>(size_); }
+  std::size_t wire_header_words() const {
+    return kWireFixedWords + static_cast<std::size_t>(size_);
+  }
   /// Sets every thread's window end from the gathered headers (rows of wire_header_words()
   /// words, one per process) and returns the global minimum next-event time.
   SimTime set_window_bounds(const std::uint64_t* headers, SimTime end_time);
