@@ -77,9 +77,8 @@ Simulator::Simulator(MPI_Comm comm, Placement placement, SimTime lookahead_ps)
     ts->queue.set_bucket_width_log2(width_log2);
     ts->to_thread.resize(placement_.threads);
     ts->to_proc.resize(static_cast<std::size_t>(size_));
-    ts->to_proc_min.assign(static_cast<std::size_t>(size_), kInfinity);
     if (t == 0) {
-      for (auto& v : ts->to_proc) std::fill_n(v.grow(wire_header_words()), wire_header_words(), 0);
+      for (auto& v : ts->to_proc) std::fill_n(v.grow(kWireHeaderWords), kWireHeaderWords, 0);
     }
     ts->ctx.sim_ = this;
     ts->ctx.queue_ = &ts->queue;
@@ -91,7 +90,7 @@ Simulator::Simulator(MPI_Comm comm, Placement placement, SimTime lookahead_ps)
     threads_.push_back(std::move(ts));
   }
   recv_buf_.resize(static_cast<std::size_t>(size_));
-  headers_.assign(static_cast<std::size_t>(size_) * wire_header_words(), 0);
+  headers_.assign(static_cast<std::size_t>(size_) * kWireHeaderWords, 0);
   send_req_.reserve(static_cast<std::size_t>(size_));
   stats_.processes = static_cast<std::uint32_t>(size_);
   stats_.threads = placement_.threads;
@@ -155,8 +154,7 @@ void Simulator::route_out(std::uint32_t from_thread, LpId dst, SimTime time, std
   w[2] = std::uint64_t{dst} | (std::uint64_t{src} << 32);
   w[3] = std::uint64_t{kind} | (std::uint64_t{words} << 32);
   if (words != 0) std::memcpy(w + kWireEventWords, pay, words * 8);
-  SimTime& m = from.to_proc_min[static_cast<std::size_t>(p)];
-  m = std::min(m, time);
+  from.to_proc_min = std::min(from.to_proc_min, time);
   ++from.remote;
 }
 
@@ -254,20 +252,15 @@ void Simulator::unpack_remote(const std::uint64_t* w, std::size_t n, int from) {
 }
 
 SimTime Simulator::set_window_bounds(const std::uint64_t* headers, SimTime end_time) {
-  const std::size_t hw = wire_header_words();
-  const auto row = [&](int p) { return headers + static_cast<std::size_t>(p) * hw; };
-  // in[r]: earliest event in flight to process r (its thread is not known here).
-  std::vector<SimTime>& in = in_min_;
-  in.assign(static_cast<std::size_t>(size_), kInfinity);
+  const auto row = [&](int p) { return headers + static_cast<std::size_t>(p) * kWireHeaderWords; };
+  // The earliest event in flight anywhere; it may be for any unit, the holder's included.
+  SimTime in_flight = kInfinity;
   SimTime global_min = kInfinity;
   for (int p = 0; p < size_; ++p) {
     global_min = std::min(global_min, static_cast<SimTime>(row(p)[0]));
-    for (int r = 0; r < size_; ++r) {
-      const auto m = static_cast<SimTime>(row(p)[kWireFixedWords + static_cast<std::size_t>(r)]);
-      in[static_cast<std::size_t>(r)] = std::min(in[static_cast<std::size_t>(r)], m);
-      global_min = std::min(global_min, m);
-    }
+    in_flight = std::min(in_flight, static_cast<SimTime>(row(p)[4]));
   }
+  global_min = std::min(global_min, in_flight);
   window_end_ = std::min(sat_add(global_min, lookahead_ps_), end_time);
   wide_proc_ = -1;
   wide_end_ = window_end_;
@@ -279,11 +272,10 @@ SimTime Simulator::set_window_bounds(const std::uint64_t* headers, SimTime end_t
     holder = holder == -1 ? p : -2;
   }
   if (holder >= 0 && row(holder)[2] != kNoThread && lookahead_ps_ != kInfinity) {
-    // m2: a lower bound on the next event of every other unit (in-flight events count as
-    // possibly anywhere in their destination process, the holder's thread included).
-    SimTime m2 = static_cast<SimTime>(row(holder)[3]);
+    // m2: a lower bound on the next event of every other unit (an event in flight counts as
+    // possibly any unit's, the holder's included).
+    SimTime m2 = std::min(static_cast<SimTime>(row(holder)[3]), in_flight);
     for (int r = 0; r < size_; ++r) {
-      m2 = std::min(m2, in[static_cast<std::size_t>(r)]);
       if (r != holder) m2 = std::min(m2, static_cast<SimTime>(row(r)[0]));
     }
     if (m2 > global_min) {
@@ -301,9 +293,9 @@ SimTime Simulator::set_window_bounds(const std::uint64_t* headers, SimTime end_t
 
 SimTime Simulator::exchange_remote_and_min(bool local_error, bool& any_error, SimTime end_time) {
   const double t0 = now_s();
-  const std::size_t hw = wire_header_words();
+  const std::size_t hw = kWireHeaderWords;
   // This process's header: queue minimum, error, the thread alone at that minimum, the other
-  // threads' minimum, and the earliest event it is sending to each process.
+  // threads' minimum, and the earliest event it is sending (to any process).
   std::uint64_t* mine = headers_.data() + static_cast<std::size_t>(rank_) * hw;
   SimTime qmin = kInfinity, q2 = kInfinity;
   std::uint64_t qthread = kNoThread;
@@ -323,14 +315,12 @@ SimTime Simulator::exchange_remote_and_min(bool local_error, bool& any_error, Si
   mine[1] = local_error ? 1 : 0;
   mine[2] = qthread;
   mine[3] = static_cast<std::uint64_t>(q2);
-  for (int r = 0; r < size_; ++r) {
-    SimTime m = kInfinity;
-    for (auto& ts : threads_) {
-      m = std::min(m, ts->to_proc_min[static_cast<std::size_t>(r)]);
-      ts->to_proc_min[static_cast<std::size_t>(r)] = kInfinity;
-    }
-    mine[kWireFixedWords + static_cast<std::size_t>(r)] = static_cast<std::uint64_t>(m);
+  SimTime out_min = kInfinity;
+  for (auto& ts : threads_) {
+    out_min = std::min(out_min, ts->to_proc_min);
+    ts->to_proc_min = kInfinity;
   }
+  mine[4] = static_cast<std::uint64_t>(out_min);
   any_error = local_error;
   if (size_ > 1) {
     // Same tag for every window: MPI keeps the order of messages between a pair, and a process

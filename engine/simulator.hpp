@@ -13,7 +13,7 @@
 /// processes and window, no collective call (was MPI_Alltoall + MPI_Alltoallv + two
 /// MPI_Allreduce). The message header carries the sender's queue minimum (and which of its
 /// threads holds it alone, and the other threads' minimum), its error flag, and the earliest
-/// event it is sending to each process; the global minimum is the minimum over all of these
+/// event it is sending; the global minimum is the minimum over all of these
 /// (events in flight count, so no second round is needed after the exchange), and every process
 /// computes it, and learns of any error, from the same headers. The events follow in a compact
 /// wire form (32-byte header + the payload up to its last non-zero 8-byte word). Waits poll for
@@ -21,8 +21,8 @@
 ///
 /// Widened window: a unit (a process's thread) can only receive an event generated at or after
 /// the earliest next-event time of the other units, plus W. So when one unit alone holds the
-/// global minimum T and every other unit's next event (in-flight events counted at their
-/// destination process) is at m2 > T, that unit runs to min(m2, T + W) + W instead of T + W;
+/// global minimum T and every other unit's next event (any event in flight counted as
+/// possibly its) is at m2 > T, that unit runs to min(m2, T + W) + W instead of T + W;
 /// the others run to T + W. The bound is the classic conservative one (Chandy-Misra-Bryant
 /// earliest input time with a uniform lookahead); results never depend on window bounds.
 #include <mpi.h>
@@ -194,9 +194,9 @@ class Simulator {
     EventQueue queue;
     std::vector<std::vector<Event>> to_thread;
     /// Per destination process: events in wire form (see route_out); thread 0's vector starts
-    /// with the message header (wire_header_words()).
+    /// with the message header (kWireHeaderWords).
     std::vector<WireBuffer> to_proc;
-    std::vector<SimTime> to_proc_min;  ///< per destination process: earliest time in to_proc
+    SimTime to_proc_min = kInfinity;  ///< earliest time among the events in to_proc
     SimTime window_end = 0;            ///< this thread's window end (see "Widened window")
     std::uint64_t events = 0;
     std::uint64_t remote = 0;
@@ -219,15 +219,11 @@ class Simulator {
   /// Queues the events of one received message body (words after the header).
   /// @throws InternalError on a malformed message or an event for an LP of another process.
   void unpack_remote(const std::uint64_t* words, std::size_t n, int from);
-  /// Words of a message header before the per-destination minima: queue minimum, error flag,
-  /// the thread holding the queue minimum alone (or kNoThread), the other threads' minimum.
-  static constexpr std::size_t kWireFixedWords = 4;
+  /// Words of a message header: queue minimum, error flag, the thread holding the queue minimum
+  /// alone (or kNoThread), the other threads' minimum, the earliest event being sent.
+  static constexpr std::size_t kWireHeaderWords = 5;
   static constexpr std::uint64_t kNoThread = ~std::uint64_t{0};
-  /// Words of a message header: kWireFixedWords + one in-flight minimum per process.
-  std::size_t wire_header_words() const {
-    return kWireFixedWords + static_cast<std::size_t>(size_);
-  }
-  /// Sets every thread's window end from the gathered headers (rows of wire_header_words()
+  /// Sets every thread's window end from the gathered headers (rows of kWireHeaderWords
   /// words, one per process) and returns the global minimum next-event time.
   SimTime set_window_bounds(const std::uint64_t* headers, SimTime end_time);
   /// Words of an event's wire header: time, seq, dst | src << 32, kind | payload words << 32.
@@ -248,7 +244,6 @@ class Simulator {
   std::vector<WireBuffer> recv_buf_;                  // per source process
   std::vector<EventQueue*> queues_;                   // per thread: its queue
   std::vector<std::uint64_t> headers_;                // per process: its header words
-  std::vector<SimTime> in_min_;                       // per process: earliest event in flight to it
   std::vector<int> pending_;                          // processes whose message is still awaited
   // The unit with a widened window this window (process, thread), or wide_proc_ = -1.
   std::int32_t wide_proc_ = -1;
