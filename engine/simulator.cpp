@@ -372,8 +372,10 @@ SimTime Simulator::exchange_remote_and_min(bool local_error, bool& any_error, Si
     // node takes the core from the very process being waited for.
     const double wait_start = now_s();
     std::uint32_t polls = 0;
-    const auto idle = [wait_start](std::uint32_t n) {
-      if ((n & 15) == 15 && now_s() - wait_start > kSpinSeconds) std::this_thread::yield();
+    bool yielding = false;  // past the spin phase: yield after every poll
+    const auto idle = [wait_start, &yielding](std::uint32_t n) {
+      if (!yielding && (n & 15) == 15) yielding = now_s() - wait_start > kSpinSeconds;
+      if (yielding) std::this_thread::yield();
     };
     while (!pending.empty()) {
       bool got = false;
