@@ -195,6 +195,9 @@ int run(int argc, char** argv, int rank, int nprocs) {
                    {"max_buffer_bytes", f.max_buffer_bytes}};
     j["wall_s"] = st.wall_s;
     j["sync_s"] = st.sync_s;
+    j["remote_events"] = st.remote_events;
+    j["exchange_bytes"] = st.exchange_bytes;
+    j["exchange_messages"] = st.exchange_messages;
     j["windows"] = st.windows;
     j["lookahead_ps"] = st.lookahead_ps;
     j["simulated_time_ps"] = res.meta.simulated_time_ps;

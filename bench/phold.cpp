@@ -90,6 +90,8 @@ int run(int argc, char** argv, int rank) {
     j["remote_events"] = r.stats.remote_events;
     j["thread_events"] = r.stats.thread_events;
     j["sync_s"] = r.stats.sync_s;
+    j["exchange_bytes"] = r.stats.exchange_bytes;
+    j["exchange_messages"] = r.stats.exchange_messages;
     j["last_event_ps"] = r.stats.end_time_ps;
     j["peak_rss_kb"] = peak_rss;
     char hex[19];
@@ -98,11 +100,14 @@ int run(int argc, char** argv, int rank) {
     std::printf(
         "phold: lps=%u population=%u remote=%.3f processes=%u threads=%u\n"
         "  events=%llu wall=%.3f s events/s=%.4g windows=%llu remote_events=%llu sync=%.3f s\n"
+        "  exchange: %llu messages, %llu bytes\n"
         "  peak_rss=%ld KiB checksum=%s\n",
         cfg.lps, cfg.population, cfg.remote_fraction, r.stats.processes, r.stats.threads,
         static_cast<unsigned long long>(r.events), r.stats.wall_s, r.stats.events_per_s(),
         static_cast<unsigned long long>(r.stats.windows),
-        static_cast<unsigned long long>(r.stats.remote_events), r.stats.sync_s, peak_rss, hex);
+        static_cast<unsigned long long>(r.stats.remote_events), r.stats.sync_s,
+        static_cast<unsigned long long>(r.stats.exchange_messages),
+        static_cast<unsigned long long>(r.stats.exchange_bytes), peak_rss, hex);
     if (const int rc = fabricsim::bench::write_json(json_path, j); rc != 0) return rc;
   }
   return 0;

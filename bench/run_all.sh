@@ -20,11 +20,15 @@ CL="$BUILD/bench/bench_cluster"
 PH_ARGS=()
 PERM_ARGS=(--hosts 128 --bytes 4MiB)
 AR_ARGS=(--gpus 1024 --bytes 64MiB)
+# GPT-3 175B scaled to 8 layers x 2 micro-batches per pipeline at 128 GPUs (TP 8, PP 8, DP 2):
+# ~93 M events, ~160 k windows of 500 ns at 2 processes, so it measures the window exchange.
+G3S_ARGS=(--scenario gpt3 --gpus 128 --set workload.generator.layers=8 --set workload.generator.global_batch=4)
 if [ "${QUICK:-0}" = 1 ]; then
   PH_ARGS=(--end-time 5us)
   PERM_ARGS=(--hosts 16 --bytes 256KiB)
   INCAST_BYTES=256KiB
   AR_ARGS=(--gpus 64 --bytes 4MiB)
+  G3S_ARGS=(--scenario gpt3 --gpus 128 --set workload.generator.layers=8 --set workload.generator.global_batch=2)
   export FLOW_GPUS=64
   MEM_GPUS=128
   MEGA_AR_GPUS=1024
@@ -37,6 +41,9 @@ rss phold_p2_t1 mpiexec -n 2 "$PH" "${PH_ARGS[@]}" --json "$OUT/phold_p2_t1.json
 echo "== packet permutation, 128 hosts"
 rss perm_p1 "$CL" --scenario permutation "${PERM_ARGS[@]}" --json "$OUT/perm_p1.json"
 rss perm_p2 mpiexec -n 2 "$CL" --scenario permutation "${PERM_ARGS[@]}" --json "$OUT/perm_p2.json"
+echo "== GPT-3 175B scaled (8 layers), 128 GPUs, packet level: 1 vs 2 processes (window-bound)"
+rss gpt3s_p1 "$CL" "${G3S_ARGS[@]}" --json "$OUT/gpt3s_p1.json"
+rss gpt3s_p2 mpiexec -n 2 "$CL" "${G3S_ARGS[@]}" --json "$OUT/gpt3s_p2.json"
 echo "== packet incast, 32 -> 1 (PFC + ECN + DCQCN)"
 rss incast_p1 "$CL" --scenario incast --hosts 33 --bytes "${INCAST_BYTES:-4MiB}" --json "$OUT/incast_p1.json"
 echo "== memory per in-flight packet: the same lossless-by-size incast (no PFC, no CC, 1 GiB buffers)"
@@ -91,8 +98,16 @@ def eff(a, b, n):
     if a in r and b in r:
         s["efficiency"][f"{b} vs {a}"] = round(r[a]["wall_s"] / (n * r[b]["wall_s"]), 3)
 same("phold_p1_t1", "phold_p1_t2", "checksum"); same("phold_p1_t1", "phold_p2_t1", "checksum")
-same("perm_p1", "perm_p2", "digest")
+same("perm_p1", "perm_p2", "digest"); same("gpt3s_p1", "gpt3s_p2", "digest")
 eff("phold_p1_t1", "phold_p1_t2", 2); eff("phold_p1_t1", "phold_p2_t1", 2); eff("perm_p1", "perm_p2", 2)
+eff("gpt3s_p1", "gpt3s_p2", 2)
+# Load-independent evidence of the synchronization cost: windows, exchange traffic and the
+# time in the exchange per window (it includes waiting for the slower process).
+s["exchange"] = {k: {"windows": v["windows"], "sync_s": v["sync_s"],
+                     "sync_us_per_window": round(1e6 * v["sync_s"] / v["windows"], 2) if v["windows"] else None,
+                     "remote_events": v.get("remote_events"), "exchange_messages": v.get("exchange_messages"),
+                     "exchange_bytes": v.get("exchange_bytes")}
+                 for k, v in r.items() if v.get("processes", 1) > 1 and "windows" in v}
 for k, v in r.items():
     t = os.path.join(out, k + ".time")
     if os.path.exists(t):

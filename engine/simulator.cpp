@@ -4,6 +4,7 @@
 #include <atomic>
 #include <barrier>
 #include <chrono>
+#include <limits>
 #include <string>
 #include <thread>
 
@@ -76,14 +77,21 @@ Simulator::Simulator(MPI_Comm comm, Placement placement, SimTime lookahead_ps)
     ts->queue.set_bucket_width_log2(width_log2);
     ts->to_thread.resize(placement_.threads);
     ts->to_proc.resize(static_cast<std::size_t>(size_));
+    if (t == 0) {
+      for (auto& v : ts->to_proc) std::fill_n(v.grow(kWireHeaderWords), kWireHeaderWords, 0);
+    }
     ts->ctx.sim_ = this;
     ts->ctx.queue_ = &ts->queue;
     ts->ctx.seq_ = seq_.data();
     ts->ctx.owner_ = owner_.data();
     ts->ctx.num_lps_ = static_cast<LpId>(n);
     ts->ctx.thread_ = t;
+    queues_.push_back(&ts->queue);
     threads_.push_back(std::move(ts));
   }
+  recv_buf_.resize(static_cast<std::size_t>(size_));
+  headers_.assign(static_cast<std::size_t>(size_) * kWireHeaderWords, 0);
+  send_req_.reserve(static_cast<std::size_t>(size_));
   stats_.processes = static_cast<std::uint32_t>(size_);
   stats_.threads = placement_.threads;
   stats_.lookahead_ps = lookahead_ps_;
@@ -105,26 +113,58 @@ void Simulator::add_lp(LpId id, Lp* lp) {
   lps_[id] = lp;
 }
 
-void Simulator::route_out(std::uint32_t from_thread, const Event& ev) {
+void Simulator::route_out(std::uint32_t from_thread, LpId dst, SimTime time, std::uint32_t kind,
+                          LpId src, std::uint64_t seq, const void* payload, std::size_t bytes) {
   ThreadState& from = *threads_[from_thread];
-  const std::int32_t p = placement_.proc[ev.dst];
-  const std::uint16_t t = placement_.thread[ev.dst];
-  if (ev.time < window_end_) {
-    throw InternalError("lookahead violated: event from LP " + std::to_string(ev.src) + " to LP " +
-                        std::to_string(ev.dst) + " at t=" + std::to_string(ev.time) +
-                        " ps falls inside the current window ending at " +
-                        std::to_string(window_end_) + " ps");
+  const std::int32_t p = placement_.proc[dst];
+  const std::uint16_t t = placement_.thread[dst];
+  // The destination may already have run up to its own window end (wider for one unit).
+  const SimTime dst_end = (p == wide_proc_ && t == wide_thread_) ? wide_end_ : window_end_;
+  if (time < dst_end) {
+    throw InternalError("lookahead violated: event from LP " + std::to_string(src) + " to LP " +
+                        std::to_string(dst) + " at t=" + std::to_string(time) +
+                        " ps falls inside the destination's current window ending at " +
+                        std::to_string(dst_end) + " ps");
   }
   if (p == rank_) {
-    from.to_thread[t].push_back(ev);
+    Event& ev = from.to_thread[t].emplace_back(NoInit{});
+    ev.time = time;
+    ev.dst = dst;
+    ev.src = src;
+    ev.seq = seq;
+    ev.kind = kind;
+    ev.reserved = 0;
+    if (bytes) std::memcpy(ev.payload.data(), payload, bytes);
+    if (bytes < kPayloadBytes) std::memset(ev.payload.data() + bytes, 0, kPayloadBytes - bytes);
     ++from.cross_thread;
-  } else {
-    from.to_proc[static_cast<std::size_t>(p)].push_back(ev);
-    ++from.remote;
+    return;
   }
+  // Wire form: four header words, then the payload up to its last non-zero word (PHOLD, timers
+  // and most control events carry none: 32 bytes on the wire instead of the 96 of an Event).
+  std::uint64_t pay[kPayloadBytes / 8];
+  std::size_t words = (bytes + 7) / 8;
+  if (words != 0) {
+    pay[words - 1] = 0;
+    std::memcpy(pay, payload, bytes);
+    while (words > 0 && pay[words - 1] == 0) --words;
+  }
+  std::uint64_t* w = from.to_proc[static_cast<std::size_t>(p)].grow(kWireEventWords + words);
+  w[0] = static_cast<std::uint64_t>(time);
+  w[1] = seq;
+  w[2] = std::uint64_t{dst} | (std::uint64_t{src} << 32);
+  w[3] = std::uint64_t{kind} | (std::uint64_t{words} << 32);
+  if (words != 0) std::memcpy(w + kWireEventWords, pay, words * 8);
+  from.to_proc_min = std::min(from.to_proc_min, time);
+  ++from.remote;
 }
 
 namespace {
+// Wall time the window exchange polls before each further poll also yields the core: a peer
+// a few microseconds behind is answered at once, a descheduled one gets the core back. Scaled
+// GPT-3 at 2 processes on the shared 2-core machine at load 4-5 (docs/benchmarks.md): yield at
+// once 32.6 s, spin ~20 us 20-33 s, ~200 us 23.6 s, 50 us 31 s (noisy; all far from the 122 s
+// of Open MPI's spinning collectives). On a quiet machine waits are short and never yield.
+constexpr double kSpinSeconds = 50e-6;
 constexpr std::size_t kPrefetchBody = 8;  // events ahead whose body is fetched
 constexpr std::size_t kPrefetchLp = 2;    // events ahead whose LP state is fetched
 constexpr std::size_t kPrefetchLpLines = 4;  // cache lines of that LP fetched (models keep their
@@ -141,7 +181,8 @@ void Simulator::process_window(std::uint32_t t) {
   // The queue writes each event whole into this buffer; the handler reads it there. Pushes made
   // by the handler never touch it.
   Event ev{NoInit{}};
-  while (q.pop_before(window_end_, ev)) {
+  const SimTime window_end = ts.window_end;
+  while (q.pop_before(window_end, ev)) {
     // Payload lines and LP states are scattered in memory: fetch the payload kPrefetchBody
     // events ahead and the LP kPrefetchLp ahead while this one is handled (the records of the
     // current bucket are contiguous and already sorted).
@@ -184,54 +225,187 @@ void Simulator::pull_thread_mail(std::uint32_t t) {
   }
 }
 
-SimTime Simulator::exchange_remote_and_min() {
+void Simulator::unpack_remote(const std::uint64_t* w, std::size_t n, int from) {
+  EventQueue* const* const queues = queues_.data();
+  std::size_t i = 0;
+  while (i < n) {
+    if (n - i < kWireEventWords) break;
+    const std::uint64_t time = w[i];
+    const std::uint64_t seq = w[i + 1];
+    const LpId dst = static_cast<LpId>(w[i + 2]);
+    const LpId src = static_cast<LpId>(w[i + 2] >> 32);
+    const auto kind = static_cast<std::uint32_t>(w[i + 3]);
+    const std::size_t words = static_cast<std::size_t>(w[i + 3] >> 32);
+    if (words > kPayloadBytes / 8 || n - i - kWireEventWords < words) break;
+    const std::uint16_t owner = dst < owner_.size() ? owner_[dst] : kNotLocal;
+    if (owner == kNotLocal || time > static_cast<std::uint64_t>(kMaxSimTime)) {
+      throw InternalError("received an event for a non-local LP " + std::to_string(dst) +
+                          " from process " + std::to_string(from));
+    }
+    queues[owner]->push(static_cast<SimTime>(time), dst, src, seq, kind, w + i + kWireEventWords,
+                        words * 8);
+    i += kWireEventWords + words;
+  }
+  if (i != n) {
+    throw InternalError("malformed window-exchange message from process " + std::to_string(from));
+  }
+}
+
+SimTime Simulator::set_window_bounds(const std::uint64_t* headers, SimTime end_time) {
+  const auto row = [&](int p) { return headers + static_cast<std::size_t>(p) * kWireHeaderWords; };
+  // The earliest event in flight anywhere; it may be for any unit, the holder's included.
+  SimTime in_flight = kInfinity;
+  SimTime global_min = kInfinity;
+  for (int p = 0; p < size_; ++p) {
+    global_min = std::min(global_min, static_cast<SimTime>(row(p)[0]));
+    in_flight = std::min(in_flight, static_cast<SimTime>(row(p)[4]));
+  }
+  global_min = std::min(global_min, in_flight);
+  window_end_ = std::min(sat_add(global_min, lookahead_ps_), end_time);
+  wide_proc_ = -1;
+  wide_end_ = window_end_;
+  // The unit holding the minimum alone: exactly one process with its queue minimum at the global
+  // minimum, one thread of it there, and no event in flight to anybody at that time.
+  int holder = -1;
+  for (int p = 0; p < size_; ++p) {
+    if (static_cast<SimTime>(row(p)[0]) != global_min) continue;
+    holder = holder == -1 ? p : -2;
+  }
+  if (holder >= 0 && row(holder)[2] != kNoThread && lookahead_ps_ != kInfinity) {
+    // m2: a lower bound on the next event of every other unit (an event in flight counts as
+    // possibly any unit's, the holder's included).
+    SimTime m2 = std::min(static_cast<SimTime>(row(holder)[3]), in_flight);
+    for (int r = 0; r < size_; ++r) {
+      if (r != holder) m2 = std::min(m2, static_cast<SimTime>(row(r)[0]));
+    }
+    if (m2 > global_min) {
+      wide_proc_ = holder;
+      wide_thread_ = static_cast<std::uint32_t>(row(holder)[2]);
+      const SimTime reach = std::min(m2, sat_add(global_min, lookahead_ps_));
+      wide_end_ = std::min(sat_add(reach, lookahead_ps_), end_time);
+    }
+  }
+  for (std::uint32_t t = 0; t < threads_.size(); ++t) {
+    threads_[t]->window_end = (rank_ == wide_proc_ && t == wide_thread_) ? wide_end_ : window_end_;
+  }
+  return global_min;
+}
+
+SimTime Simulator::exchange_remote_and_min(bool local_error, bool& any_error, SimTime end_time) {
   const double t0 = now_s();
-  if (size_ > 1) {
-    std::vector<int> send_counts(static_cast<std::size_t>(size_), 0);
-    for (auto& ts : threads_) {
-      for (int p = 0; p < size_; ++p) {
-        send_counts[static_cast<std::size_t>(p)] +=
-            static_cast<int>(ts->to_proc[static_cast<std::size_t>(p)].size() * sizeof(Event));
-      }
-    }
-    std::vector<int> recv_counts(static_cast<std::size_t>(size_), 0);
-    MPI_Alltoall(send_counts.data(), 1, MPI_INT, recv_counts.data(), 1, MPI_INT, comm_);
-    std::vector<int> sdispl(static_cast<std::size_t>(size_), 0), rdispl(static_cast<std::size_t>(size_), 0);
-    for (int p = 1; p < size_; ++p) {
-      sdispl[p] = sdispl[p - 1] + send_counts[p - 1];
-      rdispl[p] = rdispl[p - 1] + recv_counts[p - 1];
-    }
-    std::vector<Event> sendbuf(static_cast<std::size_t>(sdispl.back() + send_counts.back()) / sizeof(Event));
-    std::size_t k = 0;
-    for (int p = 0; p < size_; ++p) {
-      for (auto& ts : threads_) {
-        auto& v = ts->to_proc[static_cast<std::size_t>(p)];
-        std::copy(v.begin(), v.end(), sendbuf.begin() + static_cast<std::ptrdiff_t>(k));
-        k += v.size();
-        v.clear();
-      }
-    }
-    std::vector<Event> recvbuf(static_cast<std::size_t>(rdispl.back() + recv_counts.back()) / sizeof(Event));
-    MPI_Alltoallv(sendbuf.data(), send_counts.data(), sdispl.data(), MPI_BYTE, recvbuf.data(),
-                  recv_counts.data(), rdispl.data(), MPI_BYTE, comm_);
-    for (const Event& ev : recvbuf) {
-      if (ev.dst >= lps_.size() || placement_.proc[ev.dst] != rank_) {
-        throw InternalError("received an event for a non-local LP " + std::to_string(ev.dst));
-      }
-      threads_[placement_.thread[ev.dst]]->queue.push(ev);
+  const std::size_t hw = kWireHeaderWords;
+  // This process's header: queue minimum, error, the thread alone at that minimum, the other
+  // threads' minimum, and the earliest event it is sending (to any process).
+  std::uint64_t* mine = headers_.data() + static_cast<std::size_t>(rank_) * hw;
+  SimTime qmin = kInfinity, q2 = kInfinity;
+  std::uint64_t qthread = kNoThread;
+  for (std::uint32_t t = 0; t < threads_.size(); ++t) {
+    const EventQueue& q = threads_[t]->queue;
+    const SimTime top = q.empty() ? kInfinity : q.top_time();
+    if (top < qmin) {
+      q2 = qmin;
+      qmin = top;
+      qthread = t;
+    } else if (top < q2) {
+      q2 = top;
     }
   }
-  SimTime local_min = kInfinity;
+  if (qmin == kInfinity || q2 == qmin) qthread = kNoThread;
+  mine[0] = static_cast<std::uint64_t>(qmin);
+  mine[1] = local_error ? 1 : 0;
+  mine[2] = qthread;
+  mine[3] = static_cast<std::uint64_t>(q2);
+  SimTime out_min = kInfinity;
   for (auto& ts : threads_) {
-    if (!ts->queue.empty()) local_min = std::min(local_min, ts->queue.top_time());
+    out_min = std::min(out_min, ts->to_proc_min);
+    ts->to_proc_min = kInfinity;
   }
-  SimTime global_min = local_min;
+  mine[4] = static_cast<std::uint64_t>(out_min);
+  any_error = local_error;
   if (size_ > 1) {
-    static_assert(sizeof(SimTime) == sizeof(long long));
-    long long in = local_min, out = 0;
-    MPI_Allreduce(&in, &out, 1, MPI_LONG_LONG, MPI_MIN, comm_);
-    global_min = out;
+    // Same tag for every window: MPI keeps the order of messages between a pair, and a process
+    // sends its next window's message only after it received this one from everybody.
+    constexpr int kTag = 7;
+    send_req_.clear();
+    for (int p = 0; p < size_; ++p) {
+      if (p == rank_) continue;
+      WireBuffer& buf = threads_[0]->to_proc[static_cast<std::size_t>(p)];
+      for (std::size_t t = 1; t < threads_.size(); ++t) {
+        WireBuffer& v = threads_[t]->to_proc[static_cast<std::size_t>(p)];
+        buf.append(v);
+        v.truncate(0);
+      }
+      std::copy(mine, mine + hw, buf.data());
+      if (buf.size() > static_cast<std::size_t>(std::numeric_limits<int>::max()) / 8) {
+        throw InternalError("window exchange: more than 2 GiB of events for process " +
+                            std::to_string(p) + " in one window");
+      }
+      send_req_.emplace_back();
+      MPI_Isend(buf.data(), static_cast<int>(buf.size() * 8), MPI_BYTE, p, kTag, comm_,
+                &send_req_.back());
+      stats_.exchange_bytes += buf.size() * 8;
+      ++stats_.exchange_messages;
+    }
+    // Receive from every peer, in whatever order the messages arrive.
+    std::vector<int>& pending = pending_;
+    pending.clear();
+    for (int p = 0; p < size_; ++p) {
+      if (p != rank_) pending.push_back(p);
+    }
+    auto receive = [&](int p, MPI_Message& msg, MPI_Status& st) {
+      int bytes = 0;
+      MPI_Get_count(&st, MPI_BYTE, &bytes);
+      WireBuffer& rb = recv_buf_[static_cast<std::size_t>(p)];
+      rb.truncate(0);
+      rb.grow(static_cast<std::size_t>(bytes + 7) / 8);
+      MPI_Mrecv(rb.data(), bytes, MPI_BYTE, &msg, MPI_STATUS_IGNORE);
+      if (bytes % 8 != 0 || rb.size() < hw) {
+        throw InternalError("malformed window-exchange message from process " + std::to_string(p));
+      }
+      std::copy(rb.data(), rb.data() + hw,
+                headers_.begin() + static_cast<std::ptrdiff_t>(static_cast<std::size_t>(p) * hw));
+      any_error = any_error || rb.data()[1] != 0;
+      unpack_remote(rb.data() + hw, rb.size() - hw, p);
+    };
+    // Waiting: poll for a while (a peer a few microseconds behind answers fastest that way),
+    // then poll and yield: Open MPI's blocking calls spin forever, which on an oversubscribed
+    // node takes the core from the very process being waited for.
+    const double wait_start = now_s();
+    std::uint32_t polls = 0;
+    bool yielding = false;  // past the spin phase: yield after every poll
+    const auto idle = [wait_start, &yielding](std::uint32_t n) {
+      if (!yielding && (n & 15) == 15) yielding = now_s() - wait_start > kSpinSeconds;
+      if (yielding) std::this_thread::yield();
+    };
+    while (!pending.empty()) {
+      bool got = false;
+      for (std::size_t i = 0; i < pending.size();) {
+        int flag = 0;
+        MPI_Message msg;
+        MPI_Status st;
+        MPI_Improbe(pending[i], kTag, comm_, &flag, &msg, &st);
+        if (flag) {
+          receive(pending[i], msg, st);
+          pending.erase(pending.begin() + static_cast<std::ptrdiff_t>(i));
+          got = true;
+        } else {
+          ++i;
+        }
+      }
+      if (!got) idle(polls++);
+    }
+    for (;;) {
+      int done = 0;
+      MPI_Testall(static_cast<int>(send_req_.size()), send_req_.data(), &done, MPI_STATUSES_IGNORE);
+      if (done) break;
+      idle(polls++);
+    }
+    for (int p = 0; p < size_; ++p) {
+      if (p != rank_) threads_[0]->to_proc[static_cast<std::size_t>(p)].truncate(hw);
+    }
   }
+  // Every process has the same headers here, so the same bounds.
+  const SimTime global_min = set_window_bounds(headers_.data(), end_time);
   stats_.sync_s += now_s() - t0;
   return global_min;
 }
@@ -243,6 +417,7 @@ void Simulator::run(SimTime end_time) {
   const std::uint32_t nthreads = placement_.threads;
   // init: sequential, in LP id order, each LP with its own thread's context.
   window_end_ = 0;
+  wide_proc_ = -1;
   for (LpId id = 0; id < lps_.size(); ++id) {
     if (placement_.proc[id] != rank_) continue;
     if (lps_[id] == nullptr) throw InternalError("local LP " + std::to_string(id) + " not registered");
@@ -278,22 +453,21 @@ void Simulator::run(SimTime end_time) {
   }
   std::exception_ptr fatal;
   try {
+    bool local_err = false;
     for (;;) {
-      const SimTime t_min = exchange_remote_and_min();
+      // Errors are collective: they travel with the exchange, so every process learns of them in
+      // the same window, before any further MPI call.
+      bool any_err = false;
+      const SimTime t_min = exchange_remote_and_min(local_err, any_err, end_time);
+      if (any_err) raise_collectively(errors);
       if (t_min == kInfinity || t_min >= end_time) break;
-      window_end_ = std::min(sat_add(t_min, lookahead_ps_), end_time);
       ++stats_.windows;
       sync.arrive_and_wait();
       guarded(0, [&] { process_window(0); });
       sync.arrive_and_wait();
       guarded(0, [&] { pull_thread_mail(0); });
       sync.arrive_and_wait();
-      // Errors are collective: every process must learn of them before the next MPI call.
-      int local_err = 0;
-      for (auto& e : errors) local_err |= (e != nullptr);
-      int any_err = local_err;
-      if (size_ > 1) MPI_Allreduce(&local_err, &any_err, 1, MPI_INT, MPI_MAX, comm_);
-      if (any_err) raise_collectively(errors);
+      for (auto& e : errors) local_err = local_err || (e != nullptr);
     }
   } catch (...) {
     fatal = std::current_exception();
@@ -351,12 +525,15 @@ void Simulator::raise_collectively(const std::vector<std::exception_ptr>& errors
 EngineStats Simulator::global_stats() const {
   EngineStats g = stats_;
   if (size_ > 1) {
-    unsigned long long in[3] = {stats_.events, stats_.remote_events, stats_.thread_events};
-    unsigned long long out[3] = {0, 0, 0};
-    MPI_Allreduce(in, out, 3, MPI_UNSIGNED_LONG_LONG, MPI_SUM, comm_);
+    unsigned long long in[5] = {stats_.events, stats_.remote_events, stats_.thread_events,
+                                stats_.exchange_bytes, stats_.exchange_messages};
+    unsigned long long out[5] = {0, 0, 0, 0, 0};
+    MPI_Allreduce(in, out, 5, MPI_UNSIGNED_LONG_LONG, MPI_SUM, comm_);
     g.events = out[0];
     g.remote_events = out[1];
     g.thread_events = out[2];
+    g.exchange_bytes = out[3];
+    g.exchange_messages = out[4];
     double din[2] = {stats_.wall_s, stats_.sync_s};
     double dout[2] = {0, 0};
     MPI_Allreduce(din, dout, 2, MPI_DOUBLE, MPI_MAX, comm_);

@@ -3,10 +3,28 @@
 /// The PDES kernel: conservative synchronous windows across MPI processes and threads.
 ///
 /// Each MPI process owns a set of LPs, split among its threads (one writer per LP). A window is
-/// [T, T + W): T is the global minimum next-event time (MPI_Allreduce, so idle time is skipped)
-/// and W the lookahead, the minimum latency of the links cut by the partition (between processes
-/// or threads). Inside a window each thread handles only its own LPs' events; events for other
-/// threads or processes go to outboxes and are exchanged at the window's end (DESIGN.md §2).
+/// [T, T + W): T is the global minimum next-event time (gathered by the window exchange, so idle
+/// time is skipped) and W the lookahead, the minimum latency of the links cut by the partition
+/// (between processes or threads). Inside a window each thread handles only its own LPs'
+/// events; events for other threads or processes go to outboxes and are exchanged at the
+/// window's end (DESIGN.md §2).
+///
+/// Window exchange between processes (issue 7): one point-to-point message per ordered pair of
+/// processes and window, no collective call (was MPI_Alltoall + MPI_Alltoallv + two
+/// MPI_Allreduce). The message header carries the sender's queue minimum (and which of its
+/// threads holds it alone, and the other threads' minimum), its error flag, and the earliest
+/// event it is sending; the global minimum is the minimum over all of these
+/// (events in flight count, so no second round is needed after the exchange), and every process
+/// computes it, and learns of any error, from the same headers. The events follow in a compact
+/// wire form (32-byte header + the payload up to its last non-zero 8-byte word). Waits poll for
+/// 50 us, then poll and yield.
+///
+/// Widened window: a unit (a process's thread) can only receive an event generated at or after
+/// the earliest next-event time of the other units, plus W. So when one unit alone holds the
+/// global minimum T and every other unit's next event (any event in flight counted as
+/// possibly its) is at m2 > T, that unit runs to min(m2, T + W) + W instead of T + W;
+/// the others run to T + W. The bound is the classic conservative one (Chandy-Misra-Bryant
+/// earliest input time with a uniform lookahead); results never depend on window bounds.
 #include <mpi.h>
 
 #include <cstdint>
@@ -30,8 +48,14 @@ struct EngineStats {
   std::uint64_t windows = 0;         ///< synchronization windows
   std::uint64_t remote_events = 0;   ///< events sent to another MPI process
   std::uint64_t thread_events = 0;   ///< events sent to another thread of the same process
+  /// Bytes of window-exchange messages sent to other processes (headers included); summed.
+  std::uint64_t exchange_bytes = 0;
+  /// Window-exchange messages sent to other processes (one per peer and window); summed.
+  std::uint64_t exchange_messages = 0;
   double wall_s = 0;                 ///< wall time of run(), max over processes in global_stats()
-  double sync_s = 0;                 ///< wall time in MPI synchronization and exchange
+  /// Wall time in the window exchange: packing, MPI (including waiting for the slowest process)
+  /// and queueing received events; max over processes in global_stats().
+  double sync_s = 0;
   std::uint32_t processes = 1;
   std::uint32_t threads = 1;
   SimTime lookahead_ps = kInfinity;  ///< the window width W
@@ -135,10 +159,45 @@ class Simulator {
   friend class Context;
   /// owner_[lp] of an LP of another process.
   static constexpr std::uint16_t kNotLocal = 0xFFFF;
+  /// A growable array of 64-bit words that, unlike std::vector::resize, does not zero what it
+  /// adds (the exchange writes or receives every word it grows by).
+  class WireBuffer {
+   public:
+    std::uint64_t* data() { return data_.get(); }
+    const std::uint64_t* data() const { return data_.get(); }
+    std::size_t size() const { return size_; }
+    /// Appends n uninitialized words and returns a pointer to the first.
+    std::uint64_t* grow(std::size_t n) {
+      if (size_ + n > cap_) reserve(std::max(size_ + n, 2 * cap_));
+      std::uint64_t* w = data_.get() + size_;
+      size_ += n;
+      return w;
+    }
+    /// Drops words beyond n (n <= size()).
+    void truncate(std::size_t n) { size_ = n; }
+    void append(const WireBuffer& o) {
+      if (o.size_ != 0) std::memcpy(grow(o.size_), o.data(), o.size_ * 8);
+    }
+
+   private:
+    void reserve(std::size_t cap) {
+      auto d = std::make_unique_for_overwrite<std::uint64_t[]>(cap);
+      if (size_ != 0) std::memcpy(d.get(), data_.get(), size_ * 8);
+      data_ = std::move(d);
+      cap_ = cap;
+    }
+    std::unique_ptr<std::uint64_t[]> data_;
+    std::size_t size_ = 0;
+    std::size_t cap_ = 0;
+  };
   struct ThreadState {
     EventQueue queue;
     std::vector<std::vector<Event>> to_thread;
-    std::vector<std::vector<Event>> to_proc;
+    /// Per destination process: events in wire form (see route_out); thread 0's vector starts
+    /// with the message header (kWireHeaderWords).
+    std::vector<WireBuffer> to_proc;
+    SimTime to_proc_min = kInfinity;  ///< earliest time among the events in to_proc
+    SimTime window_end = 0;            ///< this thread's window end (see "Widened window")
     std::uint64_t events = 0;
     std::uint64_t remote = 0;
     std::uint64_t cross_thread = 0;
@@ -146,11 +205,29 @@ class Simulator {
     Context ctx;
   };
   /// Puts an event for an LP of another thread or process into the sender's outbox (after the
-  /// lookahead check).
-  void route_out(std::uint32_t from_thread, const Event& ev);
+  /// lookahead check): a whole Event for another thread, the wire form for another process.
+  /// The payload is `bytes` bytes at `payload`, then zeros.
+  void route_out(std::uint32_t from_thread, LpId dst, SimTime time, std::uint32_t kind, LpId src,
+                 std::uint64_t seq, const void* payload, std::size_t bytes);
   void process_window(std::uint32_t t);
   void pull_thread_mail(std::uint32_t t);
-  SimTime exchange_remote_and_min();
+  /// Sends this process's outboxes and next-event time to every other process, receives theirs,
+  /// queues the received events and returns the global minimum next-event time (kInfinity when
+  /// none). `local_error` goes out with the messages; `any_error` is set when any process had
+  /// one (then the received events may be incomplete and the run must stop).
+  SimTime exchange_remote_and_min(bool local_error, bool& any_error, SimTime end_time);
+  /// Queues the events of one received message body (words after the header).
+  /// @throws InternalError on a malformed message or an event for an LP of another process.
+  void unpack_remote(const std::uint64_t* words, std::size_t n, int from);
+  /// Words of a message header: queue minimum, error flag, the thread holding the queue minimum
+  /// alone (or kNoThread), the other threads' minimum, the earliest event being sent.
+  static constexpr std::size_t kWireHeaderWords = 5;
+  static constexpr std::uint64_t kNoThread = ~std::uint64_t{0};
+  /// Sets every thread's window end from the gathered headers (rows of kWireHeaderWords
+  /// words, one per process) and returns the global minimum next-event time.
+  SimTime set_window_bounds(const std::uint64_t* headers, SimTime end_time);
+  /// Words of an event's wire header: time, seq, dst | src << 32, kind | payload words << 32.
+  static constexpr std::size_t kWireEventWords = 4;
   /// Collective: re-raises the lowest failing process's error on every process.
   [[noreturn]] void raise_collectively(const std::vector<std::exception_ptr>& errors);
 
@@ -164,6 +241,15 @@ class Simulator {
   std::vector<std::uint64_t> seq_;
   std::vector<std::uint16_t> owner_;  // per LP: thread index if local, else kNotLocal
   std::vector<std::unique_ptr<ThreadState>> threads_;
+  std::vector<WireBuffer> recv_buf_;                  // per source process
+  std::vector<EventQueue*> queues_;                   // per thread: its queue
+  std::vector<std::uint64_t> headers_;                // per process: its header words
+  std::vector<int> pending_;                          // processes whose message is still awaited
+  // The unit with a widened window this window (process, thread), or wide_proc_ = -1.
+  std::int32_t wide_proc_ = -1;
+  std::uint32_t wide_thread_ = 0;
+  SimTime wide_end_ = 0;
+  std::vector<MPI_Request> send_req_;
   EngineStats stats_;
   std::function<void(const ProgressInfo&)> progress_;
   double progress_interval_s_ = 1.0;
@@ -183,16 +269,7 @@ inline void Context::dispatch(LpId dst, SimTime time, std::uint32_t kind, const 
     queue_->push(time, dst, self_, seq, kind, payload, bytes);
     return;
   }
-  Event ev{NoInit{}};
-  ev.time = time;
-  ev.dst = dst;
-  ev.src = self_;
-  ev.seq = seq;
-  ev.kind = kind;
-  ev.reserved = 0;
-  if (bytes) std::memcpy(ev.payload.data(), payload, bytes);
-  if (bytes < kPayloadBytes) std::memset(ev.payload.data() + bytes, 0, kPayloadBytes - bytes);
-  sim_->route_out(thread_, ev);
+  sim_->route_out(thread_, dst, time, kind, self_, seq, payload, bytes);
 }
 
 }  // namespace fabricsim::engine

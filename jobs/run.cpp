@@ -809,10 +809,11 @@ RunResult run_simulation(const RunOptions& opt, MPI_Comm comm, const std::string
                      stats.events, stats.windows, stats.events_per_s(), nprocs, threads, stats.wall_s);
   if (opt.stats) {
     out << partition::partition_report(placement, edges, lp_weight);
-    out << fmt::format("stats: lookahead {} , remote events {}, cross-thread events {}, time in sync {:.3f} s, cut links {}\n",
+    out << fmt::format("stats: lookahead {} , remote events {}, cross-thread events {}, time in sync {:.3f} s, "
+                       "exchange {} messages {} B, cut links {}\n",
                        w_ps == engine::kInfinity ? std::string("none (nothing cut)") : engine::format_time(w_ps),
-                       stats.remote_events, stats.thread_events, stats.sync_s,
-                       partition::cut_edges(placement, edges));
+                       stats.remote_events, stats.thread_events, stats.sync_s, stats.exchange_messages,
+                       stats.exchange_bytes, partition::cut_edges(placement, edges));
   }
   out << "results digest: " << res.digest << "\n";
   if (!res.output_h5.empty()) out << "output: " << fs::absolute(res.output_h5).string() << "\n";

@@ -92,9 +92,15 @@ TEST(Simulator, PingPongClosedForm) {
     const EngineStats s = run_ping_pong(c, hops, latency, delay);
     EXPECT_EQ(s.events, hops);
     EXPECT_EQ(s.end_time_ps, static_cast<SimTime>(hops) * delay);
-    EXPECT_EQ(s.windows, hops);  // one event per window: the next is always > one lookahead away
     const bool cut_thread = c.threads > 1 && c.proc1 == 0;
     const bool cut_proc = c.proc1 != 0;
+    // Windows: the ball's holder is the only unit (thread of a process) with an event. Cut
+    // between units, the next hop belongs to the other unit, whose window ends at T + W: one
+    // event per window. Both LPs on one unit, that unit's window is widened to T + 2W (no other
+    // unit can send to it before T + W + W, simulator.hpp "Widened window") and holds two hops,
+    // since W <= delay < 2W.
+    ASSERT_TRUE(latency <= delay && delay < 2 * latency);
+    EXPECT_EQ(s.windows, cut_thread || cut_proc ? hops : hops / 2);
     EXPECT_EQ(s.thread_events, cut_thread ? hops : 0u);
     EXPECT_EQ(s.remote_events, cut_proc ? hops : 0u);
   }
@@ -162,6 +168,57 @@ TEST(Simulator, ShortDelayInsideOneThreadIsAllowed) {
   // The lookahead bounds only links cut by the placement.
   EXPECT_EQ(run_impatient(MPI_COMM_SELF, 0, 1, 0, 1, 1000), 2u);
   EXPECT_EQ(run_impatient(MPI_COMM_SELF, 0, 2, 0, 1, 1000), 2u);
+}
+
+// The widened window of the unit holding the minimum alone must stop one lookahead after the
+// other units' next events, counting events still in flight to them. LP 0 has a timer at 100 and
+// an event in flight to LP 1 at 150; LP 1 answers at 150 + W = 1150. LP 0's window may reach
+// min(150, 100 + W) + W = 1150 but not further: its timers at 500, 1000, 1149 run in that window,
+// then the answer at 1150 before its timer at 1200. Had the in-flight event been ignored, LP 0
+// would run to 100 + 2W and the answer would arrive inside its window (a lookahead error).
+class Widened : public Lp {
+ public:
+  explicit Widened(LpId self) : self_(self) {}
+  void init(Context& ctx) override {
+    if (self_ != 0) return;
+    ctx.send(1, 150, 2);
+    ctx.send(0, 100, 1);
+  }
+  void handle(const Event& ev, Context& ctx) override {
+    seen.push_back(ev.time);
+    if (self_ == 1) {
+      ctx.send(0, ctx.now() + kW, 3);
+    } else if (ev.kind == 1) {
+      for (SimTime t : {500, 1000, 1149, 1200}) ctx.send(0, t, 4);
+    }
+  }
+  static constexpr SimTime kW = 1000;
+  std::vector<SimTime> seen;
+
+ private:
+  LpId self_;
+};
+
+TEST(Simulator, WidenedWindowCountsEventsInFlight) {
+  for (const auto& c : ping_pong_cases()) {
+    SCOPED_TRACE(testing::Message() << "proc1=" << c.proc1 << " threads=" << c.threads);
+    Placement pl;
+    pl.proc = {0, c.proc1};
+    pl.thread = {0, static_cast<std::uint16_t>(c.threads - 1)};
+    pl.threads = c.threads;
+    Simulator sim(c.comm, pl, Widened::kW);
+    Widened a(0), b(1);
+    if (sim.is_local(0)) sim.add_lp(0, &a);
+    if (sim.is_local(1)) sim.add_lp(1, &b);
+    ASSERT_NO_THROW(sim.run());
+    if (sim.is_local(0)) {
+      EXPECT_EQ(a.seen, (std::vector<SimTime>{100, 500, 1000, 1149, 1150, 1200}));
+    }
+    if (sim.is_local(1)) {
+      EXPECT_EQ(b.seen, (std::vector<SimTime>{150}));
+    }
+    EXPECT_EQ(sim.global_stats().events, 7u);
+  }
 }
 
 class BadSender : public Lp {
