@@ -16,14 +16,17 @@ per GPU, predicted, error %). Rows that are not covered are listed with the reas
 Reduction (so that the 40-row table runs in minutes on 2 cores; docs/validation_iterations.md):
  * The DP replicas of a Megatron job are identical and, on a rail-optimized fabric with one NIC
    per GPU (Selene, Eos, DGX), their DP collectives use disjoint NICs. One pipeline replica
-   (TP x PP ranks, DP = 1) is simulated.
+   (TP x PP ranks, DP = 1) is simulated, its stages sharing hosts as in the job
+   (replica_gpus_per_host).
  * 1F1B and interleaved 1F1B are periodic in the micro-batch count m: once the pipeline is full,
    every further micro-batch adds the same time. The replica is simulated at m1 and m2 = 2 m1
    micro-batches and T(m) = T(m2) + (m - m2) (T(m2) - T(m1)) / (m2 - m1); m1 = PP (interleaved:
    the schedule needs multiples of PP) or 4 for long pipelines (checked: docs). Rows with
    m <= 2 m1 are simulated at their real m.
  * DP gradient synchronisation is simulated separately as `fabricsim nccl-tests` on the DP group
-   (DP hosts, one GPU each, the row's NIC; flow rung, NCCL planner with its launch latency):
+   (DP hosts, one GPU each, the row's NIC, or one host over NVLink when TP x DP <= 8; with
+   --dp-placement job 8/TP GPUs of the group per host; flow rung, NCCL planner with its launch
+   latency):
    Megatron-LM 2021/2022 all-reduces the whole gradient buffer after the backward (exposed);
    Megatron-Core / NeMo overlap bucket reductions with the backward, so only the last bucket's
    reduce-scatter is exposed.
