@@ -16,14 +16,17 @@ per GPU, predicted, error %). Rows that are not covered are listed with the reas
 Reduction (so that the 40-row table runs in minutes on 2 cores; docs/validation_iterations.md):
  * The DP replicas of a Megatron job are identical and, on a rail-optimized fabric with one NIC
    per GPU (Selene, Eos, DGX), their DP collectives use disjoint NICs. One pipeline replica
-   (TP x PP ranks, DP = 1) is simulated.
+   (TP x PP ranks, DP = 1) is simulated, its stages sharing hosts as in the job
+   (replica_gpus_per_host).
  * 1F1B and interleaved 1F1B are periodic in the micro-batch count m: once the pipeline is full,
    every further micro-batch adds the same time. The replica is simulated at m1 and m2 = 2 m1
    micro-batches and T(m) = T(m2) + (m - m2) (T(m2) - T(m1)) / (m2 - m1); m1 = PP (interleaved:
    the schedule needs multiples of PP) or 4 for long pipelines (checked: docs). Rows with
    m <= 2 m1 are simulated at their real m.
  * DP gradient synchronisation is simulated separately as `fabricsim nccl-tests` on the DP group
-   (DP hosts, one GPU each, the row's NIC; flow rung, NCCL planner with its launch latency):
+   (DP hosts, one GPU each, the row's NIC, or one host over NVLink when TP x DP <= 8; with
+   --dp-placement job 8/TP GPUs of the group per host; flow rung, NCCL planner with its launch
+   latency):
    Megatron-LM 2021/2022 all-reduces the whole gradient buffer after the backward (exposed);
    Megatron-Core / NeMo overlap bucket reductions with the backward, so only the last bucket's
    reduce-scatter is exposed.
@@ -301,10 +304,22 @@ def _lock(path):
         return _locks.setdefault(path, threading.Lock())
 
 
-def simulate(fabricsim, s, m, g, fidelity, out, tag, env, nvlink_gbps=None):
+def replica_gpus_per_host(tp, dp, host_gpus=8):
+    """GPUs per host for the simulated replica (DP 1) so that its pipeline stages share hosts as
+    they do in the whole job. Megatron orders ranks TP, then DP, then PP (rank = t + TP (d + DP p)),
+    so a host of 8 GPUs holds 8 / (TP DP) whole stages when TP DP <= 8 and otherwise part of one
+    stage: the replica keeps the TP ranks of 8 / (TP DP) stages per host (8 / DP GPUs), at least
+    its TP group. Without this, a TP 4 replica would put two stages on one host and send the
+    pipeline's activations over NVLink, where the job sends them over the NIC."""
+    return max(tp, host_gpus // dp) if dp <= host_gpus else tp
+
+
+def simulate(fabricsim, s, m, g, fidelity, out, tag, env, nvlink_gbps=None, dp=1):
+    gph = replica_gpus_per_host(s["tp"], dp)
     sets = cluster_sets(g, nvlink_gbps) + [f"workload.generator.{k}={v}" for k, v in s.items()]
+    sets += [f"cluster.gpus_per_host={gph}"]
     sets += ["workload.generator.dp=1", f"workload.generator.global_batch={m * s['micro_batch']}"]
-    nv = f"_nv{nvlink_gbps:.0f}" if nvlink_gbps else ""
+    nv = (f"_nv{nvlink_gbps:.0f}" if nvlink_gbps else "") + f"_h{gph}"
     js = os.path.join(out, f"{tag}{nv}_m{m}.json")
     cmd = [fabricsim, "run", "-q", "--fidelity", fidelity, "-o", "/dev/null", "--summary-json", js]
     for x in sets:
@@ -317,17 +332,24 @@ def simulate(fabricsim, s, m, g, fidelity, out, tag, env, nvlink_gbps=None):
     return d["iteration_time_ps"] * 1e-12, d
 
 
-def dp_sync_s(fabricsim, nbytes, dp, g, op, out, env, planner="nccl", in_node=False):
-    """Simulated time (s) of one `op` of nbytes per rank over dp hosts, one GPU each (flow rung),
-    or with in_node over dp GPUs of one host (NVLink at the measured busbw of that size).
+def dp_sync_s(fabricsim, nbytes, dp, g, op, out, env, planner="nccl", per_host=1):
+    """Simulated time (s) of one `op` of nbytes per rank over a DP group of dp GPUs placed
+    per_host GPUs to a host (dp / per_host hosts, one NIC per GPU; flow rung). Hops inside a host
+    use NVLink at the measured 8-GPU busbw of that size (tp_nvlink_rate).
     planner nccl: NCCL 2.28's algorithm/protocol/channel choice for the group and its latency
-    (simccl.launch_latency nccl, docs/simccl.md); the flow rung shares links between channels."""
+    (simccl.launch_latency nccl, docs/simccl.md); the flow rung shares links between channels.
+    With several GPUs of the group in a host, NCCL's rings and trees leave the host through the
+    NICs of all of them (channels spread over the NICs), so the group's inter-host bandwidth per
+    rank is per_host NICs, not one."""
     if dp <= 1 or nbytes <= 0:
         return 0.0
+    per_host = max(1, min(per_host, dp))
+    if dp % per_host != 0:
+        raise RuntimeError(f"DP {dp} not a multiple of {per_host} GPUs per host")
     nbytes = int(nbytes) // (4 * dp) * (4 * dp)
-    g_n = ["-g", str(dp), "-n", "1"] if in_node else ["-g", "1", "-n", str(dp)]
+    g_n = ["-g", str(per_host), "-n", str(dp // per_host)]
     cmd = [fabricsim, "nccl-tests", op, "-b", str(nbytes), "-e", str(nbytes)] + g_n
-    nv = tp_nvlink_rate(g, nbytes, os.path.dirname(REF_USED[0])) if in_node else None
+    nv = tp_nvlink_rate(g, nbytes, os.path.dirname(REF_USED[0])) if per_host > 1 else None
     for x in cluster_sets(g, nv, planner=planner) + ["sim.fidelity=flow"]:
         cmd += ["--set", x]
     txt = run_json(cmd, env)
@@ -365,6 +387,25 @@ def grad_bytes_per_rank(s, pp, tp):
     return 2 * ((L / pp) * layer / tp + V * h / tp)
 
 
+def dp_gpus_per_host(tp, dp, host_gpus=8):
+    """GPUs of one DP group in one host. Megatron orders ranks TP, then DP (rank = t + TP d + ...),
+    so an 8-GPU host holds min(DP, 8 / TP) consecutive DP ranks of every TP index."""
+    return max(1, min(dp, host_gpus // tp))
+
+
+def chunk0_bucket_bytes(s, pp, tp, vp):
+    """16-bit gradient bytes of the first stage's chunk-0 bucket under NeMo 23.09's distributed
+    Adam: the chunk's layers (one layer without VP) plus the word embedding and the LayerNorm
+    weights (4h per layer: two LayerNorms, weight and bias), whose overlapped sync is disabled."""
+    L, h = s["layers"], s["hidden"]
+    V = s.get("vocab", 51200)
+    ffn = s.get("ffn_hidden", 4 * h)
+    mats = 3 if s.get("ffn") == "swiglu" else 2
+    layer = (4 * h * h + mats * h * ffn) / tp
+    per_chunk = L / (pp * vp) if vp > 1 else 1
+    return 2 * (per_chunk * layer + V * h / tp + 4 * h * L / pp)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--fabricsim", default=os.path.join(ROOT, "build", "app", "fabricsim"))
@@ -383,6 +424,9 @@ def main():
     ap.add_argument("--mlperf-epoch-time", action="store_true",
                     help="compare MLPerf rows with the CSV's epoch-derived step time (includes evaluation) "
                          "instead of the logged median train step")
+    ap.add_argument("--dp-placement", choices=["job", "one-per-host"], default="one-per-host",
+                    help="DP groups as the job places them (8/TP GPUs of the group per host, their NICs "
+                         "shared by NCCL's channels) or, as before, one GPU per host unless TP x DP <= 8 (ablation)")
     ap.add_argument("--fresh", action="store_true", help="ignore cached simulation results in --out")
     ap.add_argument("--check", type=float, default=0.0,
                     help="exit 1 if any simulated row's |error| exceeds this percentage (tests)")
@@ -428,27 +472,28 @@ def main():
         tag = tag.replace("/", "").replace(" ", "")[:200]
         T1 = T2 = 0.0
         if m <= 2 * m1:
-            T, d = simulate(a.fabricsim, s, m, g, a.fidelity, a.out, tag, env, nv)
+            T, d = simulate(a.fabricsim, s, m, g, a.fidelity, a.out, tag, env, nv, dp)
             how = f"m={m} simulated"
         else:
-            T1, _ = simulate(a.fabricsim, s, m1, g, a.fidelity, a.out, tag, env, nv)
-            T2, d = simulate(a.fabricsim, s, 2 * m1, g, a.fidelity, a.out, tag, env, nv)
+            T1, _ = simulate(a.fabricsim, s, m1, g, a.fidelity, a.out, tag, env, nv, dp)
+            T2, d = simulate(a.fabricsim, s, 2 * m1, g, a.fidelity, a.out, tag, env, nv, dp)
             T = T2 + (m - 2 * m1) * (T2 - T1) / m1
             how = f"m={m} from m={m1},{2 * m1}"
         if nv:
             how += f", TP NVLink {nv / 8:.0f} GB/s (measured busbw)"
         # DP gradient synchronisation. Megatron orders ranks TP, then DP (then PP): with
         # TP x DP <= 8 the DP group lies in one 8-GPU host and reduces over NVLink.
-        dp_in_node = s["tp"] * dp <= 8
-        if dp_in_node and dp > 1:
-            how += ", DP over NVLink"
+        # With TP x DP >= 8 a host holds 8 / TP ranks of each DP group (DP_PER_HOST_RULE).
+        dp_host = dp_gpus_per_host(s["tp"], dp) if a.dp_placement == "job" else (dp if s["tp"] * dp <= 8 else 1)
+        if dp > 1:
+            how += ", DP over NVLink" if dp_host == dp else f", DP {dp_host} GPUs per host"
         gb = grad_bytes_per_rank(s, pp, s["tp"]) if s.get("model") == "custom" else None
         if gb is None:  # built-in model: matrix parameters from the simulated model FLOPs (6 P tokens)
             m_sim = m if m <= 2 * m1 else 2 * m1
             P = d["model_flops"] / (6.0 * m_sim * s["micro_batch"] * s["seq_len"])
             gb = 2 * P / (s["tp"] * pp)
         if s["overlap_grad_reduce"] == "false":
-            tdp = dp_sync_s(a.fabricsim, gb, dp, g, "all_reduce", a.out, env, in_node=dp_in_node)
+            tdp = dp_sync_s(a.fabricsim, gb, dp, g, "all_reduce", a.out, env, per_host=dp_host)
         else:
             # Megatron-Core DDP + distributed optimizer (overlap_grad_reduce, overlap_param_gather):
             # bucket reduce-scatters start during the last micro-batch's backward, bucket
@@ -459,10 +504,18 @@ def main():
             # ratio 2:1); with VP chunks the chunks finish at different ops of the cool-down /
             # warm-up phase, (VP-1)*PP chunk-ops on the last stage (Megatron interleaved schedule).
             bucket = 2 * max(40e6, 1e6 * dp)
-            t_bucket_rs = dp_sync_s(a.fabricsim, min(bucket, gb), dp, g, "reduce_scatter", a.out, env, in_node=dp_in_node)
-            t_bucket_ag = dp_sync_s(a.fabricsim, min(bucket, gb), dp, g, "all_gather", a.out, env, in_node=dp_in_node)
-            t_rs = dp_sync_s(a.fabricsim, gb, dp, g, "reduce_scatter", a.out, env, in_node=dp_in_node)
-            t_ag = dp_sync_s(a.fabricsim, gb, dp, g, "all_gather", a.out, env, in_node=dp_in_node)
+            if fam == "mcore2023" and s.get("model") == "custom":
+                # NeMo 23.09 (MLPerf v3.1, NeMo bd0b818 MegatronGPTModel.configure_optimizers) with
+                # Apex DistributedFusedAdam: one bucket per virtual pipeline stage (per layer
+                # without VP); parameters whose overlapped sync is disabled (the embedding shared
+                # by the first and last stage, the sequence-parallel LayerNorm weights) go into
+                # the last bucket, which is chunk 0's: reduced after the last backward, gathered
+                # before the first forward. Megatron-Core sizes buckets by DP instead (above).
+                bucket = chunk0_bucket_bytes(s, pp, s["tp"], vp)
+            t_bucket_rs = dp_sync_s(a.fabricsim, min(bucket, gb), dp, g, "reduce_scatter", a.out, env, per_host=dp_host)
+            t_bucket_ag = dp_sync_s(a.fabricsim, min(bucket, gb), dp, g, "all_gather", a.out, env, per_host=dp_host)
+            t_rs = dp_sync_s(a.fabricsim, gb, dp, g, "reduce_scatter", a.out, env, per_host=dp_host)
+            t_ag = dp_sync_s(a.fabricsim, gb, dp, g, "all_gather", a.out, env, per_host=dp_host)
             period = (T2 - T1) / m1 if m > 2 * m1 else T / m
             k = 1.0 if vp == 1 else min((vp - 1) * pp, m * vp) / vp
             tdp = max(t_bucket_rs, t_rs - 2.0 / 3.0 * period * k) + max(t_bucket_ag, t_ag - 1.0 / 3.0 * period * k)
