@@ -4,6 +4,7 @@
 # efficiencies and the bit-identity checks (exit 1 if a checksum/digest differs).
 #   bench/run_all.sh [BUILD_DIR (default build)] [OUT]
 # Environment: QUICK=1 shrinks every run (smoke test); GPT3=1 adds the GPT-3 175B 128-GPU iteration
+# on 1 and 2 processes (GPT3=full also the 1,024-GPU iteration: ~70 min of one core)
 # (long: see docs/benchmarks.md); BIG=1 adds the 1 GiB 1,024-GPU AllReduce; MEGA=1 adds issue 9's
 # must-show 3 at flow level: the 102,400-GPU multi-pod AllReduce (2-10 min, ~2 GB) and the MoE
 # iteration in SimAI's 9,216-GPU shape scaled to 384 GPUs (~200 s of CPU); MEGA=full also runs the
@@ -78,9 +79,15 @@ if [ "${MEGA:-0}" != 0 ]; then
     rss moe_9216_flow "$CL" --scenario spec --spec examples/moe_9216.yaml --json "$OUT/moe_9216_flow.json"
   fi
 fi
-if [ "${GPT3:-0}" = 1 ]; then
-  echo "== GPT-3 175B iteration, 128 GPUs"
+if [ "${GPT3:-0}" != 0 ]; then
+  echo "== GPT-3 175B iteration, 128 GPUs (1 and 2 processes)"
+  rss gpt3_128_p1 "$CL" --scenario gpt3 --gpus 128 --json "$OUT/gpt3_128_p1.json"
   rss gpt3_128_p2 mpiexec -n 2 "$CL" --scenario gpt3 --gpus 128 --json "$OUT/gpt3_128_p2.json"
+  if [ "${GPT3}" = full ]; then
+    # ~21.6 G events: 68 min of one core (docs/benchmarks.md), the 90-minute target's run.
+    echo "== GPT-3 175B iteration, 1,024 GPUs (TP 8, PP 8, DP 16)"
+    rss gpt3_1024_p1 "$CL" --scenario gpt3 --gpus 1024 --json "$OUT/gpt3_1024_p1.json"
+  fi
 fi
 /usr/bin/python3 - "$OUT" <<'PY'
 import json, sys, glob, os
@@ -101,6 +108,7 @@ same("phold_p1_t1", "phold_p1_t2", "checksum"); same("phold_p1_t1", "phold_p2_t1
 same("perm_p1", "perm_p2", "digest"); same("gpt3s_p1", "gpt3s_p2", "digest")
 eff("phold_p1_t1", "phold_p1_t2", 2); eff("phold_p1_t1", "phold_p2_t1", 2); eff("perm_p1", "perm_p2", 2)
 eff("gpt3s_p1", "gpt3s_p2", 2)
+same("gpt3_128_p1", "gpt3_128_p2", "digest"); eff("gpt3_128_p1", "gpt3_128_p2", 2)
 # Load-independent evidence of the synchronization cost: windows, exchange traffic and the
 # time in the exchange per window (it includes waiting for the slower process).
 s["exchange"] = {k: {"windows": v["windows"], "sync_s": v["sync_s"],
