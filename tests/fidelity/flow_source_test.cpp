@@ -18,6 +18,7 @@
 #include "models/cluster.hpp"
 #include "models/flow_model.hpp"
 #include "models/packet.hpp"
+#include "tests/fidelity/flow_test_lps.hpp"
 
 namespace {
 
@@ -103,11 +104,7 @@ class Gpu final : public e::Lp {
   m::FlowSource source_;
 };
 
-class Idle final : public e::Lp {
- public:
-  void init(e::Context&) override {}
-  void handle(const e::Event& ev, e::Context&) override { FAIL() << "switch LP got event " << ev.kind; }
-};
+using IdleSwitchLp = fabricsim::testing::IdleSwitchLp;
 
 Outcome run(const m::Topology& topo, const std::vector<TFlow>& flows, const std::vector<Batch>& batches, bool direct) {
   const e::LpId net = topo.num_nodes();
@@ -124,7 +121,7 @@ Outcome run(const m::Topology& topo, const std::vector<TFlow>& flows, const std:
       if (id < topo.num_gpus()) {
         lps.push_back(std::make_unique<Gpu>(topo, net, direct, flows, batches, &out));
       } else {
-        lps.push_back(std::make_unique<Idle>());
+        lps.push_back(std::make_unique<IdleSwitchLp>());
       }
       sim.add_lp(id, lps.back().get());
     }

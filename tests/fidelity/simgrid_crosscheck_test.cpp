@@ -47,6 +47,7 @@
 #include "models/cluster.hpp"
 #include "models/flow_model.hpp"
 #include "models/packet.hpp"
+#include "tests/fidelity/flow_test_lps.hpp"
 #include "tests/run/test_util.hpp"
 
 namespace {
@@ -109,11 +110,7 @@ class Injector final : public e::Lp {
   std::vector<SimTime>* arrival_;
 };
 
-class Idle final : public e::Lp {
- public:
-  void init(e::Context&) override {}
-  void handle(const e::Event& ev, e::Context&) override { FAIL() << "switch LP got event " << ev.kind; }
-};
+using IdleSwitchLp = fabricsim::testing::IdleSwitchLp;
 
 /// Runs the flows through the flow rung; returns each flow's arrival time (ps) and sets `solves`
 /// to the number of max-min (re)computations the network LP made.
@@ -129,7 +126,7 @@ std::vector<SimTime> run_flow_rung(const m::Topology& topo, const std::vector<XF
     if (id < topo.num_gpus()) {
       lps.push_back(std::make_unique<Injector>(topo, net, flows, &arrival));
     } else {
-      lps.push_back(std::make_unique<Idle>());
+      lps.push_back(std::make_unique<IdleSwitchLp>());
     }
     sim.add_lp(id, lps.back().get());
   }
