@@ -102,7 +102,13 @@ int main(int argc, char** argv) {
     // CLI11 validates positionals (e.g. the spec file exists) before it reports unknown options,
     // so `run --bogus 3` would say "File does not exist: 3" although the mistake is --bogus.
     // Name the unexpected argument first when there is one.
-    const std::vector<std::string> extra = app.remaining(true);
+    // Name only the unknown options when there are any: the value after one was taken as the
+    // positional, so the real positional shows up among the extras although it is fine.
+    std::vector<std::string> extra;
+    for (const auto& x : app.remaining(true)) {
+      if (x.size() > 1 && x[0] == '-') extra.push_back(x);
+    }
+    if (extra.empty()) extra = app.remaining(true);
     if (root) {
       if (!extra.empty()) {
         app.exit(CLI::ExtrasError(extra));

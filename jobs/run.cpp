@@ -432,6 +432,27 @@ RunResult run_simulation(const RunOptions& opt, MPI_Comm comm, const std::string
     others.push_back(spec.summary_json);
     check_output_path(spec.trace_path, "--trace", others);
   }
+  if (!spec.save_partition.empty()) check_output_path(spec.save_partition, "--save-partition", inputs);
+  {
+    // Two outputs on one path would overwrite each other, the later writer silently winning
+    // (the checks above only see files that already exist).
+    std::vector<std::pair<std::string, std::string>> outs;
+    if (opt.write_h5) outs.emplace_back("-o", spec.output_h5);
+    if (!spec.summary_json.empty()) outs.emplace_back("--summary-json", spec.summary_json);
+    if (!spec.trace_path.empty()) outs.emplace_back("--trace", spec.trace_path);
+    if (!spec.save_partition.empty()) outs.emplace_back("--save-partition", spec.save_partition);
+    for (std::size_t j = 1; j < outs.size(); ++j) {
+      std::error_code ec;
+      const fs::path pj = fs::weakly_canonical(fs::absolute(outs[j].second), ec);
+      for (std::size_t i = 0; i < j; ++i) {
+        if (fs::weakly_canonical(fs::absolute(outs[i].second), ec) == pj) {
+          throw InputError("<cli>", outs[j].first + " " + outs[j].second,
+                           "is the same path as " + outs[i].first + " " + outs[i].second,
+                           "give each output its own file");
+        }
+      }
+    }
+  }
 
   GenInfo gen;
   models::Workload w = opt.workload_data != nullptr ? *opt.workload_data : load_spec_workload(spec, &gen);

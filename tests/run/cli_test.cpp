@@ -158,6 +158,26 @@ TEST_F(Cli, UnknownOptionWithValueNamesTheOption) {
   const Outcome o = run_cli("run --bogus 3", dir_.string());
   EXPECT_EQ(o.err.find("File does not exist"), std::string::npos) << o.err;
 }
+TEST_F(Cli, UnknownOptionWithValueBeforeSpecNamesOnlyTheOption) {
+  const std::string spec = fabricsim::testing::source_dir() + "/examples/quickstart.yaml";
+  expect_bad("run --bogus 3 " + spec, {"--bogus"});
+  const Outcome o = run_cli("run --bogus 3 " + spec, dir_.string());
+  EXPECT_EQ(o.err.find("quickstart.yaml"), std::string::npos) << o.err;
+}
+// Two outputs on one path: refused before anything runs (the later writer used to win silently).
+TEST_F(Cli, TwoOutputsOnOnePath) {
+  const std::string w = fabricsim::testing::data("chakra/astra-sim/examples/workload/microbenchmarks/all_reduce/8npus_1MB/all_reduce");
+  const std::string same = (dir_ / "same.out").string();
+  for (const std::string& args : {"-o " + same + " --summary-json " + same, "-o " + out_h5() + " --summary-json " + same + " --trace " + same,
+                                  "-o " + same + " --save-partition " + same}) {
+    const Outcome o = run_cli("run --workload " + w + " " + args, dir_.string());
+    EXPECT_EQ(o.code, 2) << args << ": " << o.err;
+    EXPECT_EQ(count_lines(o.err), 1) << o.err;
+    EXPECT_NE(o.err.find("is the same path as"), std::string::npos) << o.err;
+    EXPECT_FALSE(fs::exists(same)) << args;
+    EXPECT_FALSE(fs::exists(out_h5())) << args;
+  }
+}
 TEST_F(Cli, MissingSpecFileNamed) { expect_bad("run /nonexistent/spec.yaml", {"/nonexistent/spec.yaml"}); }
 TEST_F(Cli, MissingWorkload) { expect_bad("run --workload /nonexistent/trace", {"/nonexistent/trace"}); }
 TEST_F(Cli, SimaiWithoutWorldSize) {
