@@ -64,17 +64,11 @@ class Gpu final : public e::Lp {
     switch (ev.kind) {
       case kEvPost:
         for (std::uint32_t i : batches_[ev.get<std::uint64_t>()].flows) {
-          m::Packet head;
-          head.flow_id = i;
-          head.flow_bytes = flows_[i].bytes;
-          head.flow_start = ctx.now();
-          head.tag = i;
-          head.src_rank = flows_[i].src;
-          head.dst_rank = flows_[i].dst;
-          head.group = m::kP2pGroup;
+          m::Packet head = fabricsim::testing::p2p_flow_head(
+              i, flows_[i].bytes, flows_[i].src, flows_[i].dst,
+              e::mix64(0x5EED ^ (std::uint64_t{flows_[i].src} << 40) ^ (std::uint64_t{flows_[i].dst} << 8) ^ flows_[i].channel),
+              ctx.now());
           head.conn = m::coarse_conn(flows_[i].channel, 0, 1);
-          head.flow_hash = e::mix64(0x5EED ^ (std::uint64_t{flows_[i].src} << 40) ^ (std::uint64_t{flows_[i].dst} << 8) ^
-                                    flows_[i].channel);
           if (direct_) {
             source_.post(topo_, net_, head, ctx);
           } else {

@@ -4,7 +4,10 @@
 // at the flow rung, so each is a stand-in that fails the test on any event.
 #include <gtest/gtest.h>
 
+#include <cstdint>
+
 #include "engine/simulator.hpp"
+#include "models/packet.hpp"
 
 namespace fabricsim::testing {
 
@@ -14,5 +17,21 @@ class IdleSwitchLp final : public engine::Lp {
   void init(engine::Context&) override {}
   void handle(const engine::Event& ev, engine::Context&) override { FAIL() << "switch LP got event " << ev.kind; }
 };
+
+/// The head packet of one point-to-point test flow `id` of `bytes` from rank `src` to `dst`,
+/// handed to the port at `now` (ps) with ECMP hash input `hash`; the tag is the flow id.
+inline models::Packet p2p_flow_head(std::uint64_t id, std::uint64_t bytes, std::uint32_t src, std::uint32_t dst,
+                                    std::uint64_t hash, engine::SimTime now) {
+  models::Packet head;
+  head.flow_id = id;
+  head.flow_bytes = bytes;
+  head.flow_start = now;
+  head.flow_hash = hash;
+  head.tag = static_cast<std::int64_t>(id);
+  head.src_rank = src;
+  head.dst_rank = dst;
+  head.group = models::kP2pGroup;
+  return head;
+}
 
 }  // namespace fabricsim::testing

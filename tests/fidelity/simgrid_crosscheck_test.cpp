@@ -81,15 +81,8 @@ class Injector final : public e::Lp {
     switch (ev.kind) {
       case kEvInject: {
         const auto i = ev.get<std::uint64_t>();
-        m::Packet head;
-        head.flow_id = i;
-        head.flow_bytes = flows_[i].bytes;
-        head.flow_start = ctx.now();
-        head.flow_hash = flows_[i].hash;
-        head.tag = static_cast<std::int64_t>(i);
-        head.src_rank = flows_[i].src;
-        head.dst_rank = flows_[i].dst;
-        head.group = m::kP2pGroup;
+        const m::Packet head =
+            fabricsim::testing::p2p_flow_head(i, flows_[i].bytes, flows_[i].src, flows_[i].dst, flows_[i].hash, ctx.now());
         m::start_coarse_flow(topo_, m::Fidelity::kFlow, net_, head, ctx, nullptr);
         return;
       }
