@@ -58,6 +58,14 @@ SimTime parse_time_ps(const std::string& text, const std::string& file, const st
   return static_cast<SimTime>(std::llround(ps));
 }
 
+bool parse_bool(const std::string& text, const std::string& file, const std::string& field) {
+  std::string t = text;
+  for (char& ch : t) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+  if (t == "true" || t == "yes" || t == "on" || t == "1") return true;
+  if (t == "false" || t == "no" || t == "off" || t == "0") return false;
+  throw InputError(file, field, "'" + text + "' is not a boolean", "use true or false (also yes/no, on/off, 1/0)");
+}
+
 std::uint64_t parse_bytes(const std::string& text, const std::string& file, const std::string& field) {
   const Split s = split_number(text, file, field, "4KiB");
   static const std::vector<std::pair<std::string, double>> kUnits = {

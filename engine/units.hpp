@@ -23,6 +23,10 @@ std::uint64_t parse_bytes(const std::string& text, const std::string& file, cons
 std::uint64_t parse_rate_bps(const std::string& text, const std::string& file,
                              const std::string& field);
 
+/// Parses a boolean spec value: true/false, yes/no, on/off or 1/0, any letter case (YAML 1.1's
+/// boolean words plus 0/1). @throws InputError(file, field) naming the accepted words otherwise.
+bool parse_bool(const std::string& text, const std::string& file, const std::string& field);
+
 /// Formats picoseconds for humans ("12.345 us").
 std::string format_time(SimTime ps);
 

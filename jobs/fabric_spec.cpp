@@ -71,13 +71,7 @@ void parse_fabric_keys(const std::function<std::optional<std::string>(const std:
   };
   auto flag = [&](const std::string& key, bool& field) {
     if (auto v = get(key)) {
-      if (*v == "true" || *v == "on" || *v == "yes") {
-        field = true;
-      } else if (*v == "false" || *v == "off" || *v == "no") {
-        field = false;
-      } else {
-        throw InputError(file_of(key), key, "'" + *v + "' is not a boolean", "use true or false");
-      }
+      field = engine::parse_bool(*v, file_of(key), key);
     }
   };
   auto bytes = [&](const std::string& key, std::uint64_t& field, std::uint64_t lo, std::uint64_t hi) {

@@ -11,6 +11,7 @@
 
 #include "engine/errors.hpp"
 #include "engine/time.hpp"
+#include "engine/units.hpp"
 
 namespace fabricsim::jobs {
 
@@ -1052,9 +1053,7 @@ struct SpecReader {
   bool boolean(const std::string& k, bool def) const {
     const auto v = get(k);
     if (!v) return def;
-    if (*v == "true" || *v == "1" || *v == "yes" || *v == "on") return true;
-    if (*v == "false" || *v == "0" || *v == "no" || *v == "off") return false;
-    throw InputError(where(k), "workload.generator." + k, "'" + *v + "' is not a boolean", "use true or false");
+    return engine::parse_bool(*v, where(k), "workload.generator." + k);
   }
   double real(const std::string& k, double def) const {
     const auto v = get(k);

@@ -412,14 +412,10 @@ Spec load_spec(const std::string& path, const std::vector<std::string>& sets) {
     }
   }
   if (auto v = str("cluster.dual_plane")) {
-    if (*v == "true" || *v == "1") c.dual_plane = true;
-    else if (*v == "false" || *v == "0") c.dual_plane = false;
-    else throw InputError(file_of("cluster.dual_plane"), "cluster.dual_plane", "'" + *v + "' is not a boolean", "use true or false");
+    c.dual_plane = engine::parse_bool(*v, file_of("cluster.dual_plane"), "cluster.dual_plane");
   }
   if (auto v = str("cluster.nvswitch_cut_through")) {
-    if (*v == "true" || *v == "1") c.nvswitch_cut_through = true;
-    else if (*v == "false" || *v == "0") c.nvswitch_cut_through = false;
-    else throw InputError(file_of("cluster.nvswitch_cut_through"), "cluster.nvswitch_cut_through", "'" + *v + "' is not a boolean", "use true or false");
+    c.nvswitch_cut_through = engine::parse_bool(*v, file_of("cluster.nvswitch_cut_through"), "cluster.nvswitch_cut_through");
   }
   if (auto v = str("cluster.nvlink_domain"); v && *v != "auto") {
     c.nvlink_domain = static_cast<std::uint32_t>(parse_uint(*v, file_of("cluster.nvlink_domain"), "cluster.nvlink_domain", 1));
@@ -556,23 +552,15 @@ Spec load_spec(const std::string& path, const std::vector<std::string>& sets) {
     s.launch_latency_given = true;
   }
   if (auto v = str("simccl.topo_fallback")) {
-    if (*v != "true" && *v != "false" && *v != "1" && *v != "0") {
-      throw InputError(file_of("simccl.topo_fallback"), "simccl.topo_fallback", "'" + *v + "' is not a bool", "use true or false");
-    }
-    s.simccl_extras.topo_fallback = *v == "true" || *v == "1";
+    s.simccl_extras.topo_fallback = engine::parse_bool(*v, file_of("simccl.topo_fallback"), "simccl.topo_fallback");
   }
   if (auto v = str("simccl.lazy_plans")) {
-    if (*v != "true" && *v != "false" && *v != "1" && *v != "0") {
-      throw InputError(file_of("simccl.lazy_plans"), "simccl.lazy_plans", "'" + *v + "' is not a bool", "use true or false");
-    }
-    s.simccl_extras.lazy_plans = *v == "true" || *v == "1";
+    s.simccl_extras.lazy_plans = engine::parse_bool(*v, file_of("simccl.lazy_plans"), "simccl.lazy_plans");
   }
   s.output_h5 = "fabricsim_results.h5";
   if (auto v = str("output.h5")) s.output_h5 = *v;
   if (auto v = str("output.flows")) {
-    if (*v == "true") s.output_flows = true;
-    else if (*v == "false") s.output_flows = false;
-    else throw InputError(file_of("output.flows"), "output.flows", "'" + *v + "' is not a boolean", "use true or false");
+    s.output_flows = engine::parse_bool(*v, file_of("output.flows"), "output.flows");
   }
   if (auto v = str("output.summary_json")) s.summary_json = *v;
   if (auto v = str("output.sample_interval")) {

@@ -178,6 +178,19 @@ TEST_F(Cli, TwoOutputsOnOnePath) {
     EXPECT_FALSE(fs::exists(out_h5())) << args;
   }
 }
+// Every boolean key takes the same words (true/false, yes/no, on/off, 1/0, any case) and
+// refuses others with one line naming the key.
+TEST_F(Cli, BooleanKeysShareOneParser) {
+  const std::string w = fabricsim::testing::data("chakra/astra-sim/examples/workload/microbenchmarks/all_reduce/8npus_1MB/all_reduce");
+  for (const char* key : {"simccl.lazy_plans", "output.flows", "cluster.nvswitch_cut_through"}) {
+    expect_bad("run --workload " + w + " --set " + key + "=maybe", {key, "maybe", "not a boolean"});
+    for (const char* val : {"TRUE", "yes", "Off", "0"}) {
+      const Outcome o = run_cli("run -q --workload " + w + " --set " + key + "=" + val + " -o " + out_h5(), dir_.string());
+      EXPECT_EQ(o.code, 0) << key << "=" << val << ": " << o.err;
+      fs::remove(out_h5());  // the next expect_bad checks that nothing is left in the directory
+    }
+  }
+}
 TEST_F(Cli, MissingSpecFileNamed) { expect_bad("run /nonexistent/spec.yaml", {"/nonexistent/spec.yaml"}); }
 TEST_F(Cli, MissingWorkload) { expect_bad("run --workload /nonexistent/trace", {"/nonexistent/trace"}); }
 TEST_F(Cli, SimaiWithoutWorldSize) {
