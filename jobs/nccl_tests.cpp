@@ -174,7 +174,13 @@ std::string plan_report(const NcclTestsOptions& opt, std::uint64_t bytes) {
   }
   for (const auto& w : pb.warnings) out << "# warning: " << w << "\n";
   if (n < 2 || S == 0) {
-    out << "nothing to plan: " << (n < 2 ? "one rank" : "0 bytes") << "\n";
+    if (n < 2) {
+      out << "nothing to plan: one rank\n";
+    } else {
+      out << fmt::format("nothing to plan: {} B rounds down to 0 whole 4-byte float elements{} (as nccl-tests "
+                         "rounds sizes); give at least {} B\n",
+                         bytes, ci.per_rank_split ? fmt::format(" for each of the {} ranks", n) : std::string(), unit);
+    }
     return out.str();
   }
   std::vector<std::uint32_t> world(n);

@@ -297,3 +297,20 @@ TEST(SimcclCli, NcclTestsOneRankSaysNothingIsPlanned) {
   EXPECT_EQ(two.find("# one rank"), std::string::npos) << two;
   std::filesystem::remove_all(dir);
 }
+
+// Sizes below one whole element per rank round down to 0 bytes as nccl-tests rounds them; the
+// plan says so and names the smallest size that plans something (4 B for AllReduce, 4 B x ranks
+// for ReduceScatter, whose count is per rank).
+TEST(SimcclCli, PlanBelowOneElementSaysWhy) {
+  const auto dir = std::filesystem::temp_directory_path() / ("fabricsim_plan_small_" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  std::string out;
+  ASSERT_EQ(run_stdout("plan all_reduce 3 -g 8 -n 2", dir.string(), &out).code, 0);
+  EXPECT_NE(out.find("3 B rounds down to 0 whole 4-byte float elements"), std::string::npos) << out;
+  EXPECT_NE(out.find("give at least 4 B"), std::string::npos) << out;
+  ASSERT_EQ(run_stdout("plan reduce_scatter 40 -g 8 -n 2", dir.string(), &out).code, 0);
+  EXPECT_NE(out.find("give at least 64 B"), std::string::npos) << out;
+  ASSERT_EQ(run_stdout("plan all_reduce 4 -g 8 -n 2", dir.string(), &out).code, 0);
+  EXPECT_EQ(out.find("nothing to plan"), std::string::npos) << out;
+  std::filesystem::remove_all(dir);
+}
