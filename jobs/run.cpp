@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <unistd.h>
+#include <fcntl.h>
 #include <cstring>
 #include <cerrno>
 #include <cstdio>
@@ -260,6 +261,23 @@ void check_output_path(const std::string& path, const std::string& field, const 
   if (::access(dir.c_str(), W_OK) != 0) {
     throw InputError("<cli>", field + " " + path, "directory " + dir.string() + " is not writable",
                      "choose a writable directory");
+  }
+  {
+    // access() says yes to root everywhere, also on read-only and pseudo file systems (/proc,
+    // /sys); creating and removing a probe file is the test that the results can be written.
+    const fs::path probe = dir / (".fabricsim-probe." + std::to_string(::getpid()));
+    const int fd = ::open(probe.c_str(), O_WRONLY | O_CREAT | O_EXCL, 0600);
+    if (fd < 0) {
+      const int e = errno;
+      if (e != EEXIST) {
+        throw InputError("<cli>", field + " " + path,
+                         "cannot create a file in " + dir.string() + " (" + std::strerror(e) + ")",
+                         "choose a writable directory on a regular file system");
+      }
+    } else {
+      ::close(fd);
+      ::unlink(probe.c_str());
+    }
   }
   std::error_code ec;
   const fs::path canon = fs::weakly_canonical(abs, ec);

@@ -246,6 +246,16 @@ TEST_F(Cli, OutputMustNotBeAnInputOrADirectory) {
   EXPECT_NE(d.err.find("is a directory"), std::string::npos) << d.err;
   EXPECT_FALSE(fs::exists(out_h5()));
 }
+// access(W_OK) says yes to root on pseudo file systems; the results would be lost after the run.
+TEST_F(Cli, OutputOnAFileSystemThatRefusesFilesFailsBeforeTheRun) {
+  const std::string w = fabricsim::testing::data("chakra/astra-sim/examples/workload/microbenchmarks/all_reduce/8npus_1MB/all_reduce");
+  for (const std::string out : {"-o /proc/fabricsim_test.h5", "--summary-json /proc/fabricsim_test.json"}) {
+    const Outcome o = run_cli("run --workload " + w + " " + out, dir_.string());
+    EXPECT_EQ(o.code, 2) << out << ": " << o.err;
+    EXPECT_EQ(count_lines(o.err), 1) << o.err;
+    EXPECT_NE(o.err.find("cannot create a file in /proc"), std::string::npos) << o.err;
+  }
+}
 TEST_F(Cli, UsageErrorsAreOneLine) {
   for (const std::string args : {"run --gpus 0", "run --threads 0", "run /nonexistent.yaml", "run --bogus", "frobnicate"}) {
     const Outcome o = run_cli(args, dir_.string());
