@@ -490,7 +490,7 @@ RunResult run_simulation(const RunOptions& opt, MPI_Comm comm, const std::string
   const models::Topology topo(cspec);
   log->info("topology: {} ({} LPs) ({:.3f} s)", cluster_desc(topo), topo.num_nodes(), now_s() - t0);
   // Partition: a scale-up domain's GPUs + NVSwitch stay together; Ethernet switches are dealt
-  // round-robin (in LP order: leaves, spines, cores).
+  // round-robin (in LP order: leaves, spines, cores), then each leaf moves to its hosts' unit.
   partition::Blocks blocks(topo.num_domains());
   for (std::uint32_t g = 0; g < topo.num_gpus(); ++g) blocks[topo.domain_of(g)].push_back(g);
   for (std::uint32_t d = 0; d < topo.num_domains(); ++d) {
@@ -526,6 +526,11 @@ RunResult run_simulation(const RunOptions& opt, MPI_Comm comm, const std::string
   engine::Placement placement;
   if (spec.partition == "topology") {
     placement = partition::place_blocks(num_lps, blocks, loose, static_cast<std::uint32_t>(nprocs), threads);
+    // Leaves (ToRs, rail switches) join the unit holding most of their hosts' GPUs; spines and
+    // cores stay dealt round robin (they are wired to every leaf of their pod).
+    std::vector<engine::LpId> leaves;
+    for (std::uint32_t i = 0; i < topo.count(models::NodeKind::kLeaf); ++i) leaves.push_back(topo.leaf_lp(i));
+    partition::attach_to_neighbors(placement, leaves, edges);
   } else if (spec.partition == "metis") {
     // Links below 1 ns stay inside one unit: a window that short would make the run crawl.
     placement = partition::place_metis(num_lps, edges, edge_weight, lp_weight, static_cast<std::uint32_t>(nprocs),

@@ -91,7 +91,7 @@ const std::vector<SpecKey>& spec_keys() {
       {"compute.scale", "double", "1.0", "multiplies every compute duration from the trace"},
       {"sim.seed", "int", "1", "seed of every random choice (ECMP hashes)"},
       {"sim.threads", "int", "1", "engine threads per MPI process"},
-      {"sim.partition", "string", "topology", "LP placement: topology (hosts whole, switches dealt round-robin), metis (LP graph weighted by link bandwidth) or a partition file"},
+      {"sim.partition", "string", "topology", "LP placement: topology (hosts whole, each leaf with most of its hosts, spines and cores dealt round-robin), metis (LP graph weighted by link bandwidth) or a partition file"},
       {"sim.save_partition", "string", "", "write the placement used to this file (reuse it with sim.partition: FILE)"},
       {"sim.fidelity", "enum", "packet", "network rung: packet (MTU packets, FIFO switches), flow (max-min fair flows) or analytical (alpha-beta, no sharing)"},
       {"output.h5", "string", "fabricsim_results.h5", "HDF5 results file (relative to the working directory)"},

@@ -37,6 +37,51 @@ engine::Placement place_blocks(std::uint32_t num_lps, const Blocks& blocks,
   return p;
 }
 
+void attach_to_neighbors(engine::Placement& p, const std::vector<engine::LpId>& affine,
+                         const std::vector<Edge>& edges) {
+  const std::size_t n = p.proc.size();
+  const std::uint32_t threads = std::max<std::uint32_t>(1, p.threads);
+  std::uint32_t units = 1;
+  for (std::size_t lp = 0; lp < n; ++lp) {
+    units = std::max<std::uint32_t>(units, static_cast<std::uint32_t>(p.proc[lp]) * threads + p.thread[lp] + 1);
+  }
+  std::vector<char> is_affine(n, 0);
+  for (engine::LpId lp : affine) {
+    if (lp >= n) throw engine::InternalError("partition: affine LP " + std::to_string(lp) + " out of range");
+    is_affine[lp] = 1;
+  }
+  // Neighbour lists of the affine LPs (CSR over the edge list, both directions).
+  std::vector<std::uint32_t> deg(n + 1, 0);
+  for (const Edge& e : edges) {
+    if (is_affine[e.a] && !is_affine[e.b]) ++deg[e.a];
+    if (is_affine[e.b] && !is_affine[e.a]) ++deg[e.b];
+  }
+  std::vector<std::uint32_t> start(n + 1, 0);
+  for (std::size_t i = 0; i < n; ++i) start[i + 1] = start[i] + deg[i];
+  std::vector<engine::LpId> nbr(start[n]);
+  std::vector<std::uint32_t> fill(start.begin(), start.end() - 1);
+  for (const Edge& e : edges) {
+    if (is_affine[e.a] && !is_affine[e.b]) nbr[fill[e.a]++] = e.b;
+    if (is_affine[e.b] && !is_affine[e.a]) nbr[fill[e.b]++] = e.a;
+  }
+  std::vector<std::uint32_t> count(units, 0), held(units, 0);
+  for (engine::LpId lp : affine) {
+    std::fill(count.begin(), count.end(), 0);
+    for (std::uint32_t i = start[lp]; i < start[lp + 1]; ++i) {
+      const engine::LpId q = nbr[i];
+      ++count[static_cast<std::uint32_t>(p.proc[q]) * threads + p.thread[q]];
+    }
+    const std::uint32_t best = *std::max_element(count.begin(), count.end());
+    std::uint32_t pick = units;
+    for (std::uint32_t u = 0; u < units; ++u) {
+      if (count[u] == best && (pick == units || held[u] < held[pick])) pick = u;
+    }
+    ++held[pick];
+    p.proc[lp] = static_cast<std::int32_t>(pick / threads);
+    p.thread[lp] = static_cast<std::uint16_t>(pick % threads);
+  }
+}
+
 namespace {
 bool is_cut(const engine::Placement& p, const Edge& e) {
   return p.proc[e.a] != p.proc[e.b] || p.thread[e.a] != p.thread[e.b];

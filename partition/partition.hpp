@@ -27,6 +27,15 @@ engine::Placement place_blocks(std::uint32_t num_lps, const Blocks& blocks,
                                const std::vector<engine::LpId>& loose, std::uint32_t procs,
                                std::uint32_t threads);
 
+/// Moves each LP of `affine` (e.g. a leaf switch) to the (process, thread) unit that holds most
+/// of its neighbours outside `affine` (its hosts' GPUs), counting one per edge in `edges`, so a
+/// leaf's host links stay inside one unit where the topology allows (issue 7: "leaves with their
+/// hosts"). Ties (a rail leaf wired to hosts on every unit) and LPs without such neighbours go to
+/// the tied unit holding the fewest affine LPs so far, then the lowest unit. Deterministic: depends
+/// only on `p`, `affine` order and `edges`. Precondition: every LP is placed in `p`.
+void attach_to_neighbors(engine::Placement& p, const std::vector<engine::LpId>& affine,
+                         const std::vector<Edge>& edges);
+
 /// Window width W: minimum latency over edges whose ends are in different (process, thread)
 /// units; engine::kInfinity when no edge is cut.
 engine::SimTime lookahead(const engine::Placement& p, const std::vector<Edge>& edges);

@@ -1,0 +1,66 @@
+// Topology-aware placement (issue 7 scope: "a host's GPUs, NICs and NVSwitch together; leaves with
+// their hosts"): leaves join the unit that holds their hosts; rail leaves wired to hosts on every
+// unit are spread evenly. Expected units and cut counts are worked out by hand for each graph.
+#include <gtest/gtest.h>
+
+#include <vector>
+
+#include "partition/partition.hpp"
+
+namespace {
+
+using fabricsim::engine::LpId;
+using fabricsim::partition::Edge;
+
+// LPs 0..7: GPUs of 4 hosts (2 GPUs each); 8..11: leaves; 12: spine.
+TEST(Partition, LeafJoinsTheUnitOfItsHosts) {
+  fabricsim::partition::Blocks blocks = {{0, 1}, {2, 3}, {4, 5}, {6, 7}};
+  // Leaf 8 serves hosts 0-1, leaf 9 hosts 2-3; leaves 10 and 11 are extra ToRs of hosts 2-3 and 0-1
+  // (dealt round robin, leaves 8 and 10 would land on unit 0 and 9 and 11 on unit 1).
+  const std::vector<LpId> leaves = {8, 9, 10, 11};
+  std::vector<Edge> edges;
+  auto wire = [&](LpId leaf, std::vector<LpId> gpus) {
+    for (LpId g : gpus) edges.push_back({g, leaf, 1000});
+    edges.push_back({leaf, 12, 1000});
+  };
+  wire(8, {0, 1, 2, 3});
+  wire(9, {4, 5, 6, 7});
+  wire(10, {4, 5, 6, 7});
+  wire(11, {0, 1, 2, 3});
+  std::vector<LpId> loose = leaves;
+  loose.push_back(12);
+  auto p = fabricsim::partition::place_blocks(13, blocks, loose, 2, 1);
+  const auto cut_before = fabricsim::partition::cut_edges(p, edges);
+  fabricsim::partition::attach_to_neighbors(p, leaves, edges);
+  EXPECT_EQ(p.proc[8], 0);
+  EXPECT_EQ(p.proc[9], 1);
+  EXPECT_EQ(p.proc[10], 1);
+  EXPECT_EQ(p.proc[11], 0);
+  // Only leaf-spine links of the two leaves away from the spine's unit remain cut.
+  const int spine = p.proc[12];
+  int expect = 0;
+  for (LpId l : leaves) expect += p.proc[l] != spine ? 1 : 0;
+  EXPECT_EQ(fabricsim::partition::cut_edges(p, edges), static_cast<std::uint64_t>(expect));
+  EXPECT_EQ(expect, 2);
+  EXPECT_LT(fabricsim::partition::cut_edges(p, edges), cut_before);
+}
+
+// Rail leaves: leaf r is wired to GPU r of every host, hosts split over 2 processes x 2 threads.
+// Every unit holds one host, so every leaf ties; they are spread one per unit in order.
+TEST(Partition, RailLeavesTieAndSpreadEvenly) {
+  fabricsim::partition::Blocks blocks = {{0, 1, 2, 3}, {4, 5, 6, 7}, {8, 9, 10, 11}, {12, 13, 14, 15}};
+  std::vector<LpId> leaves = {16, 17, 18, 19};
+  std::vector<Edge> edges;
+  for (LpId r = 0; r < 4; ++r) {
+    for (LpId h = 0; h < 4; ++h) edges.push_back({h * 4 + r, 16 + r, 1000});
+  }
+  auto p = fabricsim::partition::place_blocks(20, blocks, leaves, 2, 2);
+  fabricsim::partition::attach_to_neighbors(p, leaves, edges);
+  std::vector<int> per_unit(4, 0);
+  for (LpId l : leaves) ++per_unit[p.proc[l] * 2 + p.thread[l]];
+  EXPECT_EQ(per_unit, (std::vector<int>{1, 1, 1, 1}));
+  EXPECT_EQ(p.proc[16] * 2 + p.thread[16], 0);
+  EXPECT_EQ(p.proc[19] * 2 + p.thread[19], 3);
+}
+
+}  // namespace
