@@ -24,6 +24,7 @@
 #include <span>
 #include <vector>
 
+#include "models/packet.hpp"
 #include "models/workload.hpp"
 
 namespace fabricsim::models {
@@ -312,6 +313,259 @@ struct LazyTree {
   }
 };
 
+/// NCCL's NVLS and NVLSTree collectives (simccl's NcclPlanner; nccl.md §1.4/1.6) in lazy form:
+/// O(channels) memory per rank instead of ~2 m + 7 ops per loop of m chunks (issue 7: ~2,900 ops
+/// and ~400 KB per rank for a 64 MiB NVLSTree AllReduce on 1,024 GPUs). As for LazyTree, the
+/// executor walks op indices, dependency counts and dependents exactly as for the materialized
+/// plan; this struct computes each op, its dependency count and its dependents from the shape.
+///
+/// Shape: `m` heads (NVLS: every rank of the single-node communicator; NVLSTree: the ranks of
+/// this rank's node, in node order), this rank is head `q`. Per channel, loops of m chunks (loop
+/// l carries block = min(loop, bytes - l loop) data bytes; head h owns chunk_bytes(block, m, h) =
+/// block / m + (h < block % m), so only the first lp = min(m, block) heads get data). Op layout
+/// of a loop (the materialized plan's), tr = (c tag_loops + l) tags_per_loop:
+///   [reduce] lp reduce sends, one to each head h's chunk (tag tr, kNvlsReduce, no deps);
+///   when this rank owns data (q < lp):
+///     [reduce] the receive of its reduced chunk from the switch (peer = itself, tag tr);
+///     receives from each tree child (tag tr + 1);
+///     with a tree parent: the send up (tag tr + 1; deps: the receives above), the receive from
+///     the parent (tag tr + 2);
+///     the sends down to each child (tag tr + 2) and [mcast] the multicast of the result (peer =
+///     itself, tag tr + tags_per_loop - 1, kNvlsMulticast); deps: the receive from the parent,
+///     or without a parent the receives above;
+///   [mcast] lp receives of the multicast chunks, from each head h (tag tr + tags_per_loop - 1).
+/// Loops do not depend on each other. NVLS is the case without tree links (AllReduce: reduce and
+/// mcast; ReduceScatter: reduce only; AllGather: mcast only, tags_per_loop 2); NVLSTree
+/// AllReduce has tags_per_loop 4 and the node's double binary tree links of head q (tree c % 2).
+struct LazyNvls {
+  static constexpr std::uint32_t kNoPeer = 0xFFFFFFFFu;
+  struct Channel {
+    std::uint32_t base = 0;    ///< index of the channel's first op
+    std::uint32_t nloops = 0;
+    std::uint64_t bytes = 0;   ///< data bytes of the channel
+  };
+  /// Tree links of head q across nodes (global ranks of the peers' head q).
+  struct Links {
+    std::uint32_t parent = kNoPeer;
+    std::uint32_t child[2] = {kNoPeer, kNoPeer};
+    std::uint32_t nchild = 0;
+  };
+  std::vector<Channel> ch;
+  Links links[2];                        ///< tree 0 and tree 1 (channel c uses c % 2)
+  const std::uint32_t* heads = nullptr;  ///< m global ranks; owned by the planner's communicator cache
+  std::uint32_t m = 1;
+  std::uint32_t q = 0;                   ///< this rank's head index
+  std::uint32_t me = 0;                  ///< this rank's global rank
+  std::uint64_t loop = 1;                ///< data bytes per loop (m chunks)
+  std::uint64_t tag_loops = 1;           ///< tag stride per channel, in loops (> any channel's nloops)
+  std::uint32_t tags_per_loop = 2;       ///< 2 (NVLS) or 4 (NVLSTree)
+  bool reduce = true;                    ///< reduce sends and the switch's reduced chunk
+  bool mcast = true;                     ///< the multicast and its receives
+  std::uint32_t total = 0;               ///< ops in all
+  /// Bytes on the wire for `data` payload bytes (the protocol's efficiency).
+  std::function<std::uint64_t(std::uint64_t data)> wire;
+  /// The equivalent materialized plan.
+  std::function<RankPlan()> materialize;
+
+  /// One loop's shape.
+  struct Loop {
+    std::uint32_t first = 0;   ///< index of the loop's first op
+    std::uint64_t block = 0;   ///< data bytes of the loop
+    std::uint32_t lp = 0;      ///< heads with data
+    std::uint32_t nred = 0;    ///< reduce sends (reduce ? lp : 0)
+    std::uint32_t nmine = 0;   ///< ops of this rank's own chunk (0 when q >= lp)
+    const Links* t = nullptr;
+  };
+  /// Ops of this rank's own chunk in a loop: [reduce] receive from the switch, receives from the
+  /// children, send up + receive from the parent, sends down, [mcast] multicast.
+  std::uint32_t own_ops(const Links& t) const {
+    return (reduce ? 1u : 0u) + 2 * t.nchild + (t.parent != kNoPeer ? 2u : 0u) + (mcast ? 1u : 0u);
+  }
+  /// Ops of a loop whose every head has data.
+  std::uint32_t full_loop_ops(const Links& t) const { return (reduce ? m : 0u) + own_ops(t) + (mcast ? m : 0u); }
+  /// Ops of one loop of `block` data bytes.
+  std::uint32_t loop_ops(const Links& t, std::uint64_t block) const {
+    const std::uint32_t lp = block >= m ? m : static_cast<std::uint32_t>(block);
+    return (reduce ? lp : 0u) + (q < lp ? own_ops(t) : 0u) + (mcast ? lp : 0u);
+  }
+  std::uint64_t block_of(const Channel& x, std::uint32_t l) const {
+    return std::min(loop, x.bytes - std::uint64_t{l} * loop);
+  }
+  Loop loop_at(std::uint32_t c, std::uint32_t l) const {
+    const Channel& x = ch[c];
+    Loop L;
+    L.t = &links[c % 2];
+    L.first = x.base + l * full_loop_ops(*L.t);
+    L.block = block_of(x, l);
+    L.lp = L.block >= m ? m : static_cast<std::uint32_t>(L.block);
+    L.nred = reduce ? L.lp : 0;
+    L.nmine = q < L.lp ? own_ops(*L.t) : 0;
+    return L;
+  }
+  /// Where op `o` sits: channel c, loop l, position s inside the loop (every loop but a channel's
+  /// last has full_loop_ops ops, and the last at most as many).
+  void locate(std::uint32_t o, std::uint32_t& c, std::uint32_t& l, std::uint32_t& s) const {
+    const auto it = std::upper_bound(ch.begin(), ch.end(), o, [](std::uint32_t v, const Channel& x) { return v < x.base; });
+    c = static_cast<std::uint32_t>(it - ch.begin()) - 1;
+    const std::uint32_t pl = full_loop_ops(links[c % 2]);
+    l = (o - ch[c].base) / pl;
+    s = (o - ch[c].base) % pl;
+  }
+  std::uint32_t tag0(std::uint32_t c, std::uint32_t l) const {
+    return static_cast<std::uint32_t>((c * tag_loops + l) * tags_per_loop);
+  }
+  static std::uint64_t share(std::uint64_t block, std::uint32_t n, std::uint32_t h) {
+    return block / n + (h < block % n ? 1 : 0);
+  }
+  /// Op `o` as the materialized plan holds it.
+  P2pOp op(std::uint32_t o) const {
+    std::uint32_t c = 0, l = 0, s = 0;
+    locate(o, c, l, s);
+    const Loop L = loop_at(c, l);
+    const std::uint32_t tr = tag0(c, l);
+    P2pOp p;
+    p.channel = static_cast<std::uint16_t>(c);
+    auto send = [&](std::uint32_t peer, std::uint64_t data, std::uint32_t tag) {
+      p.is_send = true;
+      p.peer = peer;
+      p.payload_bytes = data;
+      p.bytes = wire(data);
+      p.tag = tag;
+    };
+    if (s < L.nred) {
+      send(heads[s], share(L.block, m, s), tr);
+      p.nvls = kNvlsReduce;
+      return p;
+    }
+    s -= L.nred;
+    if (s >= L.nmine) {  // multicast receive from head s - nmine
+      p.peer = heads[s - L.nmine];
+      p.tag = tr + tags_per_loop - 1;
+      return p;
+    }
+    const Links& t = *L.t;
+    const std::uint64_t mine = share(L.block, m, q);
+    if (reduce) {
+      if (s == 0) {
+        p.peer = me;
+        p.tag = tr;
+        return p;
+      }
+      --s;
+    }
+    if (s < t.nchild) {
+      p.peer = t.child[s];
+      p.tag = tr + 1;
+      return p;
+    }
+    s -= t.nchild;
+    if (t.parent != kNoPeer) {
+      if (s == 0) {
+        send(t.parent, mine, tr + 1);
+        return p;
+      }
+      if (s == 1) {
+        p.peer = t.parent;
+        p.tag = tr + 2;
+        return p;
+      }
+      s -= 2;
+    }
+    if (s < t.nchild) {
+      send(t.child[s], mine, tr + 2);
+      return p;
+    }
+    send(me, mine, tr + tags_per_loop - 1);
+    p.nvls = kNvlsMulticast;
+    return p;
+  }
+  /// Number of dependencies of op `o`.
+  std::uint32_t ndeps(std::uint32_t o) const {
+    std::uint32_t c = 0, l = 0, s = 0;
+    locate(o, c, l, s);
+    const Loop L = loop_at(c, l);
+    if (s < L.nred) return 0;
+    s -= L.nred;
+    if (s >= L.nmine) return 0;
+    const Links& t = *L.t;
+    const std::uint32_t first = (reduce ? 1u : 0u) + t.nchild;  // receives of the own chunk's inputs
+    if (s < first) return 0;
+    s -= first;
+    if (t.parent != kNoPeer) {
+      if (s == 0) return first;  // send up
+      if (s == 1) return 0;      // receive from the parent
+      return 1;                  // sends down, multicast: after the parent's data
+    }
+    return first;
+  }
+  /// Dependents of op `o` in increasing index order into `out` (at most 3). @returns their number.
+  std::uint32_t dependents(std::uint32_t o, std::uint32_t out[3]) const {
+    std::uint32_t c = 0, l = 0, s = 0;
+    locate(o, c, l, s);
+    const Loop L = loop_at(c, l);
+    if (s < L.nred) return 0;
+    s -= L.nred;
+    if (s >= L.nmine) return 0;
+    const Links& t = *L.t;
+    const std::uint32_t own0 = L.first + L.nred;
+    const std::uint32_t first = (reduce ? 1u : 0u) + t.nchild;
+    const std::uint32_t down0 = own0 + first + (t.parent != kNoPeer ? 2u : 0u);
+    const std::uint32_t nout = t.nchild + (mcast ? 1u : 0u);  // sends down, multicast
+    auto downs = [&]() {
+      for (std::uint32_t k = 0; k < nout; ++k) out[k] = down0 + k;
+      return nout;
+    };
+    if (s < first) {  // an input of the own chunk: the send up, or at the root the outputs
+      if (t.parent != kNoPeer) {
+        out[0] = own0 + first;
+        return 1;
+      }
+      return downs();
+    }
+    if (t.parent != kNoPeer && s == first + 1) return downs();  // the parent's data
+    return 0;
+  }
+  /// The receive op matching a message from global rank `peer` with `tag`; false if none.
+  bool recv_op(std::uint32_t peer, std::uint32_t tag, std::uint32_t& o) const {
+    const std::uint64_t qq = tag / tags_per_loop;
+    const std::uint32_t kind = tag % tags_per_loop;
+    const std::uint64_t c = qq / tag_loops, l = qq % tag_loops;
+    if (c >= ch.size() || l >= ch[c].nloops) return false;
+    const Loop L = loop_at(static_cast<std::uint32_t>(c), static_cast<std::uint32_t>(l));
+    const Links& t = *L.t;
+    const std::uint32_t own0 = L.first + L.nred;
+    if (kind == tags_per_loop - 1) {  // multicast from head h
+      if (!mcast) return false;
+      for (std::uint32_t h = 0; h < L.lp; ++h) {
+        if (heads[h] == peer) {
+          o = own0 + L.nmine + h;
+          return true;
+        }
+      }
+      return false;
+    }
+    if (L.nmine == 0) return false;
+    const std::uint32_t r = reduce ? 1u : 0u;
+    if (kind == 0) {
+      if (!reduce || peer != me) return false;
+      o = own0;
+      return true;
+    }
+    if (kind == 1) {
+      for (std::uint32_t k = 0; k < t.nchild; ++k) {
+        if (t.child[k] == peer) {
+          o = own0 + r + k;
+          return true;
+        }
+      }
+      return false;
+    }
+    if (t.parent == kNoPeer || peer != t.parent) return false;
+    o = own0 + r + t.nchild + 1;
+    return true;
+  }
+};
+
 /// What one rank does for one collective: ops plus their dependencies in CSR form, or a lazy
 /// ring (then ops is empty). Memory: 32 B per op + 4 B per op (offsets) + 4 B per dependency edge.
 struct RankPlan {
@@ -321,6 +575,7 @@ struct RankPlan {
   std::shared_ptr<const LazyRing> lazy_ring;  ///< set: the plan is this ring (ops empty)
   std::shared_ptr<const LazyChannelRing> lazy_channels;  ///< set: the plan is this NCCL ring family (ops empty)
   std::shared_ptr<const LazyTree> lazy_tree;  ///< set: the plan is this NCCL Tree AllReduce (ops empty)
+  std::shared_ptr<const LazyNvls> lazy_nvls;  ///< set: the plan is this NCCL NVLS / NVLSTree collective (ops empty)
 
   /// Appends an op that starts once the ops `deps` (indices < its own) completed.
   /// @returns the new op's index.
@@ -338,7 +593,7 @@ struct RankPlan {
   /// True if the collective has nothing to do on this rank (no ops, no lazy ring steps).
   bool empty() const {
     return ops.empty() && (!lazy_ring || lazy_ring->steps == 0) && (!lazy_channels || lazy_channels->channels == 0) &&
-           (!lazy_tree || lazy_tree->total == 0);
+           (!lazy_tree || lazy_tree->total == 0) && (!lazy_nvls || lazy_nvls->total == 0);
   }
   /// Dependencies of op i (indices < i).
   std::span<const std::uint32_t> deps(std::uint32_t i) const {
@@ -358,11 +613,13 @@ struct RankPlan {
     lazy_ring.reset();
     lazy_channels.reset();
     lazy_tree.reset();
+    lazy_nvls.reset();
   }
   /// The materialized equivalent: a copy of this plan, or a lazy ring's 2 x steps ops.
   RankPlan expanded() const {
     if (lazy_channels) return lazy_channels->materialize();
     if (lazy_tree) return lazy_tree->materialize();
+    if (lazy_nvls) return lazy_nvls->materialize();
     if (!lazy_ring) return *this;
     RankPlan p;
     const LazyRing& r = *lazy_ring;

@@ -30,6 +30,13 @@ struct DoneRef {
   std::uint32_t slot;
   std::uint32_t idx;
 };
+// The lazy DAG of a plan (LazyTree or LazyNvls: the same op / ndeps / dependents / recv_op
+// interface), passed to f.
+template <class F>
+decltype(auto) with_dag(const RankPlan& p, F&& f) {
+  if (p.lazy_tree) return f(*p.lazy_tree);
+  return f(*p.lazy_nvls);
+}
 }  // namespace
 
 GpuRankLp::GpuRankLp(const Topology& topo, engine::LpId id, const Workload* workload,
@@ -246,7 +253,7 @@ void GpuRankLp::begin_collective(std::uint32_t slot, Context& ctx) {
     start_lazy_channels(slot, ctx);
     return;
   }
-  if (st.plan.lazy_tree) {
+  if (st.plan.lazy_tree || st.plan.lazy_nvls) {
     start_lazy_tree(slot, ctx);
     return;
   }
@@ -354,37 +361,38 @@ void GpuRankLp::start_lazy_channels(std::uint32_t slot, Context& ctx) {
   for (std::uint32_t c = 0; c < r.channels && !st.completed; ++c) channel_send(slot, c, ctx);
 }
 
-// Lazy Tree: the materialized executor's steps (begin_collective, op_ready, op_done,
-// coll_message) with ops, dependency counts and dependents computed by LazyTree, so the sends
+// Lazy Tree / NVLS / NVLSTree: the materialized executor's steps (begin_collective, op_ready, op_done,
+// coll_message) with ops, dependency counts and dependents computed by LazyTree / LazyNvls, so the sends
 // start in the same order.
 void GpuRankLp::start_lazy_tree(std::uint32_t slot, Context& ctx) {
   CollState& st = state(slot);
-  const LazyTree& t = *st.plan.lazy_tree;
-  st.tree_state.assign(t.total, 0);
-  for (std::uint32_t o = 0; o < t.total; ++o) st.tree_state[o] = static_cast<std::uint8_t>(t.ndeps(o));
-  for (std::uint64_t key : st.early) {
-    std::uint32_t o = 0;
-    if (!t.recv_op(static_cast<std::uint32_t>(key >> 32), static_cast<std::uint32_t>(key & 0xFFFFFFFFu), o)) {
-      throw engine::InternalError("rank " + std::to_string(id_) + ": message from rank " + std::to_string(key >> 32) +
-                                  " tag " + std::to_string(key & 0xFFFFFFFFu) +
-                                  " matches no receive of collective node " + std::to_string(st.node));
+  const std::uint32_t total = with_dag(st.plan, [&](const auto& t) {
+    st.tree_state.assign(t.total, 0);
+    for (std::uint32_t o = 0; o < t.total; ++o) st.tree_state[o] = static_cast<std::uint8_t>(t.ndeps(o));
+    for (std::uint64_t key : st.early) {
+      std::uint32_t o = 0;
+      if (!t.recv_op(static_cast<std::uint32_t>(key >> 32), static_cast<std::uint32_t>(key & 0xFFFFFFFFu), o)) {
+        throw engine::InternalError("rank " + std::to_string(id_) + ": message from rank " + std::to_string(key >> 32) +
+                                    " tag " + std::to_string(key & 0xFFFFFFFFu) +
+                                    " matches no receive of collective node " + std::to_string(st.node));
+      }
+      st.tree_state[o] |= kTreeArrived;
     }
-    st.tree_state[o] |= kTreeArrived;
-  }
+    return t.total;
+  });
   std::vector<std::uint64_t>().swap(st.early);
   // The roots (no dependencies) in index order, as the materialized plan readies them. A
-  // completion inside releases the plan (and `t`): test `completed` before touching it again.
-  const std::uint32_t total = t.total;
+  // completion inside releases the plan: test `completed` before touching it again.
   for (std::uint32_t o = 0; o < total && !st.completed; ++o) {
-    if (st.plan.lazy_tree->ndeps(o) == 0) tree_ready(slot, o, ctx);
+    if (with_dag(st.plan, [o](const auto& t) { return t.ndeps(o); }) == 0) tree_ready(slot, o, ctx);
   }
 }
 
 void GpuRankLp::tree_ready(std::uint32_t slot, std::uint32_t op, Context& ctx) {
   CollState& st = state(slot);
-  const P2pOp o = st.plan.lazy_tree->op(op);
+  const P2pOp o = with_dag(st.plan, [op](const auto& t) { return t.op(op); });
   if (o.is_send) {
-    start_flow(o.peer, o.bytes, st.group, st.instance, o.tag, slot, op, ctx, o.channel);
+    start_flow(o.peer, o.bytes, st.group, st.instance, o.tag, slot, op, ctx, o.channel, 0, o.nvls);
     return;
   }
   if (st.tree_state[op] & kTreeArrived) {
@@ -397,7 +405,9 @@ void GpuRankLp::tree_ready(std::uint32_t slot, std::uint32_t op, Context& ctx) {
 void GpuRankLp::tree_message(std::uint32_t slot, std::uint64_t key, Context& ctx) {
   CollState& st = state(slot);
   std::uint32_t op = 0;
-  if (!st.plan.lazy_tree->recv_op(static_cast<std::uint32_t>(key >> 32), static_cast<std::uint32_t>(key & 0xFFFFFFFFu), op)) {
+  if (!with_dag(st.plan, [&](const auto& t) {
+        return t.recv_op(static_cast<std::uint32_t>(key >> 32), static_cast<std::uint32_t>(key & 0xFFFFFFFFu), op);
+      })) {
     throw engine::InternalError("rank " + std::to_string(id_) + ": message from rank " + std::to_string(key >> 32) +
                                 " tag " + std::to_string(key & 0xFFFFFFFFu) +
                                 " matches no receive of collective node " + std::to_string(st.node));
@@ -417,11 +427,13 @@ void GpuRankLp::tree_message(std::uint32_t slot, std::uint64_t key, Context& ctx
 void GpuRankLp::tree_done(std::uint32_t slot, std::uint32_t op, Context& ctx) {
   CollState& st = state(slot);
   ++st.done_ops;
-  const LazyTree& t = *st.plan.lazy_tree;
-  const std::uint32_t total = t.total;
+  std::uint32_t out[3] = {0, 0, 0};
+  std::uint32_t total = 0;
+  const std::uint32_t n = with_dag(st.plan, [&](const auto& t) {
+    total = t.total;
+    return t.dependents(op, out);
+  });
   st.tree_state[op] = static_cast<std::uint8_t>((st.tree_state[op] & ~kTreePosted) | kTreeDone);
-  std::uint32_t out[3];
-  const std::uint32_t n = t.dependents(op, out);
   for (std::uint32_t e = 0; e < n; ++e) {
     if ((--st.tree_state[out[e]] & kTreeDepMask) == 0) {
       tree_ready(slot, out[e], ctx);
@@ -523,7 +535,7 @@ void GpuRankLp::coll_message(std::uint32_t slot, std::uint64_t key, Context& ctx
     channel_message(slot, key, ctx);
     return;
   }
-  if (st.plan.lazy_tree) {
+  if (st.plan.lazy_tree || st.plan.lazy_nvls) {
     tree_message(slot, key, ctx);
     return;
   }
@@ -563,7 +575,7 @@ void GpuRankLp::op_done(std::uint32_t slot, std::uint32_t op, Context& ctx) {
     }
     return;
   }
-  if (st2.plan.lazy_tree) {
+  if (st2.plan.lazy_tree || st2.plan.lazy_nvls) {
     tree_done(slot, op, ctx);
     return;
   }

@@ -139,7 +139,7 @@ class GpuRankLp final : public engine::Lp, private NicOwner {
     std::vector<RingCursor> cursor;
     std::vector<std::uint64_t> got_word;
     std::vector<std::uint8_t> in_flight;
-    /// Lazy Tree (RankPlan::lazy_tree): per op, bits 0-3 unmet deps, then kTreePosted /
+    /// Lazy Tree / NVLS (RankPlan::lazy_tree, lazy_nvls): per op, bits 0-3 unmet deps, then kTreePosted /
     /// kTreeArrived / kTreeDone (1 B per op instead of the materialized plan's ~60 B).
     std::vector<std::uint8_t> tree_state;
     std::uint64_t recvs_left = 0;
@@ -186,7 +186,8 @@ class GpuRankLp final : public engine::Lp, private NicOwner {
   void start_lazy_ring(std::uint32_t slot, engine::Context& ctx);
   void start_lazy_channels(std::uint32_t slot, engine::Context& ctx);
   void start_lazy_tree(std::uint32_t slot, engine::Context& ctx);
-  /// Lazy Tree: op_ready / op_done / a message for its receive, as for a materialized plan.
+  /// Lazy Tree / NVLS / NVLSTree (LazyTree, LazyNvls): op_ready / op_done / a message for its
+  /// receive, as for a materialized plan.
   void tree_ready(std::uint32_t slot, std::uint32_t op, engine::Context& ctx);
   void tree_done(std::uint32_t slot, std::uint32_t op, engine::Context& ctx);
   void tree_message(std::uint32_t slot, std::uint64_t key, engine::Context& ctx);

@@ -125,6 +125,7 @@ TreeLinks dbtree_links(int n, int rank, int tree) {
 struct NcclPlanner::CommInfo {
   std::vector<std::uint32_t> ranks;              // global ranks (member index -> rank)
   std::vector<std::vector<std::uint32_t>> nodes;  // members per host, by host then local GPU
+  std::vector<std::vector<std::uint32_t>> node_ranks;  // nodes[k] as global ranks (lazy NVLSTree heads)
   std::vector<std::uint32_t> node_of, pos_in_node, local_gpu;
   std::unique_ptr<NcclTuner> tuner;
   int channels = 1;
@@ -162,6 +163,8 @@ std::shared_ptr<const NcclPlanner::CommInfo> NcclPlanner::comm(const std::vector
       ci->local_gpu[members[i]] = ranks[members[i]] % cfg_.gpus_per_host;
     }
     ci->nodes.push_back(members);
+    ci->node_ranks.emplace_back();
+    for (std::uint32_t x : members) ci->node_ranks.back().push_back(ranks[x]);
   }
   TuningTopology t;
   t.n_ranks = static_cast<int>(n);
@@ -272,6 +275,51 @@ std::uint32_t nslices(std::uint64_t piece, const ProtoSizes& z) {
 }  // namespace
 
 RankPlan NcclPlanner::plan(const CollRequest& req) const { return plan_impl(req, cfg_.lazy_rings); }
+
+bool NcclPlanner::lazy_nvls(const CollRequest& req, const std::shared_ptr<const CommInfo>& ci, Proto proto,
+                            std::uint32_t nc, std::uint64_t S, std::uint64_t loop, std::uint64_t max_loops,
+                            const std::uint32_t* heads, std::uint32_t m, std::uint32_t q, std::uint32_t tags_per_loop,
+                            bool reduce, bool mcast, const models::LazyNvls::Links links[2], RankPlan& out) const {
+  auto x = std::make_shared<models::LazyNvls>();
+  x->heads = heads;
+  x->m = m;
+  x->q = q;
+  x->me = (*req.ranks)[req.my_index];
+  x->loop = loop;
+  x->tag_loops = max_loops;
+  x->tags_per_loop = tags_per_loop;
+  x->reduce = reduce;
+  x->mcast = mcast;
+  x->links[0] = links[0];
+  x->links[1] = links[1];
+  std::uint64_t total = 0;
+  for (std::uint32_t c = 0; c < nc; ++c) {
+    models::LazyNvls::Channel k;
+    k.base = static_cast<std::uint32_t>(total);
+    k.bytes = chunk_bytes(S, nc, c);
+    const std::uint64_t nloops = ceil_div(k.bytes, loop);
+    // Beyond 32-bit op indices or tags the materialized plan reports the error.
+    if (nloops > 0xFFFFFFFFull || (c * max_loops + nloops) * tags_per_loop > 0xFFFFFFFFull) return false;
+    k.nloops = static_cast<std::uint32_t>(nloops);
+    x->ch.push_back(k);
+    const models::LazyNvls::Links& t = links[c % 2];
+    if (nloops > 0) {
+      total += (nloops - 1) * x->full_loop_ops(t) + x->loop_ops(t, k.bytes - (nloops - 1) * loop);
+    }
+    if (total > 0xFFFFFFFFull) return false;
+  }
+  x->total = static_cast<std::uint32_t>(total);
+  x->wire = [proto](std::uint64_t data) { return wire_bytes(proto, data); };
+  // The heads and the communicator's ranks live in the planner's cached CommInfo (shared by all
+  // ranks of the communicator), kept alive by this closure.
+  x->materialize = [this, req, ci]() {
+    models::CollRequest r = req;
+    r.ranks = &ci->ranks;
+    return plan_impl(r, false);
+  };
+  if (total > 0) out.lazy_nvls = std::move(x);
+  return true;
+}
 
 RankPlan NcclPlanner::plan_impl(const CollRequest& req, bool lazy) const {
   const auto& ranks = *req.ranks;
@@ -430,6 +478,14 @@ RankPlan NcclPlanner::plan_impl(const CollRequest& req, bool lazy) const {
     if (S < 2 * grid * chunk && chunk > 16384) chunk = 16384;
     const std::uint64_t loop = static_cast<std::uint64_t>(n) * chunk;
     const std::uint64_t max_loops = ceil_div(chunk_bytes(S, nc, 0), loop) + 1;
+    if (lazy) {
+      models::LazyNvls::Links none[2];
+      RankPlan out;
+      if (lazy_nvls(req, ci, d.proto, nc, S, loop, max_loops, ci->ranks.data(), n, me, 2, reduce, mcast, none, out)) {
+        return out;
+      }
+      return plan_impl(req, false);
+    }
     for (std::uint32_t c = 0; c < nc; ++c) {
       const std::uint64_t Bc = chunk_bytes(S, nc, c);
       const std::uint64_t nloops = ceil_div(Bc, loop);
@@ -478,6 +534,24 @@ RankPlan NcclPlanner::plan_impl(const CollRequest& req, bool lazy) const {
     const std::uint64_t loop = static_cast<std::uint64_t>(m) * chunk;
     const std::uint64_t max_loops = ceil_div(chunk_bytes(S, nc, 0), loop) + 1;
     auto head = [&](std::uint32_t node, std::uint32_t h) { return ranks[ci->nodes[node][h]]; };
+    if (lazy) {
+      models::LazyNvls::Links links[2];
+      for (int tree = 0; tree < 2; ++tree) {
+        const TreeLinks tl = dbtree_links(static_cast<int>(nn), static_cast<int>(my_node), tree);
+        auto& x = links[tree];
+        if (tl.parent >= 0) x.parent = head(static_cast<std::uint32_t>(tl.parent), q);
+        for (int chd : {tl.child0, tl.child1}) {
+          if (chd >= 0) x.child[x.nchild++] = head(static_cast<std::uint32_t>(chd), q);
+        }
+      }
+      RankPlan out;
+      if (ci->node_ranks[my_node].size() == m &&
+          lazy_nvls(req, ci, d.proto, nc, S, loop, max_loops, ci->node_ranks[my_node].data(), m, q, 4, true, true,
+                    links, out)) {
+        return out;
+      }
+      return plan_impl(req, false);
+    }
     for (std::uint32_t c = 0; c < nc; ++c) {
       const std::uint64_t Bc = chunk_bytes(S, nc, c);
       const std::uint64_t nloops = ceil_div(Bc, loop);

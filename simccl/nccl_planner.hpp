@@ -42,8 +42,8 @@ struct NcclPlannerConfig {
   double nvlink_GBps = 0;           ///< cost model per-GPU NVLink bw; 0 = NCCL's per-link constant x links
   int nics_per_host = 0;            ///< NICs per node for the cost model (0 = one per GPU); NCCL_TOPO_FILE
   double pci_GBps = 0;              ///< GPU<->NIC PCIe bw, GB/s (0 = from sm)
-  /// Ring AllReduce / AllGather / ReduceScatter and Tree AllReduce plans in lazy form
-  /// (RankPlan::lazy_channels, RankPlan::lazy_tree: O(channels) memory, ops produced as the
+  /// Ring AllReduce / AllGather / ReduceScatter, Tree AllReduce and NVLS / NVLSTree plans in lazy
+  /// form (RankPlan::lazy_channels, lazy_tree, lazy_nvls: O(channels) memory, ops produced as the
   /// executor reaches them) instead of materialized
   /// ops. Same ops, tags and dependencies either way; the plan then refers to this planner, which
   /// must outlive it for RankPlan::expanded().
@@ -93,6 +93,14 @@ class NcclPlanner final : public models::CollectivePlanner {
  private:
   std::shared_ptr<const CommInfo> comm(const std::vector<std::uint32_t>& ranks) const;
   models::RankPlan plan_impl(const models::CollRequest& req, bool lazy) const;
+  /// Builds the lazy NVLS / NVLSTree plan (models::LazyNvls) of `req` into `out`: nc channels of
+  /// S bytes in loops of `loop` bytes, tag stride max_loops loops, heads[0..m) (owned by `ci`),
+  /// this rank head q. @returns false when op indices or tags would pass 32 bits (the caller then
+  /// materializes, which reports it).
+  bool lazy_nvls(const models::CollRequest& req, const std::shared_ptr<const CommInfo>& ci, Proto proto,
+                 std::uint32_t nc, std::uint64_t S, std::uint64_t loop, std::uint64_t max_loops,
+                 const std::uint32_t* heads, std::uint32_t m, std::uint32_t q, std::uint32_t tags_per_loop,
+                 bool reduce, bool mcast, const models::LazyNvls::Links links[2], models::RankPlan& out) const;
 
   NcclPlannerConfig cfg_;
   mutable std::mutex mu_;

@@ -1,13 +1,15 @@
-// Lazy NCCL ring-family and Tree plans (models::LazyChannelRing, models::LazyTree, issue 7
+// Lazy NCCL ring-family, Tree and NVLS plans (LazyChannelRing, LazyTree, LazyNvls; issue 7
 // memory target): the executor's step-by-step walk must be exactly the materialized plan.
 //  1. Structure: walking every channel's cursor gives the materialized plan's sends of that
 //     channel in index order (peer, wire bytes, payload, tag, the receive each one waits for)
 //     and the lazy receive set equals the materialized one, for AllReduce / AllGather /
 //     ReduceScatter, Simple / LL / LL128, one and several loops, odd sizes, 1-4 nodes.
 //  2. Tree: every op, dependency count, dependents and receive match equal the materialized plan's.
-//  3. Execution: whole runs with simccl.lazy_plans=true and false give bit-identical results
+//  3. NVLS / NVLSTree: as 2, for every rank, NVLSTree on 2-16 nodes and NVLS on one host.
+//  4. Execution: whole runs with simccl.lazy_plans=true and false give bit-identical results
 //     (digest, simulated time) at packet and flow level, including ranks that start the
-//     collective late (messages arriving before the plan exists).
+//     collective late (messages arriving before the plan exists); NVLS / NVLSTree also on
+//     2 MPI processes and 2 threads (ctest lazy_plans_test_mpi2).
 #include <gtest/gtest.h>
 
 #include <map>
@@ -36,6 +38,13 @@ struct Case {
   const char* proto;  // NCCL_PROTO, "" = tuner's choice
 };
 
+/// Processes in MPI_COMM_WORLD (the sequential comparisons run once, under 1 process).
+int world_procs() {
+  int procs = 1;
+  MPI_Comm_size(MPI_COMM_WORLD, &procs);
+  return procs;
+}
+
 NcclPlannerConfig config(const char* proto, bool lazy) {
   NcclPlannerConfig cfg;
   cfg.gpus_per_host = 8;
@@ -49,6 +58,7 @@ NcclPlannerConfig config(const char* proto, bool lazy) {
 }
 
 TEST(LazyPlans, ChannelWalkEqualsMaterializedPlan) {
+  if (world_procs() > 1) GTEST_SKIP() << "sequential comparison (runs under 1 process)";
   const std::vector<Case> cases = {
       {m::CollOp::kAllReduce, 64ull << 20, 16, "Simple"},   // several loops per channel
       {m::CollOp::kAllReduce, (3ull << 20) + 7, 24, "Simple"},
@@ -146,10 +156,44 @@ TEST(LazyPlans, ChannelWalkEqualsMaterializedPlan) {
   }
 }
 
+// Every op of a lazy DAG (LazyTree, LazyNvls) equals the materialized plan's: kind, peer, wire
+// bytes, payload, tag, channel, NVLS mode, dependency count, dependents (in index order, derived
+// from the materialized dependency lists) and the receive each (peer, tag) matches.
+template <class Dag>
+void expect_dag_equals(const Dag& t, const m::RankPlan& fp) {
+  ASSERT_EQ(t.total, fp.size());
+  std::vector<std::vector<std::uint32_t>> outs(fp.size());
+  for (std::uint32_t i = 0; i < fp.size(); ++i) {
+    for (std::uint32_t d : fp.deps(i)) outs[d].push_back(i);
+  }
+  for (std::uint32_t i = 0; i < fp.size(); ++i) {
+    const m::P2pOp a = t.op(i);
+    const m::P2pOp& b = fp.ops[i];
+    ASSERT_EQ(a.is_send, b.is_send) << "op " << i;
+    EXPECT_EQ(a.peer, b.peer) << "op " << i;
+    EXPECT_EQ(a.bytes, b.bytes) << "op " << i;
+    EXPECT_EQ(a.payload_bytes, b.payload_bytes) << "op " << i;
+    EXPECT_EQ(a.tag, b.tag) << "op " << i;
+    EXPECT_EQ(a.channel, b.channel) << "op " << i;
+    EXPECT_EQ(a.nvls, b.nvls) << "op " << i;
+    EXPECT_EQ(a.relay, b.relay) << "op " << i;
+    EXPECT_EQ(t.ndeps(i), fp.deps(i).size()) << "op " << i;
+    std::uint32_t out[3];
+    const std::uint32_t n = t.dependents(i, out);
+    EXPECT_EQ(std::vector<std::uint32_t>(out, out + n), outs[i]) << "op " << i;
+    std::uint32_t o = 0;
+    if (!b.is_send) {
+      ASSERT_TRUE(t.recv_op(b.peer, b.tag, o)) << "op " << i;
+      EXPECT_EQ(o, i);
+    }
+  }
+}
+
 // Lazy Tree AllReduce (models::LazyTree): every op, its dependency count, its dependents and the
 // receive matching of the lazy form equal the materialized plan's, for Simple / LL / LL128, one to
 // many chunks, 1-16 nodes (chain only, chain + double binary tree), every rank's position.
 TEST(LazyPlans, TreeOpsEqualMaterializedPlan) {
+  if (world_procs() > 1) GTEST_SKIP() << "sequential comparison (runs under 1 process)";
   struct TreeCase {
     std::uint64_t bytes;
     std::uint32_t ranks;
@@ -189,30 +233,7 @@ TEST(LazyPlans, TreeOpsEqualMaterializedPlan) {
       EXPECT_TRUE(lp.ops.empty());
       const m::LazyTree& t = *lp.lazy_tree;
       ASSERT_EQ(t.total, fp.size());
-      // Dependents of every op from the materialized dependency lists, in index order.
-      std::vector<std::vector<std::uint32_t>> outs(fp.size());
-      for (std::uint32_t i = 0; i < fp.size(); ++i) {
-        for (std::uint32_t d : fp.deps(i)) outs[d].push_back(i);
-      }
-      for (std::uint32_t i = 0; i < fp.size(); ++i) {
-        const m::P2pOp a = t.op(i);
-        const m::P2pOp& b = fp.ops[i];
-        ASSERT_EQ(a.is_send, b.is_send) << "op " << i;
-        EXPECT_EQ(a.peer, b.peer) << "op " << i;
-        EXPECT_EQ(a.bytes, b.bytes) << "op " << i;
-        EXPECT_EQ(a.payload_bytes, b.payload_bytes) << "op " << i;
-        EXPECT_EQ(a.tag, b.tag) << "op " << i;
-        EXPECT_EQ(a.channel, b.channel) << "op " << i;
-        EXPECT_EQ(t.ndeps(i), fp.deps(i).size()) << "op " << i;
-        std::uint32_t out[3];
-        const std::uint32_t n = t.dependents(i, out);
-        EXPECT_EQ(std::vector<std::uint32_t>(out, out + n), outs[i]) << "op " << i;
-        std::uint32_t o = 0;
-        if (!b.is_send) {
-          ASSERT_TRUE(t.recv_op(b.peer, b.tag, o)) << "op " << i;
-          EXPECT_EQ(o, i);
-        }
-      }
+      expect_dag_equals(t, fp);
       // A message no receive expects is refused (unknown peer; a tag past the last channel).
       std::uint32_t o = 0;
       EXPECT_FALSE(t.recv_op(cs.ranks + 5, 0, o));
@@ -222,6 +243,95 @@ TEST(LazyPlans, TreeOpsEqualMaterializedPlan) {
       EXPECT_EQ(ex.dep_begin, fp.dep_begin);
     }
   }
+}
+
+// Lazy NVLS / NVLSTree (models::LazyNvls): every op, dependency count, dependents and receive
+// match equal the materialized plan's for every rank: NVLSTree AllReduce on 2-16 nodes of 8
+// GPUs (NCCL disables NVLSTree on one node), NVLS AllReduce / AllGather / ReduceScatter on one
+// 8-GPU host, a strided communicator listed out of order (2 GPUs per node), sizes from one loop
+// of a few bytes (heads without data: the last loop's block < heads) to many loops. NVLS runs
+// only the Simple protocol in NCCL (tuning.cc); NCCL_PROTO=LL / LL128 leave no NVLS algorithm.
+TEST(LazyPlans, NvlsOpsEqualMaterializedPlan) {
+  if (world_procs() > 1) GTEST_SKIP() << "sequential comparison (runs under 1 process)";
+  struct NvlsCase {
+    m::CollOp op;
+    std::uint64_t bytes;
+    std::vector<std::uint32_t> ranks;
+    const char* algo;
+  };
+  auto iota = [](std::uint32_t n) {
+    std::vector<std::uint32_t> r;
+    for (std::uint32_t i = 0; i < n; ++i) r.push_back(i);
+    return r;
+  };
+  std::vector<NvlsCase> cases;
+  for (std::uint32_t nodes = 2; nodes <= 16; ++nodes) {
+    for (std::uint64_t bytes : {(6ull << 20) + 12, 100'003ull, 13ull}) {
+      cases.push_back({m::CollOp::kAllReduce, bytes, iota(8 * nodes), "NVLSTree"});
+    }
+  }
+  cases.push_back({m::CollOp::kAllReduce, 64ull << 20, iota(128), "NVLSTree"});  // bench shape, 16 nodes
+  std::vector<std::uint32_t> strided;  // GPUs 5 and 2 of nodes 5..0
+  for (int k = 5; k >= 0; --k) {
+    strided.push_back(static_cast<std::uint32_t>(8 * k + 5));
+    strided.push_back(static_cast<std::uint32_t>(8 * k + 2));
+  }
+  cases.push_back({m::CollOp::kAllReduce, (3ull << 20) + 1, strided, "NVLSTree"});
+  for (m::CollOp op : {m::CollOp::kAllReduce, m::CollOp::kAllGather, m::CollOp::kReduceScatter}) {
+    for (std::uint64_t bytes : {64ull << 20, (3ull << 20) + 5, 1000ull, 5ull}) cases.push_back({op, bytes, iota(8), "NVLS"});
+  }
+  std::uint32_t partial_loops = 0, idle_heads = 0, lazy_plans = 0;
+  for (const NvlsCase& cs : cases) {
+    SCOPED_TRACE(std::string(cs.algo) + " op " + std::to_string(static_cast<int>(cs.op)) + " " +
+                 std::to_string(cs.bytes) + " B on " + std::to_string(cs.ranks.size()) + " ranks");
+    auto cfg = [&](bool lazy) {
+      NcclPlannerConfig c = config("", lazy);
+      c.settings = fabricsim::simccl::load_nccl_settings({{"NCCL_ALGO", cs.algo}}, "<test>", false);
+      return c;
+    };
+    const NcclPlanner lazy(cfg(true));
+    const NcclPlanner full(cfg(false));
+    for (std::uint32_t me = 0; me < cs.ranks.size(); ++me) {
+      m::CollRequest q;
+      q.op = cs.op;
+      q.bytes = cs.bytes;
+      q.ranks = &cs.ranks;
+      q.my_index = me;
+      ASSERT_EQ(fabricsim::simccl::algo_name(full.decision(q).algo), std::string(cs.algo));
+      const m::RankPlan lp = lazy.plan(q);
+      const m::RankPlan fp = full.plan(q);
+      ASSERT_FALSE(fp.lazy_nvls);
+      if (fp.ops.empty()) {
+        EXPECT_TRUE(lp.empty());
+        continue;
+      }
+      ASSERT_TRUE(lp.lazy_nvls) << "NVLS / NVLSTree must be lazy";
+      EXPECT_TRUE(lp.ops.empty());
+      ++lazy_plans;
+      const m::LazyNvls& t = *lp.lazy_nvls;
+      expect_dag_equals(t, fp);
+      for (std::uint32_t c = 0; c < t.ch.size(); ++c) {
+        for (std::uint32_t l = 0; l < t.ch[c].nloops; ++l) {
+          const auto L = t.loop_at(c, l);
+          partial_loops += L.lp < t.m ? 1 : 0;
+          idle_heads += L.nmine == 0 ? 1 : 0;
+        }
+      }
+      // A message no receive expects is refused: an unknown peer, a tag past the last channel,
+      // the switch's reduced chunk from another rank.
+      std::uint32_t o = 0;
+      EXPECT_FALSE(t.recv_op(100'000, t.tags_per_loop - 1, o));
+      EXPECT_FALSE(t.recv_op(t.me, static_cast<std::uint32_t>(t.ch.size() * t.tag_loops * t.tags_per_loop), o));
+      EXPECT_FALSE(t.recv_op(t.me == t.heads[0] ? t.heads[1] : t.heads[0], 0, o));
+      const m::RankPlan ex = lp.expanded();
+      EXPECT_EQ(ex.dep_index, fp.dep_index);
+      EXPECT_EQ(ex.dep_begin, fp.dep_begin);
+    }
+  }
+  // The cases reach the loop shapes the lazy form treats apart.
+  EXPECT_GT(lazy_plans, 1000u);
+  EXPECT_GT(partial_loops, 0u) << "no loop whose block is smaller than its heads";
+  EXPECT_GT(idle_heads, 0u) << "no rank without data in a loop";
 }
 
 // `allreduce_only`: the AllGather / ReduceScatter nodes become AllReduces (NCCL_ALGO=Tree tunes
@@ -254,6 +364,7 @@ m::Workload collectives(std::uint32_t n, bool allreduce_only = false) {
 }
 
 TEST(LazyPlans, RunsAreBitIdenticalToMaterializedPlans) {
+  if (world_procs() > 1) GTEST_SKIP() << "sequential comparison (runs under 1 process)";
   const m::Workload rings = collectives(32);  // 4 hosts of 8 GPUs
   const m::Workload trees = collectives(32, true);
   for (const char* rung : {"packet", "flow"}) {
@@ -275,6 +386,42 @@ TEST(LazyPlans, RunsAreBitIdenticalToMaterializedPlans) {
         EXPECT_EQ(res[1].meta.simulated_time_ps, res[0].meta.simulated_time_ps);
         EXPECT_EQ(res[1].digest, res[0].digest);
         EXPECT_EQ(res[1].stats.events, res[0].stats.events);
+      }
+    }
+  }
+}
+
+// NVLS (one 8-GPU host: AllReduce, AllGather, ReduceScatter) and NVLSTree (4 hosts of 8:
+// AllReduce) run lazily give the materialized plans' results bit for bit at packet and flow level
+// (ranks start late: messages arrive before their plan exists), on this process alone and, under
+// mpiexec -n 2, split over both processes (and 2 threads).
+TEST(LazyPlans, NvlsRunsAreBitIdenticalToMaterializedPlans) {
+  const m::Workload node = collectives(8);
+  const m::Workload trees = collectives(32, true);
+  for (const char* rung : {"packet", "flow"}) {
+    for (const char* algo : {"NVLS", "NVLSTree"}) {
+      SCOPED_TRACE(std::string(rung) + " " + algo);
+      const bool tree = std::string(algo) == "NVLSTree";
+      auto run = [&](bool lazy, MPI_Comm comm, unsigned threads) {
+        fabricsim::jobs::RunOptions o;
+        o.workload_data = tree ? &trees : &node;
+        o.write_h5 = false;
+        o.quiet = true;
+        o.threads = threads;
+        o.sets = {"sim.fidelity=" + std::string(rung), std::string("nccl.NCCL_ALGO=") + algo,
+                  std::string("simccl.lazy_plans=") + (lazy ? "true" : "false")};
+        return fabricsim::jobs::run_simulation(o, comm, "test", "test");
+      };
+      const fabricsim::jobs::RunResult full = run(false, MPI_COMM_SELF, 1);
+      ASSERT_FALSE(full.collectives.empty());
+      for (const auto& c : full.collectives) EXPECT_EQ(c.algorithm, algo);
+      EXPECT_GT(full.meta.simulated_time_ps, 0);
+      for (unsigned threads : {1u, 2u}) {
+        const fabricsim::jobs::RunResult lazy = run(true, MPI_COMM_WORLD, threads);
+        EXPECT_EQ(lazy.meta.simulated_time_ps, full.meta.simulated_time_ps);
+        EXPECT_EQ(lazy.digest, full.digest);
+        EXPECT_EQ(lazy.flows, full.flows);
+        EXPECT_EQ(lazy.stats.events, full.stats.events);
       }
     }
   }
