@@ -106,7 +106,7 @@ const std::vector<SpecKey>& spec_keys() {
       {"simccl.gpu_sm", "int", "90", "GPU compute capability x10 for the NCCL cost model (70 V100, 80 A100, 90 H100, 100 B200)"},
       {"simccl.schedule", "string", "", "custom schedules replayed as given: TE-CCL JSON / MSCCL-IR XML files, comma-separated, "
                                         "relative to the spec file; each plans the collectives of its op and rank count (docs/simccl.md)"},
-      {"simccl.lazy_plans", "bool", "true", "NCCL ring AllReduce/AllGather/ReduceScatter and Tree AllReduce plans produced step by step as "
+      {"simccl.lazy_plans", "bool", "true", "NCCL ring AllReduce/AllGather/ReduceScatter, Tree AllReduce and NVLS/NVLSTree plans produced step by step as "
                                              "each rank reaches them (O(channels) memory per rank); false materializes every op up front "
                                              "(same results)"},
       {"simccl.launch_latency", "enum", "none", "none, or nccl: each tuned collective (NCCL planner) starts after the NCCL cost "

@@ -36,9 +36,10 @@ struct PlannerExtras {
   /// simccl.topo_fallback: when NCCL_TOPO_FILE cannot be read, plan on NCCL's auto-detected
   /// fallback (flat PCIe: no NVLink) instead of failing.
   bool topo_fallback = false;
-  /// simccl.lazy_plans: NCCL ring-family and Tree AllReduce plans in lazy form
-  /// (models::LazyChannelRing, models::LazyTree: O(channels) memory per rank, plus 1 B per op for
-  /// the Tree's executor state); false materializes every op up front. Same results either way.
+  /// simccl.lazy_plans: NCCL ring-family, Tree AllReduce and NVLS / NVLSTree plans in lazy form
+  /// (models::LazyChannelRing, LazyTree, LazyNvls: O(channels) memory per rank, plus 1 B per op
+  /// for the Tree's and NVLS's executor state); false materializes every op up front. Same
+  /// results either way.
   bool lazy_plans = true;
   /// simccl.launch_latency: "none" (default) or "nccl" (NcclPlannerConfig::launch_latency).
   bool launch_latency = false;
