@@ -380,6 +380,21 @@ class Builder {
     return k;
   }
 
+  /// Rotary position embedding of the rank's q and k (Megatron-Core `apply_rotary_pos_emb`, TE's
+  /// fused RoPE kernel, one call for q and k each way): reads and writes every rotated element
+  /// once in 16-bit, ~3 FLOPs per element (two multiplies, one add); the backward applies the
+  /// inverse rotation to the gradients, same bytes. Rotated elements per token: GQA/MHA all q
+  /// and k heads of the rank (heads/TP + kv_heads/TP, head_dim each); MLA only the decoupled
+  /// rope dims (heads/TP query parts and the one shared key part, qk_rope_dim each).
+  Kernel rope_k(bool bwd) const {
+    const double t = c_.tp;
+    const double per_token = m_.attn == AttnType::kMla
+                                 ? (double(m_.heads) / t + 1.0) * m_.qk_rope_dim
+                                 : (double(m_.heads) + double(m_.kv_heads)) / t * m_.head_dim;
+    const double n = T_ * per_token;
+    return mem(bwd ? "rope_bwd" : "rope", el(n), 3 * n, 2 * n * B_);
+  }
+
   /// Unfused attention core of Megatron-LM 2021-2022 (megatron/model/transformer.py
   /// CoreAttention): per local head (b·heads/TP batches) baddbmm S = QK^T (s×s×d_qk), fused
   /// scale-mask-softmax (FusedScaleMaskSoftmax: reads and writes s² elements), dropout on the
@@ -462,6 +477,7 @@ class Builder {
       comp(R, L + "." + lin.name, k, pre, recompute);
       pre.clear();
     }
+    if (m_.rope) comp(R, L + ".rope", rope_k(false), {}, recompute);
     attn_core_fwd(R, L, recompute);
     if (fp8_) comp(R, L + ".proj.fp8ct", fp8_ct(T_ * double(m_.heads) * m_.head_dim / t), {}, recompute);
     comp(R, L + ".proj", gemm(T_, h, double(m_.heads) * m_.head_dim / t, B_), {}, recompute);
@@ -618,6 +634,7 @@ class Builder {
             fp8_prep({fp8_ct(T_ * h)}));
     if (c_.recompute == Recompute::kSelective) attn_core_fwd(R, L + ".rc", true);
     attn_core_bwd(R, L);
+    if (m_.rope) comp(R, L + ".rope.b", rope_k(true));
     red = -1;
     const auto ins = attn_in();
     for (std::size_t i = ins.size(); i-- > 0;) {
@@ -1108,6 +1125,7 @@ TrainConfig train_config_from_spec(const Spec& spec) {
       m.ffn = FfnType::kSwiglu;
       m.layernorm = false;
       m.tied_embeddings = false;
+      m.rope = true;  // the LLaMA-style block: RMSNorm, SwiGLU, rotary embeddings, untied output
     } else {
       throw InputError(r.where("ffn"), "workload.generator.ffn", "'" + *v + "' is not an FFN kind", "use gelu or swiglu");
     }

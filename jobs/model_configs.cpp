@@ -62,6 +62,10 @@ const std::vector<ModelConfig>& builtin_models() {
       c.vocab = vocab;
       c.tied_embeddings = tied;
       c.layernorm = ln;
+      // Every RMSNorm model of this table uses rotary embeddings (LLaMA: Touvron et al. 2023
+      // Sec. 2.2; Llama 2/3 and Mixtral: the same block; DeepSeek-V3: decoupled RoPE, report
+      // Sec. 2.1.2); the LayerNorm ones (GPT-3) learned absolute positions (Brown et al. 2020).
+      c.rope = !ln;
       c.reported_params_b = params_b;
       m.push_back(c);
       return &m.back();

@@ -28,6 +28,10 @@ struct ModelConfig {
   std::uint64_t vocab = 0;          ///< padded vocabulary used in training runs
   bool tied_embeddings = false;     ///< GPT: output layer shares the embedding matrix
   bool layernorm = true;            ///< LayerNorm (true) or RMSNorm (false)
+  /// Rotary position embeddings applied to q and k in every layer (Su et al. 2021, RoFormer;
+  /// LLaMA 1/2/3, Mixtral, DeepSeek-V3 on its decoupled rope dims); false: learned absolute
+  /// positions added to the embedding (GPT-3), which cost no per-layer kernel.
+  bool rope = false;
   AttnType attn = AttnType::kGqa;
   // MLA (DeepSeek-V3, arXiv:2412.19437 Sec 2.1.1): low-rank q and kv projections.
   std::uint32_t q_lora_rank = 0, kv_lora_rank = 0, qk_rope_dim = 0, qk_nope_dim = 0;

@@ -12,7 +12,9 @@
 ///    over shapes, mean of 100 iterations after 50 warm-ups; S. Bekman, ml-engineering,
 ///    compute/accelerator/README.md "Maximum Achievable Matmul FLOPS comparison table") times
 ///    the sustained/burst ratio MSMF/MAMF of the architecture (a training GPU runs at its power
-///    limit; same author, compute/accelerator/benchmarks/README.md), where one is published.
+///    limit; same author, compute/accelerator/benchmarks/README.md), where one is published;
+///    for A100 the ratio of the clock NVIDIA's HPL ratings assume at the power limit to the
+///    boost clock, 1305 / 1410 MHz (efficiency_model.cpp).
 ///  * u = useful fraction of the SM-tile slots (tile and wave quantization, NVIDIA "Matrix
 ///    Multiplication Background User's Guide" Sec. 3): the output is cut into Tm×Tn tiles, one
 ///    tile per SM at a time; tiles = ⌈m/Tm⌉·⌈n/Tn⌉·batch, waves = ⌈tiles/SMs⌉,
@@ -88,7 +90,7 @@ struct GpuEfficiency {
   double tile_m = 0, tile_n = 0;  ///< large GEMM tile (elements)
   double mamf_16bit = 0;      ///< achieved / dense peak for BF16/FP16 GEMMs (0 = not measured)
   double mamf_fp8 = 0;        ///< achieved / dense FP8 peak (0 = not measured)
-  double sustained = 1;       ///< sustained (power-saturated) / burst matmul rate, MSMF / MAMF
+  double sustained = 1;       ///< sustained (power-saturated) / burst matmul rate (MSMF / MAMF, or a clock ratio)
   double attn_plateau = 0;    ///< native fused attention forward: achieved / BF16 peak at the longest measured s (0 = none)
   double attn_fa2_plateau = 0;  ///< the same for the FlashAttention-2 kernel class
   std::string source;         ///< where the figures come from

@@ -471,13 +471,24 @@ def main():
         tag = "_".join(f"{k}{v}" for k, v in sorted(s.items()) if k not in ("gpu",)) + "_" + g + "_" + a.fidelity
         tag = tag.replace("/", "").replace(" ", "")[:200]
         T1 = T2 = 0.0
+
+        def split(dd, t):
+            # Per-rank mean compute and exposed communication (s) of a simulated point; the rest
+            # of its iteration time is idle time on the mean rank (pipeline bubble, waits).
+            c = dd.get("compute_ps_mean", 0.0) * 1e-12
+            e = dd.get("exposed_comm_ps_mean", 0.0) * 1e-12
+            return c, e, t - c - e
+
         if m <= 2 * m1:
             T, d = simulate(a.fabricsim, s, m, g, a.fidelity, a.out, tag, env, nv, dp)
+            parts = split(d, T)
             how = f"m={m} simulated"
         else:
-            T1, _ = simulate(a.fabricsim, s, m1, g, a.fidelity, a.out, tag, env, nv, dp)
+            T1, d1 = simulate(a.fabricsim, s, m1, g, a.fidelity, a.out, tag, env, nv, dp)
             T2, d = simulate(a.fabricsim, s, 2 * m1, g, a.fidelity, a.out, tag, env, nv, dp)
             T = T2 + (m - 2 * m1) * (T2 - T1) / m1
+            # The same linear extrapolation, part by part (the parts add up to T).
+            parts = tuple(y + (m - 2 * m1) * (y - x) / m1 for x, y in zip(split(d1, T1), split(d, T2)))
             how = f"m={m} from m={m1},{2 * m1}"
         if nv:
             how += f", TP NVLink {nv / 8:.0f} GB/s (measured busbw)"
@@ -553,6 +564,7 @@ def main():
         return dict(id=row["id"], model=row["model"], gpus=row["num_gpus"], gpu=g, family=fam,
                     config=f"TP{s['tp']} PP{pp} DP{dp} VP{vp} mbs{s['micro_batch']} gbs{row['gbs']} seq{s['seq_len']} {s['dtype']}",
                     pub_step_s=pub_t, pub_tflops=pub_f, pred_step_s=total, pipe_s=T, dp_s=tdp,
+                    compute_s=parts[0], comm_s=parts[1], idle_s=parts[2],
                     pred_tflops=pred_f, err_pct=err, how=how, notes="; ".join(notes))
 
     with ThreadPoolExecutor(max_workers=a.jobs) as ex:
@@ -572,7 +584,7 @@ def main():
 
 def write(out, results, skipped):
     cols = ["id", "model", "gpus", "gpu", "family", "config", "pub_step_s", "pred_step_s", "err_pct", "pub_tflops",
-            "pred_tflops", "pipe_s", "dp_s", "how", "notes"]
+            "pred_tflops", "pipe_s", "compute_s", "comm_s", "idle_s", "dp_s", "how", "notes"]
     with open(os.path.join(out, "iteration_validation.csv"), "w", newline="") as f:
         w = csv.DictWriter(f, fieldnames=cols)
         w.writeheader()

@@ -229,6 +229,34 @@ TEST(Generators, SpecKeysBuildTheConfig) {
   EXPECT_THROW(load_spec("", {"workload.generator.modle=x"}), engine::InputError);
 }
 
+// Rotary embeddings (LLaMA family): one `rope` kernel per layer and micro-batch forward and one
+// `rope_bwd` backward, each reading and writing the rank's q and k once in 16-bit. Llama 3 8B at
+// TP 2 (32 q heads, 8 kv heads, head dim 128), seq 1024, 2 micro-batches of 1:
+// elements = 1024 * (32 + 8) / 2 * 128 = 2,621,440 -> 2 * 2 bytes each = 10,485,760 bytes per call,
+// 32 layers x 2 micro-batches = 64 calls each way. GPT-3 (learned positions) has none; a custom
+// model with ffn: swiglu (the LLaMA-style block) has them.
+TEST(Generators, RotaryEmbeddingKernelsOfLlamaModels) {
+  TrainConfig c;
+  c.model = find_model("llama3-8b", "<test>", "model");
+  c.gpu = "H100";
+  c.tp = 2;
+  c.global_batch = 2;
+  c.seq_len = 1024;
+  std::map<std::string, KernelNeed> by_op;
+  for (const auto& k : kernel_plan(c)) by_op[k.op] = k;
+  ASSERT_EQ(by_op.count("rope"), 1u);
+  ASSERT_EQ(by_op.count("rope_bwd"), 1u);
+  EXPECT_DOUBLE_EQ(by_op["rope"].bytes, 10485760.0);
+  EXPECT_DOUBLE_EQ(by_op["rope_bwd"].bytes, 10485760.0);
+  EXPECT_EQ(by_op["rope"].calls, 64u);
+  EXPECT_EQ(by_op["rope_bwd"].calls, 64u);
+  for (const auto& k : kernel_plan(gpt3_175b(8, 8, 2, 16))) EXPECT_EQ(k.op.rfind("rope", 0), std::string::npos) << k.op;
+  const Spec s = load_spec("", {"workload.generator.model=custom", "workload.generator.layers=2",
+                                "workload.generator.hidden=1024", "workload.generator.heads=8",
+                                "workload.generator.vocab=32000", "workload.generator.ffn=swiglu"});
+  EXPECT_TRUE(train_config_from_spec(s).model.rope);
+}
+
 // Export then read back gives the same DAG (durations rounded to the ET's whole microseconds).
 TEST(Generators, ChakraRoundTrip) {
   int rank = 0;
