@@ -71,20 +71,75 @@ TEST(MaxMin, IncastConservation) {
 TEST(MaxMin, IncrementalComponentOnly) {
   MaxMinSolver s({1, 1, 1, 1});
   const std::uint32_t p0[] = {0, 1}, p1[] = {1}, p2[] = {2, 3}, p3[] = {3};
-  s.add_flow(p0, 2);
+  const auto f0 = s.add_flow(p0, 2);
   s.add_flow(p1, 1);
   const auto f2 = s.add_flow(p2, 2);
   const auto f3 = s.add_flow(p3, 1);
   solve_all(s);
   std::vector<std::uint32_t> solved;
-  const std::vector<std::uint32_t> seeds = {0};
-  EXPECT_EQ(s.recompute(seeds, &solved), 2u);  // flows 0 and 1 only
+  // A new flow on link 1 (saturated: flows 0 and 1 at 1/2): link 1's three flows are re-solved
+  // (1/3 each), flows 2 and 3 on links 2-3 are not.
+  const std::uint32_t p5[] = {1};
+  s.add_flow(p5, 1);
+  const std::vector<std::uint32_t> seeds = {1};
+  EXPECT_EQ(s.recompute(seeds, &solved), 3u);
+  for (auto f : solved) EXPECT_NE(f, f2);
+  EXPECT_DOUBLE_EQ(s.rate(f0), 1.0 / 3);
   EXPECT_DOUBLE_EQ(s.rate(f2), 0.5);
   EXPECT_DOUBLE_EQ(s.rate(f3), 0.5);
   // Slots are reused after removal.
   s.remove_flow(f3);
   const std::uint32_t p4[] = {2};
   EXPECT_EQ(s.add_flow(p4, 1), f3);
+}
+
+// Flows coupled only through a link that is not saturated are not re-solved together: two
+// 1-unit NIC links (0, 1) each with one flow through a shared 4-unit spine link (2); both flows
+// run at 1 and the spine carries 2 of 4. A third flow on link 0 halves flow 0 and leaves
+// flow 1 alone (not re-solved); a flow on the spine alone then saturates it (4 - 0.5 - 1
+// leaves 2.5) without touching the others.
+TEST(MaxMin, UnsaturatedLinkDoesNotCouple) {
+  MaxMinSolver s({1, 1, 4});
+  const std::uint32_t a[] = {0, 2}, b[] = {1, 2}, c[] = {0}, d[] = {2};
+  const auto fa = s.add_flow(a, 2), fb = s.add_flow(b, 2);
+  solve_all(s);
+  EXPECT_DOUBLE_EQ(s.rate(fa), 1);
+  EXPECT_DOUBLE_EQ(s.rate(fb), 1);
+  const auto fc = s.add_flow(c, 1);
+  std::vector<std::uint32_t> solved;
+  EXPECT_EQ(s.recompute({0}, &solved), 2u);  // fa and fc, not fb
+  EXPECT_DOUBLE_EQ(s.rate(fa), 0.5);
+  EXPECT_DOUBLE_EQ(s.rate(fc), 0.5);
+  EXPECT_DOUBLE_EQ(s.rate(fb), 1);
+  const auto fd = s.add_flow(d, 1);
+  solved.clear();
+  EXPECT_EQ(s.recompute({2}, &solved), 1u);  // fd only: the spine (2 of 4 used) was not saturated
+  EXPECT_DOUBLE_EQ(s.rate(fd), 2.5);
+  // The spine is now saturated (0.5 + 1 + 2.5 = 4) but only fd has it as bottleneck. Removing
+  // fb leaves fd without one: fd alone is re-solved, to 4 - 0.5; fa keeps link 0.
+  s.remove_flow(fb);
+  solved.clear();
+  EXPECT_EQ(s.recompute({1, 2}, &solved), 1u);
+  EXPECT_DOUBLE_EQ(s.rate(fa), 0.5);
+  EXPECT_DOUBLE_EQ(s.rate(fd), 3.5);
+}
+
+// A link that was not saturated becomes saturated by new flows: the flows it held at their
+// rates must be re-solved with them (the solver retries with the larger set). Link 0 (cap 3)
+// carries flow x, limited to 1 by link 1; three new flows on link 0 alone then share it with x:
+// 3/4 each, x included.
+TEST(MaxMin, NewlySaturatedLinkPullsHeldFlows) {
+  MaxMinSolver s({3, 1});
+  const std::uint32_t x[] = {0, 1}, y[] = {0};
+  const auto fx = s.add_flow(x, 2);
+  solve_all(s);
+  EXPECT_DOUBLE_EQ(s.rate(fx), 1);
+  std::vector<std::uint32_t> ys;
+  for (int i = 0; i < 3; ++i) ys.push_back(s.add_flow(y, 1));
+  std::vector<std::uint32_t> solved;
+  EXPECT_EQ(s.recompute({0}, &solved), 4u);
+  EXPECT_DOUBLE_EQ(s.rate(fx), 0.75);
+  for (auto f : ys) EXPECT_DOUBLE_EQ(s.rate(f), 0.75);
 }
 
 }  // namespace
