@@ -18,7 +18,12 @@ MaxMinSolver::MaxMinSolver(std::vector<double> capacity_bps)
       saturated_(cap_.size(), 0),
       max_rate_(cap_.size(), 0),
       popped_(cap_.size(), 0),
-      pop_share_(cap_.size(), 0) {}
+      pop_share_(cap_.size(), 0),
+      held_sum_(cap_.size(), 0),
+      held_max_(cap_.size(), 0),
+      sum_(cap_.size(), 0),
+      new_max_(cap_.size(), 0),
+      in_s_(cap_.size(), 0) {}
 
 std::uint32_t MaxMinSolver::add_flow(const std::uint32_t* links, std::uint32_t n) {
   if (n > kMaxHops) throw engine::InternalError("max-min solver: flow with more than 8 links");
@@ -105,8 +110,12 @@ std::size_t MaxMinSolver::recompute(const std::vector<std::uint32_t>& seed_links
       link_mark_[l] = epoch_;
       links_.push_back(l);
     }
+    // New flows, and (on a saturated link) the flows it is the bottleneck of: a flow added or
+    // removed there changes their share (they would join S in the first check anyway).
+    const bool sat = saturated_[l];
+    const double top = max_rate_[l] * (1.0 - kSlack);
     for (std::uint32_t f : on_link_[l]) {
-      if (flows_[f].fresh && flow_mark_[f] != epoch_) take(f);
+      if (flow_mark_[f] != epoch_ && (flows_[f].fresh || (sat && flows_[f].rate >= top))) take(f);
     }
   }
   using Entry = std::pair<double, std::uint32_t>;
@@ -119,17 +128,21 @@ std::size_t MaxMinSolver::recompute(const std::vector<std::uint32_t>& seed_links
     std::priority_queue<Entry, std::vector<Entry>, std::greater<>> heap;
     for (std::uint32_t l : links_) {
       popped_[l] = 0;
-      double held = 0;
+      double held = 0, held_max = 0;
       std::uint32_t n = 0;
       for (std::uint32_t f : on_link_[l]) {
         if (flow_mark_[f] == epoch_) {
           ++n;
         } else {
           held += flows_[f].rate;
+          held_max = std::max(held_max, flows_[f].rate);
         }
       }
       rem_cap_[l] = n == on_link_[l].size() ? cap_[l] : std::max(0.0, cap_[l] - held);
       unfrozen_[l] = n;
+      in_s_[l] = n;
+      held_sum_[l] = held;
+      held_max_[l] = held_max;
       if (n > 0) heap.emplace(rem_cap_[l] / n, l);
     }
     while (!heap.empty()) {
@@ -155,19 +168,32 @@ std::size_t MaxMinSolver::recompute(const std::vector<std::uint32_t>& seed_links
     // The links' state with the new rates, then the held flows on them: one joins S when a link
     // the filling stopped on carries it faster than the share there (S's flows would not be at
     // the highest rate of their bottleneck), or when it lost its own bottleneck.
+    // Sums and maxima over S's flows, added to the held ones.
     for (std::uint32_t l : links_) {
-      double sum = 0, mx = 0;
-      for (std::uint32_t f : on_link_[l]) {
-        sum += flows_[f].rate;
-        mx = std::max(mx, flows_[f].rate);
+      sum_[l] = held_sum_[l];
+      new_max_[l] = held_max_[l];
+    }
+    for (std::uint32_t f : component_) {
+      const Flow& fl = flows_[f];
+      for (std::uint32_t j = 0; j < fl.n; ++j) {
+        sum_[fl.links[j]] += fl.rate;
+        new_max_[fl.links[j]] = std::max(new_max_[fl.links[j]], fl.rate);
       }
-      saturated_[l] = popped_[l] || sum >= cap_[l] * (1.0 - kSlack) ? 1 : 0;
-      max_rate_[l] = mx;
+    }
+    // A held flow can lose its bottleneck only on a link that is no longer saturated or whose
+    // highest rate grew; it is too fast for S only on a link the filling stopped on below the
+    // held flows' highest rate. Other links' held flows need no look.
+    check_.clear();
+    for (std::uint32_t l : links_) {
+      const bool sat = popped_[l] || sum_[l] >= cap_[l] * (1.0 - kSlack);
+      const bool worse = (saturated_[l] && !sat) || new_max_[l] > max_rate_[l] * (1.0 + kSlack);
+      const bool over = popped_[l] && held_max_[l] > pop_share_[l] * (1.0 + kSlack);
+      saturated_[l] = sat ? 1 : 0;
+      max_rate_[l] = new_max_[l];
+      if ((worse || over) && in_s_[l] < on_link_[l].size()) check_.push_back(l);
     }
     const std::size_t before = component_.size();
-    const std::size_t nl = links_.size();
-    for (std::size_t i = 0; i < nl; ++i) {
-      const std::uint32_t l = links_[i];
+    for (std::uint32_t l : check_) {
       for (std::uint32_t f : on_link_[l]) {
         if (flow_mark_[f] == epoch_ || flow_mark_[f] == frozen_stamp) continue;  // in S
         const double r = flows_[f].rate;

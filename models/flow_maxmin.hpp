@@ -85,6 +85,10 @@ class MaxMinSolver {
   std::vector<std::uint8_t> popped_;              // by link: the filling stopped on it (this round)
   std::vector<double> pop_share_;                 // by link: the share it stopped at
   std::vector<std::uint32_t> component_, links_;  // S and its links, this call
+  std::vector<double> held_sum_, held_max_;       // by link: the held flows' sum and maximum (round)
+  std::vector<double> sum_, new_max_;             // by link: all flows' sum and maximum (round)
+  std::vector<std::uint32_t> in_s_;               // by link: flows of S on it (round)
+  std::vector<std::uint32_t> check_;              // links whose held flows are checked (round)
 };
 
 }  // namespace fabricsim::models
