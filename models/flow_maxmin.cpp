@@ -118,14 +118,17 @@ std::size_t MaxMinSolver::recompute(const std::vector<std::uint32_t>& seed_links
       if (flow_mark_[f] != epoch_ && (flows_[f].fresh || (sat && flows_[f].rate >= top))) take(f);
     }
   }
-  using Entry = std::pair<double, std::uint32_t>;
   const std::uint32_t frozen_stamp = epoch_ + 1;
   for (;;) {
     for (std::uint32_t f : component_) flow_mark_[f] = epoch_;
     // Progressive filling over S: repeatedly saturate the link with the smallest fair share
     // (capacity left to S / unfrozen flows of S); ties go to the lowest link id. Held flows keep
     // their rates: a link's capacity for S is its capacity minus theirs.
-    std::priority_queue<Entry, std::vector<Entry>, std::greater<>> heap;
+    // A binary min-heap in a reused vector (std::priority_queue's own algorithm, without an
+    // allocation per round).
+    std::vector<Entry>& heap = heap_;
+    heap.clear();
+    const std::greater<> cmp;
     for (std::uint32_t l : links_) {
       popped_[l] = 0;
       double held = 0, held_max = 0;
@@ -143,11 +146,15 @@ std::size_t MaxMinSolver::recompute(const std::vector<std::uint32_t>& seed_links
       in_s_[l] = n;
       held_sum_[l] = held;
       held_max_[l] = held_max;
-      if (n > 0) heap.emplace(rem_cap_[l] / n, l);
+      if (n > 0) {
+        heap.emplace_back(rem_cap_[l] / n, l);
+        std::push_heap(heap.begin(), heap.end(), cmp);
+      }
     }
     while (!heap.empty()) {
-      const auto [share, l] = heap.top();
-      heap.pop();
+      std::pop_heap(heap.begin(), heap.end(), cmp);
+      const auto [share, l] = heap.back();
+      heap.pop_back();
       if (unfrozen_[l] == 0 || share != rem_cap_[l] / unfrozen_[l]) continue;  // stale entry
       popped_[l] = 1;
       pop_share_[l] = share;
@@ -160,7 +167,10 @@ std::size_t MaxMinSolver::recompute(const std::vector<std::uint32_t>& seed_links
           const std::uint32_t k = fl.links[j];
           if (k == l) continue;
           rem_cap_[k] = std::max(0.0, rem_cap_[k] - share);
-          if (--unfrozen_[k] > 0) heap.emplace(rem_cap_[k] / unfrozen_[k], k);
+          if (--unfrozen_[k] > 0) {
+            heap.emplace_back(rem_cap_[k] / unfrozen_[k], k);
+            std::push_heap(heap.begin(), heap.end(), cmp);
+          }
         }
       }
       unfrozen_[l] = 0;

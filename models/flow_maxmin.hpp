@@ -4,6 +4,7 @@
 /// recomputation limited to the connected component of the links that changed.
 #include <array>
 #include <cstdint>
+#include <utility>
 #include <vector>
 
 namespace fabricsim::models {
@@ -89,6 +90,8 @@ class MaxMinSolver {
   std::vector<double> sum_, new_max_;             // by link: all flows' sum and maximum (round)
   std::vector<std::uint32_t> in_s_;               // by link: flows of S on it (round)
   std::vector<std::uint32_t> check_;              // links whose held flows are checked (round)
+  using Entry = std::pair<double, std::uint32_t>;  // (fair share, link)
+  std::vector<Entry> heap_;                       // the filling's min-heap, reused
 };
 
 }  // namespace fabricsim::models
