@@ -7,7 +7,7 @@
 # on 1 and 2 processes (GPT3=full also the 1,024-GPU iteration: ~70 min of one core)
 # (long: see docs/benchmarks.md); BIG=1 adds the 1 GiB 1,024-GPU AllReduce; MEGA=1 adds issue 9's
 # must-show 3 at flow level: the 102,400-GPU multi-pod AllReduce (2-10 min, ~2 GB) and the MoE
-# iteration in SimAI's 9,216-GPU shape scaled to 384 GPUs (~200 s of CPU); MEGA=full also runs the
+# iteration in SimAI's 9,216-GPU shape scaled to 384 GPUs (~17 s of CPU); MEGA=full also runs the
 # full 9,216-GPU MoE iteration (see docs/benchmarks.md for its time and memory). MOE=1 adds only
 # the MoE iteration's scaling ladder in SimAI's 9,216-GPU shape at flow level: DP 8, 16 and 32
 # (192, 384, 768 GPUs, every rank simulated; ~1-2 min of CPU together), JSON moe_<gpus>_flow.json
