@@ -203,6 +203,10 @@ int run(int argc, char** argv, int rank, int nprocs) {
     j["simulated_time_ps"] = res.meta.simulated_time_ps;
     j["peak_rss_kb"] = peak_rss;
     j["sum_rss_kb"] = sum_rss;
+    // CPU seconds of this process (rank 0), the whole run (workload generation and set-up
+    // included): on a shared machine wall time depends on the load, CPU time much less.
+    j["cpu_user_s"] = static_cast<double>(ru.ru_utime.tv_sec) + 1e-6 * static_cast<double>(ru.ru_utime.tv_usec);
+    j["cpu_sys_s"] = static_cast<double>(ru.ru_stime.tv_sec) + 1e-6 * static_cast<double>(ru.ru_stime.tv_usec);
     j["rss_per_gpu_kb"] = static_cast<double>(sum_rss) / sim_gpus;
     j["digest"] = res.digest;
     std::printf("%s: gpus=%u processes=%d threads=%u events=%llu wall=%.3f s events/s=%.4g packet_hops/s=%.4g "

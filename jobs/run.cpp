@@ -858,6 +858,11 @@ RunResult run_simulation(const RunOptions& opt, MPI_Comm comm, const std::string
                        w_ps == engine::kInfinity ? std::string("none (nothing cut)") : engine::format_time(w_ps),
                        stats.remote_events, stats.thread_events, stats.sync_s, stats.exchange_messages,
                        stats.exchange_bytes, partition::cut_edges(placement, edges));
+    if (net) {  // the flow rung's network LP lives on one process: its counters, when it is this one
+      out << fmt::format("flow solver: {} flows, {} re-solves, {} flows re-solved ({:.1f} per re-solve)\n",
+                         net->flows(), net->solves(), net->resolved_flows(),
+                         net->solves() ? double(net->resolved_flows()) / double(net->solves()) : 0.0);
+    }
   }
   out << "results digest: " << res.digest << "\n";
   if (!res.output_h5.empty()) out << "output: " << fs::absolute(res.output_h5).string() << "\n";

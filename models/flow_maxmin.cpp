@@ -14,7 +14,16 @@ MaxMinSolver::MaxMinSolver(std::vector<double> capacity_bps)
       on_link_(cap_.size()),
       link_mark_(cap_.size(), 0),
       rem_cap_(cap_.size(), 0),
-      unfrozen_(cap_.size(), 0) {}
+      unfrozen_(cap_.size(), 0),
+      saturated_(cap_.size(), 0),
+      max_rate_(cap_.size(), 0),
+      popped_(cap_.size(), 0),
+      pop_share_(cap_.size(), 0),
+      held_sum_(cap_.size(), 0),
+      held_max_(cap_.size(), 0),
+      sum_(cap_.size(), 0),
+      new_max_(cap_.size(), 0),
+      in_s_(cap_.size(), 0) {}
 
 std::uint32_t MaxMinSolver::add_flow(const std::uint32_t* links, std::uint32_t n) {
   if (n > kMaxHops) throw engine::InternalError("max-min solver: flow with more than 8 links");
@@ -31,6 +40,7 @@ std::uint32_t MaxMinSolver::add_flow(const std::uint32_t* links, std::uint32_t n
   fl.n = n;
   fl.rate = 0;
   fl.active = true;
+  fl.fresh = true;
   for (std::uint32_t i = 0; i < n; ++i) {
     fl.links[i] = links[i];
     fl.pos[i] = static_cast<std::uint32_t>(on_link_[links[i]].size());
@@ -55,67 +65,157 @@ void MaxMinSolver::remove_flow(std::uint32_t f) {
     }
   }
   fl.active = false;
+  fl.fresh = false;
   fl.n = 0;
   fl.rate = 0;
   free_.push_back(f);
 }
 
+namespace {
+// Relative slack of the saturation and bottleneck tests (see the class comment).
+constexpr double kSlack = 1e-9;
+}  // namespace
+
+void MaxMinSolver::take(std::uint32_t f) {
+  flow_mark_[f] = epoch_;
+  component_.push_back(f);
+  const Flow& fl = flows_[f];
+  for (std::uint32_t j = 0; j < fl.n; ++j) {
+    const std::uint32_t k = fl.links[j];
+    if (link_mark_[k] != epoch_) {
+      link_mark_[k] = epoch_;
+      links_.push_back(k);
+    }
+  }
+}
+
+bool MaxMinSolver::held_valid(std::uint32_t f) const {
+  const Flow& fl = flows_[f];
+  for (std::uint32_t j = 0; j < fl.n; ++j) {
+    const std::uint32_t k = fl.links[j];
+    if (saturated_[k] && fl.rate >= max_rate_[k] * (1.0 - kSlack)) return true;
+  }
+  return false;
+}
+
 std::size_t MaxMinSolver::recompute(const std::vector<std::uint32_t>& seed_links,
                                     std::vector<std::uint32_t>* solved) {
-  ++epoch_;
-  // Component: breadth-first over links -> flows -> links.
-  std::vector<std::uint32_t> links;
+  // Marks: flow_mark_ == epoch_: in S, not frozen in this round's filling; == epoch_ + 1: in S,
+  // frozen; older: held. link_mark_ == epoch_: in links_.
+  epoch_ += 2;
+  component_.clear();
+  links_.clear();
   for (std::uint32_t l : seed_links) {
     if (link_mark_[l] != epoch_) {
       link_mark_[l] = epoch_;
-      links.push_back(l);
+      links_.push_back(l);
+    }
+    // New flows, and (on a saturated link) the flows it is the bottleneck of: a flow added or
+    // removed there changes their share (they would join S in the first check anyway).
+    const bool sat = saturated_[l];
+    const double top = max_rate_[l] * (1.0 - kSlack);
+    for (std::uint32_t f : on_link_[l]) {
+      if (flow_mark_[f] != epoch_ && (flows_[f].fresh || (sat && flows_[f].rate >= top))) take(f);
     }
   }
-  const std::size_t first_solved = solved->size();
-  for (std::size_t i = 0; i < links.size(); ++i) {
-    for (std::uint32_t f : on_link_[links[i]]) {
-      if (flow_mark_[f] == epoch_) continue;
-      flow_mark_[f] = epoch_;
-      solved->push_back(f);
-      const Flow& fl = flows_[f];
-      for (std::uint32_t j = 0; j < fl.n; ++j) {
-        if (link_mark_[fl.links[j]] != epoch_) {
-          link_mark_[fl.links[j]] = epoch_;
-          links.push_back(fl.links[j]);
+  const std::uint32_t frozen_stamp = epoch_ + 1;
+  for (;;) {
+    for (std::uint32_t f : component_) flow_mark_[f] = epoch_;
+    // Progressive filling over S: repeatedly saturate the link with the smallest fair share
+    // (capacity left to S / unfrozen flows of S); ties go to the lowest link id. Held flows keep
+    // their rates: a link's capacity for S is its capacity minus theirs.
+    // A binary min-heap in a reused vector (std::priority_queue's own algorithm, without an
+    // allocation per round).
+    std::vector<Entry>& heap = heap_;
+    heap.clear();
+    const std::greater<> cmp;
+    for (std::uint32_t l : links_) {
+      popped_[l] = 0;
+      double held = 0, held_max = 0;
+      std::uint32_t n = 0;
+      for (std::uint32_t f : on_link_[l]) {
+        if (flow_mark_[f] == epoch_) {
+          ++n;
+        } else {
+          held += flows_[f].rate;
+          held_max = std::max(held_max, flows_[f].rate);
         }
       }
-    }
-  }
-  // Progressive filling: repeatedly saturate the link with the smallest fair share
-  // (remaining capacity / unfrozen flows); ties go to the lowest link id.
-  using Entry = std::pair<double, std::uint32_t>;
-  std::priority_queue<Entry, std::vector<Entry>, std::greater<>> heap;
-  for (std::uint32_t l : links) {
-    rem_cap_[l] = cap_[l];
-    unfrozen_[l] = static_cast<std::uint32_t>(on_link_[l].size());
-    if (unfrozen_[l] > 0) heap.emplace(rem_cap_[l] / unfrozen_[l], l);
-  }
-  const std::uint32_t frozen_stamp = epoch_ + 1;  // flow_mark_ == epoch_+1: frozen in this pass
-  while (!heap.empty()) {
-    const auto [share, l] = heap.top();
-    heap.pop();
-    if (unfrozen_[l] == 0 || share != rem_cap_[l] / unfrozen_[l]) continue;  // stale entry
-    for (std::uint32_t f : on_link_[l]) {
-      if (flow_mark_[f] == frozen_stamp) continue;
-      flow_mark_[f] = frozen_stamp;
-      Flow& fl = flows_[f];
-      fl.rate = share;
-      for (std::uint32_t j = 0; j < fl.n; ++j) {
-        const std::uint32_t k = fl.links[j];
-        if (k == l) continue;
-        rem_cap_[k] = std::max(0.0, rem_cap_[k] - share);
-        if (--unfrozen_[k] > 0) heap.emplace(rem_cap_[k] / unfrozen_[k], k);
+      rem_cap_[l] = n == on_link_[l].size() ? cap_[l] : std::max(0.0, cap_[l] - held);
+      unfrozen_[l] = n;
+      in_s_[l] = n;
+      held_sum_[l] = held;
+      held_max_[l] = held_max;
+      if (n > 0) {
+        heap.emplace_back(rem_cap_[l] / n, l);
+        std::push_heap(heap.begin(), heap.end(), cmp);
       }
     }
-    unfrozen_[l] = 0;
+    while (!heap.empty()) {
+      std::pop_heap(heap.begin(), heap.end(), cmp);
+      const auto [share, l] = heap.back();
+      heap.pop_back();
+      if (unfrozen_[l] == 0 || share != rem_cap_[l] / unfrozen_[l]) continue;  // stale entry
+      popped_[l] = 1;
+      pop_share_[l] = share;
+      for (std::uint32_t f : on_link_[l]) {
+        if (flow_mark_[f] != epoch_) continue;  // frozen already, or held
+        flow_mark_[f] = frozen_stamp;
+        Flow& fl = flows_[f];
+        fl.rate = share;
+        for (std::uint32_t j = 0; j < fl.n; ++j) {
+          const std::uint32_t k = fl.links[j];
+          if (k == l) continue;
+          rem_cap_[k] = std::max(0.0, rem_cap_[k] - share);
+          if (--unfrozen_[k] > 0) {
+            heap.emplace_back(rem_cap_[k] / unfrozen_[k], k);
+            std::push_heap(heap.begin(), heap.end(), cmp);
+          }
+        }
+      }
+      unfrozen_[l] = 0;
+    }
+    // The links' state with the new rates, then the held flows on them: one joins S when a link
+    // the filling stopped on carries it faster than the share there (S's flows would not be at
+    // the highest rate of their bottleneck), or when it lost its own bottleneck.
+    // Sums and maxima over S's flows, added to the held ones.
+    for (std::uint32_t l : links_) {
+      sum_[l] = held_sum_[l];
+      new_max_[l] = held_max_[l];
+    }
+    for (std::uint32_t f : component_) {
+      const Flow& fl = flows_[f];
+      for (std::uint32_t j = 0; j < fl.n; ++j) {
+        sum_[fl.links[j]] += fl.rate;
+        new_max_[fl.links[j]] = std::max(new_max_[fl.links[j]], fl.rate);
+      }
+    }
+    // A held flow can lose its bottleneck only on a link that is no longer saturated or whose
+    // highest rate grew; it is too fast for S only on a link the filling stopped on below the
+    // held flows' highest rate. Other links' held flows need no look.
+    check_.clear();
+    for (std::uint32_t l : links_) {
+      const bool sat = popped_[l] || sum_[l] >= cap_[l] * (1.0 - kSlack);
+      const bool worse = (saturated_[l] && !sat) || new_max_[l] > max_rate_[l] * (1.0 + kSlack);
+      const bool over = popped_[l] && held_max_[l] > pop_share_[l] * (1.0 + kSlack);
+      saturated_[l] = sat ? 1 : 0;
+      max_rate_[l] = new_max_[l];
+      if ((worse || over) && in_s_[l] < on_link_[l].size()) check_.push_back(l);
+    }
+    const std::size_t before = component_.size();
+    for (std::uint32_t l : check_) {
+      for (std::uint32_t f : on_link_[l]) {
+        if (flow_mark_[f] == epoch_ || flow_mark_[f] == frozen_stamp) continue;  // in S
+        const double r = flows_[f].rate;
+        if ((popped_[l] && r > pop_share_[l] * (1.0 + kSlack)) || !held_valid(f)) take(f);
+      }
+    }
+    if (component_.size() == before) break;
   }
+  for (std::uint32_t f : component_) flows_[f].fresh = false;
   ++epoch_;  // the frozen stamp was epoch_+1; the next call starts above it
-  return solved->size() - first_solved;
+  solved->insert(solved->end(), component_.begin(), component_.end());
+  return component_.size();
 }
 
 }  // namespace fabricsim::models

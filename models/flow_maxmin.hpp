@@ -4,6 +4,7 @@
 /// recomputation limited to the connected component of the links that changed.
 #include <array>
 #include <cstdint>
+#include <utility>
 #include <vector>
 
 namespace fabricsim::models {
@@ -13,9 +14,25 @@ namespace fabricsim::models {
 /// bits/s (double); every computation runs in a fixed order (link ids, then the order flows were
 /// added to a link), so results are bit-identical from run to run.
 ///
-/// Incremental use: add_flow/remove_flow mark nothing by themselves; recompute(seed_links) re-solves
-/// exactly the flows connected to `seed_links` through shared links (other components' max-min
-/// rates cannot change: max-min allocations decompose over connected components).
+/// Incremental use: add_flow/remove_flow mark nothing by themselves; recompute(seed_links), given
+/// the links of the flows added or removed since the last call, re-solves the flows whose rates
+/// can change and keeps every other flow's rate. It rests on the bottleneck property (Bertsekas &
+/// Gallager §6.5.2): an allocation is max-min fair iff every flow crosses a saturated link on which
+/// no flow has a higher rate (its bottleneck), and that allocation is unique. recompute solves a
+/// set S, starting with the new flows, by progressive filling with every other flow held at its
+/// rate (a link's capacity for S is its capacity minus the held rates), then checks the held
+/// flows on S's links (and the seed links): a held flow joins S when a link the filling stopped
+/// on (so S's flows there have that link as bottleneck) carries it at a higher rate than the
+/// filling's share there, or when none of its links is still its bottleneck (saturated, the flow
+/// at the link's highest rate; e.g. a flow that finished freed the link). S is solved again
+/// until no held flow joins. Then every flow has a bottleneck: the allocation is the max-min fair
+/// one, the one a filling over the whole connected component gives. Comparisons allow a relative
+/// 1e-9 (a held flow within 1e-9 of the share counts as tied): rates agree with the whole-
+/// component filling to ~1e-9 relative (and bit for bit wherever S is a whole component). Flows
+/// coupled only through links where they are not bottlenecked (an all-to-all's flows limited by
+/// their NICs, crossing shared spine links) are therefore not re-solved together, which a filling
+/// over the connected component did: one all-to-all's component was the whole cluster's active
+/// flows (issue 9, must-show 3).
 class MaxMinSolver {
  public:
   static constexpr std::uint32_t kMaxHops = 8;
@@ -29,8 +46,10 @@ class MaxMinSolver {
   std::uint32_t add_flow(const std::uint32_t* links, std::uint32_t n);
   /// Removes flow `f`; its id may be returned by a later add_flow.
   void remove_flow(std::uint32_t f);
-  /// Re-solves every flow connected to `seed_links`; appends the ids of the flows it re-solved to
-  /// `solved` (in a deterministic order). Returns the number of flows re-solved.
+  /// Re-solves the flows whose rates can change after flows were added on or removed from
+  /// `seed_links` (see the class comment); appends the ids of the flows it re-solved to `solved`
+  /// (in a deterministic order: discovery order from the seeds). Returns the number re-solved.
+  /// Every flow added since the last call must have one of its links among the seeds.
   std::size_t recompute(const std::vector<std::uint32_t>& seed_links, std::vector<std::uint32_t>* solved);
   /// Rate of flow f (bits/s) from the last recompute that reached it.
   double rate(std::uint32_t f) const { return flows_[f].rate; }
@@ -47,7 +66,12 @@ class MaxMinSolver {
     std::uint32_t n = 0;
     double rate = 0;
     bool active = false;
+    bool fresh = false;  // added and not solved yet
   };
+  /// Adds flow f to S (component_) and its links to links_.
+  void take(std::uint32_t f);
+  /// Flow f (not in S) still has a bottleneck: a saturated link where no flow is faster.
+  bool held_valid(std::uint32_t f) const;
   std::vector<double> cap_;
   std::vector<std::vector<std::uint32_t>> on_link_;
   std::vector<Flow> flows_;
@@ -57,6 +81,17 @@ class MaxMinSolver {
   std::uint32_t epoch_ = 0;
   std::vector<double> rem_cap_;
   std::vector<std::uint32_t> unfrozen_;
+  std::vector<std::uint8_t> saturated_;           // by link: after the last solve that reached it
+  std::vector<double> max_rate_;                  // by link: highest rate on it, same
+  std::vector<std::uint8_t> popped_;              // by link: the filling stopped on it (this round)
+  std::vector<double> pop_share_;                 // by link: the share it stopped at
+  std::vector<std::uint32_t> component_, links_;  // S and its links, this call
+  std::vector<double> held_sum_, held_max_;       // by link: the held flows' sum and maximum (round)
+  std::vector<double> sum_, new_max_;             // by link: all flows' sum and maximum (round)
+  std::vector<std::uint32_t> in_s_;               // by link: flows of S on it (round)
+  std::vector<std::uint32_t> check_;              // links whose held flows are checked (round)
+  using Entry = std::pair<double, std::uint32_t>;  // (fair share, link)
+  std::vector<Entry> heap_;                       // the filling's min-heap, reused
 };
 
 }  // namespace fabricsim::models
