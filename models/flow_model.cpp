@@ -239,6 +239,8 @@ FlowNetLp::FlowNetLp(const Topology& topo, engine::LpId id)
       nvls_link0_(index_.size()),
       link_bytes_(index_.size(), 0),
       sent_delay_ps_(coarse_offset_ps(topo)) {
+  nvls_gen_.assign(topo.num_gpus(), 1);
+  nvls_next_.assign(topo.num_gpus(), 0);
   // Eight entries per GPU (a connection's QPs have their own routes), at most 16,384 (~1.8 MB).
   std::size_t n = 64;
   while (n < 8 * std::size_t{topo.num_gpus()} && n < 16384) n *= 2;
@@ -340,6 +342,7 @@ void FlowNetLp::nvls_up_started(const Packet& h, SimTime up_latency_ps) {
       pending_.push_back(Pending{c, true, 2});
     }
     e.down_left = static_cast<std::uint32_t>(members.size());
+    e.downs_created = true;
     return;
   }
   // multimem.ld_reduce: packet i of the reduced chunk leaves once packet i of every contribution
@@ -354,6 +357,7 @@ void FlowNetLp::nvls_up_started(const Packet& h, SimTime up_latency_ps) {
   }
   pending_.push_back(Pending{e.owner, true, 2});
   e.down_left = 1;
+  e.downs_created = true;
 }
 
 void FlowNetLp::nvls_arrive(const NvlsRed& e, const NvlsRed::Down& d, Context& ctx) const {
@@ -383,7 +387,14 @@ void FlowNetLp::nvls_up_drained(const Packet& h, SimTime at_ps, Context& ctx) {
   for (const NvlsRed::Down& d : e.early) nvls_arrive(e, d, ctx);
   e.down_left -= static_cast<std::uint32_t>(e.early.size());
   e.early.clear();
-  if (e.down_left == 0) nvls_dead_.push_back(it->first);  // erased at the instant's end (pointers to it)
+  nvls_maybe_dead(&e, h);
+}
+
+void FlowNetLp::nvls_maybe_dead(NvlsRed* e, const Packet& h) {
+  // Erased at the instant's end: flows and this instant's cap refresh still point to it.
+  if (e->dead || !e->downs_created || e->down_left != 0 || !e->up_flows.empty() || !e->down_flows.empty()) return;
+  e->dead = true;
+  nvls_dead_.push_back(nvls_key(h));
 }
 
 void FlowNetLp::nvls_down_drained(const Packet& h, SimTime at_ps, SimTime down_latency_ps, Context& ctx) {
@@ -398,7 +409,8 @@ void FlowNetLp::nvls_down_drained(const Packet& h, SimTime at_ps, SimTime down_l
     return;
   }
   nvls_arrive(e, d, ctx);
-  if (--e.down_left == 0) nvls_dead_.push_back(it->first);
+  --e.down_left;
+  nvls_maybe_dead(&e, h);
 }
 
 std::size_t FlowNetLp::NvlsKeyHash::operator()(const NvlsKey& k) const noexcept {
@@ -432,20 +444,33 @@ void FlowNetLp::handle(const engine::Event& ev, Context& ctx) {
   }
 }
 
-void FlowNetLp::finish(std::uint32_t f, Context& ctx) {
+void FlowNetLp::report(std::uint32_t f, Context& ctx) {
   Active& a = act_[f];
+  a.reported = true;
   if (a.down) {  // NVLS downlink: its arrival also waits for its supply (nvls_arrive)
-    nvls_forget(f, false);
     nvls_down_drained(a.head, ctx.now() + a.tail_ps, a.head_ps, ctx);
     return;
   }
   // The first hop's latency beyond D (the offset this LP runs behind the GPUs), then the tail.
   if (!a.nvls) ctx.send(a.head.dst_rank, ctx.now() + a.head_ps - sent_delay_ps_ + a.tail_ps, kEvFlowArrive, a.head);
   ctx.send(a.head.src_rank, ctx.now() + sent_delay_ps_, kEvFlowSent, a.head.flow_id);
-  if (a.nvls) {
-    nvls_forget(f, true);
-    nvls_touched_.push_back(a.chunk);  // its downlink flows' cap changes
-    nvls_up_drained(a.head, ctx.now() + a.tail_ps, ctx);  // the switch has the last byte
+  if (a.nvls) nvls_up_drained(a.head, ctx.now() + a.tail_ps, ctx);  // the switch has the last byte
+}
+
+void FlowNetLp::drained(std::uint32_t f, Context& ctx) {
+  Active& a = act_[f];
+  if (!a.reported) report(f, ctx);
+  if (a.down) {
+    nvls_forget(f, false);
+    nvls_maybe_dead(a.chunk, a.head);
+  } else {
+    if (a.nvls) {
+      nvls_forget(f, true);
+      nvls_touched_.push_back(a.chunk);  // its downlink flows' cap changes
+      nvls_maybe_dead(a.chunk, a.head);
+      nvls_emptied_.push_back(a.head.src_rank);
+    }
+    release_connection(a.head);
   }
 }
 
@@ -534,7 +559,12 @@ void FlowNetLp::apply_rate(std::uint32_t f, double r, SimTime now) {
                                                                    : static_cast<SimTime>(ps));
   }
   ++a.version;
-  drains_.emplace(a.drain, f, a.version);
+  drains_.emplace(a.drain, f, a.version, std::uint8_t{1});
+  if (!a.reported) {
+    const SimTime phase = a.down ? std::max<SimTime>(0, a.chunk->phase_ps) : a.phase_ps;
+    a.report_at = std::max(now, a.drain - phase);
+    if (a.report_at < a.drain) drains_.emplace(a.report_at, f, a.version, std::uint8_t{0});
+  }
 }
 
 double FlowNetLp::nvls_supply_bps(const NvlsRed& e, SimTime now) const {
@@ -568,16 +598,63 @@ void FlowNetLp::nvls_cap(std::uint32_t f, SimTime now) {
   apply_rate(f, r, now);
 }
 
+namespace {
+constexpr std::uint64_t kNvlsPhaseLevels = 4;  // distinct report offsets per round (nvls_phase)
+}  // namespace
+
+void FlowNetLp::nvls_phase() {
+  // The packet rung's GPU port serves its active queue pairs round robin, one transfer unit per
+  // turn, in the order they became active (models/nic.cpp, Nic::try_tx); NVLS queue pairs are
+  // per (owner, channel) and per (channel, communicator) and stay active while the executor keeps
+  // them fed. Of N equal transfers sharing the port, the one at position p then sends its last
+  // unit (N - 1 - p) unit times (u / R) before the round ends, where the fluid share finishes
+  // them all at once (the last one, p = N - 1, at the fluid's instant: the port is busy either
+  // way). The fluid keeps its lock-step shares and drains (one re-solve per instant, as
+  // before); only the completion is reported that much earlier. Positions persist per queue
+  // pair, so consecutive transfers of one queue pair keep their place in the round.
+  for (std::uint32_t f : nvls_new_) {
+    Active& a = act_[f];
+    const std::uint32_t g = a.head.src_rank;
+    NvlsPos& pos = nvls_pos_[qp_key(a.head)];
+    if (pos.gen != nvls_gen_[g]) pos = NvlsPos{nvls_gen_[g], nvls_next_[g]++};
+    const auto n = static_cast<std::uint32_t>(solver_.flows_on(nvls_link0_ + g).size());
+    a.phase_ps = 0;
+    if (pos.pos + 1 < n) {
+      const std::uint64_t bytes = coarse_part_bytes(a.head, topo_);
+      std::uint64_t unit = a.mtu;  // Nic::send_nvls's transfer unit
+      if (topo_.spec().nvswitch_cut_through) {
+        const std::uint64_t floor_unit = std::min<std::uint64_t>(unit, kNvlinkMinUnitBytes);
+        const std::uint64_t want = (bytes / kNvlinkUnitsPerPart + kNvlinkMinUnitBytes - 1) / kNvlinkMinUnitBytes * kNvlinkMinUnitBytes;
+        unit = std::clamp<std::uint64_t>(want, floor_unit, unit);
+      }
+      unit = std::min<std::uint64_t>(unit, std::max<std::uint64_t>(bytes, 1));
+      // Quantized to kNvlsPhaseLevels steps of the round: every distinct report instant makes
+      // the flows the receivers post next start apart (more re-solves downstream).
+      const std::uint64_t ahead = n - 1 - pos.pos;
+      const std::uint64_t levels = std::min<std::uint64_t>(kNvlsPhaseLevels, n);
+      const std::uint64_t q = ahead * levels / n * n / levels;
+      a.phase_ps = static_cast<SimTime>(q) * engine::serialization_ps(unit, a.first_rate);
+    }
+    NvlsRed& e = *a.chunk;
+    e.phase_ps = e.phase_ps < 0 ? a.phase_ps : std::min(e.phase_ps, a.phase_ps);
+  }
+  nvls_new_.clear();
+}
+
 void FlowNetLp::tick(Context& ctx) {
   const SimTime now = ctx.now();
   seeds_.clear();
   // 1. Flows whose shared bytes are drained at this instant.
   while (!drains_.empty() && std::get<0>(drains_.top()) <= now) {
-    const auto [t, f, version] = drains_.top();
+    const auto [t, f, version, kind] = drains_.top();
     drains_.pop();
-    if (act_[f].version != version || act_[f].drain != t) continue;  // rescheduled since
-    finish(f, ctx);
-    if (!act_[f].down) release_connection(act_[f].head);
+    if (act_[f].version != version) continue;  // rescheduled since
+    if (kind == 0) {  // early report (round-robin phase); its bytes keep their share until drained
+      if (!act_[f].reported && act_[f].report_at == t) report(f, ctx);
+      continue;
+    }
+    if (act_[f].drain != t) continue;
+    drained(f, ctx);
     for (std::uint32_t i = 0; i < solver_.hops(f); ++i) seeds_.push_back(solver_.link(f, i));
     solver_.remove_flow(f);
     ++act_[f].version;
@@ -647,6 +724,7 @@ void FlowNetLp::tick(Context& ctx) {
       NvlsRed& e = nvls_red_[nvls_key(head)];
       e.up_flows.push_back(f);
       a.chunk = &e;
+      nvls_new_.push_back(f);
     } else if (stage == 2) {
       NvlsRed& e = nvls_red_[nvls_key(head)];
       e.down_flows.push_back(f);
@@ -654,6 +732,7 @@ void FlowNetLp::tick(Context& ctx) {
     }
   }
   pending_.clear();
+  if (!nvls_new_.empty()) nvls_phase();
   // 3. Re-solve the components touched, once for this instant.
   if (!seeds_.empty()) {
     solved_.clear();
@@ -680,11 +759,19 @@ void FlowNetLp::tick(Context& ctx) {
   nvls_touched_.clear();
   for (const NvlsKey& k : nvls_dead_) nvls_red_.erase(k);
   nvls_dead_.clear();
+  for (std::uint32_t g : nvls_emptied_) {
+    if (solver_.flows_on(nvls_link0_ + g).empty() && nvls_next_[g] != 0) {
+      ++nvls_gen_[g];  // a later NVLS burst of this GPU starts a new service order
+      nvls_next_[g] = 0;
+    }
+  }
+  nvls_emptied_.clear();
   solved_.clear();
   // 4. Wake up for the next drain.
   while (!drains_.empty()) {
-    const auto [t, f, version] = drains_.top();
-    if (act_[f].version == version && act_[f].drain == t) break;
+    const auto [t, f, version, kind] = drains_.top();
+    const Active& a = act_[f];
+    if (a.version == version && (kind == 0 ? !a.reported && a.report_at == t : a.drain == t)) break;
     drains_.pop();
   }
   if (!drains_.empty()) schedule(std::get<0>(drains_.top()), ctx);

@@ -222,6 +222,9 @@ class FlowNetLp final : public engine::Lp {
     bool shared = false;         // rate ever differed from R_1
     std::uint8_t nvls = 0;       // NvlsMode of an NVLS uplink flow (GPU -> NVSwitch)
     bool down = false;           // NVLS: NVSwitch -> GPU flow (no queue pair)
+    bool reported = false;       // its completion was reported (at report_at, before its drain)
+    engine::SimTime phase_ps = 0;   // NVLS uplink: round-robin phase (nvls_phase); reported this much early
+    engine::SimTime report_at = 0;  // scheduled report instant (drain - phase, not before it was set)
     NvlsRed* chunk = nullptr;    // NVLS: its chunk (stable: unordered_map nodes do not move)
   };
   struct Pending {
@@ -269,7 +272,11 @@ class FlowNetLp final : public engine::Lp {
   /// Starts loading head's route set into the cache (the flow is solved at the instant's tick,
   /// after every other flow of the instant arrived: the load overlaps with their handling).
   void prefetch_route(const Packet& head) const;
-  void finish(std::uint32_t f, engine::Context& ctx);
+  /// Reports flow f complete: its arrival (ordinary flows), send completion, and for NVLS flows
+  /// its chunk's progress. At its drain, or earlier by its round-robin phase (nvls_phase).
+  void report(std::uint32_t f, engine::Context& ctx);
+  /// Flow f's shared bytes drained: it leaves the solver and frees its queue pair.
+  void drained(std::uint32_t f, engine::Context& ctx);
   void schedule(engine::SimTime t, engine::Context& ctx);
 
   const Topology& topo_;
@@ -325,6 +332,11 @@ class FlowNetLp final : public engine::Lp {
     engine::SimTime touched_at = -1;  // the instant its downlink flows' caps were last refreshed
     engine::SimTime supply_at = -1;   // the instant supply_bps was computed for
     double supply_bps = 0;
+    /// Round-robin phase of the supply (nvls_phase): the least of its uplink flows' phases (the
+    /// last contribution to complete decides); its downlink flows report this much early too.
+    engine::SimTime phase_ps = -1;
+    bool downs_created = false;  // its downlink flows exist (down_left counts them)
+    bool dead = false;           // queued in nvls_dead_
   };
   struct NvlsKey {
     std::uint32_t dst = 0, group = 0, instance = 0, tag = 0;
@@ -350,10 +362,27 @@ class FlowNetLp final : public engine::Lp {
   void nvls_cap(std::uint32_t f, engine::SimTime now);
   /// NVLS: drops solver flow f from its chunk's uplink (`up`) or downlink list.
   void nvls_forget(std::uint32_t f, bool up);
+  /// NVLS: queues chunk e (of flow head `h`) for erasure at the instant's end once every
+  /// downlink flow was reported and none of its flows is still draining.
+  void nvls_maybe_dead(NvlsRed* e, const Packet& h);
+  /// NVLS round-robin phase (the packet rung's per-unit round robin over a GPU's queue pairs,
+  /// emulated as a reporting offset of the fluid): gives each NVLS uplink flow admitted at this
+  /// instant (nvls_new_) its phase from its queue pair's position in its GPU's service order.
+  void nvls_phase();
+  /// A queue pair's position in its GPU's NVLS service order: (generation, position). A GPU's
+  /// positions restart (new generation) once it has no NVLS uplink flow left.
+  struct NvlsPos {
+    std::uint32_t gen = 0, pos = 0;
+  };
+  std::unordered_map<QpKey, NvlsPos, QpKeyHash> nvls_pos_;
+  std::vector<std::uint32_t> nvls_gen_, nvls_next_;  // per GPU: generation, next position
+  std::vector<std::uint32_t> nvls_new_;      // NVLS uplink flows admitted at this instant
+  std::vector<std::uint32_t> nvls_emptied_;  // GPUs an NVLS uplink flow drained from at this instant
   std::vector<NvlsRed*> nvls_touched_;  // chunks whose uplink flows' rates changed or drained now
   std::vector<NvlsKey> nvls_dead_;       // chunks done at this instant, erased at its end
   std::uint32_t nvls_link0_ = 0;  // solver link id of GPU 0's virtual NVLS issue link
-  using Drain = std::tuple<engine::SimTime, std::uint32_t, std::uint32_t>;  // time, flow, version
+  // time, flow, version, kind (0: early report at report_at, 1: drain)
+  using Drain = std::tuple<engine::SimTime, std::uint32_t, std::uint32_t, std::uint8_t>;
   std::priority_queue<Drain, std::vector<Drain>, std::greater<>> drains_;
   std::set<engine::SimTime> ticks_;
   std::vector<std::uint32_t> seeds_, solved_;
