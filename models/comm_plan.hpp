@@ -411,6 +411,17 @@ struct LazyNvls {
     l = (o - ch[c].base) / pl;
     s = (o - ch[c].base) % pl;
   }
+  /// Op `o`'s loop and its position among the ops of the own chunk (after the loop's reduce
+  /// sends); false for a reduce send or a trailing multicast receive, which have no dependencies
+  /// and no dependents.
+  bool own_chunk_slot(std::uint32_t o, Loop& L, std::uint32_t& s) const {
+    std::uint32_t c = 0, l = 0;
+    locate(o, c, l, s);
+    L = loop_at(c, l);
+    if (s < L.nred) return false;
+    s -= L.nred;
+    return s < L.nmine;
+  }
   std::uint32_t tag0(std::uint32_t c, std::uint32_t l) const {
     return static_cast<std::uint32_t>((c * tag_loops + l) * tags_per_loop);
   }
@@ -481,12 +492,9 @@ struct LazyNvls {
   }
   /// Number of dependencies of op `o`.
   std::uint32_t ndeps(std::uint32_t o) const {
-    std::uint32_t c = 0, l = 0, s = 0;
-    locate(o, c, l, s);
-    const Loop L = loop_at(c, l);
-    if (s < L.nred) return 0;
-    s -= L.nred;
-    if (s >= L.nmine) return 0;
+    Loop L;
+    std::uint32_t s = 0;
+    if (!own_chunk_slot(o, L, s)) return 0;
     const Links& t = *L.t;
     const std::uint32_t first = (reduce ? 1u : 0u) + t.nchild;  // receives of the own chunk's inputs
     if (s < first) return 0;
@@ -500,12 +508,9 @@ struct LazyNvls {
   }
   /// Dependents of op `o` in increasing index order into `out` (at most 3). @returns their number.
   std::uint32_t dependents(std::uint32_t o, std::uint32_t out[3]) const {
-    std::uint32_t c = 0, l = 0, s = 0;
-    locate(o, c, l, s);
-    const Loop L = loop_at(c, l);
-    if (s < L.nred) return 0;
-    s -= L.nred;
-    if (s >= L.nmine) return 0;
+    Loop L;
+    std::uint32_t s = 0;
+    if (!own_chunk_slot(o, L, s)) return 0;
     const Links& t = *L.t;
     const std::uint32_t own0 = L.first + L.nred;
     const std::uint32_t first = (reduce ? 1u : 0u) + t.nchild;
