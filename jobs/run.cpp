@@ -26,6 +26,7 @@
 #include "io/hdf5_writer.hpp"
 #include "io/simai_reader.hpp"
 #include "jobs/generators.hpp"
+#include "jobs/output_path.hpp"
 #include "jobs/spec.hpp"
 #include "jobs/trace.hpp"
 #include "kernels/compute_time.hpp"
@@ -249,8 +250,10 @@ void bcast_error(MPI_Comm comm, std::string err, const std::string& field) {
 
 // Checks an output path before anything is simulated: not empty, not a directory, in an existing
 // writable directory, and not one of the inputs.
-void check_output_path(const std::string& path, const std::string& field, const std::vector<std::string>& inputs) {
+void check_output_path(std::string& path, const std::string& field, const std::vector<std::string>& inputs) {
   if (path.empty()) throw InputError("<cli>", field, "the path is empty", "give a file name");
+  path = resolve_output_file(path, field);
+  if (is_null_device(path)) return;  // discarded: nothing is created next to it
   const fs::path abs = fs::absolute(path);
   if (fs::is_directory(abs)) throw InputError("<cli>", field + " " + path, "is a directory", "give a file name");
   const fs::path dir = abs.parent_path();
@@ -438,24 +441,29 @@ RunResult run_simulation(const RunOptions& opt, MPI_Comm comm, const std::string
   Spec spec = load_spec(opt.spec_path, sets);
   const std::uint32_t threads = spec.threads;
   const std::vector<std::string> inputs = {spec.workload_path, spec.comm_groups, opt.spec_path};
-  if (opt.write_h5) check_output_path(spec.output_h5, "-o", inputs);
+  // The null device as an output discards it (the writers would rename a temporary file onto it).
+  bool write_h5 = opt.write_h5;
+  if (write_h5) check_output_path(spec.output_h5, "-o", inputs);
+  if (write_h5 && is_null_device(spec.output_h5)) write_h5 = false;
   if (!spec.summary_json.empty()) {
     std::vector<std::string> others = inputs;
-    if (opt.write_h5) others.push_back(spec.output_h5);
+    if (write_h5) others.push_back(spec.output_h5);
     check_output_path(spec.summary_json, "--summary-json", others);
   }
   if (!spec.trace_path.empty()) {
     std::vector<std::string> others = inputs;
-    if (opt.write_h5) others.push_back(spec.output_h5);
+    if (write_h5) others.push_back(spec.output_h5);
     others.push_back(spec.summary_json);
     check_output_path(spec.trace_path, "--trace", others);
   }
   if (!spec.save_partition.empty()) check_output_path(spec.save_partition, "--save-partition", inputs);
+  if (!spec.summary_json.empty() && is_null_device(spec.summary_json)) spec.summary_json.clear();
+  if (!spec.trace_path.empty() && is_null_device(spec.trace_path)) spec.trace_path.clear();
   {
     // Two outputs on one path would overwrite each other, the later writer silently winning
     // (the checks above only see files that already exist).
     std::vector<std::pair<std::string, std::string>> outs;
-    if (opt.write_h5) outs.emplace_back("-o", spec.output_h5);
+    if (write_h5) outs.emplace_back("-o", spec.output_h5);
     if (!spec.summary_json.empty()) outs.emplace_back("--summary-json", spec.summary_json);
     if (!spec.trace_path.empty()) outs.emplace_back("--trace", spec.trace_path);
     if (!spec.save_partition.empty()) outs.emplace_back("--save-partition", spec.save_partition);
@@ -560,7 +568,7 @@ RunResult run_simulation(const RunOptions& opt, MPI_Comm comm, const std::string
   simccl::check_workload_plans(planner, w);
   // Flow records are kept only where they are read: the HDF5 /flows table (output.flows) or
   // RunResult::flow_records; the digest needs none of them (io/digest.hpp).
-  const bool keep_flow_records = opt.keep_flows || (opt.write_h5 && spec.output_flows);
+  const bool keep_flow_records = opt.keep_flows || (write_h5 && spec.output_flows);
   engine::Simulator sim(comm, placement, w_ps);
   std::vector<std::unique_ptr<models::GpuRankLp>> gpus;
   std::vector<std::unique_ptr<models::SwitchLp>> switches;
@@ -570,7 +578,7 @@ RunResult run_simulation(const RunOptions& opt, MPI_Comm comm, const std::string
       gpus.push_back(std::make_unique<models::GpuRankLp>(topo, id, &w, planner, spec.fabric));
       gpus.back()->set_fidelity(fidelity, net_id);
       gpus.back()->keep_flows(keep_flow_records);
-      if (opt.write_h5 || opt.keep_flows || !spec.trace_path.empty()) gpus.back()->enable_sampling(spec.sample_interval_ps);
+      if (write_h5 || opt.keep_flows || !spec.trace_path.empty()) gpus.back()->enable_sampling(spec.sample_interval_ps);
       if (!spec.trace_path.empty() && id < w.ranks && id >= spec.trace_rank_lo && id <= spec.trace_rank_hi) {
         gpus.back()->enable_trace();
       }
@@ -578,7 +586,7 @@ RunResult run_simulation(const RunOptions& opt, MPI_Comm comm, const std::string
     } else {
       switches.push_back(std::make_unique<models::SwitchLp>(topo, id, spec.fabric,
                                                               topo.kind(id) == models::NodeKind::kNvSwitch));
-      if (opt.write_h5 || opt.keep_flows) switches.back()->enable_sampling(spec.sample_interval_ps);
+      if (write_h5 || opt.keep_flows) switches.back()->enable_sampling(spec.sample_interval_ps);
       sim.add_lp(id, switches.back().get());
     }
   }
@@ -772,7 +780,7 @@ RunResult run_simulation(const RunOptions& opt, MPI_Comm comm, const std::string
     for (std::uint64_t x : v) h = engine::mix64(h ^ (x + 0x9E3779B97F4A7C15ull));
     res.digest = fmt::format("{:016x}", h);
   }
-  if (opt.write_h5) res.output_h5 = spec.output_h5;
+  if (write_h5) res.output_h5 = spec.output_h5;
 
   // Summary text.
   std::ostringstream out;
@@ -958,7 +966,7 @@ RunResult run_simulation(const RunOptions& opt, MPI_Comm comm, const std::string
     res.link_records = allgather_pod(comm, local_links);
     res.queue_records = allgather_pod(comm, local_queues);
   }
-  if (opt.write_h5) {
+  if (write_h5) {
     std::vector<io::LinkBinRecord> local_links;
     std::vector<io::QueueBinRecord> local_queues;
     collect_link_series(topo, gpus, switches, spec.sample_interval_ps, local_links, local_queues);

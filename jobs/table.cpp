@@ -12,6 +12,7 @@
 #include <fmt/format.h>
 
 #include "engine/errors.hpp"
+#include "jobs/output_path.hpp"
 
 namespace fabricsim::jobs {
 
@@ -64,7 +65,9 @@ std::string csv_field(const std::string& s) {
   return q + "\"";
 }
 
-void write_text_atomic(const std::string& path, const std::string& text) {
+void write_text_atomic(const std::string& path_in, const std::string& text) {
+  const std::string path = resolve_output_file(path_in, path_in);
+  if (is_null_device(path)) return;  // discarded, as writing to it would
   const std::string tmp = path + ".tmp";
   {
     std::ofstream out(tmp);
@@ -131,7 +134,9 @@ void Table::write_h5(const std::string& path, const std::string& dataset,
           cols_[c].values);
     }
   }
-  const std::string tmp = path + ".tmp";
+  const std::string target = resolve_output_file(path, path);
+  if (is_null_device(target)) return;  // discarded, as writing to it would
+  const std::string tmp = target + ".tmp";
   std::vector<hid_t> strtypes;
   hid_t file = -1, type = -1, space = -1, dset = -1;
   auto cleanup = [&] {
@@ -190,7 +195,7 @@ void Table::write_h5(const std::string& path, const std::string& dataset,
   }
   cleanup();
   std::error_code ec;
-  fs::rename(tmp, path, ec);
+  fs::rename(tmp, target, ec);
   if (ec) fail("rename failed: " + ec.message());
 }
 

@@ -1,6 +1,7 @@
 // Must-show 1 and 5 of issue 2 at the command line: real inputs run end to end; bad input gives
 // one line naming file and field, exit code 2, and no output file.
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 
 #include <array>
@@ -255,6 +256,41 @@ TEST_F(Cli, OutputOnAFileSystemThatRefusesFilesFailsBeforeTheRun) {
     EXPECT_EQ(count_lines(o.err), 1) << o.err;
     EXPECT_NE(o.err.find("cannot create a file in /proc"), std::string::npos) << o.err;
   }
+}
+// Results are written to a temporary file and renamed into place: a symbolic link must keep
+// pointing at its target (which gets the results) and a pipe or device must be refused, not
+// replaced by a regular file (as root, `-o /dev/null` replaced the machine's /dev/null).
+TEST_F(Cli, OutputThroughALinkKeepsTheLinkAndAPipeIsRefused) {
+  const std::string w = fabricsim::testing::data("chakra/astra-sim/examples/workload/microbenchmarks/all_reduce/8npus_1MB/all_reduce");
+  fs::create_directories(dir_ / "real");
+  fs::create_symlink("real/target.h5", dir_ / "link.h5");
+  fs::create_symlink("real/s.json", dir_ / "link.json");
+  const Outcome o = run_cli("run -q --workload " + w + " -o " + (dir_ / "link.h5").string() + " --summary-json " +
+                                (dir_ / "link.json").string(),
+                            dir_.string());
+  ASSERT_EQ(o.code, 0) << o.err;
+  EXPECT_TRUE(fs::is_symlink(fs::symlink_status(dir_ / "link.h5")));
+  EXPECT_TRUE(fs::is_symlink(fs::symlink_status(dir_ / "link.json")));
+  EXPECT_GT(fs::file_size(dir_ / "real" / "target.h5"), 0u);
+  EXPECT_GT(fs::file_size(dir_ / "real" / "s.json"), 0u);
+  const std::string fifo = (dir_ / "fifo").string();
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  for (const std::string opt : {"-o ", "--summary-json ", "--trace "}) {
+    const Outcome p = run_cli("run -q --workload " + w + " " + opt + fifo, dir_.string());
+    EXPECT_EQ(p.code, 2) << opt << p.err;
+    EXPECT_EQ(count_lines(p.err), 1) << p.err;
+    EXPECT_NE(p.err.find("is not a regular file"), std::string::npos) << p.err;
+    EXPECT_TRUE(fs::is_fifo(fifo)) << opt;
+  }
+  // The null device discards (same results digest, no file anywhere) and stays a device.
+  const Outcome n = run_cli("run -q --workload " + w + " -o /dev/null --summary-json /dev/null --trace /dev/null",
+                            dir_.string());
+  EXPECT_EQ(n.code, 0) << n.err;
+  EXPECT_TRUE(fs::is_character_file("/dev/null"));
+  fs::remove_all(dir_ / "real");
+  fs::remove(dir_ / "link.h5");
+  fs::remove(dir_ / "link.json");
+  fs::remove(fifo);
 }
 TEST_F(Cli, UsageErrorsAreOneLine) {
   for (const std::string args : {"run --gpus 0", "run --threads 0", "run /nonexistent.yaml", "run --bogus", "frobnicate"}) {
