@@ -89,7 +89,9 @@ void validate_train(const TrainConfig& c) {
   }
   const std::uint32_t mbs = gb / (c.micro_batch * c.dp);
   if (c.vp > 1 && (c.pp == 1 || mbs % c.pp != 0)) {
-    bad(c, "vp", fmt::format("interleaved schedule needs PP > 1 and micro-batches ({}) divisible by PP {}", mbs, c.pp),
+    bad(c, "vp",
+        fmt::format("interleaved schedule needs PP > 1 and micro-batches ({}{}) divisible by PP {}", mbs,
+                    c.global_batch ? "" : fmt::format(": global_batch 0 means micro_batch x dp = {}", gb), c.pp),
         "use vp: 1 or a global batch giving a multiple of pp micro-batches");
   }
   if (c.zero > 3) bad(c, "zero", "ZeRO stage above 3", "use 0, 1, 2 or 3");

@@ -1,6 +1,7 @@
 // METIS partitioning, partition files and the partition report (issue 7).
 #include <algorithm>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <numeric>
 #include <sstream>
@@ -132,6 +133,11 @@ void write_partition(const std::string& path, const engine::Placement& p) {
 
 engine::Placement read_partition(const std::string& path, std::uint32_t num_lps, std::uint32_t procs,
                                  std::uint32_t threads) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec)) {
+    throw engine::InputError(path, "sim.partition", "is a directory, not a partition file",
+                             "give topology, metis or a file written by --save-partition");
+  }
   std::ifstream f(path);
   if (!f) throw engine::InputError(path, "sim.partition", "cannot read the partition file", "give topology, metis or an existing file");
   std::string line;
