@@ -84,6 +84,13 @@ std::uint64_t parse_count(const std::string& file_line, const std::string& field
                           const std::string& what) {
   const auto v = parse_int(tok);
   if (!v) {
+    std::string_view t = tok;
+    if (!t.empty() && (t.front() == '+' || t.front() == '-')) t.remove_prefix(1);
+    const bool digits = !t.empty() && t.find_first_not_of("0123456789") == std::string_view::npos;
+    if (digits) {  // an integer, but outside what a signed 64-bit count holds
+      throw InputError(file_line, field, "'" + tok + "' is out of range (above 2^63 - 1)",
+                       "write " + what + " as a non-negative integer below 2^63");
+    }
     throw InputError(file_line, field, "'" + tok + "' is not an integer",
                      "write " + what + " as a non-negative integer");
   }

@@ -23,9 +23,16 @@ using models::WorkNode;
 
 namespace {
 
+/// Throws the one-line error for `field`. `related` are the other keys the check involves: the
+/// error names "<cli>" when the field or any of them was given with --set.
 [[noreturn]] void bad(const TrainConfig& c, const std::string& field, const std::string& problem,
-                      const std::string& fix) {
-  throw InputError(c.file, "workload.generator." + field, problem, fix);
+                      const std::string& fix, std::initializer_list<const char*> related = {}) {
+  auto from_cli = [&](const std::string& k) {
+    return std::find(c.cli_fields.begin(), c.cli_fields.end(), k) != c.cli_fields.end();
+  };
+  bool cli = from_cli(field);
+  for (const char* k : related) cli = cli || from_cli(k);
+  throw InputError(cli ? std::string("<cli>") : c.file, "workload.generator." + field, problem, fix);
 }
 
 std::uint64_t u64(double v) { return static_cast<std::uint64_t>(std::llround(v)); }
@@ -45,59 +52,64 @@ void validate_train(const TrainConfig& c) {
   if (c.cp > 1) bad(c, "cp", "context parallelism is not modelled by the generator yet", "use cp: 1");
   if (m.heads % c.tp != 0) {
     bad(c, "tp", fmt::format("{} attention heads are not divisible by TP {}", m.heads, c.tp),
-        "choose a TP that divides the head count");
+        "choose a TP that divides the head count", {"model", "heads"});
   }
   if (m.attn == AttnType::kGqa && m.kv_heads % c.tp != 0 && c.tp % m.kv_heads != 0) {
     bad(c, "tp", fmt::format("{} KV heads and TP {} do not divide one another", m.kv_heads, c.tp),
-        "choose a TP that divides or is a multiple of the KV-head count");
+        "choose a TP that divides or is a multiple of the KV-head count", {"model", "kv_heads"});
   }
   if (m.layers % (c.pp * c.vp) != 0) {
     bad(c, c.vp > 1 ? "vp" : "pp",
         fmt::format("{} layers are not divisible by PP {} x VP {} = {} (virtual) stages", m.layers, c.pp, c.vp, c.pp * c.vp),
-        "choose pp (and vp) so that pp*vp divides the layer count");
+        "choose pp (and vp) so that pp*vp divides the layer count", {"pp", "vp", "model", "layers"});
   }
   const std::uint64_t world = std::uint64_t(c.tp) * c.pp * c.dp * c.cp;
   if (c.expected_gpus != 0 && world != c.expected_gpus) {
     bad(c, "gpus", fmt::format("world size {} is not TP·PP·DP·CP = {}·{}·{}·{} = {}", c.expected_gpus, c.tp, c.pp,
                                c.dp, c.cp, world),
-        "make gpus equal to tp*pp*dp*cp (or drop gpus)");
+        "make gpus equal to tp*pp*dp*cp (or drop gpus)", {"tp", "pp", "dp", "cp"});
   }
-  if (world > 1u << 20) bad(c, "dp", "more than 2^20 GPUs", "use a smaller job");
-  if (c.ep > 1 && !m.is_moe()) bad(c, "ep", "EP > 1 on a dense model", "use ep: 1 or an MoE model");
+  if (world > 1u << 20) bad(c, "dp", "more than 2^20 GPUs", "use a smaller job", {"tp", "pp", "cp"});
+  if (c.ep > 1 && !m.is_moe()) bad(c, "ep", "EP > 1 on a dense model", "use ep: 1 or an MoE model", {"model"});
   if (m.is_moe()) {
     if (c.ep > m.experts) {
-      bad(c, "ep", fmt::format("EP {} is above the model's {} experts", c.ep, m.experts), "use ep <= experts");
+      bad(c, "ep", fmt::format("EP {} is above the model's {} experts", c.ep, m.experts), "use ep <= experts",
+          {"model", "experts"});
     }
-    if (m.experts % c.ep != 0) bad(c, "ep", fmt::format("{} experts not divisible by EP {}", m.experts, c.ep), "choose an EP that divides the expert count");
+    if (m.experts % c.ep != 0) {
+      bad(c, "ep", fmt::format("{} experts not divisible by EP {}", m.experts, c.ep),
+          "choose an EP that divides the expert count", {"model", "experts"});
+    }
     if ((c.tp * c.dp) % c.ep != 0) {
       bad(c, "ep", fmt::format("EP {} does not divide TP·DP = {}", c.ep, c.tp * c.dp),
-          "EP folds into the TP·DP ranks of a stage; choose an EP that divides tp*dp");
+          "EP folds into the TP·DP ranks of a stage; choose an EP that divides tp*dp", {"tp", "dp"});
     }
     if (c.tp > 1 && !c.sequence_parallel) {
       bad(c, "sequence_parallel", "MoE with TP > 1 is modelled with sequence parallelism only",
-          "set sequence_parallel: true");
+          "set sequence_parallel: true", {"tp", "model"});
     }
   }
   if (c.sequence_parallel && c.tp > 1 && c.seq_len % c.tp != 0) {
     bad(c, "seq_len", fmt::format("sequence length {} not divisible by TP {} (sequence parallelism)", c.seq_len, c.tp),
-        "choose a sequence length divisible by tp");
+        "choose a sequence length divisible by tp", {"tp", "sequence_parallel"});
   }
   const std::uint32_t gb = c.global_batch ? c.global_batch : c.micro_batch * c.dp;
   if (gb % (c.micro_batch * c.dp) != 0) {
     bad(c, "global_batch", fmt::format("global batch {} is not a multiple of micro_batch {} x DP {}", gb, c.micro_batch, c.dp),
-        "make global_batch a multiple of micro_batch*dp");
+        "make global_batch a multiple of micro_batch*dp", {"micro_batch", "dp"});
   }
   const std::uint32_t mbs = gb / (c.micro_batch * c.dp);
   if (c.vp > 1 && (c.pp == 1 || mbs % c.pp != 0)) {
     bad(c, "vp",
         fmt::format("interleaved schedule needs PP > 1 and micro-batches ({}{}) divisible by PP {}", mbs,
                     c.global_batch ? "" : fmt::format(": global_batch 0 means micro_batch x dp = {}", gb), c.pp),
-        "use vp: 1 or a global batch giving a multiple of pp micro-batches");
+        "use vp: 1 or a global batch giving a multiple of pp micro-batches",
+        {"pp", "global_batch", "micro_batch", "dp"});
   }
   if (c.zero > 3) bad(c, "zero", "ZeRO stage above 3", "use 0, 1, 2 or 3");
   const kernels::GpuSpec& g = kernels::find_gpu(c.gpu, c.file, "workload.generator.gpu");
   if (c.dtype == Dtype::kFp8 && !(g.fp8_tflops > 0)) {
-    bad(c, "dtype", g.name + " has no FP8 tensor cores", "use dtype: bf16");
+    bad(c, "dtype", g.name + " has no FP8 tensor cores", "use dtype: bf16", {"gpu"});
   }
   if (c.grad_bytes != 2 && c.grad_bytes != 4) bad(c, "grad_bytes", "must be 2 or 4", "2 (bf16 grads) or 4 (fp32)");
 }
@@ -1095,7 +1107,10 @@ TrainConfig train_config_from_spec(const Spec& spec) {
   if (!model) {
     throw InputError(spec.file, "workload.generator.model", "missing", "name a model, e.g. gpt3-175b, or custom");
   }
-  c.file = r.where("model");
+  c.file = spec.file;
+  for (const auto& [k, f] : spec.generator_file) {
+    if (f == "<cli>") c.cli_fields.push_back(k);
+  }
   if (*model == "custom") {
     ModelConfig m;
     m.name = "custom";

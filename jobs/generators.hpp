@@ -80,6 +80,9 @@ struct TrainConfig {
   kernels::Fallback fallback = kernels::Fallback::kRoofline;
   kernels::RooflineEfficiency efficiency;
   std::string file = "<spec>";         ///< for error messages
+  /// workload.generator keys (without the prefix) given with --set: a check failing on one of
+  /// them names "<cli>" instead of `file`.
+  std::vector<std::string> cli_fields;
 };
 
 /// What a generated workload contains, for reports and tests.

@@ -83,7 +83,7 @@ models::Workload load_spec_workload(const Spec& spec, GenInfo* info) {
     return load_workload(spec.workload_path, spec.workload_format, spec.workload_gpus, spec.comm_groups);
   }
   if (!spec.workload_path.empty()) {
-    throw InputError(spec.file, "workload.path", "both workload.path and workload.generator.model are set",
+    throw InputError(spec.file_of_any({"workload.path", "workload.generator.model"}), "workload.path", "both workload.path and workload.generator.model are set",
                      "remove one of them (the generator builds the workload itself)");
   }
   const TrainConfig cfg = train_config_from_spec(spec);
@@ -483,7 +483,7 @@ RunResult run_simulation(const RunOptions& opt, MPI_Comm comm, const std::string
   GenInfo gen;
   models::Workload w = opt.workload_data != nullptr ? *opt.workload_data : load_spec_workload(spec, &gen);
   if (w.format == "chakra" && spec.workload_gpus != 0 && spec.workload_gpus != w.ranks) {
-    throw InputError(spec.file, "workload.gpus",
+    throw InputError(spec.file_of_any({"workload.gpus", "workload.path"}), "workload.gpus",
                      fmt::format("is {} but the Chakra trace has {} ranks", spec.workload_gpus, w.ranks),
                      "drop workload.gpus/--gpus (Chakra traces carry their world size)");
   }
@@ -548,11 +548,11 @@ RunResult run_simulation(const RunOptions& opt, MPI_Comm comm, const std::string
   }
   const engine::SimTime w_ps = partition::lookahead(placement, edges);
   if (w_ps < 1) {
-    throw engine::InputError(spec.file, "sim.partition",
+    throw engine::InputError(spec.file_of("sim.partition"), "sim.partition",
                              "the placement cuts a zero-latency link, so no conservative window exists",
                              "keep such links inside one process/thread (sim.partition: topology or metis)");
   }
-  if (!spec.save_partition.empty() && rank == 0) partition::write_partition(spec.save_partition, placement);
+  if (!spec.save_partition.empty() && rank == 0) partition::write_partition(spec.save_partition, placement, static_cast<std::uint32_t>(nprocs));
 
   simccl::PlannerBuild planned =
       simccl::make_planner(spec.planner, spec.nccl, spec.file, spec.gpu_sm, cspec, true, spec.simccl_extras);

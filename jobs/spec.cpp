@@ -248,6 +248,17 @@ std::uint64_t parse_uint(const std::string& text, const std::string& file, const
 
 }  // namespace
 
+std::string Spec::file_of(const std::string& key) const {
+  return std::find(cli_keys.begin(), cli_keys.end(), key) != cli_keys.end() ? std::string("<cli>") : file;
+}
+
+std::string Spec::file_of_any(std::initializer_list<const char*> keys) const {
+  for (const char* k : keys) {
+    if (file_of(k) == "<cli>") return "<cli>";
+  }
+  return file;
+}
+
 Spec load_spec(const std::string& path, const std::vector<std::string>& sets) {
   Spec s;
   YAML::Node root;
@@ -292,9 +303,8 @@ Spec load_spec(const std::string& path, const std::vector<std::string>& sets) {
     out << root;
     s.text = out.c_str();
   }
-  auto file_of = [&](const std::string& key) {
-    return std::find(set_keys.begin(), set_keys.end(), key) != set_keys.end() ? std::string("<cli>") : s.file;
-  };
+  s.cli_keys = set_keys;
+  auto file_of = [&](const std::string& key) { return s.file_of(key); };
   auto resolve = [&](const std::string& p, const std::string& key) {
     if (p.empty()) return p;
     if (file_of(key) == "<cli>") return p;  // --set paths are relative to the working directory
@@ -635,14 +645,17 @@ models::ClusterSpec resolve_cluster(const Spec& spec, std::uint32_t ranks) {
       c.hosts % c.nics_per_leaf != 0) {
     // Every rail group must be whole: each rail has one NIC per host, nics_per_leaf hosts per leaf.
     // (leaf_spine keeps a partly filled last leaf: NICs simply fill leaves in order.)
-    throw InputError(spec.file, "cluster.nics_per_leaf",
+    throw InputError(spec.file_of_any({"cluster.nics_per_leaf", "cluster.hosts"}), "cluster.nics_per_leaf",
                      std::to_string(c.nics_per_leaf) + " does not divide the " + std::to_string(c.hosts) +
                          " hosts of each rail (one NIC per host per rail)",
                      "choose nics_per_leaf dividing " + std::to_string(c.hosts) + " or leave it auto");
   }
   if (spec.spines_auto) c.spines = c.nics_per_leaf;
   if (static_cast<std::uint64_t>(c.hosts) * c.gpus_per_host < ranks) {
-    throw InputError(spec.file, "cluster.hosts",
+    throw InputError(spec.file_of_any({"cluster.hosts", "cluster.gpus_per_host", "workload.gpus", "workload.path",
+                                       "workload.generator.tp", "workload.generator.pp", "workload.generator.dp",
+                                       "workload.generator.cp", "workload.generator.gpus"}),
+                     "cluster.hosts",
                      "the workload has " + std::to_string(ranks) + " ranks but the cluster has " +
                          std::to_string(c.hosts) + " hosts x " + std::to_string(c.gpus_per_host) +
                          " GPUs = " + std::to_string(c.hosts * c.gpus_per_host) + " GPUs",

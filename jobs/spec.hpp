@@ -4,6 +4,7 @@
 /// table (kSpecKeys, printed by `fabricsim describe spec` and docs/config.md) with its type,
 /// default and unit; unknown keys are errors that suggest the closest known key.
 #include <cstdint>
+#include <initializer_list>
 #include <map>
 #include <optional>
 #include <string>
@@ -63,6 +64,13 @@ struct Spec {
   /// simccl.launch_latency was given (spec file or --set); `fabricsim nccl-tests` charges the
   /// latency by default only when it was not.
   bool launch_latency_given = false;
+  /// Keys given with --set (full dotted names), in order.
+  std::vector<std::string> cli_keys;
+  /// Where `key` came from for an error message: "<cli>" if it was given with --set, else `file`.
+  std::string file_of(const std::string& key) const;
+  /// As file_of, for a check that involves several keys: "<cli>" if any of them was given
+  /// with --set (the command line changed the spec into what fails), else `file`.
+  std::string file_of_any(std::initializer_list<const char*> keys) const;
 };
 
 /// Loads `path` (may be empty: all defaults), applies `sets` ("a.b=value"), validates.

@@ -121,10 +121,8 @@ engine::Placement place_metis(std::uint32_t num_lps, const std::vector<Edge>& ed
 #endif
 }
 
-void write_partition(const std::string& path, const engine::Placement& p) {
+void write_partition(const std::string& path, const engine::Placement& p, std::uint32_t procs) {
   std::ofstream f(path);
-  const std::uint32_t procs =
-      p.proc.empty() ? 1 : static_cast<std::uint32_t>(*std::max_element(p.proc.begin(), p.proc.end())) + 1;
   f << "# fabricsim partition v1 lps " << p.proc.size() << " procs " << procs << " threads " << p.threads << '\n';
   for (std::size_t i = 0; i < p.proc.size(); ++i) f << i << ' ' << p.proc[i] << ' ' << p.thread[i] << '\n';
   f.flush();
@@ -149,7 +147,7 @@ engine::Placement read_partition(const std::string& path, std::uint32_t num_lps,
       name != "fabricsim" || what != "partition" || ver != "v1" || k1 != "lps" || k2 != "procs" || k3 != "threads") {
     throw engine::InputError(path, "line 1", "not a fabricsim partition file", "write one with --save-partition FILE");
   }
-  if (lps != num_lps || th != threads || pr > procs) {
+  if (lps != num_lps || th != threads || pr != procs) {
     throw engine::InputError(path, "line 1",
                              "made for " + std::to_string(lps) + " LPs, " + std::to_string(pr) + " processes x " +
                                  std::to_string(th) + " threads; this run has " + std::to_string(num_lps) +

@@ -60,12 +60,14 @@ engine::Placement place_metis(std::uint32_t num_lps, const std::vector<Edge>& ed
                               const std::vector<std::uint32_t>& lp_weight, std::uint32_t procs,
                               std::uint32_t threads, engine::SimTime min_cut_latency_ps);
 
-/// Writes a placement as text: a header line, then "lp proc thread" per LP.
+/// Writes a placement as text: a header line naming the LP count, the run's process count
+/// `procs` and thread count, then "lp proc thread" per LP.
 /// @throws InputError if the file cannot be written.
-void write_partition(const std::string& path, const engine::Placement& p);
+void write_partition(const std::string& path, const engine::Placement& p, std::uint32_t procs);
 
 /// Reads a file written by write_partition. @throws InputError (file, line, fix) if it is
-/// malformed or was made for another LP, process or thread count.
+/// malformed or was made for another LP, process or thread count (a file made for fewer
+/// processes is refused too: the extra processes would hold no LP and sit idle).
 engine::Placement read_partition(const std::string& path, std::uint32_t num_lps, std::uint32_t procs,
                                  std::uint32_t threads);
 

@@ -187,6 +187,10 @@ TEST(SimaiReaderGenerated, HeaderChecks) {
                                          "newkey: 3 pp: 1"), 0));
   EXPECT_NO_THROW(read_simai(dir.file("cust.txt", "HYBRID_CUSTOMIZED model_parallel_NPU_group: 2 all_gpus: 4\n1\n"
                                                   "a -1 1 NONE 0 1 NONE 0 1 ALLREDUCE 8 1 DATA\n"), 0));
+  // A size beyond 64 bits is an integer, just too large: the line says so (was "not an integer").
+  EXPECT_INPUT_ERROR(read_simai(dir.file("huge.txt", "DATA all_gpus: 8\n1\n"
+                                                 "a -1 1 NONE 0 1 NONE 0 1 ALLREDUCE 18446744073709551615 1\n"), 0),
+                     "huge.txt:3", "wg_comm_size", "out of range");
   EXPECT_INPUT_ERROR(read_simai(dir.file("cust12.txt", "HYBRID_CUSTOMIZED all_gpus: 4\n1\n"
                                                     "a -1 1 NONE 0 1 NONE 0 1 ALLREDUCE 8 1\n"), 0),
                      "cust12.txt:3", "expected 13");

@@ -153,6 +153,25 @@ TEST_F(Cli, MoreRanksThanGpus) {
   const std::string w = fabricsim::testing::data("chakra/astra-sim/examples/workload/microbenchmarks/all_reduce/16npus_1MB/all_reduce");
   expect_bad("run --workload " + w + " --set cluster.hosts=1", {"cluster.hosts", "16 ranks"});
 }
+// A cross-key check that fails because of a --set value names <cli>, not the spec file that
+// is valid as written; a check failing on the file's own values still names the file.
+TEST_F(Cli, SetValueThatBreaksACrossKeyCheckNamesTheCommandLine) {
+  const std::string spec = (dir_ / "spec.yaml").string();
+  std::ofstream(spec) << "workload:\n  generator:\n    model: gpt3-13b\n    tp: 8\n    pp: 1\n    dp: 1\n"
+                         "cluster:\n  hosts: 1\n";
+  for (const char* set : {"workload.generator.tp=3", "workload.generator.pp=7", "workload.generator.dp=2",
+                          "cluster.hosts=0"}) {
+    SCOPED_TRACE(set);
+    const Outcome o = run_cli(std::string("run ") + spec + " --set " + set + " -o " + out_h5(), dir_.string());
+    EXPECT_EQ(o.code, 2) << o.err;
+    EXPECT_EQ(o.err.rfind("fabricsim: error: <cli>: ", 0), 0u) << o.err;
+  }
+  std::ofstream(spec) << "workload:\n  generator:\n    model: gpt3-13b\n    tp: 3\n";
+  const Outcome f = run_cli("run " + spec + " --set workload.generator.dp=1 -o " + out_h5(), dir_.string());
+  EXPECT_EQ(f.code, 2) << f.err;
+  EXPECT_EQ(f.err.rfind("fabricsim: error: " + spec + ": workload.generator.tp", 0), 0u) << f.err;
+  fs::remove(spec);
+}
 // An unknown option followed by a value: the option is named, not the value as a missing spec.
 TEST_F(Cli, UnknownOptionWithValueNamesTheOption) {
   expect_bad("run --bogus 3", {"--bogus", "not expected"});

@@ -3,7 +3,11 @@
 // unit are spread evenly. Expected units and cut counts are worked out by hand for each graph.
 #include <gtest/gtest.h>
 
+#include <filesystem>
+#include <string>
 #include <vector>
+
+#include "engine/errors.hpp"
 
 #include "partition/partition.hpp"
 
@@ -61,6 +65,31 @@ TEST(Partition, RailLeavesTieAndSpreadEvenly) {
   EXPECT_EQ(per_unit, (std::vector<int>{1, 1, 1, 1}));
   EXPECT_EQ(p.proc[16] * 2 + p.thread[16], 0);
   EXPECT_EQ(p.proc[19] * 2 + p.thread[19], 3);
+}
+
+// A partition file is reused only by a run with the same LP, process and thread counts: one
+// saved for 2 processes on a 4-process run would leave processes 2 and 3 without an LP.
+TEST(Partition, FileRoundTripsAndRefusesOtherProcessCounts) {
+  fabricsim::engine::Placement p;
+  p.threads = 1;
+  p.proc = {0, 1, 0, 1, 1};
+  p.thread = {0, 0, 0, 0, 0};
+  const std::string file = ::testing::TempDir() + "fabricsim_partition_roundtrip.txt";
+  fabricsim::partition::write_partition(file, p, 2);
+  const auto back = fabricsim::partition::read_partition(file, 5, 2, 1);
+  EXPECT_EQ(back.proc, p.proc);
+  EXPECT_EQ(back.thread, p.thread);
+  for (std::uint32_t procs : {1u, 3u, 4u}) {
+    try {
+      (void)fabricsim::partition::read_partition(file, 5, procs, 1);
+      ADD_FAILURE() << "a 2-process partition was accepted by a " << procs << "-process run";
+    } catch (const fabricsim::engine::InputError& e) {
+      EXPECT_NE(std::string(e.what()).find("2 processes"), std::string::npos) << e.what();
+    }
+  }
+  EXPECT_THROW((void)fabricsim::partition::read_partition(file, 6, 2, 1), fabricsim::engine::InputError);
+  EXPECT_THROW((void)fabricsim::partition::read_partition(file, 5, 2, 2), fabricsim::engine::InputError);
+  std::filesystem::remove(file);
 }
 
 }  // namespace
