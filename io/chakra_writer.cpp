@@ -2,8 +2,12 @@
 
 #include <google/protobuf/util/delimited_message_util.h>
 
+#include <unistd.h>
+
 #include <cmath>
+#include <filesystem>
 #include <fstream>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -37,20 +41,67 @@ void attr_i64(ChakraProtoMsg::Node& n, const char* name, std::int64_t v) {
 
 }  // namespace
 
+namespace {
+
+/// The files of one write_chakra call, first under temporary names; renamed into place only when
+/// every file was written whole, removed otherwise (no partial trace set on a full disk).
+class StagedFiles {
+ public:
+  ~StagedFiles() {
+    if (committed_) return;
+    std::error_code ec;
+    for (const auto& [tmp, final_path] : files_) std::filesystem::remove(tmp, ec);
+  }
+  /// Opens the temporary file for `final_path`. @throws InputError if it cannot be created.
+  std::ofstream open(const std::string& final_path, std::ios::openmode mode) {
+    const std::string tmp = final_path + ".tmp." + std::to_string(::getpid());
+    std::ofstream out(tmp, mode | std::ios::trunc);
+    if (!out) throw engine::InputError(final_path, "<file>", "cannot write", "check the directory exists and is writable");
+    files_.emplace_back(tmp, final_path);
+    return out;
+  }
+  /// Closes `out` (the last file opened) and checks that every byte reached the disk.
+  void close(std::ofstream& out) {
+    out.close();
+    if (!out) {
+      throw engine::InputError(files_.back().second, "<file>", "write failed (disk full?)",
+                               "check free disk space; nothing was written");
+    }
+  }
+  /// Renames every temporary file into place. @throws InputError if a rename fails.
+  void commit() {
+    for (const auto& [tmp, final_path] : files_) {
+      std::error_code ec;
+      std::filesystem::rename(tmp, final_path, ec);
+      if (ec) {
+        throw engine::InputError(final_path, "<file>", "cannot rename into place: " + ec.message(),
+                                 "check the directory is writable");
+      }
+    }
+    committed_ = true;
+  }
+
+ private:
+  std::vector<std::pair<std::string, std::string>> files_;
+  bool committed_ = false;
+};
+
+}  // namespace
+
 std::string write_chakra(const models::Workload& w, const std::string& prefix) {
+  StagedFiles staged;
   std::string groups_path;
   if (w.groups.size() > 1) {
     nlohmann::ordered_json j = nlohmann::ordered_json::object();
     for (std::size_t g = 1; g < w.groups.size(); ++g) j[w.groups[g].name] = w.groups[g].ranks;
     groups_path = prefix + ".comm_groups.json";
-    std::ofstream out(groups_path);
-    if (!out) throw engine::InputError(groups_path, "<file>", "cannot write", "check the directory exists and is writable");
+    std::ofstream out = staged.open(groups_path, std::ios::out);
     out << j.dump() << "\n";
+    staged.close(out);
   }
   for (std::uint32_t r = 0; r < w.ranks; ++r) {
     const std::string file = prefix + "." + std::to_string(r) + ".et";
-    std::ofstream out(file, std::ios::binary);
-    if (!out) throw engine::InputError(file, "<file>", "cannot write", "check the directory exists and is writable");
+    std::ofstream out = staged.open(file, std::ios::out | std::ios::binary);
     ChakraProtoMsg::GlobalMetadata meta;
     meta.set_version("0.0.4");
     auto* src = meta.add_attr();
@@ -93,8 +144,9 @@ std::string write_chakra(const models::Workload& w, const std::string& prefix) {
       }
       google::protobuf::util::SerializeDelimitedToOstream(n, &out);
     }
-    if (!out) throw engine::InputError(file, "<file>", "write failed", "check free disk space");
+    staged.close(out);
   }
+  staged.commit();
   return groups_path;
 }
 

@@ -22,6 +22,8 @@ namespace fabricsim::io {
 
 /// Writes `w` to PREFIX.<rank>.et (+ PREFIX.comm_groups.json when it has non-world groups).
 /// @returns the comm-group file's path, or "" if none was needed.
+/// All files are written under temporary names and renamed into place only when every one was
+/// written whole; on any failure (disk full, file size limit) none is left behind.
 /// @throws engine::InputError if a file cannot be written (names the file).
 std::string write_chakra(const models::Workload& w, const std::string& prefix);
 

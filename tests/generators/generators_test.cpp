@@ -4,7 +4,10 @@
 
 #include <mpi.h>
 
+#include <sys/resource.h>
+
 #include <cmath>
+#include <csignal>
 #include <filesystem>
 #include <map>
 
@@ -255,6 +258,48 @@ TEST(Generators, RotaryEmbeddingKernelsOfLlamaModels) {
                                 "workload.generator.hidden=1024", "workload.generator.heads=8",
                                 "workload.generator.vocab=32000", "workload.generator.ffn=swiglu"});
   EXPECT_TRUE(train_config_from_spec(s).model.rope);
+}
+
+// A write that runs out of space (here: the file-size limit, which fails the write with EFBIG
+// like a full disk fails it with ENOSPC) leaves no file behind: no truncated .et, no orphaned
+// comm-group file, no temporary file.
+TEST(Generators, ChakraExportThatFailsLeavesNoFiles) {
+  int rank = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  TrainConfig c;
+  c.model = find_model("mixtral-8x7b", "", "");
+  c.model.layers = 4;
+  c.tp = 2;
+  c.pp = 2;
+  c.dp = 2;
+  c.ep = 2;
+  c.global_batch = 4;
+  c.seq_len = 1024;
+  const auto g = generate_training(c, kernels::KernelDb{});
+  const auto dir = std::filesystem::temp_directory_path() /
+                   ("fabricsim_et_full_" + std::to_string(::getpid()) + "_" + std::to_string(rank));
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  struct rlimit old {};
+  ASSERT_EQ(::getrlimit(RLIMIT_FSIZE, &old), 0);
+  auto* old_handler = std::signal(SIGXFSZ, SIG_IGN);
+  struct rlimit small = old;
+  small.rlim_cur = 4096;  // the comm-group file fits, the first rank's trace does not
+  ASSERT_EQ(::setrlimit(RLIMIT_FSIZE, &small), 0);
+  bool threw = false;
+  try {
+    (void)io::write_chakra(g.workload, (dir / "gen").string());
+  } catch (const engine::InputError& e) {
+    threw = true;
+    EXPECT_NE(std::string(e.what()).find("write failed"), std::string::npos) << e.what();
+  }
+  ::setrlimit(RLIMIT_FSIZE, &old);
+  std::signal(SIGXFSZ, old_handler);
+  EXPECT_TRUE(threw);
+  std::vector<std::string> left;
+  for (const auto& entry : std::filesystem::directory_iterator(dir)) left.push_back(entry.path().filename().string());
+  EXPECT_TRUE(left.empty()) << "left behind: " << left.front();
+  std::filesystem::remove_all(dir);
 }
 
 // Export then read back gives the same DAG (durations rounded to the ET's whole microseconds).
