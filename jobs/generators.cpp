@@ -1,6 +1,7 @@
 #include "jobs/generators.hpp"
 
 #include <algorithm>
+#include <functional>
 #include <cmath>
 #include <map>
 #include <optional>
@@ -12,6 +13,7 @@
 #include "engine/errors.hpp"
 #include "engine/time.hpp"
 #include "engine/units.hpp"
+#include "kernels/efficiency_model.hpp"
 
 namespace fabricsim::jobs {
 
@@ -89,6 +91,17 @@ void validate_train(const TrainConfig& c) {
           "set sequence_parallel: true", {"tp", "model"});
     }
   }
+  if (c.tp_comm_overlap) {
+    const kernels::GpuEfficiency* e = kernels::find_efficiency(kernels::find_gpu(c.gpu, c.file, "workload.generator.gpu"));
+    if (e != nullptr && c.tp_comm_overlap_rs_sms >= e->sms) {
+      bad(c, "tp_comm_overlap_rs_sms", fmt::format("{} SMs is not below the {} SMs of {}", c.tp_comm_overlap_rs_sms, e->sms, c.gpu),
+          "use fewer SMs for the overlapped reduce-scatter (NeMo uses 8-24)");
+    }
+  }
+  if (c.tp_comm_overlap && c.tp > 1 && !c.sequence_parallel) {
+    bad(c, "tp_comm_overlap", "TP communication overlap (TransformerEngine userbuffers) needs sequence parallelism",
+        "set sequence_parallel: true or tp_comm_overlap: false");
+  }
   if (c.sequence_parallel && c.tp > 1 && c.seq_len % c.tp != 0) {
     bad(c, "seq_len", fmt::format("sequence length {} not divisible by TP {} (sequence parallelism)", c.seq_len, c.tp),
         "choose a sequence length divisible by tp", {"tp", "sequence_parallel"});
@@ -143,7 +156,16 @@ struct Kernel {
   /// A GEMM that stays in 16-bit in an FP8 job (Megatron-Core keeps the output layer and the
   /// MoE router outside TransformerEngine's fp8_autocast: plain ColumnParallelLinear / torch).
   bool keep16 = false;
+  /// Duration multiplier: a GEMM launched on fewer SMs than the GPU has (TransformerEngine's SM
+  /// margin for comm kernels running beside it) takes SMs / (SMs - margin) times as long.
+  double time_scale = 1.0;
 };
+
+/// Chunks of a pipelined GEMM + reduce-scatter overlap: `num_splits=4` in every PipelineOverlapCfg
+/// of NeMo's userbuffers presets (NVIDIA/NeMo @26005325
+/// nemo/collections/llm/recipes/tp_overlap_configs/userbuffers.py: GPT-3 20B/175B, Llama 3 70B,
+/// Llama 3.1 405B, BF16 and FP8).
+constexpr std::uint32_t kTpOverlapRsSplits = 4;
 
 /// A GEMM C[m×n] = A[m×k]·B[k×n]; `groups` > 1: a grouped GEMM of `groups` experts whose m
 /// rows are split evenly between them (each expert has its own k×n weight).
@@ -238,6 +260,11 @@ class Builder {
     mbs_ = gb_ / (c.micro_batch * c.dp);
     T_ = double(c.seq_len) * c.micro_batch;
     sp_ = c.sequence_parallel && c.tp > 1;
+    tp_ovl_ = sp_ && c.tp_comm_overlap;
+    if (tp_ovl_) {
+      const kernels::GpuEfficiency* e = kernels::find_efficiency(kernels::find_gpu(c.gpu, c.file, "workload.generator.gpu"));
+      if (e != nullptr && e->sms > c.tp_comm_overlap_rs_sms) rs_margin_scale_ = double(e->sms) / double(e->sms - c.tp_comm_overlap_rs_sms);
+    }
     Tl_ = sp_ ? T_ / c.tp : T_;
     vstages_ = c.pp * c.vp;
     layers_per_chunk_ = m_.layers / vstages_;
@@ -332,7 +359,8 @@ class Builder {
     WorkNode n;
     n.name = name;
     n.type = NodeType::kCompute;
-    const auto tr = timer_.time(k, kd);
+    auto tr = timer_.time(k, kd);
+    if (k.time_scale != 1.0) tr.ps = static_cast<decltype(tr.ps)>(std::llround(double(tr.ps) * k.time_scale));
     n.duration_ps = tr.ps;
     (tr.how == 0 ? stats_.kernels_measured : tr.how == 1 ? stats_.kernels_scaled : stats_.kernels_modelled)++;
     if (R.r == 0) stats_.compute_ps_rank0 += double(tr.ps);
@@ -469,6 +497,50 @@ class Builder {
   // repeat on every TP rank. Model FLOPs count them once: scale the replicated ones by 1/TP.
   bool replicated(const Lin& l) const { return std::string(l.name) == "q_down" || std::string(l.name) == "kv_down"; }
 
+  // ---- TP communication overlap (TransformerEngine userbuffers, TrainConfig::tp_comm_overlap) ----
+  /// All-gather overlapped with the GEMM that consumes it (ring exchange): the GEMM runs as TP
+  /// chunks of T_/TP rows (`chunk(rows)` builds one); chunk 0 uses the rank's own shard, chunk j
+  /// waits for ring step j. Step j+1 forwards what step j received, so the steps run in order; each
+  /// moves T_·h·B_/TP bytes per rank (an AllGather of T_·h·B_/(TP-1) bytes: its (TP-1)/TP share),
+  /// so the TP-1 steps move what the whole all-gather moves. `step_deps`: what the gathered tensor
+  /// waits for besides the stream's last compute; `first`: extra deps of the first chunk.
+  void ag_gemm(Rank& R, const std::string& name, const std::function<Kernel(double)>& chunk,
+               std::vector<std::uint32_t> step_deps, std::vector<std::uint32_t> first, bool recompute) {
+    const std::uint32_t n = c_.tp;
+    const double step_bytes = T_ * double(m_.hidden) * B_ / double(n - 1);
+    if (R.last >= 0) step_deps.push_back(static_cast<std::uint32_t>(R.last));
+    std::int64_t step = -1;
+    for (std::uint32_t j = 0; j < n; ++j) {
+      std::int64_t next = -1;
+      if (j + 1 < n) {
+        next = coll(R, fmt::format("{}.ag{}", name, j + 1), CollOp::kAllGather, step_bytes, rg_[R.r].tp,
+                    j == 0 ? step_deps : deps_of({step}));
+      }
+      std::vector<std::uint32_t> deps = j == 0 ? std::move(first) : deps_of({step});
+      comp(R, fmt::format("{}.c{}", name, j), chunk(T_ / n), std::move(deps), recompute);
+      step = next;
+    }
+  }
+  /// GEMM followed by the reduce-scatter of its output, pipelined (TE userbuffers `pipeline`
+  /// method): kTpOverlapRsSplits row chunks, each chunk's partial result reduce-scattered
+  /// (T_·h·B_/splits bytes, so the chunks move what the whole reduce-scatter moves) while the next
+  /// chunk computes; the chunks' reductions run in order. The GEMM chunks run beside the
+  /// reduce-scatter kernels on SMs - tp_comm_overlap_rs_sms SMs (set_sm_margin). Returns the last
+  /// reduction (what the consumer of the reduced output waits for): one chunk stays exposed.
+  std::int64_t gemm_rs(Rank& R, const std::string& name, const std::function<Kernel(double)>& chunk,
+                       std::vector<std::uint32_t> first, bool recompute) {
+    const std::uint32_t n = kTpOverlapRsSplits;
+    std::int64_t rs = -1;
+    for (std::uint32_t j = 0; j < n; ++j) {
+      Kernel k = chunk(T_ / n);
+      k.time_scale = rs_margin_scale_;
+      comp(R, fmt::format("{}.c{}", name, j), k, j == 0 ? std::move(first) : std::vector<std::uint32_t>{}, recompute);
+      rs = coll(R, fmt::format("{}.rs{}", name, j), CollOp::kReduceScatter, T_ * double(m_.hidden) * B_ / n,
+                rg_[R.r].tp, deps_of({R.last, rs}));
+    }
+    return rs;
+  }
+
   // ---- forward of one layer ------------------------------------------------------------------
   /// Emits layer `l`'s forward. `in` = node its input depends on (recv or previous). Returns the
   /// last node of the layer (compute).
@@ -483,22 +555,33 @@ class Builder {
     }
     // Attention.
     comp(R, L + ".ln1", norm_k(Tl_, false), in, recompute);
-    std::int64_t ag = sp_ ? coll(R, L + ".ag1", CollOp::kAllGather, T_ * h * B_, rg_[R.r].tp, deps_of({R.last})) : -1;
-    std::vector<std::uint32_t> pre = deps_of({ag});
-    for (const Lin& lin : attn_in()) {
-      Kernel k = gemm(T_, lin.n, lin.k, B_);
-      if (replicated(lin)) k.model_flops /= t;
-      comp(R, L + "." + lin.name, k, pre, recompute);
-      pre.clear();
+    const auto ins = attn_in();
+    if (tp_ovl_ && ins.size() == 1) {
+      const Lin lin = ins[0];
+      ag_gemm(R, L + "." + lin.name, [&](double rows) { return gemm(rows, lin.n, lin.k, B_); }, {}, {}, recompute);
+    } else {
+      std::int64_t ag = sp_ ? coll(R, L + ".ag1", CollOp::kAllGather, T_ * h * B_, rg_[R.r].tp, deps_of({R.last})) : -1;
+      std::vector<std::uint32_t> pre = deps_of({ag});
+      for (const Lin& lin : ins) {
+        Kernel k = gemm(T_, lin.n, lin.k, B_);
+        if (replicated(lin)) k.model_flops /= t;
+        comp(R, L + "." + lin.name, k, pre, recompute);
+        pre.clear();
+      }
     }
     if (m_.rope) comp(R, L + ".rope", rope_k(false), {}, recompute);
     attn_core_fwd(R, L, recompute);
     if (fp8_) comp(R, L + ".proj.fp8ct", fp8_ct(T_ * double(m_.heads) * m_.head_dim / t), {}, recompute);
-    comp(R, L + ".proj", gemm(T_, h, double(m_.heads) * m_.head_dim / t, B_), {}, recompute);
+    const double attn_out = double(m_.heads) * m_.head_dim / t;
     std::int64_t red = -1;
-    if (c_.tp > 1) {
-      red = sp_ ? coll(R, L + ".rs1", CollOp::kReduceScatter, T_ * h * B_, rg_[R.r].tp, deps_of({R.last}))
-                : coll(R, L + ".ar1", CollOp::kAllReduce, T_ * h * B_, rg_[R.r].tp, deps_of({R.last}));
+    if (tp_ovl_) {
+      red = gemm_rs(R, L + ".proj", [&](double rows) { return gemm(rows, h, attn_out, B_); }, {}, recompute);
+    } else {
+      comp(R, L + ".proj", gemm(T_, h, attn_out, B_), {}, recompute);
+      if (c_.tp > 1) {
+        red = sp_ ? coll(R, L + ".rs1", CollOp::kReduceScatter, T_ * h * B_, rg_[R.r].tp, deps_of({R.last}))
+                  : coll(R, L + ".ar1", CollOp::kAllReduce, T_ * h * B_, rg_[R.r].tp, deps_of({R.last}));
+      }
     }
     comp(R, L + ".add1", mem("residual_add", el(Tl_ * h), Tl_ * h, 3 * Tl_ * h * B_), deps_of({red}), recompute);
     comp(R, L + ".ln2", norm_k(Tl_, false), {}, recompute);
@@ -506,14 +589,23 @@ class Builder {
       moe_fwd(R, l, recompute);
     } else {
       const double ffn = double(m_.ffn_hidden) / t, mats_in = m_.ffn == FfnType::kSwiglu ? 2 : 1;
-      ag = sp_ ? coll(R, L + ".ag2", CollOp::kAllGather, T_ * h * B_, rg_[R.r].tp, deps_of({R.last})) : -1;
-      comp(R, L + ".fc1", gemm(T_, mats_in * ffn, h, B_), deps_of({ag}), recompute);
+      if (tp_ovl_) {
+        ag_gemm(R, L + ".fc1", [&](double rows) { return gemm(rows, mats_in * ffn, h, B_); }, {}, {}, recompute);
+      } else {
+        const std::int64_t ag =
+            sp_ ? coll(R, L + ".ag2", CollOp::kAllGather, T_ * h * B_, rg_[R.r].tp, deps_of({R.last})) : -1;
+        comp(R, L + ".fc1", gemm(T_, mats_in * ffn, h, B_), deps_of({ag}), recompute);
+      }
       comp(R, L + ".act", act_k(T_ * ffn, false), {}, recompute);
-      comp(R, L + ".fc2", gemm(T_, h, ffn, B_), {}, recompute);
       red = -1;
-      if (c_.tp > 1) {
-        red = sp_ ? coll(R, L + ".rs2", CollOp::kReduceScatter, T_ * h * B_, rg_[R.r].tp, deps_of({R.last}))
-                  : coll(R, L + ".ar2", CollOp::kAllReduce, T_ * h * B_, rg_[R.r].tp, deps_of({R.last}));
+      if (tp_ovl_) {
+        red = gemm_rs(R, L + ".fc2", [&](double rows) { return gemm(rows, h, ffn, B_); }, {}, recompute);
+      } else {
+        comp(R, L + ".fc2", gemm(T_, h, ffn, B_), {}, recompute);
+        if (c_.tp > 1) {
+          red = sp_ ? coll(R, L + ".rs2", CollOp::kReduceScatter, T_ * h * B_, rg_[R.r].tp, deps_of({R.last}))
+                    : coll(R, L + ".ar2", CollOp::kAllReduce, T_ * h * B_, rg_[R.r].tp, deps_of({R.last}));
+        }
       }
       comp(R, L + ".add2", mem("residual_add", el(Tl_ * h), Tl_ * h, 3 * Tl_ * h * B_), deps_of({red}), recompute);
       return;
@@ -576,10 +668,31 @@ class Builder {
   // ---- backward of one layer -----------------------------------------------------------------
   /// Backward of a (column-parallel when `col`) linear layer with SP/TP communication.
   /// Returns the comm node the next backward piece must wait for (input-gradient reduction).
+  /// `ag_steps` (row-parallel layer with TrainConfig::tp_comm_overlap): the output gradient's SP
+  /// all-gather is overlapped with the data-gradient GEMM as ring-exchange steps (ag_gemm); `pre`
+  /// then holds what the gradient waits for (the caller emits no gather).
   std::int64_t lin_bwd(Rank& R, const std::string& name, const Kernel& fwd, bool col, bool tp_comm,
                        std::vector<std::uint32_t> pre, std::vector<std::uint32_t>* wgrads,
-                       const std::vector<Kernel>& prep = {}) {
+                       const std::vector<Kernel>& prep = {}, bool ag_steps = false) {
     const double h = double(m_.hidden);
+    if (ag_steps) {
+      // The steps wait for the gradient (pre, the stream's last compute); the FP8 cast/transpose
+      // kernels of the local shard run first, then the chunked data-gradient GEMM.
+      std::vector<std::uint32_t> step_deps = pre;
+      if (R.last >= 0) step_deps.push_back(static_cast<std::uint32_t>(R.last));
+      for (std::size_t i = 0; i < prep.size(); ++i) {
+        comp(R, fmt::format("{}.{}{}", name, prep[i].op, i), prep[i], std::move(pre));
+        pre.clear();
+      }
+      ag_gemm(R, name + ".dg", [&](double rows) {
+                Kernel part = gemm(rows, fwd.dims.n, fwd.dims.k, B_);
+                part.keep16 = fwd.keep16;
+                return dgrad_of(part);
+              }, std::move(step_deps), std::move(pre), false);
+      comp(R, name + ".wg", wgrad_of(fwd));
+      if (wgrads) wgrads->push_back(static_cast<std::uint32_t>(R.last));
+      return -1;
+    }
     std::int64_t ag_in = -1;
     if (col && tp_comm && sp_) {
       // Saved input is sequence-sharded: gather it again for the weight gradient, overlapped
@@ -635,17 +748,18 @@ class Builder {
       comp(R, L + ".ln2.b", norm_k(Tl_, true));
     } else {
       const double ffn = double(m_.ffn_hidden) / t, mats_in = m_.ffn == FfnType::kSwiglu ? 2 : 1;
-      std::int64_t ag = sp_ ? coll(R, L + ".fc2.agg", CollOp::kAllGather, T_ * h * B_, rg_[R.r].tp, deps_of({R.last})) : -1;
+      std::int64_t ag = sp_ && !tp_ovl_ ? coll(R, L + ".fc2.agg", CollOp::kAllGather, T_ * h * B_, rg_[R.r].tp, deps_of({R.last})) : -1;
       add_dep(in, ag);
-      lin_bwd(R, L + ".fc2", gemm(T_, h, ffn, B_), false, true, in, &wg, fp8_prep({fp8_ct(T_ * h), fp8_tr(T_ * ffn)}));
+      lin_bwd(R, L + ".fc2", gemm(T_, h, ffn, B_), false, true, in, &wg, fp8_prep({fp8_ct(T_ * h), fp8_tr(T_ * ffn)}),
+              tp_ovl_);
       comp(R, L + ".act.b", act_k(T_ * ffn, true));
       red = lin_bwd(R, L + ".fc1", gemm(T_, mats_in * ffn, h, B_), true, true, {}, &wg, fp8_prep({fp8_tr(T_ * h)}));
       comp(R, L + ".ln2.b", norm_k(Tl_, true), deps_of({red}));
     }
     // Attention.
-    std::int64_t ag = sp_ ? coll(R, L + ".proj.agg", CollOp::kAllGather, T_ * h * B_, rg_[R.r].tp, deps_of({R.last})) : -1;
+    std::int64_t ag = sp_ && !tp_ovl_ ? coll(R, L + ".proj.agg", CollOp::kAllGather, T_ * h * B_, rg_[R.r].tp, deps_of({R.last})) : -1;
     lin_bwd(R, L + ".proj", gemm(T_, h, double(m_.heads) * m_.head_dim / t, B_), false, true, deps_of({ag}), &wg,
-            fp8_prep({fp8_ct(T_ * h)}));
+            fp8_prep({fp8_ct(T_ * h)}), tp_ovl_);
     if (c_.recompute == Recompute::kSelective) attn_core_fwd(R, L + ".rc", true);
     attn_core_bwd(R, L);
     if (m_.rope) comp(R, L + ".rope.b", rope_k(true));
@@ -1020,6 +1134,8 @@ class Builder {
   bool plan_only_;
   double B_ = 2, T_ = 0, Tl_ = 0;
   bool sp_ = false;
+  bool tp_ovl_ = false;  ///< TE userbuffers TP overlap (TrainConfig::tp_comm_overlap with SP)
+  double rs_margin_scale_ = 1.0;  ///< SMs / (SMs - tp_comm_overlap_rs_sms) for the pipelined-RS GEMM chunks
   bool fp8_ = false;  ///< FP8 GEMMs (TransformerEngine): emit the cast/transpose kernels
   std::uint32_t gb_ = 0, mbs_ = 0, vstages_ = 1, layers_per_chunk_ = 0;
   std::uint64_t bucket_ = 0;
@@ -1171,6 +1287,8 @@ TrainConfig train_config_from_spec(const Spec& spec) {
   c.vp = static_cast<std::uint32_t>(r.uint("vp", 1));
   c.expected_gpus = static_cast<std::uint32_t>(r.uint("gpus", 0, 0));
   c.sequence_parallel = r.boolean("sequence_parallel", true);
+  c.tp_comm_overlap = r.boolean("tp_comm_overlap", false);
+  c.tp_comm_overlap_rs_sms = static_cast<std::uint32_t>(r.uint("tp_comm_overlap_rs_sms", 24, 0));
   c.micro_batch = static_cast<std::uint32_t>(r.uint("micro_batch", 1));
   c.global_batch = static_cast<std::uint32_t>(r.uint("global_batch", 0, 0));
   c.seq_len = static_cast<std::uint32_t>(r.uint("seq_len", 2048));

@@ -56,6 +56,22 @@ struct TrainConfig {
   kernels::Dtype dtype = kernels::Dtype::kBf16;  ///< GEMM math dtype (bf16, fp16 or fp8)
   std::uint32_t tp = 1, pp = 1, dp = 1, ep = 1, cp = 1, vp = 1;
   bool sequence_parallel = true;       ///< SP (only meaningful with TP > 1)
+  /// TransformerEngine userbuffers TP communication overlap (Megatron-Core / NeMo / Megatron-Bridge
+  /// `tp_comm_overlap`; needs SP): the SP all-gathers that feed a GEMM (qkv and fc1 forward, the
+  /// output-gradient gathers before the proj and fc2 data-gradient GEMMs) become TP-1 in-order
+  /// ring-exchange steps of T·h/TP each, with the GEMM split into TP row chunks, chunk j waiting for
+  /// step j; the reduce-scatters after the proj and fc2 forward GEMMs are split into 4 chunks that
+  /// follow their GEMM chunk (NeMo's num_splits), so one chunk stays exposed. Source: NeMo Framework user guide 24.12,
+  /// "Communication Overlap", section "Tensor-parallel Communication Overlap" (pipelined overlap:
+  /// all-gather replaced by P2P ring exchanges of the input, reduce-scatter pipelined in chunks;
+  /// the bulk overlaps of the backward, all-gather with dgrad and reduce-scatter with wgrad, are
+  /// modelled either way). Not applied to MLA's several input projections (bulk gather kept).
+  bool tp_comm_overlap = false;
+  /// SMs the pipelined reduce-scatter kernels reserve beside the proj/fc2 forward GEMM chunks
+  /// (TE `set_sm_margin`); the chunks run on the rest (time x SMs / (SMs - this)). 24: the median
+  /// of the PipelineOverlapCfg num_sm values of NeMo's H100 userbuffers presets (8-24; NVIDIA/NeMo
+  /// @26005325 nemo/collections/llm/recipes/tp_overlap_configs/userbuffers.py).
+  std::uint32_t tp_comm_overlap_rs_sms = 24;
   std::uint32_t micro_batch = 1;       ///< sequences per micro-batch per DP rank
   std::uint32_t global_batch = 0;      ///< sequences per iteration (0 = micro_batch · DP)
   std::uint32_t seq_len = 2048;

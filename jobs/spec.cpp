@@ -38,6 +38,8 @@ const std::vector<SpecKey>& spec_keys() {
       {"workload.generator.vp", "int", "1", "virtual pipeline stages per rank (interleaved 1F1B)"},
       {"workload.generator.gpus", "int", "0", "world size to check against tp*pp*dp*cp (0 = no check)"},
       {"workload.generator.sequence_parallel", "bool", "true", "Megatron sequence parallelism with TP"},
+      {"workload.generator.tp_comm_overlap", "bool", "false", "TransformerEngine userbuffers TP overlap (needs SP): SP all-gathers as ring-exchange steps under the chunked GEMM, reduce-scatters pipelined in chunks"},
+      {"workload.generator.tp_comm_overlap_rs_sms", "uint", "24", "with tp_comm_overlap: SMs the pipelined reduce-scatter takes from the proj/fc2 forward GEMMs (TE set_sm_margin; NeMo presets 8-24)"},
       {"workload.generator.micro_batch", "int", "1", "sequences per micro-batch"},
       {"workload.generator.global_batch", "int", "0", "sequences per iteration (0 = micro_batch * dp)"},
       {"workload.generator.seq_len", "int", "2048", "tokens per sequence"},

@@ -6,10 +6,13 @@
 
 #include <sys/resource.h>
 
+#include <algorithm>
 #include <cmath>
 #include <csignal>
 #include <filesystem>
 #include <map>
+
+#include <fmt/format.h>
 
 #include "engine/errors.hpp"
 #include "io/chakra_reader.hpp"
@@ -120,6 +123,89 @@ TEST(Generators, TensorParallelBytesPerLayer) {
   EXPECT_DOUBLE_EQ(rs, 2 * s * b * h * B);
 }
 
+// TransformerEngine userbuffers TP overlap (tp_comm_overlap; NeMo user guide 24.12 "Communication
+// Overlap", tensor-parallel section): the overlapped gathers become TP-1 ring-exchange steps under
+// a GEMM split into TP row chunks, the reduce-scatters after proj/fc2 are pipelined in 4 chunks
+// (NeMo num_splits). What must not change: the bytes each rank moves per layer (Korthikanti et al.
+// 2022: forward 2 AllGathers + 2 ReduceScatters of s·b·h·B; backward the same gathers again) and
+// the model FLOPs. What must hold in the DAG: chunk j waits for ring step j, steps in order, each
+// reduce-scatter chunk after its GEMM chunk, the residual add after the last one.
+TEST(Generators, TpCommOverlapConservesBytesAndFlopsAndChainsChunks) {
+  TrainConfig c = gpt3_175b(8, 1, 1, 2);
+  c.gpu = "H100";
+  c.model.layers = 4;
+  c.micro_batch = 2;
+  const double s = 2048, b = 2, h = 12288, B = 2, tp = 8;
+  const auto plain = generate_training(c, empty_db());
+  c.tp_comm_overlap = true;
+  const auto ovl = generate_training(c, empty_db());
+  EXPECT_DOUBLE_EQ(ovl.stats.model_flops, plain.stats.model_flops);
+  EXPECT_DOUBLE_EQ(ovl.stats.hw_flops, plain.stats.hw_flops);
+  const auto& prog = ovl.workload.programs[0];
+  std::map<std::string, std::uint32_t> at;
+  for (std::uint32_t i = 0; i < prog.size(); ++i) at[prog[i].name] = i;
+  double ag_fwd = 0, rs_fwd = 0, ag_bwd = 0;
+  int steps = 0, rs_chunks = 0;
+  for (const auto& n : prog) {
+    if (n.type != NodeType::kCollective || n.name.rfind("L1.", 0) != 0) continue;
+    const bool wgrad_gather = n.name.find(".agw") != std::string::npos;  // backward bulk overlap, unchanged
+    const bool fwd_ag = !wgrad_gather && (n.name.rfind("L1.qkv.ag", 0) == 0 || n.name.rfind("L1.fc1.ag", 0) == 0);
+    const bool bwd_ag = n.name.rfind("L1.fc2.dg.ag", 0) == 0 || n.name.rfind("L1.proj.dg.ag", 0) == 0;
+    const bool fwd_rs = n.name.rfind("L1.proj.rs", 0) == 0 || n.name.rfind("L1.fc2.rs", 0) == 0;
+    if (fwd_ag) {
+      EXPECT_EQ(n.op, CollOp::kAllGather);
+      ag_fwd += double(n.bytes) * (tp - 1) / tp;  // an AllGather of X moves (TP-1)/TP·X per rank
+      ++steps;
+    }
+    if (bwd_ag) ag_bwd += double(n.bytes) * (tp - 1) / tp;
+    if (fwd_rs) {
+      EXPECT_EQ(n.op, CollOp::kReduceScatter);
+      rs_fwd += double(n.bytes) * (tp - 1) / tp;
+      ++rs_chunks;
+    }
+  }
+  // Per rank: what the unoverlapped SP collectives move, (TP-1)/TP of s·b·h·B each (a step's
+  // s·b·h·B/(TP-1) bytes are rounded to a whole byte: 1e-7 relative).
+  EXPECT_NEAR(ag_fwd / (2 * s * b * h * B * (tp - 1) / tp), 1.0, 1e-7);
+  EXPECT_NEAR(rs_fwd / (2 * s * b * h * B * (tp - 1) / tp), 1.0, 1e-12);
+  EXPECT_NEAR(ag_bwd / (2 * s * b * h * B * (tp - 1) / tp), 1.0, 1e-7);
+  EXPECT_EQ(steps, 2 * 7);      // TP-1 ring-exchange steps for qkv and for fc1
+  EXPECT_EQ(rs_chunks, 2 * 4);  // 4 pipelined chunks for proj and for fc2
+  EXPECT_EQ(at.count("L1.ag1") + at.count("L1.rs1") + at.count("L1.fc2.agg") + at.count("L1.proj.agg"), 0u);
+  auto has_dep = [&](const std::string& node, const std::string& dep) {
+    const auto& d = prog[at.at(node)].deps;
+    return std::find(d.begin(), d.end(), at.at(dep)) != d.end();
+  };
+  for (int j = 1; j < 8; ++j) {
+    EXPECT_TRUE(has_dep(fmt::format("L1.qkv.c{}", j), fmt::format("L1.qkv.ag{}", j))) << j;
+    EXPECT_TRUE(has_dep(fmt::format("L1.fc2.dg.c{}", j), fmt::format("L1.fc2.dg.ag{}", j))) << j;
+    if (j > 1) {
+      EXPECT_TRUE(has_dep(fmt::format("L1.qkv.ag{}", j), fmt::format("L1.qkv.ag{}", j - 1))) << j;
+    }
+  }
+  EXPECT_FALSE(prog[at.at("L1.qkv.c0")].deps.empty());  // after ln1 only: the local shard
+  EXPECT_TRUE(has_dep("L1.qkv.c0", "L1.ln1"));
+  for (int j = 0; j < 4; ++j) {
+    EXPECT_TRUE(has_dep(fmt::format("L1.proj.rs{}", j), fmt::format("L1.proj.c{}", j))) << j;
+    if (j > 0) {
+      EXPECT_TRUE(has_dep(fmt::format("L1.proj.rs{}", j), fmt::format("L1.proj.rs{}", j - 1))) << j;
+    }
+  }
+  EXPECT_TRUE(has_dep("L1.add1", "L1.proj.rs3"));
+  EXPECT_TRUE(has_dep("L1.add2", "L1.fc2.rs3"));
+  // SM margin: the pipelined-RS GEMM chunks run on 132 - 24 of H100's 132 SMs (H100 whitepaper
+  // SM count; 24 = the tp_comm_overlap_rs_sms default), so a chunk takes 132/108 of the same
+  // chunk generated with a zero margin; the ring-exchange chunks keep all SMs.
+  c.tp_comm_overlap_rs_sms = 0;
+  const auto nomargin = generate_training(c, empty_db());
+  std::map<std::string, std::uint32_t> at0;
+  for (std::uint32_t i = 0; i < nomargin.workload.programs[0].size(); ++i) at0[nomargin.workload.programs[0][i].name] = i;
+  const double with = double(prog[at.at("L1.proj.c1")].duration_ps);
+  const double without = double(nomargin.workload.programs[0][at0.at("L1.proj.c1")].duration_ps);
+  EXPECT_NEAR(with / without, 132.0 / 108.0, 1e-6);
+  EXPECT_EQ(prog[at.at("L1.qkv.c1")].duration_ps, nomargin.workload.programs[0][at0.at("L1.qkv.c1")].duration_ps);
+}
+
 // DP gradient bytes per rank per iteration = parameters held / (TP·PP) × grad bytes.
 TEST(Generators, DataParallelGradientBytes) {
   const auto g = generate_training(gpt3_175b(8, 8, 2, 8), empty_db());
@@ -216,6 +302,14 @@ TEST(Generators, BadConfigsAreInputErrors) {
   m.gpu = "A100";
   EXPECT_NE(error_of(m).find("no FP8"), std::string::npos);
   EXPECT_THROW(find_model("gpt-5", "f.yaml", "workload.generator.model"), engine::InputError);
+  c = gpt3_175b(8, 8, 2, 16);
+  c.tp_comm_overlap = true;
+  c.sequence_parallel = false;
+  EXPECT_NE(error_of(c).find("workload.generator.tp_comm_overlap: TP communication overlap"), std::string::npos);
+  c.sequence_parallel = true;
+  c.gpu = "H100";
+  c.tp_comm_overlap_rs_sms = 132;
+  EXPECT_NE(error_of(c).find("132 SMs is not below the 132 SMs of H100"), std::string::npos);
 }
 
 TEST(Generators, SpecKeysBuildTheConfig) {
