@@ -497,6 +497,20 @@ class Builder {
   // repeat on every TP rank. Model FLOPs count them once: scale the replicated ones by 1/TP.
   bool replicated(const Lin& l) const { return std::string(l.name) == "q_down" || std::string(l.name) == "kv_down"; }
 
+  /// Word-embedding backward of one micro-batch on the first stage. Megatron's
+  /// VocabParallelEmbedding looks rows up with dense autograd (weight indexing / F.embedding,
+  /// sparse=False), so PyTorch's embedding_dense_backward allocates a zero V/TP x h gradient and
+  /// scatters the T x h output gradient into it (reads it, reads and writes the touched rows:
+  /// 3·T·h·B); the parameter is not a TE/fused-accumulation linear, so the DDP hook then adds the
+  /// dense gradient into the main-gradient buffer (Megatron-Core DistributedDataParallel param
+  /// hook: param.main_grad.add_(param.grad)): the zero fill writes V/TP·h·B, the add reads
+  /// V/TP·h·B and reads and writes V/TP·h·grad_bytes. Per micro-batch.
+  Kernel emb_bwd_k() const {
+    const double h = double(m_.hidden), rows = double(m_.vocab) / c_.tp;
+    const double bytes = 3 * T_ * h * B_ + rows * h * (2.0 * B_ + 2.0 * double(c_.grad_bytes));
+    return mem("embedding_bwd", fmt::format("tokens={} hidden={} vocab={}", u64(T_), u64(h), u64(rows)), 0, bytes);
+  }
+
   // ---- TP communication overlap (TransformerEngine userbuffers, TrainConfig::tp_comm_overlap) ----
   /// All-gather overlapped with the GEMM that consumes it (ring exchange): the GEMM runs as TP
   /// chunks of T_/TP rows (`chunk(rows)` builds one); chunk 0 uses the rank's own shard, chunk j
@@ -932,8 +946,7 @@ class Builder {
             p2p(R, true, dst, act_bytes, tag(it, op.mb, v, true), fmt::format("tx.b{}.{}", op.mb, v));
           } else {
             std::int64_t ag = sp_ ? coll(R, "emb.agg", CollOp::kAllGather, T_ * h * B_, rg_[R.r].tp, deps_of({R.last})) : -1;
-            comp(R, "emb.wg", mem("embedding_bwd", fmt::format("tokens={} hidden={} vocab={}", u64(T_), u64(h), m_.vocab / c_.tp),
-                                   0, 3 * T_ * h * B_), deps_of({ag}));
+            comp(R, "emb.wg", emb_bwd_k(), deps_of({ag}));
             if (reduce_now) grads_ready(R, bk, emb_params(), 0, {static_cast<std::uint32_t>(R.last)});
           }
           if (reduce_now && (c_.zero >= 2 || c_.vp > 1)) {

@@ -206,6 +206,21 @@ TEST(Generators, TpCommOverlapConservesBytesAndFlopsAndChainsChunks) {
   EXPECT_EQ(prog[at.at("L1.qkv.c1")].duration_ps, nomargin.workload.programs[0][at0.at("L1.qkv.c1")].duration_ps);
 }
 
+// Word-embedding backward (dense autograd gradient + the DDP hook's add into main_grad), per
+// micro-batch on the first stage: 3·T·h·B for the scatter of the output gradient, plus the zero
+// fill of the V/TP x h gradient (B bytes per element) and the add into main_grad (read B, read and
+// write grad_bytes). GPT-3 175B at TP 8, s = 2048, b = 1, bf16 grads (grad_bytes 2):
+// 3·2048·12288·2 + 6400·12288·(2·2 + 2·2) = 150,994,944 + 629,145,600 = 780,140,544 bytes.
+TEST(Generators, EmbeddingBackwardWritesTheDenseGradient) {
+  TrainConfig c = gpt3_175b(8, 1, 1, 1);
+  c.model.layers = 2;
+  std::map<std::string, KernelNeed> by_op;
+  for (const auto& k : kernel_plan(c)) by_op[k.op] = k;
+  ASSERT_EQ(by_op.count("embedding_bwd"), 1u);
+  EXPECT_DOUBLE_EQ(by_op["embedding_bwd"].bytes, 780140544.0);
+  EXPECT_EQ(by_op["embedding_bwd"].calls, 1u);
+}
+
 // DP gradient bytes per rank per iteration = parameters held / (TP·PP) × grad bytes.
 TEST(Generators, DataParallelGradientBytes) {
   const auto g = generate_training(gpt3_175b(8, 8, 2, 8), empty_db());
