@@ -88,6 +88,23 @@ FRAMEWORK_RULES = {
                   "overlap_grad_reduce": "true", "dtype": "bf16"},
 }
 
+# TP communication overlap (TransformerEngine userbuffers; NeMo user guide 24.12 "Communication
+# Overlap", tensor-parallel section) is on for every TP > 1 row of these families:
+#  * MCORE-WS (Megatron-Core r0.8 weak scaling): the CSV's framework column, from the Megatron-LM
+#    README @d98e8a64, says "TP comm overlap";
+#  * MLPT31 (MLPerf v3.1, NeMo 23.09): the CSV says "TP-comm overlap" (TP_COMM_OVERLAP=True in the
+#    submission's config_common.sh);
+#  * NEMO2407 GPT3 20B/175B: NeMo ships userbuffers presets for exactly these shapes
+#    (userbuffers_bf16_h100_h6144_tp2_mbs2_seqlen2048 "GPT3 20b", _h12288_tp4_mbs1_seqlen2048
+#    "GPT3 175b", NVIDIA/NeMo @26005325 nemo/collections/llm/recipes/tp_overlap_configs/userbuffers.py)
+#    and its gpt3_175b recipe's pretrain_performance_optimizations turns tp_comm_overlap on with it;
+#  * MBRIDGE Llama 3 70B H100: Megatron-Bridge @55387ccb scripts/performance/configs/llama/
+#    llama3_llm_pretrain.py llama3_70b_h100_config sets comm_overlap.tp_comm_overlap_cfg to
+#    userbuffers_{bf16,fp8}_h100_h8192_tp4_mbs1_seqlen8192.
+# The 2021/2022 Megatron-LM rows predate userbuffers (TransformerEngine, 2023): off.
+TP_OVERLAP_FAMILIES = ("mcore", "mcore2023")
+TP_OVERLAP = [True]
+
 # Shapes of models that rows name without giving them (NeMo/HF configs, cited per entry).
 NAMED_MODELS = {
     # NeMo examples/nlp/language_modeling/conf/megatron_gpt_config family (gpt3 5b/20b):
@@ -208,6 +225,10 @@ def plan_row(row):
     s.update(gpu=CLUSTERS[g]["gpu"], tp=tp, pp=pp, vp=vp, micro_batch=mbs, seq_len=seq)
     if tp == 1:
         s["sequence_parallel"] = "false"
+    elif fam in TP_OVERLAP_FAMILIES and TP_OVERLAP[0]:
+        # TransformerEngine userbuffers TP overlap (workload.generator.tp_comm_overlap), on where the
+        # run's source says so (TP_OVERLAP_FAMILIES).
+        s["tp_comm_overlap"] = "true"
     if gbs is None or gbs % (mbs * dp) != 0:
         raise ValueError("global batch not a multiple of micro-batch x DP")
     m = gbs // (mbs * dp)
@@ -427,11 +448,15 @@ def main():
     ap.add_argument("--dp-placement", choices=["job", "one-per-host"], default="one-per-host",
                     help="DP groups as the job places them (8/TP GPUs of the group per host, their NICs "
                          "shared by NCCL's channels) or, as before, one GPU per host unless TP x DP <= 8 (ablation)")
+    ap.add_argument("--tp-overlap", choices=["source", "off"], default="source",
+                    help="TransformerEngine TP communication overlap where the row's source says the run used it "
+                         "(default), or off everywhere (ablation: the TP collectives charged serially)")
     ap.add_argument("--fresh", action="store_true", help="ignore cached simulation results in --out")
     ap.add_argument("--check", type=float, default=0.0,
                     help="exit 1 if any simulated row's |error| exceeds this percentage (tests)")
     a = ap.parse_args()
     REF_USED[0] = a.ref
+    TP_OVERLAP[0] = a.tp_overlap == "source"
     os.makedirs(a.out, exist_ok=True)
     if a.fresh:
         for f in os.listdir(a.out):
@@ -492,6 +517,8 @@ def main():
             how = f"m={m} from m={m1},{2 * m1}"
         if nv:
             how += f", TP NVLink {nv / 8:.0f} GB/s (measured busbw)"
+        if s.get("tp_comm_overlap") == "true":
+            how += ", TP comm overlap"
         # DP gradient synchronisation. Megatron orders ranks TP, then DP (then PP): with
         # TP x DP <= 8 the DP group lies in one 8-GPU host and reduces over NVLink.
         # With TP x DP >= 8 a host holds 8 / TP ranks of each DP group (DP_PER_HOST_RULE).
