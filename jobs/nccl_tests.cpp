@@ -272,18 +272,38 @@ std::string plan_report(const NcclTestsOptions& opt, std::uint64_t bytes) {
     }
     sum.channels.insert(0);
   } else {
+    // Lazy Tree/NVLS plans are read op by op (no dependency lists built): `plan` at 32,768
+    // ranks and 1 GiB visits ~7e8 messages.
+    std::vector<std::uint64_t> per_channel;
+    std::vector<bool> used_channel;
     for (std::uint32_t r = 0; r < n; ++r) {
       req.my_index = r;
-      const models::RankPlan plan = pb.planner->plan(req).expanded();
-      std::map<std::uint32_t, std::uint64_t> per_channel;
-      for (const auto& op : plan.ops) {
-        if (!op.is_send) continue;
+      const models::RankPlan lazy = pb.planner->plan(req);
+      per_channel.assign(per_channel.size(), 0);
+      auto visit = [&](const models::P2pOp& op) {
+        if (!op.is_send) return;
         const std::uint64_t payload = op.payload_bytes ? op.payload_bytes : op.bytes;
         account(r, op.peer, op.bytes, payload, op.relay);
-        sum.channels.insert(op.channel);
+        if (op.channel >= per_channel.size()) {
+          per_channel.resize(op.channel + 1, 0);
+          used_channel.resize(op.channel + 1, false);
+        }
+        used_channel[op.channel] = true;
         ++per_channel[op.channel];
+      };
+      if (lazy.lazy_tree) {
+        for (std::uint32_t o = 0; o < lazy.lazy_tree->total; ++o) visit(lazy.lazy_tree->op(o));
+      } else if (lazy.lazy_nvls) {
+        for (std::uint32_t o = 0; o < lazy.lazy_nvls->total; ++o) visit(lazy.lazy_nvls->op(o));
+      } else if (lazy.ops.empty()) {
+        for (const auto& op : lazy.expanded().ops) visit(op);
+      } else {
+        for (const auto& op : lazy.ops) visit(op);
       }
-      for (const auto& [c, k] : per_channel) sum.max_sends_per_channel = std::max(sum.max_sends_per_channel, k);
+      for (const std::uint64_t k : per_channel) sum.max_sends_per_channel = std::max(sum.max_sends_per_channel, k);
+    }
+    for (std::size_t c = 0; c < used_channel.size(); ++c) {
+      if (used_channel[c]) sum.channels.insert(static_cast<std::uint32_t>(c));
     }
   }
   out << fmt::format("plan: {} messages over {} channels", sum.msgs, sum.channels.size());
