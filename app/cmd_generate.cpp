@@ -36,6 +36,19 @@ Action add_generate(CLI::App& app) {
     if (!is_root()) return 0;
     std::string groups;
     if (!o->prefix.empty()) {
+      if (o->prefix.back() == '/' || std::filesystem::is_directory(o->prefix)) {
+        throw engine::InputError("<cli>", "-o " + o->prefix, "is a directory, not a file prefix",
+                                 "give a prefix such as " + (std::filesystem::path(o->prefix) / "trace").string() +
+                                     " (writes trace.<rank>.et)");
+      }
+      // A trace written earlier under this prefix with more ranks would stay behind and be read
+      // together with the new files (the reader takes PREFIX.0.et .. PREFIX.<n-1>.et).
+      const std::string stale = o->prefix + "." + std::to_string(g.workload.ranks) + ".et";
+      if (std::filesystem::exists(stale)) {
+        throw engine::InputError("<cli>", "-o " + o->prefix,
+                                 stale + " exists: a trace with more ranks was written under this prefix",
+                                 "remove " + o->prefix + ".*.et (and .comm_groups.json) or choose another prefix");
+      }
       const auto dir = std::filesystem::absolute(o->prefix).parent_path();
       if (!std::filesystem::is_directory(dir)) {
         throw engine::InputError("<cli>", "-o " + o->prefix, "directory " + dir.string() + " does not exist", "create it first");

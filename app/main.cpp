@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <functional>
 #include <iostream>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -59,6 +60,53 @@ std::string subcommand_examples(const std::string& examples, const std::string& 
     pos = end + 1;
   }
   return out.empty() ? out : "Examples:\n" + out;
+}
+
+}  // namespace
+
+namespace {
+
+/// A shorthand option (`--partition`, `--fidelity`, ...) and `--set` of its key with another
+/// value are an error (docs/config.md): the option is applied after every --set whatever the
+/// order on the command line, so neither "last wins" nor "first wins" would be what was typed.
+/// `--set k=a --set k=b` is allowed (the last wins; scripts layer overrides that way).
+/// @throws engine::InputError naming the key and both values.
+void check_keys_given_once(int argc, char** argv) {
+  static const std::map<std::string, std::string> kShorthand = {
+      {"--partition", "sim.partition"}, {"--save-partition", "sim.save_partition"}, {"--fidelity", "sim.fidelity"},
+      {"--trace", "output.trace"},      {"--trace-ranks", "output.trace_ranks"},   {"--workload", "workload.path"},
+      {"--gpus", "workload.gpus"}};
+  std::map<std::string, std::pair<std::string, std::string>> given;  // key -> (value, how it was given)
+  auto note = [&](const std::string& key, const std::string& value, const std::string& how, bool shorthand) {
+    auto [it, fresh] = given.emplace(key, std::pair{value, how});
+    if (fresh) return;
+    const bool either_shorthand = shorthand || it->second.second.rfind("--set", 0) != 0;
+    if (!either_shorthand) {
+      it->second = {value, how};  // --set twice: the last wins
+      return;
+    }
+    if (it->second.first != value) {
+      throw fabricsim::engine::InputError("<cli>", key,
+                                          "given twice on the command line with different values ('" +
+                                              it->second.second + "' and '" + how + "')",
+                                          "give it once");
+    }
+  };
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    std::string value;
+    const auto eq = a.find('=');
+    const std::string opt = a.rfind("--", 0) == 0 && eq != std::string::npos ? a.substr(0, eq) : a;
+    if (opt == a && i + 1 < argc) value = argv[i + 1];
+    else if (opt != a) value = a.substr(eq + 1);
+    if (opt == "--set") {
+      const auto k = value.find('=');
+      if (k != std::string::npos && k > 0) note(value.substr(0, k), value.substr(k + 1), "--set " + value, false);
+    } else if (const auto it = kShorthand.find(opt); it != kShorthand.end()) {
+      note(it->second, value, opt + " " + value, true);
+    }
+    if (opt == a && (opt == "--set" || kShorthand.count(opt) > 0)) ++i;  // skip the value
+  }
 }
 
 }  // namespace
@@ -126,6 +174,7 @@ int main(int argc, char** argv) {
   }
   int code = 0;
   try {
+    check_keys_given_once(argc, argv);
     for (auto& act : actions) {
       const int rc = act();
       if (rc >= 0) {

@@ -54,6 +54,12 @@ class StagedFiles {
   }
   /// Opens the temporary file for `final_path`. @throws InputError if it cannot be created.
   std::ofstream open(const std::string& final_path, std::ios::openmode mode) {
+    std::error_code ec;
+    const auto st = std::filesystem::status(final_path, ec);
+    if (!ec && std::filesystem::exists(st) && !std::filesystem::is_regular_file(st)) {
+      throw engine::InputError(final_path, "<file>", "exists and is not a regular file (a directory?)",
+                               "remove it or choose another prefix; nothing was written");
+    }
     const std::string tmp = final_path + ".tmp." + std::to_string(::getpid());
     std::ofstream out(tmp, mode | std::ios::trunc);
     if (!out) throw engine::InputError(final_path, "<file>", "cannot write", "check the directory exists and is writable");

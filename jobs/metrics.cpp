@@ -30,8 +30,8 @@ Metrics metrics_of(const RunResult& r) {
     comm += static_cast<double>(rr.comm_ps);
     exposed += static_cast<double>(rr.exposed_comm_ps);
   }
-  const double n = std::max<double>(1, static_cast<double>(r.ranks.size()));
-  m["iteration_time_ps"] = iter;
+  const double n = std::max<double>(1, static_cast<double>(r.ranks.size())) * std::max<std::uint32_t>(1, r.iterations);
+  m["iteration_time_ps"] = static_cast<double>(static_cast<std::uint64_t>(iter) / std::max<std::uint32_t>(1, r.iterations));
   m["events"] = static_cast<double>(r.stats.events);
   m["flows"] = static_cast<double>(r.flows);
   m["collectives"] = static_cast<double>(r.collectives.size());

@@ -75,6 +75,8 @@ struct GenInfo {
   bool used = false;
   GenStats stats;
   double peak_flops = 0;  ///< dense peak of the GPU for the GEMM dtype (FLOP/s)
+  std::uint32_t iterations = 1;  ///< workload.generator.iterations
+  bool fp8 = false;              ///< the peak is the FP8 one
 };
 
 /// The spec's workload: generated when workload.generator.model is set, else read from a file.
@@ -87,12 +89,23 @@ models::Workload load_spec_workload(const Spec& spec, GenInfo* info) {
                      "remove one of them (the generator builds the workload itself)");
   }
   const TrainConfig cfg = train_config_from_spec(spec);
+  const std::uint64_t world = std::uint64_t{cfg.tp} * cfg.pp * cfg.dp * cfg.cp;
+  if (spec.workload_gpus != 0 && spec.workload_gpus != world) {
+    throw InputError(spec.file_of_any({"workload.gpus", "workload.generator.tp", "workload.generator.pp",
+                                       "workload.generator.dp", "workload.generator.cp"}),
+                     "workload.gpus",
+                     fmt::format("is {} but the generated workload has TP·PP·DP·CP = {}·{}·{}·{} = {} ranks",
+                                 spec.workload_gpus, cfg.tp, cfg.pp, cfg.dp, cfg.cp, world),
+                     "drop --gpus/workload.gpus or make tp*pp*dp*cp equal to it");
+  }
   const auto db = load_kernel_db(spec.generator.count("kernel_db") ? spec.generator.at("kernel_db") : "");
   Generated g = generate_training(cfg, db);
   if (info) {
     info->used = true;
     info->stats = g.stats;
     info->peak_flops = kernels::find_gpu(cfg.gpu).peak_flops(cfg.dtype);
+    info->iterations = std::max<std::uint32_t>(1, cfg.iterations);
+    info->fp8 = cfg.dtype == kernels::Dtype::kFp8;
   }
   return std::move(g.workload);
 }
@@ -482,6 +495,12 @@ RunResult run_simulation(const RunOptions& opt, MPI_Comm comm, const std::string
 
   GenInfo gen;
   models::Workload w = opt.workload_data != nullptr ? *opt.workload_data : load_spec_workload(spec, &gen);
+  if (!spec.trace_path.empty() && spec.trace_rank_lo >= w.ranks) {
+    throw InputError(spec.file_of("output.trace_ranks"), "output.trace_ranks",
+                     fmt::format("starts at rank {} but the workload has {} ranks (0..{}): the trace would be empty",
+                                 spec.trace_rank_lo, w.ranks, w.ranks - 1),
+                     "give ranks below " + std::to_string(w.ranks) + ", or all");
+  }
   if (w.format == "chakra" && spec.workload_gpus != 0 && spec.workload_gpus != w.ranks) {
     throw InputError(spec.file_of_any({"workload.gpus", "workload.path"}), "workload.gpus",
                      fmt::format("is {} but the Chakra trace has {} ranks", spec.workload_gpus, w.ranks),
@@ -702,8 +721,11 @@ RunResult run_simulation(const RunOptions& opt, MPI_Comm comm, const std::string
   res.ranks = all_ranks;
   res.stats = stats;
 
-  engine::SimTime iter = 0;
-  for (const auto& r : all_ranks) iter = std::max(iter, r.finish_ps);
+  engine::SimTime sim_end = 0;
+  for (const auto& r : all_ranks) sim_end = std::max(sim_end, r.finish_ps);
+  res.iterations = gen.used ? gen.iterations : 1;
+  // Mean iteration time (the simulated time when the workload is one iteration).
+  const engine::SimTime iter = sim_end / res.iterations;
   io::RunMeta& m = res.meta;
   m.spec_text = spec.text;
   m.version = version;
@@ -714,7 +736,7 @@ RunResult run_simulation(const RunOptions& opt, MPI_Comm comm, const std::string
   m.threads = threads;
   m.ranks = w.ranks;
   m.events = stats.events;
-  m.simulated_time_ps = iter;
+  m.simulated_time_ps = sim_end;
   m.wall_s = now_s() - t0;
   m.sample_interval_ps = spec.sample_interval_ps;
 
@@ -791,12 +813,21 @@ RunResult run_simulation(const RunOptions& opt, MPI_Comm comm, const std::string
     exposed += static_cast<double>(r.exposed_comm_ps);
   }
   const double nr = std::max<double>(1, static_cast<double>(all_ranks.size()));
+  // Per-rank sums cover every iteration; reported per iteration like the iteration time.
+  comp /= res.iterations;
+  commu /= res.iterations;
+  exposed /= res.iterations;
   out << "fabricsim " << version << "\n";
   out << "workload:  " << workload_desc(w) << "\n";
   out << "cluster:   " << cluster_desc(topo) << "\n";
   if (fidelity != models::Fidelity::kPacket) out << "fidelity:  " << models::fidelity_name(fidelity) << "\n";
-  out << fmt::format("iteration time: {}  ({} ps)\n", engine::format_time(iter), iter);
-  out << fmt::format("per rank (mean): compute {}, communication {}, exposed communication {}\n",
+  if (res.iterations > 1) {
+    out << fmt::format("iteration time: {}  ({} ps; mean of {} iterations, simulated time {})\n",
+                       engine::format_time(iter), iter, res.iterations, engine::format_time(sim_end));
+  } else {
+    out << fmt::format("iteration time: {}  ({} ps)\n", engine::format_time(iter), iter);
+  }
+  out << fmt::format("per rank (mean, per iteration): compute {}, communication {}, exposed communication {}\n",
                      engine::format_time(static_cast<engine::SimTime>(comp / nr)),
                      engine::format_time(static_cast<engine::SimTime>(commu / nr)),
                      engine::format_time(static_cast<engine::SimTime>(exposed / nr)));
@@ -804,8 +835,8 @@ RunResult run_simulation(const RunOptions& opt, MPI_Comm comm, const std::string
   if (gen.used && iter > 0) {
     tflops_per_gpu = gen.stats.model_flops / (static_cast<double>(iter) * 1e-12) / nr / 1e12;
     mfu = tflops_per_gpu * 1e12 / gen.peak_flops;
-    out << fmt::format("model FLOPs: {:.4g} per iteration, {:.1f} TFLOP/s per GPU, MFU {:.1f}% of dense peak\n",
-                       gen.stats.model_flops, tflops_per_gpu, 100 * mfu);
+    out << fmt::format("model FLOPs: {:.4g} per iteration, {:.1f} TFLOP/s per GPU, MFU {:.1f}% of {} dense peak\n",
+                       gen.stats.model_flops, tflops_per_gpu, 100 * mfu, gen.fp8 ? "FP8" : "BF16/FP16");
   }
   out << fmt::format("collectives: {}   flows: {}\n", res.collectives.size(), res.flows);
   // Per (op, communicator size, bytes): count, mean time, mean busbw. Size-1 communicators are
@@ -879,8 +910,9 @@ RunResult run_simulation(const RunOptions& opt, MPI_Comm comm, const std::string
   std::string json_text;
   if (!spec.summary_json.empty()) {
     nlohmann::json j;
-    j["simulated_time_ps"] = iter;
+    j["simulated_time_ps"] = sim_end;
     j["iteration_time_ps"] = iter;
+    j["iterations"] = res.iterations;
     j["events"] = stats.events;
     j["windows"] = stats.windows;
     j["wall_s"] = m.wall_s;

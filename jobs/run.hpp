@@ -63,6 +63,10 @@ struct RunResult {
   std::vector<io::RankRecord> ranks;              ///< all ranks, by rank
   std::vector<io::CollectiveRecord> collectives;  ///< all collectives, by (group, instance)
   std::uint64_t flows = 0;                        ///< number of flow records
+  /// Training iterations the workload runs (workload.generator.iterations; 1 for trace files,
+  /// which hold what they hold). Iteration time, per-rank compute/communication and MFU are per
+  /// iteration: the simulated time and the sums divided by this.
+  std::uint32_t iterations = 1;
   std::string digest;                             ///< hash of collective + flow tables
   std::string output_h5;                          ///< written file ("" if none)
   std::string summary_text;                       ///< the printed summary

@@ -9,6 +9,7 @@
 #include <fstream>
 #include <set>
 #include <sstream>
+#include <stdexcept>
 
 #include "engine/errors.hpp"
 #include "engine/units.hpp"
@@ -229,12 +230,16 @@ std::optional<std::string> get(const YAML::Node& root, const std::string& path) 
   return cur.as<std::string>();
 }
 
+/// A whole number in [min_value, max_value] (default: what a 32-bit field holds, so a value
+/// beyond it is an error instead of wrapping modulo 2^32).
 std::uint64_t parse_uint(const std::string& text, const std::string& file, const std::string& key,
-                         std::uint64_t min_value) {
+                         std::uint64_t min_value, std::uint64_t max_value = 0xFFFFFFFFull) {
   std::size_t pos = 0;
   long long v = 0;
   try {
     v = std::stoll(text, &pos);
+  } catch (const std::out_of_range&) {
+    throw InputError(file, key, "'" + text + "' is out of range", "give a value <= " + std::to_string(max_value));
   } catch (...) {
     pos = 0;
   }
@@ -244,6 +249,10 @@ std::uint64_t parse_uint(const std::string& text, const std::string& file, const
   if (v < static_cast<long long>(min_value)) {
     throw InputError(file, key, "'" + text + "' must be >= " + std::to_string(min_value),
                      "give a value >= " + std::to_string(min_value));
+  }
+  if (static_cast<std::uint64_t>(v) > max_value) {
+    throw InputError(file, key, "'" + text + "' is above " + std::to_string(max_value),
+                     "give a value <= " + std::to_string(max_value));
   }
   return static_cast<std::uint64_t>(v);
 }
@@ -506,7 +515,7 @@ Spec load_spec(const std::string& path, const std::vector<std::string>& sets) {
   }
   s.fabric.source = s.file;
   parse_fabric_keys(str, file_of, s.fabric);
-  if (auto v = str("sim.seed")) s.seed = parse_uint(*v, file_of("sim.seed"), "sim.seed", 0);
+  if (auto v = str("sim.seed")) s.seed = parse_uint(*v, file_of("sim.seed"), "sim.seed", 0, ~0ull);
   c.seed = s.seed;
   c.source = s.file;
   if (auto v = str("sim.threads")) {
@@ -542,7 +551,7 @@ Spec load_spec(const std::string& path, const std::vector<std::string>& sets) {
     s.planner = *v;
   }
   if (auto v = str("simccl.gpu_sm")) {
-    s.gpu_sm = static_cast<int>(parse_uint(*v, file_of("simccl.gpu_sm"), "simccl.gpu_sm", 60));
+    s.gpu_sm = static_cast<int>(parse_uint(*v, file_of("simccl.gpu_sm"), "simccl.gpu_sm", 60, 1000));
     if (s.gpu_sm > 120) throw InputError(file_of("simccl.gpu_sm"), "simccl.gpu_sm", "'" + *v + "' is above 120", "use 70, 80, 90 or 100");
   }
   if (auto v = str("simccl.schedule")) {

@@ -14,7 +14,10 @@ B=${1:-build/app/fabricsim}
   echo 'Input paths in a spec file (workload.path, workload.comm_groups) are relative to that file; paths'
   echo 'given with `--set`, `--workload` or `-o`, and output paths, are relative to the working directory.'
   echo 'Any key can be overridden with `--set key=value`; an unknown key is an error that names the'
-  echo 'closest known key, and a key given twice is an error. Keys ending in `.*` accept any name under'
+  echo 'closest known key, and a key given twice in a spec file is an error. `--set` may repeat a key'
+  echo '(the last value wins, so scripts can layer overrides); a shorthand option (`--partition`,'
+  echo '`--fidelity`, `--trace`, `--trace-ranks`, `--workload`, `--gpus`) together with `--set` of its key'
+  echo 'and another value is an error. Keys ending in `.*` accept any name under'
   echo 'that section.'
   echo
   echo '| key | type | default | meaning |'

@@ -10,7 +10,13 @@
 #include <string>
 #include <vector>
 
+#include <filesystem>
+#include <fstream>
+
+#include <nlohmann/json.hpp>
+
 #include "jobs/generators.hpp"
+#include "jobs/metrics.hpp"
 #include "jobs/run.hpp"
 #include "jobs/spec.hpp"
 
@@ -96,6 +102,45 @@ TEST(GeneratedRun, Gpt3_175bStepTimeAgainstMegatronSc21) {
   }
   EXPECT_GT(per_mb, 0);
   EXPECT_LT(std::fabs(err), 0.20);
+}
+
+// workload.generator.iterations = 3: the iteration time, per-rank compute and MFU are per
+// iteration (the simulated time covers all three). With TP only (no DP, no PP) the iterations
+// run back to back, so each equals the one-iteration run: the compute exactly (same DAG three
+// times), the time and MFU within 1%.
+TEST(GeneratedRun, IterationTimeAndMfuArePerIteration) {
+  int rank = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  auto run = [&](const char* iterations) {
+    RunOptions o;
+    o.sets = selene({"workload.generator.model=gpt3-13b", "workload.generator.layers=4", "workload.generator.tp=8",
+                     "sim.fidelity=flow", std::string("workload.generator.iterations=") + iterations});
+    o.write_h5 = false;
+    o.quiet = true;
+    o.summary_json = ::testing::TempDir() + "fabricsim_iters_" + iterations + "_" + std::to_string(rank) + ".json";
+    RunResult r = run_simulation(o, MPI_COMM_WORLD, "test", "test");
+    nlohmann::json j;
+    if (rank == 0) {
+      std::ifstream(o.summary_json) >> j;
+      std::filesystem::remove(o.summary_json);
+    }
+    return std::pair{std::move(r), j};
+  };
+  const auto [one, j1] = run("1");
+  const auto [three, j3] = run("3");
+  EXPECT_EQ(one.iterations, 1u);
+  ASSERT_EQ(three.iterations, 3u);
+  const Metrics m1 = metrics_of(one), m3 = metrics_of(three);
+  EXPECT_EQ(m3.at("iteration_time_ps"), double(three.meta.simulated_time_ps / 3));
+  EXPECT_NEAR(m3.at("compute_ps_mean"), m1.at("compute_ps_mean"), 1e-9 * m1.at("compute_ps_mean"));
+  EXPECT_NEAR(m3.at("iteration_time_ps"), m1.at("iteration_time_ps"), 0.01 * m1.at("iteration_time_ps"));
+  if (rank == 0) {
+    EXPECT_EQ(j3["iterations"], 3);
+    EXPECT_EQ(j3["simulated_time_ps"].get<std::int64_t>(), three.meta.simulated_time_ps);
+    EXPECT_EQ(j3["iteration_time_ps"].get<std::int64_t>(), three.meta.simulated_time_ps / 3);
+    EXPECT_NEAR(j3["mfu"].get<double>(), j1["mfu"].get<double>(), 0.01 * j1["mfu"].get<double>());
+    EXPECT_NEAR(j3["compute_ps_mean"].get<double>(), j1["compute_ps_mean"].get<double>(), 1.0);
+  }
 }
 
 }  // namespace

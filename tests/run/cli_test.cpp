@@ -172,6 +172,32 @@ TEST_F(Cli, SetValueThatBreaksACrossKeyCheckNamesTheCommandLine) {
   EXPECT_EQ(f.err.rfind("fabricsim: error: " + spec + ": workload.generator.tp", 0), 0u) << f.err;
   fs::remove(spec);
 }
+// Fresh-user findings (2026-12-01): --gpus that disagrees with the generator's world size, a
+// trace range past the last rank, a shorthand option contradicting a --set, `generate -o` naming
+// a directory or a prefix that holds a trace with more ranks. Each one line, exit 2.
+TEST_F(Cli, GeneratorWorldSizeTraceRangeShorthandAndGeneratePrefix) {
+  const std::string g = "--set workload.generator.model=gpt3-13b --set workload.generator.layers=4 "
+                        "--set workload.generator.tp=8 ";
+  expect_bad("run " + g + "--gpus 16", {"<cli>: workload.gpus", "8 ranks"});
+  expect_bad("run " + g + "--trace " + (dir_ / "t.json").string() + " --trace-ranks 100",
+             {"output.trace_ranks", "8 ranks"});
+  expect_bad("run " + g + "--set sim.fidelity=flow --fidelity packet", {"sim.fidelity", "different values"});
+  // --set may repeat a key (the last wins): tp=4 then tp=8 validates as tp 8.
+  const Outcome twice = run_cli("validate " + g + "--set workload.generator.tp=4 --set workload.generator.tp=8",
+                                dir_.string());
+  EXPECT_EQ(twice.code, 0) << twice.err;
+  EXPECT_NE(twice.out.find("tp8"), std::string::npos) << twice.out;
+  const Outcome d = run_cli("generate " + g + "-o " + dir_.string() + "/", dir_.string());
+  EXPECT_EQ(d.code, 2) << d.err;
+  EXPECT_NE(d.err.find("is a directory"), std::string::npos) << d.err;
+  const std::string prefix = (dir_ / "tr").string();
+  ASSERT_EQ(run_cli("generate " + g + "--set workload.generator.dp=2 -o " + prefix, dir_.string()).code, 0);
+  const Outcome stale = run_cli("generate " + g + "-o " + prefix, dir_.string());
+  EXPECT_EQ(stale.code, 2) << stale.err;
+  EXPECT_NE(stale.err.find("tr.8.et exists"), std::string::npos) << stale.err;
+  EXPECT_TRUE(fs::exists(prefix + ".15.et"));  // the earlier trace is untouched
+}
+
 // An unknown option followed by a value: the option is named, not the value as a missing spec.
 TEST_F(Cli, UnknownOptionWithValueNamesTheOption) {
   expect_bad("run --bogus 3", {"--bogus", "not expected"});
