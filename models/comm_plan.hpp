@@ -324,7 +324,7 @@ struct LazyTree {
 /// l carries block = min(loop, bytes - l loop) data bytes; head h owns chunk_bytes(block, m, h) =
 /// block / m + (h < block % m), so only the first lp = min(m, block) heads get data). Op layout
 /// of a loop (the materialized plan's), tr = (c tag_loops + l) tags_per_loop:
-///   [reduce] lp reduce sends, one to each head h's chunk (tag tr, kNvlsReduce, no deps);
+///   [reduce] lp reduce sends, one to each head h's chunk (tag tr, kNvlsReduce, no deps in the loop);
 ///   when this rank owns data (q < lp):
 ///     [reduce] the receive of its reduced chunk from the switch (peer = itself, tag tr);
 ///     receives from each tree child (tag tr + 1);
@@ -334,9 +334,19 @@ struct LazyTree {
 ///     itself, tag tr + tags_per_loop - 1, kNvlsMulticast); deps: the receive from the parent,
 ///     or without a parent the receives above;
 ///   [mcast] lp receives of the multicast chunks, from each head h (tag tr + tags_per_loop - 1).
-/// Loops do not depend on each other. NVLS is the case without tree links (AllReduce: reduce and
-/// mcast; ReduceScatter: reduce only; AllGather: mcast only, tags_per_loop 2); NVLSTree
-/// AllReduce has tags_per_loop 4 and the node's double binary tree links of head q (tree c % 2).
+/// Step window (`window`, NCCL_STEPS = 8): every send above is one step of one connection (the
+/// reduce send to head h, the send up, the send down to child k, the multicast; per channel), and
+/// a connection has NCCL_STEPS buffer slots, so the send of loop l >= window also waits for the
+/// same connection's send of loop l - window (NCCL 2.30: src/include/device.h NCCL_STEPS 8;
+/// src/transport/nvls.cc: NVLS buffers of NCCL_STEPS steps of nvlsChunkSize, one chunk per step;
+/// src/device/all_reduce.h NVLS_TREE: scatter, reduce + send up and receive + broadcast run as
+/// Primitives over those connections, one chunk per connection and loop). The slot is freed when
+/// the receiver consumed the step; here, when the send of loop l - window left this GPU (a lower
+/// bound on NCCL's wait, the only event of that step this rank sees). Loop l - window is never a
+/// channel's last loop, so it has every send. Loops depend on each other only through this
+/// window. NVLS is the case without tree links (AllReduce: reduce and mcast; ReduceScatter: reduce
+/// only; AllGather: mcast only, tags_per_loop 2); NVLSTree AllReduce has tags_per_loop 4 and the
+/// node's double binary tree links of head q (tree c % 2).
 struct LazyNvls {
   static constexpr std::uint32_t kNoPeer = 0xFFFFFFFFu;
   struct Channel {
@@ -361,6 +371,7 @@ struct LazyNvls {
   std::uint32_t tags_per_loop = 2;       ///< 2 (NVLS) or 4 (NVLSTree)
   bool reduce = true;                    ///< reduce sends and the switch's reduced chunk
   bool mcast = true;                     ///< the multicast and its receives
+  std::uint32_t window = 0;              ///< step window in loops (NCCL_STEPS); 0: none
   std::uint32_t total = 0;               ///< ops in all
   /// Bytes on the wire for `data` payload bytes (the protocol's efficiency).
   std::function<std::uint64_t(std::uint64_t data)> wire;
@@ -410,17 +421,6 @@ struct LazyNvls {
     const std::uint32_t pl = full_loop_ops(links[c % 2]);
     l = (o - ch[c].base) / pl;
     s = (o - ch[c].base) % pl;
-  }
-  /// Op `o`'s loop and its position among the ops of the own chunk (after the loop's reduce
-  /// sends); false for a reduce send or a trailing multicast receive, which have no dependencies
-  /// and no dependents.
-  bool own_chunk_slot(std::uint32_t o, Loop& L, std::uint32_t& s) const {
-    std::uint32_t c = 0, l = 0;
-    locate(o, c, l, s);
-    L = loop_at(c, l);
-    if (s < L.nred) return false;
-    s -= L.nred;
-    return s < L.nmine;
   }
   std::uint32_t tag0(std::uint32_t c, std::uint32_t l) const {
     return static_cast<std::uint32_t>((c * tag_loops + l) * tags_per_loop);
@@ -490,11 +490,21 @@ struct LazyNvls {
     p.nvls = kNvlsMulticast;
     return p;
   }
-  /// Number of dependencies of op `o`.
-  std::uint32_t ndeps(std::uint32_t o) const {
-    Loop L;
-    std::uint32_t s = 0;
-    if (!own_chunk_slot(o, L, s)) return 0;
+  /// True if position `s` of loop `L` is a send (a reduce send, or of the own chunk: the send up,
+  /// a send down, the multicast).
+  bool send_at(const Loop& L, std::uint32_t s) const {
+    if (s < L.nred) return true;
+    s -= L.nred;
+    if (s >= L.nmine) return false;
+    const Links& t = *L.t;
+    const std::uint32_t first = (reduce ? 1u : 0u) + t.nchild;  // receives of the own chunk's inputs
+    return s >= first && !(t.parent != kNoPeer && s == first + 1);
+  }
+  /// Dependencies of position `s` (own-chunk ops only) inside its loop.
+  std::uint32_t loop_ndeps(const Loop& L, std::uint32_t s) const {
+    if (s < L.nred) return 0;
+    s -= L.nred;
+    if (s >= L.nmine) return 0;
     const Links& t = *L.t;
     const std::uint32_t first = (reduce ? 1u : 0u) + t.nchild;  // receives of the own chunk's inputs
     if (s < first) return 0;
@@ -506,11 +516,34 @@ struct LazyNvls {
     }
     return first;
   }
+  /// Number of dependencies of op `o`.
+  std::uint32_t ndeps(std::uint32_t o) const {
+    std::uint32_t c = 0, l = 0, s = 0;
+    locate(o, c, l, s);
+    const Loop L = loop_at(c, l);
+    const std::uint32_t w = window > 0 && l >= window && send_at(L, s) ? 1u : 0u;
+    return loop_ndeps(L, s) + w;
+  }
   /// Dependents of op `o` in increasing index order into `out` (at most 3). @returns their number.
   std::uint32_t dependents(std::uint32_t o, std::uint32_t out[3]) const {
-    Loop L;
-    std::uint32_t s = 0;
-    if (!own_chunk_slot(o, L, s)) return 0;
+    std::uint32_t c = 0, l = 0, s = 0;
+    locate(o, c, l, s);
+    const Loop L = loop_at(c, l);
+    if (send_at(L, s)) {  // a send: the same connection's send window loops later (if any)
+      if (window == 0 || l + window >= ch[c].nloops) return 0;
+      const Loop N = loop_at(c, l + window);
+      if (s < L.nred) {
+        if (s >= N.nred) return 0;
+        out[0] = N.first + s;
+        return 1;
+      }
+      if (N.nmine == 0) return 0;
+      out[0] = N.first + N.nred + (s - L.nred);
+      return 1;
+    }
+    if (s < L.nred) return 0;
+    s -= L.nred;
+    if (s >= L.nmine) return 0;  // a multicast receive
     const Links& t = *L.t;
     const std::uint32_t own0 = L.first + L.nred;
     const std::uint32_t first = (reduce ? 1u : 0u) + t.nchild;

@@ -58,13 +58,17 @@ std::uint32_t Nic::new_msg(const TxMsg& m) {
 }
 
 std::pair<std::uint32_t, bool> Nic::qp_slot(std::uint64_t key) {
-  auto [it, inserted] = qp_index_.try_emplace(key, static_cast<std::uint32_t>(qps_.size()));
-  if (inserted && qps_.size() >= 0xFFFF) {
+  auto it = std::lower_bound(qp_index_.begin(), qp_index_.end(), key,
+                             [](const std::pair<std::uint64_t, std::uint32_t>& e, std::uint64_t k) { return e.first < k; });
+  if (it != qp_index_.end() && it->first == key) return {it->second, false};
+  if (qps_.size() >= 0xFFFF) {
     throw engine::InputError(params_.origin("nic.qps_per_connection"), "nic.qps_per_connection",
                              "gpu " + std::to_string(id_) + " needs more than 65,535 queue pairs",
                              "lower nic.qps_per_connection");
   }
-  return {it->second, inserted};
+  const auto qi = static_cast<std::uint32_t>(qps_.size());
+  qp_index_.insert(it, {key, qi});
+  return {qi, true};
 }
 
 std::uint32_t Nic::qp_for(std::uint32_t dst, std::uint32_t channel, std::uint32_t k) {

@@ -290,6 +290,7 @@ bool NcclPlanner::lazy_nvls(const CollRequest& req, const std::shared_ptr<const 
   x->tags_per_loop = tags_per_loop;
   x->reduce = reduce;
   x->mcast = mcast;
+  x->window = static_cast<std::uint32_t>(kNcclSteps);
   x->links[0] = links[0];
   x->links[1] = links[1];
   std::uint64_t total = 0;
@@ -486,27 +487,39 @@ RankPlan NcclPlanner::plan_impl(const CollRequest& req, bool lazy) const {
       }
       return plan_impl(req, false);
     }
+    // Step window (models::LazyNvls): a send of loop l >= NCCL_STEPS also waits for its
+    // connection's send of loop l - NCCL_STEPS; win_* hold the last NCCL_STEPS loops' sends.
+    std::vector<std::uint32_t> win_red(kNcclSteps * n), win_mc(kNcclSteps);
     for (std::uint32_t c = 0; c < nc; ++c) {
       const std::uint64_t Bc = chunk_bytes(S, nc, c);
       const std::uint64_t nloops = ceil_div(Bc, loop);
       const auto chn = static_cast<std::uint16_t>(c);
+      std::fill(win_red.begin(), win_red.end(), kNone);
+      std::fill(win_mc.begin(), win_mc.end(), kNone);
       for (std::uint64_t l = 0; l < nloops; ++l) {
         const std::uint64_t block = std::min(loop, Bc - l * loop);
         const std::uint32_t tr = checked_tag((static_cast<std::uint64_t>(c) * max_loops + l) * 2);
         const std::uint32_t tm = tr + 1;
+        const std::uint64_t w = l % kNcclSteps;
         for (std::uint32_t s = 0; reduce && s < n; ++s) {
           const std::uint64_t sb = chunk_bytes(block, n, s);
           if (sb == 0) continue;
-          const std::uint32_t o = b.send(ranks[s], sb, tr, {}, chn);
+          std::uint32_t& prev = win_red[w * n + s];
+          const std::uint32_t o = b.send(ranks[s], sb, tr, std::span<const std::uint32_t>(&prev, prev != kNone ? 1 : 0), chn);
           b.plan.ops[o].nvls = models::kNvlsReduce;
+          prev = o;
         }
         const std::uint64_t mine = chunk_bytes(block, n, me);
         if (mine > 0) {
           const std::uint32_t r = reduce ? b.recv(ranks[me], tr, chn) : kNone;
           if (mcast) {
-            const std::uint32_t deps[1] = {r};
-            const std::uint32_t o = b.send(ranks[me], mine, tm, std::span<const std::uint32_t>(deps, reduce ? 1 : 0), chn);
+            std::uint32_t deps[2];
+            std::size_t nd = 0;
+            if (reduce) deps[nd++] = r;
+            if (win_mc[w] != kNone) deps[nd++] = win_mc[w];
+            const std::uint32_t o = b.send(ranks[me], mine, tm, std::span<const std::uint32_t>(deps, nd), chn);
             b.plan.ops[o].nvls = models::kNvlsMulticast;
+            win_mc[w] = o;
           }
         }
         for (std::uint32_t s = 0; mcast && s < n; ++s) {
@@ -552,35 +565,52 @@ RankPlan NcclPlanner::plan_impl(const CollRequest& req, bool lazy) const {
       }
       return plan_impl(req, false);
     }
+    // Step window (models::LazyNvls): a send of loop l >= NCCL_STEPS also waits for its
+    // connection's send of loop l - NCCL_STEPS (reduce send to head h, send up, send down to
+    // child k, multicast); win_* hold the last NCCL_STEPS loops' sends.
+    std::vector<std::uint32_t> win_red(kNcclSteps * m), win_own(kNcclSteps * 4);
     for (std::uint32_t c = 0; c < nc; ++c) {
       const std::uint64_t Bc = chunk_bytes(S, nc, c);
       const std::uint64_t nloops = ceil_div(Bc, loop);
       const auto chn = static_cast<std::uint16_t>(c);
       const TreeLinks tl = dbtree_links(static_cast<int>(nn), static_cast<int>(my_node), static_cast<int>(c % 2));
+      std::fill(win_red.begin(), win_red.end(), kNone);
+      std::fill(win_own.begin(), win_own.end(), kNone);
       for (std::uint64_t l = 0; l < nloops; ++l) {
         const std::uint64_t block = std::min(loop, Bc - l * loop);
         const std::uint32_t tr = checked_tag((static_cast<std::uint64_t>(c) * max_loops + l) * 4);
         const std::uint32_t tu = tr + 1, td = tr + 2, tm = tr + 3;
+        const std::uint64_t w = l % kNcclSteps;
         for (std::uint32_t h = 0; h < m; ++h) {
           const std::uint64_t sb = chunk_bytes(block, m, h);
           if (sb == 0) continue;
-          const std::uint32_t o = b.send(head(my_node, h), sb, tr, {}, chn);
+          std::uint32_t& prev = win_red[w * m + h];
+          const std::uint32_t o = b.send(head(my_node, h), sb, tr, std::span<const std::uint32_t>(&prev, prev != kNone ? 1 : 0), chn);
           b.plan.ops[o].nvls = models::kNvlsReduce;
+          prev = o;
         }
         const std::uint64_t mine = chunk_bytes(block, m, q);
         if (mine > 0) {
+          // Connection k of the own chunk's sends: 0 up, 1 and 2 down to the children, 3 multicast.
+          auto windowed = [&](std::uint32_t peer, std::uint32_t tag, std::vector<std::uint32_t> deps, int k) {
+            std::uint32_t& prev = win_own[w * 4 + static_cast<std::uint64_t>(k)];
+            if (prev != kNone) deps.push_back(prev);
+            prev = b.send(peer, mine, tag, deps, chn);
+            return prev;
+          };
           std::vector<std::uint32_t> deps = {b.recv(ranks[me], tr, chn)};
           for (int ch : {tl.child0, tl.child1}) {
             if (ch >= 0) deps.push_back(b.recv(head(static_cast<std::uint32_t>(ch), q), tu, chn));
           }
           if (tl.parent >= 0) {
-            b.send(head(static_cast<std::uint32_t>(tl.parent), q), mine, tu, deps, chn);
+            windowed(head(static_cast<std::uint32_t>(tl.parent), q), tu, deps, 0);
             deps = {b.recv(head(static_cast<std::uint32_t>(tl.parent), q), td, chn)};
           }
+          int k = 1;
           for (int ch : {tl.child0, tl.child1}) {
-            if (ch >= 0) b.send(head(static_cast<std::uint32_t>(ch), q), mine, td, deps, chn);
+            if (ch >= 0) windowed(head(static_cast<std::uint32_t>(ch), q), td, deps, k++);
           }
-          const std::uint32_t o = b.send(ranks[me], mine, tm, deps, chn);
+          const std::uint32_t o = windowed(ranks[me], tm, deps, 3);
           b.plan.ops[o].nvls = models::kNvlsMulticast;
         }
         for (std::uint32_t h = 0; h < m; ++h) {

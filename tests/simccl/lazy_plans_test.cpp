@@ -271,6 +271,11 @@ TEST(LazyPlans, NvlsOpsEqualMaterializedPlan) {
     }
   }
   cases.push_back({m::CollOp::kAllReduce, 64ull << 20, iota(128), "NVLSTree"});  // bench shape, 16 nodes
+  // More loops per channel than NCCL_STEPS (8), so the step window links loops: 2 nodes (128 KiB
+  // chunks, 1 MiB loops, 16 channels: 161 MiB + 12 B gives 11 loops, the last one partial) and
+  // 4 nodes (64 KiB chunks: 97 MiB + 5 B gives 13 loops).
+  cases.push_back({m::CollOp::kAllReduce, (161ull << 20) + 12, iota(16), "NVLSTree"});
+  cases.push_back({m::CollOp::kAllReduce, (97ull << 20) + 5, iota(32), "NVLSTree"});
   std::vector<std::uint32_t> strided;  // GPUs 5 and 2 of nodes 5..0
   for (int k = 5; k >= 0; --k) {
     strided.push_back(static_cast<std::uint32_t>(8 * k + 5));
@@ -278,9 +283,11 @@ TEST(LazyPlans, NvlsOpsEqualMaterializedPlan) {
   }
   cases.push_back({m::CollOp::kAllReduce, (3ull << 20) + 1, strided, "NVLSTree"});
   for (m::CollOp op : {m::CollOp::kAllReduce, m::CollOp::kAllGather, m::CollOp::kReduceScatter}) {
-    for (std::uint64_t bytes : {64ull << 20, (3ull << 20) + 5, 1000ull, 5ull}) cases.push_back({op, bytes, iota(8), "NVLS"});
+    for (std::uint64_t bytes : {(161ull << 20) + 3, 64ull << 20, (3ull << 20) + 5, 1000ull, 5ull}) {
+      cases.push_back({op, bytes, iota(8), "NVLS"});
+    }
   }
-  std::uint32_t partial_loops = 0, idle_heads = 0, lazy_plans = 0;
+  std::uint32_t partial_loops = 0, idle_heads = 0, lazy_plans = 0, windowed = 0;
   for (const NvlsCase& cs : cases) {
     SCOPED_TRACE(std::string(cs.algo) + " op " + std::to_string(static_cast<int>(cs.op)) + " " +
                  std::to_string(cs.bytes) + " B on " + std::to_string(cs.ranks.size()) + " ranks");
@@ -315,6 +322,7 @@ TEST(LazyPlans, NvlsOpsEqualMaterializedPlan) {
           const auto L = t.loop_at(c, l);
           partial_loops += L.lp < t.m ? 1 : 0;
           idle_heads += L.nmine == 0 ? 1 : 0;
+          windowed += l >= t.window && t.window > 0 ? 1 : 0;
         }
       }
       // A message no receive expects is refused: an unknown peer, a tag past the last channel,
@@ -332,6 +340,67 @@ TEST(LazyPlans, NvlsOpsEqualMaterializedPlan) {
   EXPECT_GT(lazy_plans, 1000u);
   EXPECT_GT(partial_loops, 0u) << "no loop whose block is smaller than its heads";
   EXPECT_GT(idle_heads, 0u) << "no rank without data in a loop";
+  EXPECT_GT(windowed, 0u) << "no loop behind the NCCL_STEPS window";
+}
+
+// NCCL_STEPS (8, NCCL 2.30 src/include/device.h): a connection (channel, peer, NVLS mode) has
+// 8 buffer slots, so no more than 8 of its sends are outstanding. Derived from the materialized
+// NVLS / NVLSTree plans alone: the sends of each connection, in op order, are one per loop, and
+// send j >= 8 depends on send j - 8 of the same connection; since a send starts only after its
+// dependencies completed, at most 8 of a connection's sends are started and not completed at
+// any time. Also checks that a connection carries more than 8 sends (the bound binds), and that
+// no send depends on an earlier send of another connection (the window is per connection).
+TEST(LazyPlans, NvlsSendsOfAConnectionStayWithinNcclSteps) {
+  if (world_procs() > 1) GTEST_SKIP() << "sequential comparison (runs under 1 process)";
+  struct Case {
+    m::CollOp op;
+    std::uint64_t bytes;
+    std::uint32_t ranks;
+    const char* algo;
+  };
+  const Case cases[] = {{m::CollOp::kAllReduce, (161ull << 20) + 12, 16, "NVLSTree"},
+                        {m::CollOp::kAllReduce, (97ull << 20) + 5, 32, "NVLSTree"},
+                        {m::CollOp::kAllReduce, (161ull << 20) + 3, 8, "NVLS"},
+                        {m::CollOp::kAllGather, (161ull << 20) + 3, 8, "NVLS"}};
+  constexpr std::size_t kSteps = 8;
+  std::size_t longest = 0;
+  for (const Case& cs : cases) {
+    SCOPED_TRACE(std::string(cs.algo) + " " + std::to_string(cs.bytes) + " B on " + std::to_string(cs.ranks));
+    NcclPlannerConfig c = config("", false);
+    c.settings = fabricsim::simccl::load_nccl_settings({{"NCCL_ALGO", cs.algo}}, "<test>", false);
+    const NcclPlanner full(c);
+    std::vector<std::uint32_t> ranks;
+    for (std::uint32_t r = 0; r < cs.ranks; ++r) ranks.push_back(r);
+    for (std::uint32_t me = 0; me < cs.ranks; ++me) {
+      m::CollRequest q;
+      q.op = cs.op;
+      q.bytes = cs.bytes;
+      q.ranks = &ranks;
+      q.my_index = me;
+      const m::RankPlan fp = full.plan(q);
+      std::map<std::tuple<std::uint16_t, std::uint32_t, std::uint8_t>, std::vector<std::uint32_t>> conn;
+      std::map<std::uint32_t, std::tuple<std::uint16_t, std::uint32_t, std::uint8_t>> conn_of;
+      for (std::uint32_t i = 0; i < fp.size(); ++i) {
+        const m::P2pOp& o = fp.ops[i];
+        if (!o.is_send) continue;
+        const auto key = std::make_tuple(o.channel, o.peer, o.nvls);
+        auto& v = conn[key];
+        conn_of[i] = key;
+        std::size_t send_deps = 0;
+        for (std::uint32_t d : fp.deps(i)) {
+          if (!fp.ops[d].is_send) continue;
+          ++send_deps;
+          EXPECT_EQ(conn_of.at(d), key) << "send " << i << " waits for another connection's send " << d;
+          ASSERT_GE(v.size(), kSteps) << "send " << i << " waits for a send inside the window";
+          EXPECT_EQ(d, v[v.size() - kSteps]) << "send " << i;
+        }
+        EXPECT_EQ(send_deps, v.size() >= kSteps ? 1u : 0u) << "send " << i << " (number " << v.size() << ")";
+        v.push_back(i);
+      }
+      for (const auto& [key, v] : conn) longest = std::max(longest, v.size());
+    }
+  }
+  EXPECT_GT(longest, kSteps);
 }
 
 // `allreduce_only`: the AllGather / ReduceScatter nodes become AllReduces (NCCL_ALGO=Tree tunes
@@ -394,34 +463,39 @@ TEST(LazyPlans, RunsAreBitIdenticalToMaterializedPlans) {
 // NVLS (one 8-GPU host: AllReduce, AllGather, ReduceScatter) and NVLSTree (4 hosts of 8:
 // AllReduce) run lazily give the materialized plans' results bit for bit at packet and flow level
 // (ranks start late: messages arrive before their plan exists), on this process alone and, under
-// mpiexec -n 2, split over both processes (and 2 threads).
+// mpiexec -n 2, split over both processes (and 2 threads). With 4 KiB NVLS chunks
+// (NCCL_NVLS_CHUNKSIZE) the larger collectives have more loops per channel than NCCL_STEPS, so
+// the step window between loops is exercised too.
 TEST(LazyPlans, NvlsRunsAreBitIdenticalToMaterializedPlans) {
   const m::Workload node = collectives(8);
   const m::Workload trees = collectives(32, true);
   for (const char* rung : {"packet", "flow"}) {
     for (const char* algo : {"NVLS", "NVLSTree"}) {
-      SCOPED_TRACE(std::string(rung) + " " + algo);
-      const bool tree = std::string(algo) == "NVLSTree";
-      auto run = [&](bool lazy, MPI_Comm comm, unsigned threads) {
-        fabricsim::jobs::RunOptions o;
-        o.workload_data = tree ? &trees : &node;
-        o.write_h5 = false;
-        o.quiet = true;
-        o.threads = threads;
-        o.sets = {"sim.fidelity=" + std::string(rung), std::string("nccl.NCCL_ALGO=") + algo,
-                  std::string("simccl.lazy_plans=") + (lazy ? "true" : "false")};
-        return fabricsim::jobs::run_simulation(o, comm, "test", "test");
-      };
-      const fabricsim::jobs::RunResult full = run(false, MPI_COMM_SELF, 1);
-      ASSERT_FALSE(full.collectives.empty());
-      for (const auto& c : full.collectives) EXPECT_EQ(c.algorithm, algo);
-      EXPECT_GT(full.meta.simulated_time_ps, 0);
-      for (unsigned threads : {1u, 2u}) {
-        const fabricsim::jobs::RunResult lazy = run(true, MPI_COMM_WORLD, threads);
-        EXPECT_EQ(lazy.meta.simulated_time_ps, full.meta.simulated_time_ps);
-        EXPECT_EQ(lazy.digest, full.digest);
-        EXPECT_EQ(lazy.flows, full.flows);
-        EXPECT_EQ(lazy.stats.events, full.stats.events);
+      for (const char* chunk : {"", "4096"}) {
+        SCOPED_TRACE(std::string(rung) + " " + algo + " chunk " + chunk);
+        const bool tree = std::string(algo) == "NVLSTree";
+        auto run = [&](bool lazy, MPI_Comm comm, unsigned threads) {
+          fabricsim::jobs::RunOptions o;
+          o.workload_data = tree ? &trees : &node;
+          o.write_h5 = false;
+          o.quiet = true;
+          o.threads = threads;
+          o.sets = {"sim.fidelity=" + std::string(rung), std::string("nccl.NCCL_ALGO=") + algo,
+                    std::string("simccl.lazy_plans=") + (lazy ? "true" : "false")};
+          if (*chunk) o.sets.push_back(std::string("nccl.NCCL_NVLS_CHUNKSIZE=") + chunk);
+          return fabricsim::jobs::run_simulation(o, comm, "test", "test");
+        };
+        const fabricsim::jobs::RunResult full = run(false, MPI_COMM_SELF, 1);
+        ASSERT_FALSE(full.collectives.empty());
+        for (const auto& c : full.collectives) EXPECT_EQ(c.algorithm, algo);
+        EXPECT_GT(full.meta.simulated_time_ps, 0);
+        for (unsigned threads : {1u, 2u}) {
+          const fabricsim::jobs::RunResult lazy = run(true, MPI_COMM_WORLD, threads);
+          EXPECT_EQ(lazy.meta.simulated_time_ps, full.meta.simulated_time_ps);
+          EXPECT_EQ(lazy.digest, full.digest);
+          EXPECT_EQ(lazy.flows, full.flows);
+          EXPECT_EQ(lazy.stats.events, full.stats.events);
+        }
       }
     }
   }
