@@ -1334,19 +1334,7 @@ TrainConfig train_config_from_spec(const Spec& spec) {
     c.model = find_model(*model, r.where("model"), "workload.generator.model");
   }
   ModelConfig& m = c.model;
-  if (*model != "custom") {
-    // A built-in model with changed shape keys is no longer that model: say so in its name (the
-    // workload source, run summary and HDF5 meta carry it).
-    std::string mods;
-    for (const char* k : {"layers", "hidden", "heads", "kv_heads", "ffn_hidden", "ffn", "vocab", "experts", "top_k",
-                          "expert_ffn_hidden"}) {
-      if (auto v = r.get(k)) mods += fmt::format("{}{}={}", mods.empty() ? "" : ",", k, *v);
-    }
-    if (!mods.empty()) {
-      m.name += "[modified:" + mods + "]";
-      m.source += " (shape keys changed: " + mods + ")";
-    }
-  }
+  const ModelConfig builtin = m;  // before the shape keys
   m.layers = static_cast<std::uint32_t>(r.uint("layers", m.layers));
   const std::uint64_t old_hidden = m.hidden;
   const std::uint32_t old_heads = m.heads;
@@ -1375,6 +1363,26 @@ TrainConfig train_config_from_spec(const Spec& spec) {
   if (m.experts > 0 && (m.top_k == 0 || m.top_k > m.experts)) {
     throw InputError(r.where("top_k", {"experts", "model"}), "workload.generator.top_k", "must be between 1 and the expert count",
                      "set top_k, e.g. 2");
+  }
+  if (*model != "custom") {
+    // A built-in model whose shape keys change it is no longer that model: say so in its name (the
+    // workload source, run summary and HDF5 meta carry it). Keys restating the built-in value
+    // leave the name alone.
+    const std::pair<const char*, bool> changed[] = {
+        {"layers", m.layers != builtin.layers},          {"hidden", m.hidden != builtin.hidden},
+        {"heads", m.heads != builtin.heads},             {"kv_heads", m.kv_heads != builtin.kv_heads},
+        {"ffn_hidden", m.ffn_hidden != builtin.ffn_hidden}, {"ffn", m.ffn != builtin.ffn},
+        {"vocab", m.vocab != builtin.vocab},             {"experts", m.experts != builtin.experts},
+        {"top_k", m.top_k != builtin.top_k},
+        {"expert_ffn_hidden", m.experts > 0 && m.expert_ffn_hidden != builtin.expert_ffn_hidden}};
+    std::string mods;
+    for (const auto& [k, diff] : changed) {
+      if (diff && r.get(k)) mods += fmt::format("{}{}={}", mods.empty() ? "" : ",", k, *r.get(k));
+    }
+    if (!mods.empty()) {
+      m.name += "[modified:" + mods + "]";
+      m.source += " (shape keys changed: " + mods + ")";
+    }
   }
   if (m.heads == 0 || m.hidden % m.heads != 0) {
     if (m.attn == AttnType::kGqa) {

@@ -438,6 +438,9 @@ TEST(Generators, ShapeOverridesAreCheckedAndNamed) {
   const TrainConfig moe = train_config_from_spec(load_spec("", gen({"model=gpt3-13b", "experts=8", "layers=2"})));
   EXPECT_EQ(moe.model.name, "gpt3-13b[modified:layers=2,experts=8]");
   EXPECT_EQ(train_config_from_spec(load_spec("", gen({"model=gpt3-13b"}))).model.name, "gpt3-13b");
+  // Restating a built-in value is no modification.
+  EXPECT_EQ(train_config_from_spec(load_spec("", gen({"model=gpt3-13b", "layers=40", "heads=40"}))).model.name,
+            "gpt3-13b");
   const auto src = [](std::initializer_list<std::string> extra) {
     std::vector<std::string> sets = gen({"model=gpt3-13b", "layers=2", "tp=8", "gpu=H100"});
     for (const auto& e : extra) sets.push_back("workload.generator." + e);
