@@ -39,6 +39,12 @@ namespace {
 
 std::uint64_t u64(double v) { return static_cast<std::uint64_t>(std::llround(v)); }
 
+/// Streaming multiprocessors of `gpu` (kernels::GpuEfficiency::sms), 0 when the tables have none.
+std::uint32_t gpu_sms(const std::string& gpu, const std::string& file) {
+  const kernels::GpuEfficiency* e = kernels::find_efficiency(kernels::find_gpu(gpu, file, "workload.generator.gpu"));
+  return e != nullptr ? e->sms : 0;
+}
+
 }  // namespace
 
 void validate_train(const TrainConfig& c) {
@@ -55,6 +61,10 @@ void validate_train(const TrainConfig& c) {
   if (m.heads % c.tp != 0) {
     bad(c, "tp", fmt::format("{} attention heads are not divisible by TP {}", m.heads, c.tp),
         "choose a TP that divides the head count", {"model", "heads"});
+  }
+  if (m.attn == AttnType::kGqa && (m.kv_heads == 0 || m.heads % m.kv_heads != 0)) {
+    bad(c, "kv_heads", fmt::format("{} KV heads do not divide the {} attention heads", m.kv_heads, m.heads),
+        "choose a KV-head count that divides heads (heads for MHA, 1 for MQA)", {"model", "heads"});
   }
   if (m.attn == AttnType::kGqa && m.kv_heads % c.tp != 0 && c.tp % m.kv_heads != 0) {
     bad(c, "tp", fmt::format("{} KV heads and TP {} do not divide one another", m.kv_heads, c.tp),
@@ -74,6 +84,10 @@ void validate_train(const TrainConfig& c) {
   if (world > 1u << 20) bad(c, "dp", "more than 2^20 GPUs", "use a smaller job", {"tp", "pp", "cp"});
   if (c.ep > 1 && !m.is_moe()) bad(c, "ep", "EP > 1 on a dense model", "use ep: 1 or an MoE model", {"model"});
   if (m.is_moe()) {
+    if (m.expert_ffn_hidden == 0) {
+      bad(c, "expert_ffn_hidden", fmt::format("an MoE model ({} experts) needs a positive expert FFN size", m.experts),
+          "give expert_ffn_hidden >= 1 (or experts: 0 for a dense model)", {"model", "experts"});
+    }
     if (c.ep > m.experts) {
       bad(c, "ep", fmt::format("EP {} is above the model's {} experts", c.ep, m.experts), "use ep <= experts",
           {"model", "experts"});
@@ -92,15 +106,23 @@ void validate_train(const TrainConfig& c) {
     }
   }
   if (c.tp_comm_overlap) {
-    const kernels::GpuEfficiency* e = kernels::find_efficiency(kernels::find_gpu(c.gpu, c.file, "workload.generator.gpu"));
-    if (e != nullptr && c.tp_comm_overlap_rs_sms >= e->sms) {
-      bad(c, "tp_comm_overlap_rs_sms", fmt::format("{} SMs is not below the {} SMs of {}", c.tp_comm_overlap_rs_sms, e->sms, c.gpu),
-          "use fewer SMs for the overlapped reduce-scatter (NeMo uses 8-24)");
+    // The SM margin needs the GPU's SM count (kernels::GpuEfficiency::sms); without one it
+    // cannot be applied, and a margin that would be ignored is refused.
+    const std::uint32_t sms = gpu_sms(c.gpu, c.file);
+    if (sms == 0 && c.tp_comm_overlap_rs_sms > 0) {
+      bad(c, "tp_comm_overlap_rs_sms",
+          fmt::format("an SM margin of {} cannot be applied: the SM count of {} is not in the GPU tables",
+                      c.tp_comm_overlap_rs_sms, c.gpu),
+          "set tp_comm_overlap_rs_sms: 0 (no margin) or use a GPU with a known SM count", {"gpu", "tp_comm_overlap"});
+    }
+    if (sms > 0 && c.tp_comm_overlap_rs_sms >= sms) {
+      bad(c, "tp_comm_overlap_rs_sms", fmt::format("{} SMs is not below the {} SMs of {}", c.tp_comm_overlap_rs_sms, sms, c.gpu),
+          "use fewer SMs for the overlapped reduce-scatter (NeMo uses 8-24)", {"gpu", "tp_comm_overlap"});
     }
   }
   if (c.tp_comm_overlap && c.tp > 1 && !c.sequence_parallel) {
     bad(c, "tp_comm_overlap", "TP communication overlap (TransformerEngine userbuffers) needs sequence parallelism",
-        "set sequence_parallel: true or tp_comm_overlap: false");
+        "set sequence_parallel: true or tp_comm_overlap: false", {"sequence_parallel", "tp"});
   }
   if (c.sequence_parallel && c.tp > 1 && c.seq_len % c.tp != 0) {
     bad(c, "seq_len", fmt::format("sequence length {} not divisible by TP {} (sequence parallelism)", c.seq_len, c.tp),
@@ -262,12 +284,14 @@ class Builder {
     sp_ = c.sequence_parallel && c.tp > 1;
     tp_ovl_ = sp_ && c.tp_comm_overlap;
     if (tp_ovl_) {
-      const kernels::GpuEfficiency* e = kernels::find_efficiency(kernels::find_gpu(c.gpu, c.file, "workload.generator.gpu"));
-      if (e != nullptr && e->sms > c.tp_comm_overlap_rs_sms) rs_margin_scale_ = double(e->sms) / double(e->sms - c.tp_comm_overlap_rs_sms);
+      // validate_train: the margin is 0 or below a known SM count.
+      const std::uint32_t sms = gpu_sms(c.gpu, c.file);
+      if (c.tp_comm_overlap_rs_sms > 0) rs_margin_scale_ = double(sms) / double(sms - c.tp_comm_overlap_rs_sms);
     }
     Tl_ = sp_ ? T_ / c.tp : T_;
     vstages_ = c.pp * c.vp;
     layers_per_chunk_ = m_.layers / vstages_;
+    ring_tag_base_ = std::int64_t(c.iterations) * mbs_ * vstages_ * 2;  // above every pipeline tag (tag())
     bucket_ = c.bucket_params ? c.bucket_params : std::max<std::uint64_t>(40'000'000ull, 1'000'000ull * c.dp);
   }
 
@@ -327,6 +351,7 @@ class Builder {
     std::uint32_t r = 0, t = 0, d = 0, p = 0;
     std::vector<WorkNode>* prog = nullptr;
     std::int64_t last = -1;  ///< last compute node (stream order)
+    std::int64_t ring_steps = 0;  ///< ring-exchange steps emitted so far (their p2p tags)
   };
 
   std::uint32_t push(Rank& R, WorkNode n) {
@@ -512,28 +537,50 @@ class Builder {
   }
 
   // ---- TP communication overlap (TransformerEngine userbuffers, TrainConfig::tp_comm_overlap) ----
-  /// All-gather overlapped with the GEMM that consumes it (ring exchange): the GEMM runs as TP
-  /// chunks of T_/TP rows (`chunk(rows)` builds one); chunk 0 uses the rank's own shard, chunk j
-  /// waits for ring step j. Step j+1 forwards what step j received, so the steps run in order; each
-  /// moves T_·h·B_/TP bytes per rank (an AllGather of T_·h·B_/(TP-1) bytes: its (TP-1)/TP share),
-  /// so the TP-1 steps move what the whole all-gather moves. `step_deps`: what the gathered tensor
-  /// waits for besides the stream's last compute; `first`: extra deps of the first chunk.
+  /// All-gather overlapped with the GEMM that consumes it (TransformerEngine userbuffers ring
+  /// exchange, CommOverlapP2PBase::split_overlap_ag in transformer_engine/common/comm_gemm_overlap/
+  /// comm_gemm_overlap.cpp, TE 1.x-2.x): the GEMM runs as TP chunks of T_/TP rows (`chunk(rows)`
+  /// builds one); chunk 0 uses the rank's own shard; in step j = 1..TP-1 every rank sends the shard
+  /// it holds (its own, then the one it received in step j-1) to its ring neighbour t+1 of the TP
+  /// group and receives one from t-1, and chunk j waits for that receive. Each step is one
+  /// point-to-point send and one receive of the whole T_/TP·h·B_ shard (not a collective), so the
+  /// TP-1 steps receive (TP-1)/TP·T_·h·B_ per rank: exactly what the unoverlapped all-gather
+  /// delivers to each rank. `step_deps`: what the gathered tensor waits for besides the stream's
+  /// last compute; `first`: extra deps of the first chunk. Node names: `<name>.tx<j>` / `.rx<j>`.
   void ag_gemm(Rank& R, const std::string& name, const std::function<Kernel(double)>& chunk,
                std::vector<std::uint32_t> step_deps, std::vector<std::uint32_t> first, bool recompute) {
     const std::uint32_t n = c_.tp;
-    const double step_bytes = T_ * double(m_.hidden) * B_ / double(n - 1);
+    const double shard_bytes = T_ * double(m_.hidden) * B_ / double(n);  // T_ % TP == 0 (SP check)
+    const std::uint32_t next = rank_of((R.t + 1) % n, R.d, R.p), prev = rank_of((R.t + n - 1) % n, R.d, R.p);
     if (R.last >= 0) step_deps.push_back(static_cast<std::uint32_t>(R.last));
-    std::int64_t step = -1;
+    std::int64_t rx = -1;
     for (std::uint32_t j = 0; j < n; ++j) {
-      std::int64_t next = -1;
+      std::int64_t next_rx = -1;
       if (j + 1 < n) {
-        next = coll(R, fmt::format("{}.ag{}", name, j + 1), CollOp::kAllGather, step_bytes, rg_[R.r].tp,
-                    j == 0 ? step_deps : deps_of({step}));
+        // Step j+1 forwards what step j received (the own shard first); the receive is posted
+        // with it. Tags: one per step, the same sequence on every rank of the TP group.
+        const std::vector<std::uint32_t> d = j == 0 ? step_deps : deps_of({rx});
+        const std::int64_t tg = ring_tag_base_ + R.ring_steps++;
+        ring_p2p(R, true, next, shard_bytes, tg, fmt::format("{}.tx{}", name, j + 1), d);
+        next_rx = ring_p2p(R, false, prev, shard_bytes, tg, fmt::format("{}.rx{}", name, j + 1), d);
       }
-      std::vector<std::uint32_t> deps = j == 0 ? std::move(first) : deps_of({step});
+      std::vector<std::uint32_t> deps = j == 0 ? std::move(first) : deps_of({rx});
       comp(R, fmt::format("{}.c{}", name, j), chunk(T_ / n), std::move(deps), recompute);
-      step = next;
+      rx = next_rx;
     }
+  }
+  /// A send or receive of a ring-exchange step with explicit deps (p2p() waits for the stream).
+  std::int64_t ring_p2p(Rank& R, bool send, std::uint32_t peer, double bytes, std::int64_t tg, const std::string& name,
+                        std::vector<std::uint32_t> deps) {
+    if (plan_only_) return -1;
+    WorkNode nd;
+    nd.name = name;
+    nd.type = send ? NodeType::kSend : NodeType::kRecv;
+    nd.peer = static_cast<std::int32_t>(peer);
+    nd.bytes = u64(bytes);
+    nd.tag = tg;
+    nd.deps = std::move(deps);
+    return push(R, std::move(nd));
   }
   /// GEMM followed by the reduce-scatter of its output, pipelined (TE userbuffers `pipeline`
   /// method): kTpOverlapRsSplits row chunks, each chunk's partial result reduce-scattered
@@ -549,8 +596,10 @@ class Builder {
       Kernel k = chunk(T_ / n);
       k.time_scale = rs_margin_scale_;
       comp(R, fmt::format("{}.c{}", name, j), k, j == 0 ? std::move(first) : std::vector<std::uint32_t>{}, recompute);
-      rs = coll(R, fmt::format("{}.rs{}", name, j), CollOp::kReduceScatter, T_ * double(m_.hidden) * B_ / n,
-                rg_[R.r].tp, deps_of({R.last, rs}));
+      // Chunk j's rows of the output: whole bytes that add up to the unchunked reduce-scatter.
+      const std::uint64_t total = u64(T_ * double(m_.hidden) * B_);
+      const double bytes = double(total * (j + 1) / n - total * j / n);
+      rs = coll(R, fmt::format("{}.rs{}", name, j), CollOp::kReduceScatter, bytes, rg_[R.r].tp, deps_of({R.last, rs}));
     }
     return rs;
   }
@@ -1106,8 +1155,14 @@ class Builder {
     Generated g;
     g.config = c_;
     models::Workload& w = g.workload;
-    w.source = fmt::format("generated:{} tp{} pp{} dp{} ep{} vp{} mbs{} gbs{} seq{} {} {}", m_.name, c_.tp, c_.pp, c_.dp,
-                           c_.ep, c_.vp, c_.micro_batch, gb_, c_.seq_len, kernels::dtype_name(c_.dtype), c_.gpu);
+    // Every setting that changes the workload, so runs are told apart in the summary and HDF5 meta.
+    const char* rc = c_.recompute == Recompute::kFull ? "full" : c_.recompute == Recompute::kSelective ? "selective" : "none";
+    const char* at = !c_.flash_attention ? "unfused" : c_.flash2 ? "flash2" : "flash";
+    w.source = fmt::format("generated:{} tp{} pp{} dp{} ep{} vp{} mbs{} gbs{} seq{} {} {} sp{} zero{} recompute={} attn={} "
+                           "tp_comm_overlap={}",
+                           m_.name, c_.tp, c_.pp, c_.dp, c_.ep, c_.vp, c_.micro_batch, gb_, c_.seq_len,
+                           kernels::dtype_name(c_.dtype), c_.gpu, sp_ ? 1 : 0, c_.zero, rc, at,
+                           c_.tp_comm_overlap ? fmt::format("on(rs_sms={})", c_.tp_comm_overlap_rs_sms) : "off");
     w.format = "generated";
     make_groups(w);
     w.programs.resize(w.ranks);
@@ -1151,6 +1206,7 @@ class Builder {
   double rs_margin_scale_ = 1.0;  ///< SMs / (SMs - tp_comm_overlap_rs_sms) for the pipelined-RS GEMM chunks
   bool fp8_ = false;  ///< FP8 GEMMs (TransformerEngine): emit the cast/transpose kernels
   std::uint32_t gb_ = 0, mbs_ = 0, vstages_ = 1, layers_per_chunk_ = 0;
+  std::int64_t ring_tag_base_ = 0;  ///< first p2p tag of the TP ring-exchange steps (ag_gemm)
   std::uint64_t bucket_ = 0;
   std::vector<RankGroups> rg_;
   std::vector<std::uint32_t> last_wgrads_;
@@ -1183,18 +1239,34 @@ namespace fabricsim::jobs {
 
 namespace {
 
+/// Upper bound of the 64-bit size keys (hidden, ffn_hidden, vocab, expert_ffn_hidden,
+/// bucket_params): 2^40, far above any model and exact in the double arithmetic of the generator.
+constexpr std::uint64_t kMaxShape = 1ull << 40;
+
 struct SpecReader {
   const Spec& spec;
   std::string where(const std::string& k) const {
     const auto it = spec.generator_file.find(k);
     return it == spec.generator_file.end() ? spec.file : it->second;
   }
+  /// Where a check on `k` that also involves `related` keys comes from: "<cli>" when any of them
+  /// was given with --set (the value that made the combination invalid may be that one).
+  std::string where(const std::string& k, std::initializer_list<const char*> related) const {
+    for (const char* o : related) {
+      const auto it = spec.generator_file.find(o);
+      if (it != spec.generator_file.end() && it->second == "<cli>") return it->second;
+    }
+    return where(k);
+  }
   std::optional<std::string> get(const std::string& k) const {
     const auto it = spec.generator.find(k);
     if (it == spec.generator.end()) return std::nullopt;
     return it->second;
   }
-  std::uint64_t uint(const std::string& k, std::uint64_t def, std::uint64_t min_v = 1) const {
+  /// A whole number in [min_v, max_v]; max_v defaults to the largest value a 32-bit field holds.
+  /// Throws InputError (naming the key) for anything else, so no value wraps.
+  std::uint64_t uint(const std::string& k, std::uint64_t def, std::uint64_t min_v = 1,
+                     std::uint64_t max_v = 0xFFFFFFFFull) const {
     const auto v = get(k);
     if (!v) return def;
     std::size_t pos = 0;
@@ -1207,6 +1279,10 @@ struct SpecReader {
     if (pos != v->size() || v->empty() || x < static_cast<long long>(min_v)) {
       throw InputError(where(k), "workload.generator." + k, "'" + *v + "' is not a whole number >= " + std::to_string(min_v),
                        "give a whole number");
+    }
+    if (static_cast<std::uint64_t>(x) > max_v) {
+      throw InputError(where(k), "workload.generator." + k, "'" + *v + "' is above " + std::to_string(max_v),
+                       "give a whole number <= " + std::to_string(max_v));
     }
     return static_cast<std::uint64_t>(x);
   }
@@ -1258,13 +1334,17 @@ TrainConfig train_config_from_spec(const Spec& spec) {
     c.model = find_model(*model, r.where("model"), "workload.generator.model");
   }
   ModelConfig& m = c.model;
+  const ModelConfig builtin = m;  // before the shape keys
   m.layers = static_cast<std::uint32_t>(r.uint("layers", m.layers));
   const std::uint64_t old_hidden = m.hidden;
-  m.hidden = r.uint("hidden", m.hidden);
+  const std::uint32_t old_heads = m.heads;
+  m.hidden = r.uint("hidden", m.hidden, 1, kMaxShape);
   m.heads = static_cast<std::uint32_t>(r.uint("heads", m.heads));
-  m.kv_heads = static_cast<std::uint32_t>(r.uint("kv_heads", m.kv_heads ? m.kv_heads : m.heads));
+  // A multi-head model (kv_heads == heads) given another head count stays multi-head.
+  const bool mha = m.kv_heads == 0 || m.kv_heads == old_heads;
+  m.kv_heads = static_cast<std::uint32_t>(r.uint("kv_heads", mha ? m.heads : m.kv_heads));
   if (m.attn == AttnType::kGqa && (m.hidden != old_hidden || r.get("heads"))) m.head_dim = static_cast<std::uint32_t>(m.hidden / m.heads);
-  m.ffn_hidden = r.uint("ffn_hidden", m.ffn_hidden ? m.ffn_hidden : 4 * m.hidden);
+  m.ffn_hidden = r.uint("ffn_hidden", m.ffn_hidden ? m.ffn_hidden : 4 * m.hidden, 1, kMaxShape);
   if (auto v = r.get("ffn")) {
     if (*v == "gelu") m.ffn = FfnType::kGelu;
     else if (*v == "swiglu") {
@@ -1276,17 +1356,37 @@ TrainConfig train_config_from_spec(const Spec& spec) {
       throw InputError(r.where("ffn"), "workload.generator.ffn", "'" + *v + "' is not an FFN kind", "use gelu or swiglu");
     }
   }
-  m.vocab = r.uint("vocab", m.vocab);
+  m.vocab = r.uint("vocab", m.vocab, 1, kMaxShape);
   m.experts = static_cast<std::uint32_t>(r.uint("experts", m.experts, 0));
   m.top_k = static_cast<std::uint32_t>(r.uint("top_k", m.top_k ? m.top_k : (m.experts ? 2 : 0), 0));
-  m.expert_ffn_hidden = r.uint("expert_ffn_hidden", m.expert_ffn_hidden ? m.expert_ffn_hidden : m.ffn_hidden, 0);
+  m.expert_ffn_hidden = r.uint("expert_ffn_hidden", m.expert_ffn_hidden ? m.expert_ffn_hidden : m.ffn_hidden, 0, kMaxShape);
   if (m.experts > 0 && (m.top_k == 0 || m.top_k > m.experts)) {
-    throw InputError(r.where("top_k"), "workload.generator.top_k", "must be between 1 and the expert count",
+    throw InputError(r.where("top_k", {"experts", "model"}), "workload.generator.top_k", "must be between 1 and the expert count",
                      "set top_k, e.g. 2");
+  }
+  if (*model != "custom") {
+    // A built-in model whose shape keys change it is no longer that model: say so in its name (the
+    // workload source, run summary and HDF5 meta carry it). Keys restating the built-in value
+    // leave the name alone.
+    const std::pair<const char*, bool> changed[] = {
+        {"layers", m.layers != builtin.layers},          {"hidden", m.hidden != builtin.hidden},
+        {"heads", m.heads != builtin.heads},             {"kv_heads", m.kv_heads != builtin.kv_heads},
+        {"ffn_hidden", m.ffn_hidden != builtin.ffn_hidden}, {"ffn", m.ffn != builtin.ffn},
+        {"vocab", m.vocab != builtin.vocab},             {"experts", m.experts != builtin.experts},
+        {"top_k", m.top_k != builtin.top_k},
+        {"expert_ffn_hidden", m.experts > 0 && m.expert_ffn_hidden != builtin.expert_ffn_hidden}};
+    std::string mods;
+    for (const auto& [k, diff] : changed) {
+      if (diff && r.get(k)) mods += fmt::format("{}{}={}", mods.empty() ? "" : ",", k, *r.get(k));
+    }
+    if (!mods.empty()) {
+      m.name += "[modified:" + mods + "]";
+      m.source += " (shape keys changed: " + mods + ")";
+    }
   }
   if (m.heads == 0 || m.hidden % m.heads != 0) {
     if (m.attn == AttnType::kGqa) {
-      throw InputError(r.where("hidden"), "workload.generator.hidden", "hidden size not divisible by the head count",
+      throw InputError(r.where("hidden", {"heads", "model"}), "workload.generator.hidden", "hidden size not divisible by the head count",
                        "choose hidden = heads * head_dim");
     }
   }
@@ -1302,6 +1402,11 @@ TrainConfig train_config_from_spec(const Spec& spec) {
   c.sequence_parallel = r.boolean("sequence_parallel", true);
   c.tp_comm_overlap = r.boolean("tp_comm_overlap", false);
   c.tp_comm_overlap_rs_sms = static_cast<std::uint32_t>(r.uint("tp_comm_overlap_rs_sms", 24, 0));
+  if (r.get("tp_comm_overlap_rs_sms") && !c.tp_comm_overlap) {
+    throw InputError(r.where("tp_comm_overlap_rs_sms", {"tp_comm_overlap"}), "workload.generator.tp_comm_overlap_rs_sms",
+                     "is set but tp_comm_overlap is false (the margin belongs to the overlapped reduce-scatter)",
+                     "set tp_comm_overlap: true or drop tp_comm_overlap_rs_sms");
+  }
   c.micro_batch = static_cast<std::uint32_t>(r.uint("micro_batch", 1));
   c.global_batch = static_cast<std::uint32_t>(r.uint("global_batch", 0, 0));
   c.seq_len = static_cast<std::uint32_t>(r.uint("seq_len", 2048));
@@ -1328,7 +1433,7 @@ TrainConfig train_config_from_spec(const Spec& spec) {
     else throw InputError(r.where("kernel_model"), "workload.generator.kernel_model", "'" + *v + "' is not a kernel model", "use shape or flat");
   }
   c.overlap_grad_reduce = r.boolean("overlap_grad_reduce", true);
-  c.bucket_params = r.uint("bucket_params", 0, 0);
+  c.bucket_params = r.uint("bucket_params", 0, 0, kMaxShape);
   c.grad_bytes = static_cast<std::uint32_t>(r.uint("grad_bytes", 2));
   c.iterations = static_cast<std::uint32_t>(r.uint("iterations", 1));
   if (auto v = r.get("fallback")) {

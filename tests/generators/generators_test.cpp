@@ -5,11 +5,13 @@
 #include <mpi.h>
 
 #include <sys/resource.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cmath>
 #include <csignal>
 #include <filesystem>
+#include <fstream>
 #include <map>
 
 #include <fmt/format.h>
@@ -144,31 +146,42 @@ TEST(Generators, TpCommOverlapConservesBytesAndFlopsAndChainsChunks) {
   const auto& prog = ovl.workload.programs[0];
   std::map<std::string, std::uint32_t> at;
   for (std::uint32_t i = 0; i < prog.size(); ++i) at[prog[i].name] = i;
-  double ag_fwd = 0, rs_fwd = 0, ag_bwd = 0;
+  // Closed forms: the sequence shard of a rank is s·b·h·B/TP bytes; each ring-exchange step sends
+  // and receives exactly one shard to/from the TP ring neighbours (rank 0: next 1, prev 7), and the
+  // TP-1 steps receive (TP-1)·shard = what the unoverlapped AllGather of s·b·h·B delivers per rank.
+  const std::uint64_t shard = std::uint64_t(s * b * h * B / tp);
+  ASSERT_EQ(shard, 2048ull * 2 * 12288 * 2 / 8);
+  std::uint64_t rx_fwd = 0, tx_fwd = 0, rx_bwd = 0;
+  double rs_fwd = 0;
   int steps = 0, rs_chunks = 0;
   for (const auto& n : prog) {
-    if (n.type != NodeType::kCollective || n.name.rfind("L1.", 0) != 0) continue;
-    const bool wgrad_gather = n.name.find(".agw") != std::string::npos;  // backward bulk overlap, unchanged
-    const bool fwd_ag = !wgrad_gather && (n.name.rfind("L1.qkv.ag", 0) == 0 || n.name.rfind("L1.fc1.ag", 0) == 0);
-    const bool bwd_ag = n.name.rfind("L1.fc2.dg.ag", 0) == 0 || n.name.rfind("L1.proj.dg.ag", 0) == 0;
-    const bool fwd_rs = n.name.rfind("L1.proj.rs", 0) == 0 || n.name.rfind("L1.fc2.rs", 0) == 0;
-    if (fwd_ag) {
-      EXPECT_EQ(n.op, CollOp::kAllGather);
-      ag_fwd += double(n.bytes) * (tp - 1) / tp;  // an AllGather of X moves (TP-1)/TP·X per rank
-      ++steps;
+    if (n.name.rfind("L1.", 0) != 0) continue;
+    EXPECT_FALSE(n.type == NodeType::kCollective && n.op == CollOp::kAllGather && n.name.find(".agw") == std::string::npos)
+        << n.name << ": overlapped gathers are ring exchanges, not collectives";
+    const bool fwd_step = n.name.rfind("L1.qkv.", 0) == 0 || n.name.rfind("L1.fc1.", 0) == 0;
+    const bool bwd_step = n.name.rfind("L1.fc2.dg.", 0) == 0 || n.name.rfind("L1.proj.dg.", 0) == 0;
+    if (n.type == NodeType::kSend || n.type == NodeType::kRecv) {
+      EXPECT_EQ(n.bytes, shard) << n.name;
+      EXPECT_EQ(n.peer, n.type == NodeType::kSend ? 1 : 7) << n.name;
+      if (fwd_step) (n.type == NodeType::kSend ? tx_fwd : rx_fwd) += n.bytes;
+      if (bwd_step && n.type == NodeType::kRecv) rx_bwd += n.bytes;
+      if (fwd_step && n.type == NodeType::kRecv) ++steps;
     }
-    if (bwd_ag) ag_bwd += double(n.bytes) * (tp - 1) / tp;
+    const bool fwd_rs = n.name.rfind("L1.proj.rs", 0) == 0 || n.name.rfind("L1.fc2.rs", 0) == 0;
     if (fwd_rs) {
       EXPECT_EQ(n.op, CollOp::kReduceScatter);
-      rs_fwd += double(n.bytes) * (tp - 1) / tp;
+      rs_fwd += double(n.bytes);
       ++rs_chunks;
     }
   }
-  // Per rank: what the unoverlapped SP collectives move, (TP-1)/TP of s·b·h·B each (a step's
-  // s·b·h·B/(TP-1) bytes are rounded to a whole byte: 1e-7 relative).
-  EXPECT_NEAR(ag_fwd / (2 * s * b * h * B * (tp - 1) / tp), 1.0, 1e-7);
-  EXPECT_NEAR(rs_fwd / (2 * s * b * h * B * (tp - 1) / tp), 1.0, 1e-12);
-  EXPECT_NEAR(ag_bwd / (2 * s * b * h * B * (tp - 1) / tp), 1.0, 1e-7);
+  // Exact per-rank bytes of the two gathers (qkv, fc1) and of the two backward ones (fc2, proj dgrad).
+  EXPECT_EQ(rx_fwd, 2 * std::uint64_t(tp - 1) * shard);
+  EXPECT_EQ(tx_fwd, rx_fwd);
+  EXPECT_EQ(rx_bwd, 2 * std::uint64_t(tp - 1) * shard);
+  EXPECT_EQ(rx_fwd, 2 * std::uint64_t(s * b * h * B * (tp - 1) / tp));  // = the AllGather's per-rank receive
+  // The reduce-scatter chunks (a collective each, TE's userbuffers reduce-scatter kernel) add up to
+  // the unchunked reduce-scatter's buffer exactly.
+  EXPECT_EQ(rs_fwd, 2 * s * b * h * B);
   EXPECT_EQ(steps, 2 * 7);      // TP-1 ring-exchange steps for qkv and for fc1
   EXPECT_EQ(rs_chunks, 2 * 4);  // 4 pipelined chunks for proj and for fc2
   EXPECT_EQ(at.count("L1.ag1") + at.count("L1.rs1") + at.count("L1.fc2.agg") + at.count("L1.proj.agg"), 0u);
@@ -177,12 +190,28 @@ TEST(Generators, TpCommOverlapConservesBytesAndFlopsAndChainsChunks) {
     return std::find(d.begin(), d.end(), at.at(dep)) != d.end();
   };
   for (int j = 1; j < 8; ++j) {
-    EXPECT_TRUE(has_dep(fmt::format("L1.qkv.c{}", j), fmt::format("L1.qkv.ag{}", j))) << j;
-    EXPECT_TRUE(has_dep(fmt::format("L1.fc2.dg.c{}", j), fmt::format("L1.fc2.dg.ag{}", j))) << j;
+    EXPECT_TRUE(has_dep(fmt::format("L1.qkv.c{}", j), fmt::format("L1.qkv.rx{}", j))) << j;
+    EXPECT_TRUE(has_dep(fmt::format("L1.fc2.dg.c{}", j), fmt::format("L1.fc2.dg.rx{}", j))) << j;
+    // The send and receive of a step share one tag; the steps' tags differ.
+    EXPECT_EQ(prog[at.at(fmt::format("L1.qkv.tx{}", j))].tag, prog[at.at(fmt::format("L1.qkv.rx{}", j))].tag) << j;
     if (j > 1) {
-      EXPECT_TRUE(has_dep(fmt::format("L1.qkv.ag{}", j), fmt::format("L1.qkv.ag{}", j - 1))) << j;
+      // Step j forwards what step j-1 received.
+      EXPECT_TRUE(has_dep(fmt::format("L1.qkv.tx{}", j), fmt::format("L1.qkv.rx{}", j - 1))) << j;
+      EXPECT_NE(prog[at.at(fmt::format("L1.qkv.tx{}", j))].tag, prog[at.at(fmt::format("L1.qkv.tx{}", j - 1))].tag);
     }
   }
+  // Every rank emits the same step sequence: rank 3 sends step j with rank 0's tag to rank 4.
+  const auto& prog3 = ovl.workload.programs[3];
+  for (const auto& n : prog3) {
+    if (n.name == "L1.qkv.tx5") {
+      EXPECT_EQ(n.peer, 4);
+      EXPECT_EQ(n.tag, prog[at.at("L1.qkv.tx5")].tag);
+    }
+    if (n.name == "L1.qkv.rx5") {
+      EXPECT_EQ(n.peer, 2);
+    }
+  }
+  EXPECT_TRUE(has_dep("L1.qkv.tx1", "L1.ln1"));  // the first step sends the local shard
   EXPECT_FALSE(prog[at.at("L1.qkv.c0")].deps.empty());  // after ln1 only: the local shard
   EXPECT_TRUE(has_dep("L1.qkv.c0", "L1.ln1"));
   for (int j = 0; j < 4; ++j) {
@@ -262,6 +291,7 @@ TEST(Generators, OneFOneBScheduleAndPointToPoint) {
   c.model.layers = 8;
   c.model.hidden = 1024;
   c.model.heads = 8;
+  c.model.kv_heads = 8;  // MHA
   c.model.head_dim = 128;
   c.model.ffn_hidden = 4096;
   const auto g = generate_training(c, empty_db());
@@ -325,6 +355,138 @@ TEST(Generators, BadConfigsAreInputErrors) {
   c.gpu = "H100";
   c.tp_comm_overlap_rs_sms = 132;
   EXPECT_NE(error_of(c).find("132 SMs is not below the 132 SMs of H100"), std::string::npos);
+}
+
+/// The InputError text of loading `path` with `sets` and validating the generator config.
+std::string spec_error(const std::string& path, const std::vector<std::string>& sets) {
+  try {
+    const TrainConfig c = train_config_from_spec(load_spec(path, sets));
+    validate_train(c);
+  } catch (const engine::InputError& e) {
+    return e.what();
+  }
+  return "no error";
+}
+std::vector<std::string> gen(std::initializer_list<std::string> kv) {
+  std::vector<std::string> out;
+  for (const auto& s : kv) out.push_back("workload.generator." + s);
+  return out;
+}
+
+// 32-bit keys are range-checked instead of wrapping modulo 2^32 (4294967304 = 2^32 + 8 would be 8).
+TEST(Generators, WholeNumberKeysAboveTheirFieldAreRefused) {
+  for (const char* k : {"tp", "pp", "dp", "ep", "vp", "zero", "global_batch", "seq_len", "iterations", "grad_bytes",
+                        "gpus", "micro_batch", "tp_comm_overlap_rs_sms", "layers", "heads", "kv_heads", "experts",
+                        "top_k"}) {
+    SCOPED_TRACE(k);
+    const std::string e = spec_error("", gen({"model=gpt3-13b", "tp_comm_overlap=true", std::string(k) + "=4294967304"}));
+    EXPECT_EQ(e.rfind(fmt::format("<cli>: workload.generator.{}: '4294967304' is above 4294967295", k), 0), 0u) << e;
+  }
+  for (const char* k : {"hidden", "ffn_hidden", "vocab", "expert_ffn_hidden", "bucket_params"}) {
+    SCOPED_TRACE(k);
+    const std::string e = spec_error("", gen({"model=gpt3-13b", std::string(k) + "=1099511627777"}));
+    EXPECT_EQ(e.rfind(fmt::format("<cli>: workload.generator.{}: '1099511627777' is above 1099511627776", k), 0), 0u) << e;
+  }
+  // The largest 32-bit value itself is read as it is (and then judged by the cross checks).
+  EXPECT_EQ(train_config_from_spec(load_spec("", gen({"model=gpt3-13b", "iterations=4294967295"}))).iterations,
+            4294967295u);
+}
+
+// The reduce-scatter SM margin is applied on every GPU or refused: H20 and GB300 have no SM count
+// in the tables (GB300's efficiency entry has 0), so a margin there is an error, 0 works; above
+// the SM count of a known GPU it is an error; set without tp_comm_overlap it is an error.
+TEST(Generators, ReduceScatterSmMarginIsCheckedOnEveryGpu) {
+  for (const char* gpu : {"H20", "GB300"}) {
+    SCOPED_TRACE(gpu);
+    for (const char* sms : {"24", "200"}) {
+      const std::string e = spec_error("", gen({"model=gpt3-13b", "tp=8", std::string("gpu=") + gpu, "tp_comm_overlap=true",
+                                                std::string("tp_comm_overlap_rs_sms=") + sms}));
+      EXPECT_NE(e.find(fmt::format("workload.generator.tp_comm_overlap_rs_sms: an SM margin of {} cannot be applied: "
+                                   "the SM count of {} is not in the GPU tables", sms, gpu)),
+                std::string::npos) << e;
+    }
+    EXPECT_EQ(spec_error("", gen({"model=gpt3-13b", "tp=8", std::string("gpu=") + gpu, "tp_comm_overlap=true",
+                                  "tp_comm_overlap_rs_sms=0"})),
+              "no error");
+  }
+  // The default margin (24) on a GPU without an SM count is refused too: nothing is ignored silently.
+  EXPECT_NE(spec_error("", gen({"model=gpt3-13b", "tp=8", "gpu=H20", "tp_comm_overlap=true"})).find("cannot be applied"),
+            std::string::npos);
+  EXPECT_NE(spec_error("", gen({"model=gpt3-13b", "tp=8", "gpu=H100", "tp_comm_overlap=true", "tp_comm_overlap_rs_sms=200"}))
+                .find("200 SMs is not below the 132 SMs of H100"),
+            std::string::npos);
+  const std::string off = spec_error("", gen({"model=gpt3-13b", "tp=8", "tp_comm_overlap_rs_sms=16"}));
+  EXPECT_EQ(off.rfind("<cli>: workload.generator.tp_comm_overlap_rs_sms: is set but tp_comm_overlap is false", 0), 0u)
+      << off;
+  EXPECT_NE(off.find("set tp_comm_overlap: true or drop tp_comm_overlap_rs_sms"), std::string::npos) << off;
+}
+
+// Shape overrides: KV heads must divide the heads; an MoE model needs a positive expert FFN size;
+// a changed built-in model says so in its name; the workload source tells runs apart.
+TEST(Generators, ShapeOverridesAreCheckedAndNamed) {
+  EXPECT_NE(spec_error("", gen({"model=gpt3-13b", "heads=16", "kv_heads=3"}))
+                .find("workload.generator.kv_heads: 3 KV heads do not divide the 16 attention heads"),
+            std::string::npos);
+  EXPECT_NE(spec_error("", gen({"model=gpt3-13b", "heads=16", "kv_heads=32"}))
+                .find("workload.generator.kv_heads: 32 KV heads do not divide the 16 attention heads"),
+            std::string::npos);
+  // An MHA model given another head count stays MHA.
+  EXPECT_EQ(spec_error("", gen({"model=gpt3-13b", "heads=16"})), "no error");
+  EXPECT_NE(spec_error("", gen({"model=mixtral-8x7b", "expert_ffn_hidden=0"}))
+                .find("workload.generator.expert_ffn_hidden: an MoE model (8 experts) needs a positive expert FFN size"),
+            std::string::npos);
+  const TrainConfig moe = train_config_from_spec(load_spec("", gen({"model=gpt3-13b", "experts=8", "layers=2"})));
+  EXPECT_EQ(moe.model.name, "gpt3-13b[modified:layers=2,experts=8]");
+  EXPECT_EQ(train_config_from_spec(load_spec("", gen({"model=gpt3-13b"}))).model.name, "gpt3-13b");
+  // Restating a built-in value is no modification.
+  EXPECT_EQ(train_config_from_spec(load_spec("", gen({"model=gpt3-13b", "layers=40", "heads=40"}))).model.name,
+            "gpt3-13b");
+  const auto src = [](std::initializer_list<std::string> extra) {
+    std::vector<std::string> sets = gen({"model=gpt3-13b", "layers=2", "tp=8", "gpu=H100"});
+    for (const auto& e : extra) sets.push_back("workload.generator." + e);
+    return generate_training(train_config_from_spec(load_spec("", sets)), empty_db()).workload.source;
+  };
+  const std::string base = src({});
+  EXPECT_NE(base.find("gpt3-13b[modified:layers=2]"), std::string::npos) << base;
+  for (const auto& v : {"tp_comm_overlap=true", "zero=1", "recompute=full", "attention=unfused", "attention=flash2",
+                        "sequence_parallel=false"}) {
+    EXPECT_NE(src({v}), base) << v;
+  }
+  EXPECT_NE(src({"tp_comm_overlap=true"}), src({"tp_comm_overlap=true", "tp_comm_overlap_rs_sms=8"}));
+}
+
+// A cross-key check that fails because of a --set value names <cli>, even when the key it
+// reports is in the file; the same check failing on the file's own values names the file.
+TEST(Generators, CrossKeyChecksNameTheCommandLineWhenASetCausedThem) {
+  const auto dir = std::filesystem::temp_directory_path() / ("fabricsim_gen_cli_" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  const std::string f = (dir / "spec.yaml").string();
+  auto write = [&](const std::string& gen_body) {
+    std::ofstream(f) << "workload:\n  generator:\n" << gen_body;
+  };
+  auto starts = [](const std::string& e, const std::string& prefix) { return e.rfind(prefix, 0) == 0; };
+  write("    model: gpt3-13b\n    tp: 8\n    tp_comm_overlap: true\n    tp_comm_overlap_rs_sms: 24\n");
+  EXPECT_EQ(spec_error(f, {}), "no error");
+  std::string e = spec_error(f, gen({"sequence_parallel=false"}));
+  EXPECT_TRUE(starts(e, "<cli>: workload.generator.tp_comm_overlap:")) << e;
+  e = spec_error(f, gen({"gpu=H20"}));
+  EXPECT_TRUE(starts(e, "<cli>: workload.generator.tp_comm_overlap_rs_sms:")) << e;
+  e = spec_error(f, gen({"tp_comm_overlap=false"}));
+  EXPECT_TRUE(starts(e, "<cli>: workload.generator.tp_comm_overlap_rs_sms:")) << e;
+  write("    model: gpt3-13b\n    tp: 8\n    sequence_parallel: false\n");
+  e = spec_error(f, gen({"tp_comm_overlap=true"}));
+  EXPECT_TRUE(starts(e, "<cli>: workload.generator.tp_comm_overlap:")) << e;
+  write("    model: gpt3-13b\n    tp: 8\n    sequence_parallel: false\n    tp_comm_overlap: true\n");
+  e = spec_error(f, gen({"dp=1"}));
+  EXPECT_TRUE(starts(e, f + ": workload.generator.tp_comm_overlap:")) << e;
+  write("    model: mixtral-8x7b\n    top_k: 4\n");
+  EXPECT_EQ(spec_error(f, {}), "no error");
+  e = spec_error(f, gen({"experts=2"}));
+  EXPECT_TRUE(starts(e, "<cli>: workload.generator.top_k:")) << e;
+  write("    model: gpt3-13b\n    hidden: 5120\n");
+  e = spec_error(f, gen({"heads=15"}));
+  EXPECT_TRUE(starts(e, "<cli>: workload.generator.hidden:")) << e;
+  std::filesystem::remove_all(dir);
 }
 
 TEST(Generators, SpecKeysBuildTheConfig) {
