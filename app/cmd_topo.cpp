@@ -2,12 +2,16 @@
 // prints node/link counts, per-tier oversubscription, bisection bandwidth, diameter and ECMP
 // width (docs/topology.md); --export writes it in the fabricsim topology text format.
 #include <cstdio>
+#include <unistd.h>
+
+#include <filesystem>
 #include <fstream>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "app/commands.hpp"
+#include "jobs/output_path.hpp"
 #include "engine/errors.hpp"
 #include "jobs/run.hpp"
 #include "jobs/spec.hpp"
@@ -55,17 +59,33 @@ Action add_topo(CLI::App &app) {
     const models::ClusterSpec c = jobs::resolve_cluster(spec, ranks);
     const models::Topology topo(c);
     const models::TopologyStats s = models::topology_stats(topo);
-    if (!opt->export_path.empty() && is_root()) {
-      std::ofstream out(opt->export_path, std::ios::binary);
-      if (!out)
-        throw engine::InputError("<cli>", "--export", "cannot write " + opt->export_path,
-                                 "check the directory");
-      out << models::topology_to_text(topo,
-                                      std::string("exported by fabricsim topo from ") +
-                                          (opt->spec_path.empty() ? "<defaults>" : opt->spec_path));
-      if (!out.flush())
-        throw engine::InputError("<cli>", "--export", "writing " + opt->export_path + " failed",
-                                 "check free space");
+    if (!opt->export_path.empty() && is_root() && !jobs::is_null_device(opt->export_path)) {
+      // Written under a temporary name and renamed into place: a full disk leaves no partial file.
+      const std::string target = jobs::resolve_output_file(opt->export_path, "--export");
+      const std::string tmp = target + ".tmp." + std::to_string(::getpid());
+      {
+        std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+        if (!out) {
+          throw engine::InputError("<cli>", "--export", "cannot write " + opt->export_path, "check the directory");
+        }
+        out << models::topology_to_text(topo,
+                                        std::string("exported by fabricsim topo from ") +
+                                            (opt->spec_path.empty() ? "<defaults>" : opt->spec_path));
+        out.close();
+        if (!out) {
+          std::error_code ec;
+          std::filesystem::remove(tmp, ec);
+          throw engine::InputError("<cli>", "--export", "writing " + opt->export_path + " failed",
+                                   "check free space; nothing was written");
+        }
+      }
+      std::error_code ec;
+      std::filesystem::rename(tmp, target, ec);
+      if (ec) {
+        std::filesystem::remove(tmp, ec);
+        throw engine::InputError("<cli>", "--export", "cannot move the file into place at " + opt->export_path,
+                                 "give a writable file path");
+      }
     }
     if (is_root()) {
       std::fputs(models::format_topology_stats(topo, s).c_str(), stdout);

@@ -892,7 +892,7 @@ RunResult run_simulation(const RunOptions& opt, MPI_Comm comm, const std::string
                      stats.events, stats.windows, stats.events_per_s(), nprocs, threads, stats.wall_s);
   if (opt.stats) {
     out << partition::partition_report(placement, edges, lp_weight);
-    out << fmt::format("stats: lookahead {} , remote events {}, cross-thread events {}, time in sync {:.3f} s, "
+    out << fmt::format("stats: lookahead {}, remote events {}, cross-thread events {}, time in sync {:.3f} s, "
                        "exchange {} messages {} B, cut links {}\n",
                        w_ps == engine::kInfinity ? std::string("none (nothing cut)") : engine::format_time(w_ps),
                        stats.remote_events, stats.thread_events, stats.sync_s, stats.exchange_messages,

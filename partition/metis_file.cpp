@@ -164,7 +164,8 @@ engine::Placement read_partition(const std::string& path, std::uint32_t num_lps,
     if (line.empty() || line[0] == '#') continue;
     std::istringstream s(line);
     std::uint64_t lp = 0, proc = 0, thread = 0;
-    if (!(s >> lp >> proc >> thread) || lp >= num_lps || proc >= procs || thread >= threads || p.proc[lp] != -1) {
+    std::string extra;
+    if (!(s >> lp >> proc >> thread) || (s >> extra) || lp >= num_lps || proc >= procs || thread >= threads || p.proc[lp] != -1) {
       throw engine::InputError(path, "line " + std::to_string(lineno), "bad entry '" + line + "'",
                                "each line is 'lp proc thread', every LP once, within the run's counts");
     }

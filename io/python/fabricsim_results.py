@@ -80,6 +80,23 @@ def report(args):
              "install Debian's python3-matplotlib (scripts/setup.sh)")
     d = load(args.h5)
     out = args.output or (os.path.splitext(args.h5)[0] + "_report")
+    created_dir = not os.path.isdir(out)
+    written = []  # files of this report so far: removed again if a later one cannot be written
+
+    def fail_clean(where, problem, fix):
+        # No partial report: drop what this run wrote (and the directory if it made it).
+        for f in written:
+            try:
+                os.remove(f)
+            except OSError:
+                pass
+        if created_dir:
+            try:
+                os.rmdir(out)
+            except OSError:
+                pass
+        fail(where, problem, fix)
+
     try:
         os.makedirs(out, exist_ok=True)
     except OSError as e:
@@ -93,10 +110,12 @@ def report(args):
 
     def save(fig, name, title, caption):
         p = os.path.join(out, name)
+        written.append(p)
         try:
             fig.savefig(p, dpi=110, bbox_inches="tight")
         except OSError as e:
-            fail(p, f"cannot write ({e.strerror})", "check free space and permissions of the output directory")
+            fail_clean(p, f"cannot write ({e.strerror})",
+                       "check free space and permissions of the output directory; nothing was left")
         plt.close(fig)
         pngs.append((name, title, caption))
 
@@ -306,11 +325,13 @@ def report(args):
             page.append(f"<img src='{name}' alt='{html.escape(title)}'>")
     page.append("</body></html>")
     p = os.path.join(out, "index.html")
+    written.append(p)
     try:
         with open(p, "w") as fh:
             fh.write("\n".join(page) + "\n")
     except OSError as e:
-        fail(p, f"cannot write ({e.strerror})", "check free space and permissions of the output directory")
+        fail_clean(p, f"cannot write ({e.strerror})",
+                   "check free space and permissions of the output directory; nothing was left")
     print(os.path.abspath(p))
     for name, _, _ in pngs:
         print(os.path.abspath(os.path.join(out, name)))
@@ -439,6 +460,14 @@ if __name__ == "__main__":
         sys.exit(main(sys.argv[1:]))
     except SystemExit:
         raise
+    except BrokenPipeError:
+        # The reader of our stdout went away (`fabricsim report RUN.h5 | head -1`): the files are
+        # written; stop quietly as other command-line tools do.
+        try:
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        except OSError:
+            pass
+        sys.exit(0)
     except Exception as e:  # internal error: one line, exit 3
         print(f"fabricsim: internal error: {type(e).__name__}: {e}", file=sys.stderr)
         sys.exit(3)
