@@ -90,6 +90,7 @@ FlowPath route_path(const Topology& topo, const LinkIndex* index, std::uint32_t 
 ///   drain   = serialization of bytes - p at the path's bottleneck rate, counted per packet
 ///             exactly as the packet-level source port does when the bottleneck is the first hop
 ///   tail    = sum over hops i >= 2 of (ser(p, R_i) + L_i)  (the last packet's store-and-forward)
+///             + train_ps (a short last packet queued behind the full one before it)
 /// so a lone transfer arrives at start + head + drain + tail (exactly the packet level's last
 /// packet when the first hop is the bottleneck) and leaves its NIC at start + drain + ser(p, R_1).
 struct TransferTiming {
@@ -103,6 +104,10 @@ struct TransferTiming {
   /// its links too) and forwards only the store-and-forward rest: a lone flow drains all bytes
   /// in drain_ps + last_share_ps and arrives tail_ps - last_share_ps later, the same instant.
   engine::SimTime last_share_ps = 0;
+  /// Part of tail_ps by which a short last packet (p < MTU, at least two packets, two or more
+  /// hops) waits behind the full packet before it at the hops after the first (the packet
+  /// train's store-and-forward pipeline, see transfer_timing); 0 otherwise.
+  engine::SimTime train_ps = 0;
 };
 TransferTiming transfer_timing(const FlowPath& path, std::uint64_t bytes);
 
