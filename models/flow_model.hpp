@@ -5,6 +5,7 @@
 /// rank executor (GpuRankLp), the planners, routes/ECMP and the output tables of the packet level.
 #include <cstdint>
 #include <deque>
+#include <map>
 #include <queue>
 #include <unordered_map>
 #include <unordered_set>
@@ -108,6 +109,8 @@ struct TransferTiming {
   /// hops) waits behind the full packet before it at the hops after the first (the packet
   /// train's store-and-forward pipeline, see transfer_timing); 0 otherwise.
   engine::SimTime train_ps = 0;
+  /// ser(p, R_1): the last packet's time on the first link (the sender's port).
+  engine::SimTime last_first_ps = 0;
 };
 TransferTiming transfer_timing(const FlowPath& path, std::uint64_t bytes);
 
@@ -162,6 +165,11 @@ class FlowSource {
   /// Sends flow `head` (one part: Packet::conn says which, coarse_part_bytes its size) of this
   /// GPU (ctx.self() == head.src_rank) at ctx.now(): directly when the network LP's answer is
   /// known, else as kEvFlowStart to `net_lp` D = coarse_offset_ps later.
+  ///
+  /// Port clock: a single-packet flow occupies its egress port for ser(p, R_1) (the packet
+  /// rung's port sends a GPU's concurrent one-packet messages one after another); it starts
+  /// when the port's earlier single-packet flows are through (FlowNetLp keeps the same clock
+  /// for those it serves), and a flow handed to the network LP is handed no sooner than that.
   void post(const Topology& topo, engine::LpId net_lp, const Packet& head, engine::Context& ctx);
   /// The network LP reported one of this GPU's flows sent (kEvFlowSent whose source is net_lp).
   /// @throws engine::InternalError if no flow was outstanding.
@@ -177,9 +185,14 @@ class FlowSource {
     std::uint64_t hash = 0;
     std::uint64_t bytes = ~std::uint64_t{0};
     std::uint32_t dst = 0xFFFFFFFFu;
+    std::uint32_t port = 0;       ///< the GPU's egress port (FlowPath::first_port)
     bool direct = false;          ///< one packet at most, arrival no sooner than D
     engine::SimTime delay_ps = 0;  ///< arrival - post: L_1 + tail (TransferTiming)
+    engine::SimTime ser_ps = 0;    ///< single packet: its serialization on the port, ser(p, R_1)
   };
+  /// Per egress port: when the single-packet flows sent directly are through it (the GPU's
+  /// frame; the network LP's port clock runs D later, see FlowNetLp).
+  std::vector<engine::SimTime> port_free_;
   std::uint32_t outstanding_ = 0;
   std::uint64_t direct_ = 0, net_ = 0;
   Entry cache_[4];
@@ -236,6 +249,7 @@ class FlowNetLp final : public engine::Lp {
     Packet head;
     bool owns = false;           // already owns its queue pair
     std::uint8_t stage = 0;      // 0 ordinary, 1 NVLS uplink, 2 NVLS downlink
+    bool clocked = false;        // waited for its port clock (deferred_): starts now
   };
   /// NVLS: the flow for `head` from its source GPU into the NVSwitch (stage 1) or from the
   /// NVSwitch to head.dst_rank (stage 2), with its path.
@@ -315,6 +329,14 @@ class FlowNetLp final : public engine::Lp {
   MaxMinSolver solver_;
   std::vector<Active> act_;  // by solver flow id
   std::vector<Pending> pending_;
+  /// Port clock of the GPUs' egress links (by link id, GPU links only): when the single-packet
+  /// flows admitted so far are through their first link. A single-packet flow starts at
+  /// max(now, clock) and occupies the port ser(p, R_1); any other ordinary flow whose port is
+  /// busy waits (deferred_) until it is free, as a flow the GPU (FlowSource) holds back would.
+  std::vector<engine::SimTime> port_free_;
+  /// Ordinary flows waiting for their port clock: (start, sequence, flow; it owns its QP).
+  std::map<std::pair<engine::SimTime, std::uint64_t>, Packet> deferred_;
+  std::uint64_t deferred_seq_ = 0;
   const std::vector<CommGroup>* groups_ = nullptr;
   // NVLS chunks in progress, by (owner or multicast sender, group, instance, tag; the tag tells
   // a reduction from a multicast): the uplink flows started and drained into the switch, the

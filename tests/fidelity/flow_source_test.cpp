@@ -188,9 +188,10 @@ TEST(FlowSource, DirectFlowsArriveAndCompleteExactlyAsThroughTheNetworkLp) {
 }
 
 // A lone single-packet flow: arrival = t0 + sum over its hops of (ser(p, R_i) + L_i)
-// (store-and-forward of its one packet), send completion = t0 + 2D, D = min(NVLink, NIC
-// latency) (flow_model.hpp coarse_offset_ps: the network LP's offset, reported back), whether
-// posted directly or through the network LP; computed here from the topology's ports.
+// (store-and-forward of its one packet), send completion = t0 + ser(p, R_1) + 2D (the packet
+// left the port), D = min(NVLink, NIC latency) (flow_model.hpp coarse_offset_ps: the network
+// LP's offset, reported back), whether posted directly or through the network LP; computed here
+// from the topology's ports.
 TEST(FlowSource, LoneSinglePacketFlowClosedForm) {
   const m::Topology topo(leaf_spine16());
   for (const std::uint64_t bytes : {std::uint64_t{1}, std::uint64_t{1000}, std::uint64_t{topo.spec().mtu_bytes}}) {
@@ -200,6 +201,7 @@ TEST(FlowSource, LoneSinglePacketFlowClosedForm) {
       const std::vector<Batch> batches{{0, t0, {0}}};
       const std::uint64_t hash = e::mix64(0x5EED ^ (std::uint64_t{dst} << 8));
       SimTime want = t0;
+      const SimTime ser1 = e::serialization_ps(bytes, topo.ports(0)[topo.route(0, dst, hash)].rate_bps);
       for (e::LpId at = 0; at != dst;) {
         const m::Port& p = topo.ports(at)[topo.route(at, dst, hash)];
         want += e::serialization_ps(bytes, p.rate_bps) + p.latency_ps;
@@ -209,7 +211,7 @@ TEST(FlowSource, LoneSinglePacketFlowClosedForm) {
       for (const bool direct : {false, true}) {
         const Outcome o = run(topo, flows, batches, direct);
         EXPECT_EQ(o.arrival[0], want) << bytes << " B to " << dst << (direct ? " direct" : " via network LP");
-        EXPECT_EQ(o.sent[0], t0 + 2 * d);
+        EXPECT_EQ(o.sent[0], t0 + ser1 + 2 * d);
         EXPECT_EQ(o.direct, direct ? 1u : 0u);
       }
     }
