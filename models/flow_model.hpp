@@ -149,14 +149,16 @@ engine::SimTime coarse_offset_ps(const Topology& topo);
 /// itself, without the network LP's three events (start, arrival, send completion become two).
 ///
 /// When the answer is known: FlowNetLp serves a flow of at most one packet (part bytes <= the
-/// first hop's MTU: TransferTiming::rest_bytes == 0) as pure store-and-forward latency - it
-/// never joins a link's max-min share - as soon as its queue pair is free, and a queue pair of
-/// this GPU is free at the network LP's instant t0 + D when every flow this GPU handed to the
-/// network LP before has been reported sent (each report, kEvFlowSent, comes D after the flow
-/// left its queue pair; a flow of this instant that went to the network LP before this one is
-/// still outstanding). Then the arrival is t0 + L_1 + tail (TransferTiming: head_ps + tail_ps)
-/// and the send completion t0 + 2D, exactly the network LP's times (FlowNetLp::tick, single-packet
-/// branch), so the simulated times of every flow and collective are the same either way; only
+/// first hop's MTU: TransferTiming::rest_bytes == 0) as store-and-forward latency after its turn
+/// on its port's clock - it never joins a link's max-min share - as soon as its queue pair is
+/// free, and a queue pair of this GPU is free (and its port clock there idle) at the network
+/// LP's instant t0 + D when every flow this GPU handed to the network LP before has been
+/// reported sent (each report, kEvFlowSent, comes D after the flow left its port; a flow of this
+/// instant that went to the network LP before this one is still outstanding). Then, with start
+/// s = max(t0, this GPU's port clock), the arrival is s + L_1 + tail (TransferTiming: head_ps +
+/// tail_ps) and the send completion s + ser(p, R_1) + 2D, exactly the network LP's times
+/// (FlowNetLp::tick, single-packet branch; its clock runs D later), so the simulated times of
+/// every flow and collective are the same either way; only
 /// the engine's tie order of equal-time events changes (src is the GPU, not the network LP).
 /// Cost: route_path once per (peer, flow hash, bytes) in a 4-entry cache (a ring sends every step
 /// to one peer over the same QPs).
