@@ -228,19 +228,22 @@ void FlowSource::post(const Topology& topo, engine::LpId net_lp, const Packet& h
       e.hash = head.flow_hash;
       e.dst = head.dst_rank;
       e.bytes = bytes;
-      e.port = path.first_port;
-      e.delay_ps = t.head_ps + t.tail_ps;
-      e.ser_ps = t.last_first_ps;
+      e.port = static_cast<std::uint16_t>(path.first_port);
+      const SimTime delay = t.head_ps + t.tail_ps;
+      e.delay_ps = static_cast<std::uint32_t>(std::min<SimTime>(delay, 0xFFFFFFFF));
+      e.ser_ps = static_cast<std::uint32_t>(std::min<SimTime>(t.last_first_ps, 0xFFFFFFFF));
       // The network LP sends this arrival at t0 + D with delay delay_ps - D; from here it is
       // sent at t0 with delay_ps, which must not undercut the lookahead (<= D, jobs/run.cpp).
-      e.direct = t.rest_bytes == 0 && e.delay_ps >= d && e.delay_ps > 0;
+      // (Times of 2^32 ps = 4.3 ms and more, ports beyond 65,535: through the network LP.)
+      e.direct = t.rest_bytes == 0 && delay >= d && delay > 0 && delay < 0xFFFFFFFF &&
+                 t.last_first_ps < 0xFFFFFFFF && path.first_port <= 0xFFFF;
     }
-    if (e.port < port_free_.size()) at = std::max(at, port_free_[e.port]);
+    SimTime& clock = port_free(e.port);
+    at = std::max(at, clock);
     if (outstanding_ == 0 && e.direct) {
       // No flow of this GPU is at the network LP, so its port clock there is idle (each of
       // its flows was reported sent D after it left the port): this clock is the whole story.
-      if (e.port >= port_free_.size()) port_free_.resize(e.port + 1, 0);
-      port_free_[e.port] = at + e.ser_ps;
+      clock = at + e.ser_ps;
       ++direct_;
       ctx.send(head.dst_rank, at + e.delay_ps, kEvFlowArrive, head);
       ctx.send(ctx.self(), at + e.ser_ps + 2 * d, kEvFlowSent, head.flow_id);

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <deque>
 #include <map>
+#include <memory>
 #include <queue>
 #include <unordered_map>
 #include <unordered_set>
@@ -187,17 +188,26 @@ class FlowSource {
     std::uint64_t hash = 0;
     std::uint64_t bytes = ~std::uint64_t{0};
     std::uint32_t dst = 0xFFFFFFFFu;
-    std::uint32_t port = 0;       ///< the GPU's egress port (FlowPath::first_port)
-    bool direct = false;          ///< one packet at most, arrival no sooner than D
-    engine::SimTime delay_ps = 0;  ///< arrival - post: L_1 + tail (TransferTiming)
-    engine::SimTime ser_ps = 0;    ///< single packet: its serialization on the port, ser(p, R_1)
-  };
+    std::uint32_t delay_ps = 0;    ///< direct: arrival - post, L_1 + tail (TransferTiming)
+    std::uint32_t ser_ps = 0;      ///< direct: the packet's serialization on the port, ser(p, R_1)
+    std::uint16_t port = 0;        ///< the GPU's egress port (FlowPath::first_port)
+    bool direct = false;           ///< one packet at most, arrival no sooner than D, both times < 2^32 ps
+  };  // 32 bytes: the cache stays in the LP's first cache lines
   /// Per egress port: when the single-packet flows sent directly are through it (the GPU's
-  /// frame; the network LP's port clock runs D later, see FlowNetLp).
-  std::vector<engine::SimTime> port_free_;
+  /// frame; the network LP's port clock runs D later, see FlowNetLp). Inline for the first
+  /// kInlinePorts ports (NVLink and one NIC: no separate allocation to miss per flow).
+  static constexpr std::uint32_t kInlinePorts = 2;
+  engine::SimTime& port_free(std::uint32_t port) {
+    if (port < kInlinePorts) return port_free_[port];
+    if (!more_ports_) more_ports_ = std::make_unique<std::vector<engine::SimTime>>();
+    if (port - kInlinePorts >= more_ports_->size()) more_ports_->resize(port - kInlinePorts + 1, 0);
+    return (*more_ports_)[port - kInlinePorts];
+  }
   std::uint32_t outstanding_ = 0;
-  std::uint64_t direct_ = 0, net_ = 0;
+  engine::SimTime port_free_[kInlinePorts] = {};  // next to outstanding_: one cache line per post
   Entry cache_[4];
+  std::uint64_t direct_ = 0, net_ = 0;
+  std::unique_ptr<std::vector<engine::SimTime>> more_ports_;  // ports kInlinePorts and up (rare)
 };
 
 /// The flow-level network: one LP owning every link's flows and the max-min solver. GPUs send it
