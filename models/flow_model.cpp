@@ -83,10 +83,38 @@ TransferTiming transfer_timing(const FlowPath& path, std::uint64_t bytes) {
     t.drain_ps = engine::serialization_ps(t.rest_bytes, t.bottleneck_bps);
   }
   t.tail_ps = engine::serialization_ps(last, path.rate_bps[0]);
+  t.last_first_ps = t.tail_ps;
   for (std::uint32_t i = 1; i < path.hops; ++i) {
     t.tail_ps += engine::serialization_ps(last, path.rate_bps[i]) + path.latency_ps[i];
   }
   t.last_share_ps = engine::serialization_ps(last, t.bottleneck_bps == path.rate_bps[0] ? path.rate_bps[0] : t.bottleneck_bps);
+  if (t.rest_bytes > 0 && last < mtu && path.hops > 1) {
+    // Packet train through store-and-forward hops (a tandem of FIFO stations): the last packet
+    // leaves hop h at t_0 + max over monotone paths through the (packet, hop) grid of the sum of
+    // per-packet serializations (plus every hop's latency once). With n - 1 full packets (a_i =
+    // ser(MTU, R_i)) and a last one of p < MTU bytes (c_i = ser(p, R_i)) the path turning to the
+    // last packet at hop j costs sum_{i<=j} a_i + (n-2) max_{i<=j} a_i + sum_{i>=j} c_i. The
+    // drain + tail above is the j = 1 path ((n-1) a_b + sum c_i), exact when p = MTU; a short
+    // last packet instead waits behind the full packet before it at each later hop (a 4,097 B
+    // flow over 2 equal hops: (2-1) x (ser(4096) - ser(1)) more). train_ps is the difference.
+    const std::int64_t n = static_cast<std::int64_t>(t.rest_bytes / mtu) + 1;
+    SimTime a_b = 0, c_sum = 0;
+    for (std::uint32_t i = 0; i < path.hops; ++i) {
+      a_b = std::max(a_b, engine::serialization_ps(mtu, path.rate_bps[i]));
+      c_sum += engine::serialization_ps(last, path.rate_bps[i]);
+    }
+    const SimTime ref = static_cast<SimTime>(n - 1) * a_b + c_sum;
+    SimTime a_pre = 0, a_max = 0, c_suf = c_sum, best = ref;
+    for (std::uint32_t j = 0; j < path.hops; ++j) {
+      const SimTime a = engine::serialization_ps(mtu, path.rate_bps[j]);
+      a_pre += a;
+      a_max = std::max(a_max, a);
+      best = std::max(best, a_pre + static_cast<SimTime>(n - 2) * a_max + c_suf);
+      c_suf -= engine::serialization_ps(last, path.rate_bps[j]);
+    }
+    t.train_ps = best - ref;
+    t.tail_ps += t.train_ps;
+  }
   return t;
 }
 
@@ -190,7 +218,8 @@ void start_coarse_flow(const Topology& topo, Fidelity fidelity, engine::LpId net
 
 void FlowSource::post(const Topology& topo, engine::LpId net_lp, const Packet& head, Context& ctx) {
   const SimTime d = coarse_offset_ps(topo);
-  if (outstanding_ == 0 && coarse_nvls(head) == kNvlsNone && head.dst_rank != head.src_rank) {
+  SimTime at = ctx.now();  // when the port is through this GPU's direct single-packet flows
+  if (coarse_nvls(head) == kNvlsNone && head.dst_rank != head.src_rank) {
     const std::uint64_t bytes = coarse_part_bytes(head, topo);
     Entry& e = cache_[(head.flow_hash ^ head.dst_rank) & 3u];
     if (e.hash != head.flow_hash || e.dst != head.dst_rank || e.bytes != bytes) {
@@ -199,21 +228,31 @@ void FlowSource::post(const Topology& topo, engine::LpId net_lp, const Packet& h
       e.hash = head.flow_hash;
       e.dst = head.dst_rank;
       e.bytes = bytes;
-      e.delay_ps = t.head_ps + t.tail_ps;
+      e.port = static_cast<std::uint16_t>(path.first_port);
+      const SimTime delay = t.head_ps + t.tail_ps;
+      e.delay_ps = static_cast<std::uint32_t>(std::min<SimTime>(delay, 0xFFFFFFFF));
+      e.ser_ps = static_cast<std::uint32_t>(std::min<SimTime>(t.last_first_ps, 0xFFFFFFFF));
       // The network LP sends this arrival at t0 + D with delay delay_ps - D; from here it is
       // sent at t0 with delay_ps, which must not undercut the lookahead (<= D, jobs/run.cpp).
-      e.direct = t.rest_bytes == 0 && e.delay_ps >= d && e.delay_ps > 0;
+      // (Times of 2^32 ps = 4.3 ms and more, ports beyond 65,535: through the network LP.)
+      e.direct = t.rest_bytes == 0 && delay >= d && delay > 0 && delay < 0xFFFFFFFF &&
+                 t.last_first_ps < 0xFFFFFFFF && path.first_port <= 0xFFFF;
     }
-    if (e.direct) {
+    SimTime& clock = port_free(e.port);
+    at = std::max(at, clock);
+    if (outstanding_ == 0 && e.direct) {
+      // No flow of this GPU is at the network LP, so its port clock there is idle (each of
+      // its flows was reported sent D after it left the port): this clock is the whole story.
+      clock = at + e.ser_ps;
       ++direct_;
-      ctx.send(head.dst_rank, ctx.now() + e.delay_ps, kEvFlowArrive, head);
-      ctx.send(ctx.self(), ctx.now() + 2 * d, kEvFlowSent, head.flow_id);
+      ctx.send(head.dst_rank, at + e.delay_ps, kEvFlowArrive, head);
+      ctx.send(ctx.self(), at + e.ser_ps + 2 * d, kEvFlowSent, head.flow_id);
       return;
     }
   }
   ++outstanding_;
   ++net_;
-  ctx.send(net_lp, ctx.now() + d, kEvFlowStart, head);
+  ctx.send(net_lp, at + d, kEvFlowStart, head);
 }
 
 void FlowSource::net_sent() {
@@ -239,6 +278,7 @@ FlowNetLp::FlowNetLp(const Topology& topo, engine::LpId id)
       nvls_link0_(index_.size()),
       link_bytes_(index_.size(), 0),
       sent_delay_ps_(coarse_offset_ps(topo)) {
+  port_free_.assign(index_.link(topo.num_gpus(), 0), 0);
   nvls_gen_.assign(topo.num_gpus(), 1);
   nvls_next_.assign(topo.num_gpus(), 0);
   // Eight entries per GPU (a connection's QPs have their own routes), at most 16,384 (~1.8 MB).
@@ -661,7 +701,16 @@ void FlowNetLp::tick(Context& ctx) {
   }
   // 2. Flows starting now. Flows on the same queue pair (one per NCCL channel, peer and k of
   // nic.qps_per_connection, NVLink included) are served in order, one at a time, as the packet
-  // level's QP sends its parts: a later one waits.
+  // level's QP sends its parts: a later one waits. Flows that waited for their port clock first.
+  if (!deferred_.empty() && deferred_.begin()->first.first <= now) {
+    std::vector<Pending> fresh;
+    fresh.swap(pending_);
+    while (!deferred_.empty() && deferred_.begin()->first.first <= now) {
+      pending_.push_back(Pending{deferred_.begin()->second, true, 0, true});
+      deferred_.erase(deferred_.begin());
+    }
+    pending_.insert(pending_.end(), fresh.begin(), fresh.end());
+  }
   for (std::size_t pi = 0; pi < pending_.size(); ++pi) {
     const Packet head = pending_[pi].head;
     const std::uint8_t stage = pending_[pi].stage;
@@ -670,7 +719,6 @@ void FlowNetLp::tick(Context& ctx) {
       waiting_[key].push_back(head);
       continue;
     }
-    ++flows_total_;
     const std::uint64_t bytes = coarse_part_bytes(head, topo_);
     // Ordinary flows: route_path and transfer_timing, cached. NVLS stages: the GPU <-> NVSwitch hop.
     RouteEntry nvls_route;
@@ -683,15 +731,31 @@ void FlowNetLp::tick(Context& ctx) {
     }
     const RouteEntry& path = *route;
     const TransferTiming& t = path.timing;
+    SimTime start = now;
+    if (stage == 0 && !pending_[pi].clocked && path.hops > 0 && path.link[0] < port_free_.size()) {
+      start = std::max(now, port_free_[path.link[0]]);
+      if (start > now && t.rest_bytes != 0) {
+        // Its port is still sending single-packet flows: it joins its links' shares after them
+        // (keeping its queue pair), as FlowSource would have handed it over. It keeps its turn:
+        // single-packet flows admitted meanwhile start no sooner (the clock) and do not delay it.
+        deferred_.emplace(std::make_pair(start, deferred_seq_++), head);
+        schedule(start, ctx);
+        continue;
+      }
+    }
+    ++flows_total_;
     for (std::uint32_t i = 0; i < path.hops; ++i) link_bytes_[path.link[i]] += bytes;
     if (t.rest_bytes == 0 && stage == 0) {
-      // A single packet (or nothing): pure store-and-forward latency; it never holds a link's
-      // share, which keeps rings of small chunks (one packet per step) as cheap as the
-      // analytical rung. Its first-hop serialization is not charged to the links it crosses.
+      // A single packet (or nothing): store-and-forward latency after its turn on the sender's
+      // port (port clock: ser(p, R_1) each, in the order admitted, as the packet rung's port
+      // sends a GPU's concurrent one-packet messages one after another). It never holds a
+      // link's share, which keeps rings of small chunks (one packet per step) as cheap as the
+      // analytical rung; beyond the first hop its serialization is not charged to the links.
       // Not for NVLS flows: a GPU issues many single-packet chunks at once (e.g. 128 per loop on
       // 8 GPUs at 2.5 MiB), and each takes its share of the NVLS issue rate and the links.
-      ctx.send(head.dst_rank, now + t.head_ps - sent_delay_ps_ + t.tail_ps, kEvFlowArrive, head);
-      ctx.send(head.src_rank, now + sent_delay_ps_, kEvFlowSent, head.flow_id);
+      if (path.hops > 0 && path.link[0] < port_free_.size()) port_free_[path.link[0]] = start + t.last_first_ps;
+      ctx.send(head.dst_rank, start + t.head_ps - sent_delay_ps_ + t.tail_ps, kEvFlowArrive, head);
+      ctx.send(head.src_rank, start + t.last_first_ps + sent_delay_ps_, kEvFlowSent, head.flow_id);
       release_connection(head);  // may append the next flow of this QP to pending_
       continue;
     }

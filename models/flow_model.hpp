@@ -5,6 +5,8 @@
 /// rank executor (GpuRankLp), the planners, routes/ECMP and the output tables of the packet level.
 #include <cstdint>
 #include <deque>
+#include <map>
+#include <memory>
 #include <queue>
 #include <unordered_map>
 #include <unordered_set>
@@ -90,6 +92,7 @@ FlowPath route_path(const Topology& topo, const LinkIndex* index, std::uint32_t 
 ///   drain   = serialization of bytes - p at the path's bottleneck rate, counted per packet
 ///             exactly as the packet-level source port does when the bottleneck is the first hop
 ///   tail    = sum over hops i >= 2 of (ser(p, R_i) + L_i)  (the last packet's store-and-forward)
+///             + train_ps (a short last packet queued behind the full one before it)
 /// so a lone transfer arrives at start + head + drain + tail (exactly the packet level's last
 /// packet when the first hop is the bottleneck) and leaves its NIC at start + drain + ser(p, R_1).
 struct TransferTiming {
@@ -103,6 +106,12 @@ struct TransferTiming {
   /// its links too) and forwards only the store-and-forward rest: a lone flow drains all bytes
   /// in drain_ps + last_share_ps and arrives tail_ps - last_share_ps later, the same instant.
   engine::SimTime last_share_ps = 0;
+  /// Part of tail_ps by which a short last packet (p < MTU, at least two packets, two or more
+  /// hops) waits behind the full packet before it at the hops after the first (the packet
+  /// train's store-and-forward pipeline, see transfer_timing); 0 otherwise.
+  engine::SimTime train_ps = 0;
+  /// ser(p, R_1): the last packet's time on the first link (the sender's port).
+  engine::SimTime last_first_ps = 0;
 };
 TransferTiming transfer_timing(const FlowPath& path, std::uint64_t bytes);
 
@@ -141,14 +150,16 @@ engine::SimTime coarse_offset_ps(const Topology& topo);
 /// itself, without the network LP's three events (start, arrival, send completion become two).
 ///
 /// When the answer is known: FlowNetLp serves a flow of at most one packet (part bytes <= the
-/// first hop's MTU: TransferTiming::rest_bytes == 0) as pure store-and-forward latency - it
-/// never joins a link's max-min share - as soon as its queue pair is free, and a queue pair of
-/// this GPU is free at the network LP's instant t0 + D when every flow this GPU handed to the
-/// network LP before has been reported sent (each report, kEvFlowSent, comes D after the flow
-/// left its queue pair; a flow of this instant that went to the network LP before this one is
-/// still outstanding). Then the arrival is t0 + L_1 + tail (TransferTiming: head_ps + tail_ps)
-/// and the send completion t0 + 2D, exactly the network LP's times (FlowNetLp::tick, single-packet
-/// branch), so the simulated times of every flow and collective are the same either way; only
+/// first hop's MTU: TransferTiming::rest_bytes == 0) as store-and-forward latency after its turn
+/// on its port's clock - it never joins a link's max-min share - as soon as its queue pair is
+/// free, and a queue pair of this GPU is free (and its port clock there idle) at the network
+/// LP's instant t0 + D when every flow this GPU handed to the network LP before has been
+/// reported sent (each report, kEvFlowSent, comes D after the flow left its port; a flow of this
+/// instant that went to the network LP before this one is still outstanding). Then, with start
+/// s = max(t0, this GPU's port clock), the arrival is s + L_1 + tail (TransferTiming: head_ps +
+/// tail_ps) and the send completion s + ser(p, R_1) + 2D, exactly the network LP's times
+/// (FlowNetLp::tick, single-packet branch; its clock runs D later), so the simulated times of
+/// every flow and collective are the same either way; only
 /// the engine's tie order of equal-time events changes (src is the GPU, not the network LP).
 /// Cost: route_path once per (peer, flow hash, bytes) in a 4-entry cache (a ring sends every step
 /// to one peer over the same QPs).
@@ -157,6 +168,11 @@ class FlowSource {
   /// Sends flow `head` (one part: Packet::conn says which, coarse_part_bytes its size) of this
   /// GPU (ctx.self() == head.src_rank) at ctx.now(): directly when the network LP's answer is
   /// known, else as kEvFlowStart to `net_lp` D = coarse_offset_ps later.
+  ///
+  /// Port clock: a single-packet flow occupies its egress port for ser(p, R_1) (the packet
+  /// rung's port sends a GPU's concurrent one-packet messages one after another); it starts
+  /// when the port's earlier single-packet flows are through (FlowNetLp keeps the same clock
+  /// for those it serves), and a flow handed to the network LP is handed no sooner than that.
   void post(const Topology& topo, engine::LpId net_lp, const Packet& head, engine::Context& ctx);
   /// The network LP reported one of this GPU's flows sent (kEvFlowSent whose source is net_lp).
   /// @throws engine::InternalError if no flow was outstanding.
@@ -172,12 +188,26 @@ class FlowSource {
     std::uint64_t hash = 0;
     std::uint64_t bytes = ~std::uint64_t{0};
     std::uint32_t dst = 0xFFFFFFFFu;
-    bool direct = false;          ///< one packet at most, arrival no sooner than D
-    engine::SimTime delay_ps = 0;  ///< arrival - post: L_1 + tail (TransferTiming)
-  };
+    std::uint32_t delay_ps = 0;    ///< direct: arrival - post, L_1 + tail (TransferTiming)
+    std::uint32_t ser_ps = 0;      ///< direct: the packet's serialization on the port, ser(p, R_1)
+    std::uint16_t port = 0;        ///< the GPU's egress port (FlowPath::first_port)
+    bool direct = false;           ///< one packet at most, arrival no sooner than D, both times < 2^32 ps
+  };  // 32 bytes: the cache stays in the LP's first cache lines
+  /// Per egress port: when the single-packet flows sent directly are through it (the GPU's
+  /// frame; the network LP's port clock runs D later, see FlowNetLp). Inline for the first
+  /// kInlinePorts ports (NVLink and one NIC: no separate allocation to miss per flow).
+  static constexpr std::uint32_t kInlinePorts = 2;
+  engine::SimTime& port_free(std::uint32_t port) {
+    if (port < kInlinePorts) return port_free_[port];
+    if (!more_ports_) more_ports_ = std::make_unique<std::vector<engine::SimTime>>();
+    if (port - kInlinePorts >= more_ports_->size()) more_ports_->resize(port - kInlinePorts + 1, 0);
+    return (*more_ports_)[port - kInlinePorts];
+  }
   std::uint32_t outstanding_ = 0;
-  std::uint64_t direct_ = 0, net_ = 0;
+  engine::SimTime port_free_[kInlinePorts] = {};  // next to outstanding_: one cache line per post
   Entry cache_[4];
+  std::uint64_t direct_ = 0, net_ = 0;
+  std::unique_ptr<std::vector<engine::SimTime>> more_ports_;  // ports kInlinePorts and up (rare)
 };
 
 /// The flow-level network: one LP owning every link's flows and the max-min solver. GPUs send it
@@ -231,6 +261,7 @@ class FlowNetLp final : public engine::Lp {
     Packet head;
     bool owns = false;           // already owns its queue pair
     std::uint8_t stage = 0;      // 0 ordinary, 1 NVLS uplink, 2 NVLS downlink
+    bool clocked = false;        // waited for its port clock (deferred_): starts now
   };
   /// NVLS: the flow for `head` from its source GPU into the NVSwitch (stage 1) or from the
   /// NVSwitch to head.dst_rank (stage 2), with its path.
@@ -310,6 +341,14 @@ class FlowNetLp final : public engine::Lp {
   MaxMinSolver solver_;
   std::vector<Active> act_;  // by solver flow id
   std::vector<Pending> pending_;
+  /// Port clock of the GPUs' egress links (by link id, GPU links only): when the single-packet
+  /// flows admitted so far are through their first link. A single-packet flow starts at
+  /// max(now, clock) and occupies the port ser(p, R_1); any other ordinary flow whose port is
+  /// busy waits (deferred_) until it is free, as a flow the GPU (FlowSource) holds back would.
+  std::vector<engine::SimTime> port_free_;
+  /// Ordinary flows waiting for their port clock: (start, sequence, flow; it owns its QP).
+  std::map<std::pair<engine::SimTime, std::uint64_t>, Packet> deferred_;
+  std::uint64_t deferred_seq_ = 0;
   const std::vector<CommGroup>* groups_ = nullptr;
   // NVLS chunks in progress, by (owner or multicast sender, group, instance, tag; the tag tells
   // a reduction from a multicast): the uplink flows started and drained into the switch, the

@@ -188,9 +188,10 @@ TEST(FlowSource, DirectFlowsArriveAndCompleteExactlyAsThroughTheNetworkLp) {
 }
 
 // A lone single-packet flow: arrival = t0 + sum over its hops of (ser(p, R_i) + L_i)
-// (store-and-forward of its one packet), send completion = t0 + 2D, D = min(NVLink, NIC
-// latency) (flow_model.hpp coarse_offset_ps: the network LP's offset, reported back), whether
-// posted directly or through the network LP; computed here from the topology's ports.
+// (store-and-forward of its one packet), send completion = t0 + ser(p, R_1) + 2D (the packet
+// left the port), D = min(NVLink, NIC latency) (flow_model.hpp coarse_offset_ps: the network
+// LP's offset, reported back), whether posted directly or through the network LP; computed here
+// from the topology's ports.
 TEST(FlowSource, LoneSinglePacketFlowClosedForm) {
   const m::Topology topo(leaf_spine16());
   for (const std::uint64_t bytes : {std::uint64_t{1}, std::uint64_t{1000}, std::uint64_t{topo.spec().mtu_bytes}}) {
@@ -200,6 +201,7 @@ TEST(FlowSource, LoneSinglePacketFlowClosedForm) {
       const std::vector<Batch> batches{{0, t0, {0}}};
       const std::uint64_t hash = e::mix64(0x5EED ^ (std::uint64_t{dst} << 8));
       SimTime want = t0;
+      const SimTime ser1 = e::serialization_ps(bytes, topo.ports(0)[topo.route(0, dst, hash)].rate_bps);
       for (e::LpId at = 0; at != dst;) {
         const m::Port& p = topo.ports(at)[topo.route(at, dst, hash)];
         want += e::serialization_ps(bytes, p.rate_bps) + p.latency_ps;
@@ -209,9 +211,63 @@ TEST(FlowSource, LoneSinglePacketFlowClosedForm) {
       for (const bool direct : {false, true}) {
         const Outcome o = run(topo, flows, batches, direct);
         EXPECT_EQ(o.arrival[0], want) << bytes << " B to " << dst << (direct ? " direct" : " via network LP");
-        EXPECT_EQ(o.sent[0], t0 + 2 * d);
+        EXPECT_EQ(o.sent[0], t0 + ser1 + 2 * d);
         EXPECT_EQ(o.direct, direct ? 1u : 0u);
       }
+    }
+  }
+}
+
+// Port clock: k single-packet flows posted by one GPU at one instant to k different GPUs leave
+// its NIC one after another (the packet rung's port sends them back to back), so flow i (0-based,
+// in posting order) arrives at t0 + i*ser(p, R_1) + sum_hops (ser(p, R_h) + L_h) and its send
+// completes at t0 + (i+1)*ser(p, R_1) + 2D; a 3-packet flow posted after them in the same batch
+// joins its links once the port is through them: it arrives at t0 + k*ser(p, R_1) + its lone
+// time (n*s_1 + sum_{h>=2} s_h + sum_h L_h). Before the port clock every single-packet flow
+// arrived at t0 + sum_hops(...): a GPU's 31 one-packet AllToAll sends cost no port time.
+// Directly (FlowSource) and through the network LP alike.
+TEST(FlowSource, SinglePacketFlowsFromOnePortTakeOneSerializationEach) {
+  const m::Topology topo(leaf_spine16());
+  const std::uint32_t mtu = topo.spec().mtu_bytes;
+  const SimTime d = std::min(topo.spec().nvlink_latency_ps, topo.spec().nic_latency_ps);
+  for (const std::uint64_t bytes : {std::uint64_t{1000}, std::uint64_t{mtu}}) {
+    std::vector<TFlow> flows;
+    Batch batch{0, 2'000'000, {}};
+    for (std::uint32_t dst = 4; dst < 16; ++dst) {  // the other hosts: all leave GPU 0's NIC
+      batch.flows.push_back(static_cast<std::uint32_t>(flows.size()));
+      flows.push_back({0, dst, bytes, 0});
+    }
+    const std::uint32_t k = static_cast<std::uint32_t>(flows.size());
+    batch.flows.push_back(k);
+    flows.push_back({0, 13, 3 * std::uint64_t{mtu}, 1});  // its own queue pair
+    auto path_of = [&](const TFlow& f) {
+      std::vector<const m::Port*> hops;
+      const std::uint64_t hash = e::mix64(0x5EED ^ (std::uint64_t{f.src} << 40) ^ (std::uint64_t{f.dst} << 8) ^ f.channel);
+      for (e::LpId at = f.src; at != f.dst;) {
+        hops.push_back(&topo.ports(at)[topo.route(at, f.dst, hash)]);
+        at = hops.back()->peer;
+      }
+      return hops;
+    };
+    const SimTime t0 = batch.at_ps;
+    for (const bool direct : {false, true}) {
+      const Outcome o = run(topo, flows, {batch}, direct);
+      SimTime ser1 = 0;
+      for (std::uint32_t i = 0; i < k; ++i) {
+        const auto hops = path_of(flows[i]);
+        ser1 = e::serialization_ps(bytes, hops[0]->rate_bps);
+        SimTime want = t0 + static_cast<SimTime>(i) * ser1;
+        for (const m::Port* h : hops) want += e::serialization_ps(bytes, h->rate_bps) + h->latency_ps;
+        EXPECT_EQ(o.arrival[i], want) << bytes << " B, flow " << i << (direct ? " direct" : " via network LP");
+        EXPECT_EQ(o.sent[i], t0 + static_cast<SimTime>(i + 1) * ser1 + 2 * d) << bytes << " B, flow " << i;
+      }
+      const auto hops = path_of(flows[k]);
+      SimTime want = t0 + static_cast<SimTime>(k) * ser1 + 3 * e::serialization_ps(mtu, hops[0]->rate_bps);
+      for (std::size_t h = 0; h < hops.size(); ++h) {
+        want += hops[h]->latency_ps + (h > 0 ? e::serialization_ps(mtu, hops[h]->rate_bps) : 0);
+      }
+      EXPECT_EQ(o.arrival[k], want) << bytes << " B singles, then the 3-packet flow" << (direct ? " direct" : "");
+      EXPECT_EQ(o.direct, direct ? k : 0u);
     }
   }
 }
