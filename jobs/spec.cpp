@@ -618,6 +618,14 @@ Spec load_spec(const std::string& path, const std::vector<std::string>& sets) {
 
 models::ClusterSpec resolve_cluster(const Spec& spec, std::uint32_t ranks) {
   models::ClusterSpec c = spec.cluster;
+  // The topology builders' cross-key checks (pods vs leaves, dual plane vs torus, ...) name
+  // c.source: the command line when it set one of the structural keys, or when there is no file.
+  if (spec.file == "<spec>" ||
+      spec.file_of_any({"cluster.topology", "cluster.tiers", "cluster.pods", "cluster.dual_plane", "cluster.hosts",
+                        "cluster.gpus_per_host", "cluster.nics_per_leaf", "cluster.spines", "cluster.dims",
+                        "cluster.nvlink_domain", "cluster.topology_file", "cluster.oversubscription"}) == "<cli>") {
+    c.source = "<cli>";
+  }
   if (c.fabric == models::FabricKind::kFile) {
     // The file fixes the GPUs; hosts x gpus_per_host and the rates the NCCL model sees come from it.
     const models::TopoGraph g = models::read_topology_file(c);

@@ -170,6 +170,15 @@ TEST_F(Cli, SetValueThatBreaksACrossKeyCheckNamesTheCommandLine) {
   const Outcome f = run_cli("run " + spec + " --set workload.generator.dp=1 -o " + out_h5(), dir_.string());
   EXPECT_EQ(f.code, 2) << f.err;
   EXPECT_EQ(f.err.rfind("fabricsim: error: " + spec + ": workload.generator.tp", 0), 0u) << f.err;
+  // Topology cross-key checks: pods set on the command line -> <cli>; pods in the file -> the file.
+  std::ofstream(spec) << "cluster:\n  tiers: 3\n  hosts: 64\n";
+  const Outcome t = run_cli("topo " + spec + " --set cluster.pods=3", dir_.string());
+  EXPECT_EQ(t.code, 2) << t.err;
+  EXPECT_EQ(t.err.rfind("fabricsim: error: <cli>: cluster.pods", 0), 0u) << t.err;
+  std::ofstream(spec) << "cluster:\n  tiers: 3\n  hosts: 64\n  pods: 3\n";
+  const Outcome tf = run_cli("topo " + spec + " --set cluster.nic_bandwidth=200Gbps", dir_.string());
+  EXPECT_EQ(tf.code, 2) << tf.err;
+  EXPECT_EQ(tf.err.rfind("fabricsim: error: " + spec + ": cluster.pods", 0), 0u) << tf.err;
   fs::remove(spec);
 }
 // Fresh-user findings (2026-12-01): --gpus that disagrees with the generator's world size, a
