@@ -22,6 +22,8 @@
 
 #include <fmt/format.h>
 
+#include "jobs/generators.hpp"
+
 #include "engine/errors.hpp"
 #include "jobs/metrics.hpp"
 #include "jobs/spec.hpp"
@@ -332,7 +334,10 @@ Sweep load_sweep(const std::string& path) {
     std::vector<std::string> sets;
     for (const auto& [k, v] : p.sets) sets.push_back(k + "=" + v);
     try {
-      (void)load_spec(sw.base_spec, sets);
+      const Spec spec = load_spec(sw.base_spec, sets);
+      // The generator's own cross-key checks (heads vs TP, layers vs PP, ...) too: they name the
+      // point instead of surfacing as a failed point after the others ran.
+      if (spec.generator.count("model") > 0) validate_train(train_config_from_spec(spec));
     } catch (const InputError& e) {
       std::string msg = e.what();
       if (msg.rfind("<cli>: ", 0) == 0) msg = msg.substr(7);
