@@ -35,12 +35,14 @@ std::uint32_t MaxMinSolver::add_flow(const std::uint32_t* links, std::uint32_t n
     f = static_cast<std::uint32_t>(flows_.size());
     flows_.emplace_back();
     flow_mark_.push_back(0);
+    rate_.push_back(0);
+    fresh_.push_back(0);
   }
   Flow& fl = flows_[f];
   fl.n = n;
-  fl.rate = 0;
+  rate_[f] = 0;
   fl.active = true;
-  fl.fresh = true;
+  fresh_[f] = 1;
   for (std::uint32_t i = 0; i < n; ++i) {
     fl.links[i] = links[i];
     fl.pos[i] = static_cast<std::uint32_t>(on_link_[links[i]].size());
@@ -65,9 +67,9 @@ void MaxMinSolver::remove_flow(std::uint32_t f) {
     }
   }
   fl.active = false;
-  fl.fresh = false;
+  fresh_[f] = 0;
   fl.n = 0;
-  fl.rate = 0;
+  rate_[f] = 0;
   free_.push_back(f);
 }
 
@@ -93,7 +95,7 @@ bool MaxMinSolver::held_valid(std::uint32_t f) const {
   const Flow& fl = flows_[f];
   for (std::uint32_t j = 0; j < fl.n; ++j) {
     const std::uint32_t k = fl.links[j];
-    if (saturated_[k] && fl.rate >= max_rate_[k] * (1.0 - kSlack)) return true;
+    if (saturated_[k] && rate_[f] >= max_rate_[k] * (1.0 - kSlack)) return true;
   }
   return false;
 }
@@ -115,7 +117,7 @@ std::size_t MaxMinSolver::recompute(const std::vector<std::uint32_t>& seed_links
     const bool sat = saturated_[l];
     const double top = max_rate_[l] * (1.0 - kSlack);
     for (std::uint32_t f : on_link_[l]) {
-      if (flow_mark_[f] != epoch_ && (flows_[f].fresh || (sat && flows_[f].rate >= top))) take(f);
+      if (flow_mark_[f] != epoch_ && (fresh_[f] || (sat && rate_[f] >= top))) take(f);
     }
   }
   const std::uint32_t frozen_stamp = epoch_ + 1;
@@ -128,7 +130,7 @@ std::size_t MaxMinSolver::recompute(const std::vector<std::uint32_t>& seed_links
     // allocation per round).
     std::vector<Entry>& heap = heap_;
     heap.clear();
-    const std::greater<> cmp;
+    const EntryGreater cmp;
     for (std::uint32_t l : links_) {
       popped_[l] = 0;
       double held = 0, held_max = 0;
@@ -137,8 +139,8 @@ std::size_t MaxMinSolver::recompute(const std::vector<std::uint32_t>& seed_links
         if (flow_mark_[f] == epoch_) {
           ++n;
         } else {
-          held += flows_[f].rate;
-          held_max = std::max(held_max, flows_[f].rate);
+          held += rate_[f];
+          held_max = std::max(held_max, rate_[f]);
         }
       }
       rem_cap_[l] = n == on_link_[l].size() ? cap_[l] : std::max(0.0, cap_[l] - held);
@@ -147,7 +149,7 @@ std::size_t MaxMinSolver::recompute(const std::vector<std::uint32_t>& seed_links
       held_sum_[l] = held;
       held_max_[l] = held_max;
       if (n > 0) {
-        heap.emplace_back(rem_cap_[l] / n, l);
+        heap.push_back(Entry{rem_cap_[l] / n, l});
         std::push_heap(heap.begin(), heap.end(), cmp);
       }
     }
@@ -161,14 +163,14 @@ std::size_t MaxMinSolver::recompute(const std::vector<std::uint32_t>& seed_links
       for (std::uint32_t f : on_link_[l]) {
         if (flow_mark_[f] != epoch_) continue;  // frozen already, or held
         flow_mark_[f] = frozen_stamp;
-        Flow& fl = flows_[f];
-        fl.rate = share;
+        const Flow& fl = flows_[f];
+        rate_[f] = share;
         for (std::uint32_t j = 0; j < fl.n; ++j) {
           const std::uint32_t k = fl.links[j];
           if (k == l) continue;
           rem_cap_[k] = std::max(0.0, rem_cap_[k] - share);
           if (--unfrozen_[k] > 0) {
-            heap.emplace_back(rem_cap_[k] / unfrozen_[k], k);
+            heap.push_back(Entry{rem_cap_[k] / unfrozen_[k], k});
             std::push_heap(heap.begin(), heap.end(), cmp);
           }
         }
@@ -186,8 +188,8 @@ std::size_t MaxMinSolver::recompute(const std::vector<std::uint32_t>& seed_links
     for (std::uint32_t f : component_) {
       const Flow& fl = flows_[f];
       for (std::uint32_t j = 0; j < fl.n; ++j) {
-        sum_[fl.links[j]] += fl.rate;
-        new_max_[fl.links[j]] = std::max(new_max_[fl.links[j]], fl.rate);
+        sum_[fl.links[j]] += rate_[f];
+        new_max_[fl.links[j]] = std::max(new_max_[fl.links[j]], rate_[f]);
       }
     }
     // A held flow can lose its bottleneck only on a link that is no longer saturated or whose
@@ -206,13 +208,13 @@ std::size_t MaxMinSolver::recompute(const std::vector<std::uint32_t>& seed_links
     for (std::uint32_t l : check_) {
       for (std::uint32_t f : on_link_[l]) {
         if (flow_mark_[f] == epoch_ || flow_mark_[f] == frozen_stamp) continue;  // in S
-        const double r = flows_[f].rate;
+        const double r = rate_[f];
         if ((popped_[l] && r > pop_share_[l] * (1.0 + kSlack)) || !held_valid(f)) take(f);
       }
     }
     if (component_.size() == before) break;
   }
-  for (std::uint32_t f : component_) flows_[f].fresh = false;
+  for (std::uint32_t f : component_) fresh_[f] = 0;
   ++epoch_;  // the frozen stamp was epoch_+1; the next call starts above it
   solved->insert(solved->end(), component_.begin(), component_.end());
   return component_.size();
