@@ -69,7 +69,10 @@ class EventQueue {
   std::size_t size() const { return size_; }
 
   /// Time of the earliest event; undefined when empty.
-  SimTime top_time() const { return static_cast<SimTime>(head().time); }
+  SimTime top_time() {
+    settle();
+    return static_cast<SimTime>(head().time);
+  }
 
   /// Copies `ev` into the queue (a payload of all zeros takes no slab slot).
   void push(const Event& ev) {
@@ -109,6 +112,7 @@ class EventQueue {
   /// payload bytes) into `out` and returns true; otherwise (or when empty) returns false.
   bool pop_before(SimTime limit, Event& out) {
     if (size_ == 0) return false;
+    settle();
     const bool from_late = !late_.empty() && (pos_ == near_.size() || less(late_.front(), near_[pos_]));
     const Rec& h = from_late ? late_.front() : near_[pos_];
     if (static_cast<SimTime>(h.time) >= limit) return false;
@@ -120,7 +124,11 @@ class EventQueue {
       ++pos_;
     }
     --size_;
-    if (pos_ == near_.size() && late_.empty() && size_ > 0) advance();
+    // The next bucket is made current lazily (settle), when the next record is asked for: the
+    // handler of this event often schedules more in this same bucket (a network LP's tick at the
+    // instant of the flows it starts), which then joins late_, where an eager advance had to
+    // move the calendar back (rebase: 6-9% of a 384-GPU MoE run at the flow rung, 18% of
+    // the instructions of a small one).
     return true;
   }
 
@@ -182,6 +190,11 @@ class EventQueue {
       std::memcpy(out.payload.data(), line(r.pay), kPayloadBytes);
       free_.push_back(r.pay);
     }
+  }
+
+  // Makes the next non-empty bucket current if the current one is used up (size_ > 0).
+  void settle() {
+    if (pos_ == near_.size() && late_.empty() && size_ > 0) advance();
   }
 
   const Rec& head() const {
