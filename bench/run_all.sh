@@ -11,7 +11,9 @@
 # full 9,216-GPU MoE iteration (see docs/benchmarks.md for its time and memory). MOE=1 adds only
 # the MoE iteration's scaling ladder in SimAI's 9,216-GPU shape at flow level: DP 8, 16 and 32
 # (192, 384, 768 GPUs, every rank simulated; ~1-2 min of CPU together), JSON moe_<gpus>_flow.json
-# with events, wall, CPU and peak RSS; MOE=full also runs the 9,216-GPU iteration (~19 GB).
+# with events, wall, CPU and peak RSS; MOE=large adds 2,304 GPUs (DP 96, 9 pods; ~2 min of CPU,
+# ~4.4 GB), the largest rung that fits beside other work on a 24 GiB machine; MOE=full adds the
+# 9,216-GPU iteration instead (~18 GB).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD=${1:-build}
@@ -85,7 +87,9 @@ fi
 if [ "${MOE:-0}" != 0 ]; then
   # Same spec and shape (TP 2, EP 16, PP 12, VP 8, 24 micro-batches per pipeline), DP scaled;
   # pods divide the rail-optimized leaves (rail groups of 32 hosts).
-  for m in 8:1:auto 16:2:16 32:3:auto; do
+  LADDER=(8:1:auto 16:2:16 32:3:auto)
+  if [ "${MOE}" = large ]; then LADDER+=(96:9:auto); fi
+  for m in "${LADDER[@]}"; do
     IFS=: read -r dp pods npl <<<"$m"
     g=$((dp * 24))
     echo "== MoE iteration, SimAI's 9,216-GPU shape at DP $dp = $g GPUs, flow level"

@@ -300,7 +300,7 @@ SimTime Simulator::exchange_remote_and_min(bool local_error, bool& any_error, Si
   SimTime qmin = kInfinity, q2 = kInfinity;
   std::uint64_t qthread = kNoThread;
   for (std::uint32_t t = 0; t < threads_.size(); ++t) {
-    const EventQueue& q = threads_[t]->queue;
+    EventQueue& q = threads_[t]->queue;  // top_time may make the next bucket current
     const SimTime top = q.empty() ? kInfinity : q.top_time();
     if (top < qmin) {
       q2 = qmin;

@@ -10,20 +10,9 @@
 namespace fabricsim::models {
 
 MaxMinSolver::MaxMinSolver(std::vector<double> capacity_bps)
-    : cap_(std::move(capacity_bps)),
-      on_link_(cap_.size()),
-      link_mark_(cap_.size(), 0),
-      rem_cap_(cap_.size(), 0),
-      unfrozen_(cap_.size(), 0),
-      saturated_(cap_.size(), 0),
-      max_rate_(cap_.size(), 0),
-      popped_(cap_.size(), 0),
-      pop_share_(cap_.size(), 0),
-      held_sum_(cap_.size(), 0),
-      held_max_(cap_.size(), 0),
-      sum_(cap_.size(), 0),
-      new_max_(cap_.size(), 0),
-      in_s_(cap_.size(), 0) {}
+    : ls_(capacity_bps.size()), on_link_(capacity_bps.size()), pop_share_(capacity_bps.size(), 0) {
+  for (std::size_t l = 0; l < ls_.size(); ++l) ls_[l].cap = capacity_bps[l];
+}
 
 std::uint32_t MaxMinSolver::add_flow(const std::uint32_t* links, std::uint32_t n) {
   if (n > kMaxHops) throw engine::InternalError("max-min solver: flow with more than 8 links");
@@ -35,12 +24,14 @@ std::uint32_t MaxMinSolver::add_flow(const std::uint32_t* links, std::uint32_t n
     f = static_cast<std::uint32_t>(flows_.size());
     flows_.emplace_back();
     flow_mark_.push_back(0);
+    rate_.push_back(0);
+    fresh_.push_back(0);
   }
   Flow& fl = flows_[f];
   fl.n = n;
-  fl.rate = 0;
+  rate_[f] = 0;
   fl.active = true;
-  fl.fresh = true;
+  fresh_[f] = 1;
   for (std::uint32_t i = 0; i < n; ++i) {
     fl.links[i] = links[i];
     fl.pos[i] = static_cast<std::uint32_t>(on_link_[links[i]].size());
@@ -65,9 +56,9 @@ void MaxMinSolver::remove_flow(std::uint32_t f) {
     }
   }
   fl.active = false;
-  fl.fresh = false;
+  fresh_[f] = 0;
   fl.n = 0;
-  fl.rate = 0;
+  rate_[f] = 0;
   free_.push_back(f);
 }
 
@@ -82,8 +73,8 @@ void MaxMinSolver::take(std::uint32_t f) {
   const Flow& fl = flows_[f];
   for (std::uint32_t j = 0; j < fl.n; ++j) {
     const std::uint32_t k = fl.links[j];
-    if (link_mark_[k] != epoch_) {
-      link_mark_[k] = epoch_;
+    if (ls_[k].mark != epoch_) {
+      ls_[k].mark = epoch_;
       links_.push_back(k);
     }
   }
@@ -93,7 +84,7 @@ bool MaxMinSolver::held_valid(std::uint32_t f) const {
   const Flow& fl = flows_[f];
   for (std::uint32_t j = 0; j < fl.n; ++j) {
     const std::uint32_t k = fl.links[j];
-    if (saturated_[k] && fl.rate >= max_rate_[k] * (1.0 - kSlack)) return true;
+    if (ls_[k].saturated && rate_[f] >= ls_[k].max_rate * (1.0 - kSlack)) return true;
   }
   return false;
 }
@@ -106,16 +97,17 @@ std::size_t MaxMinSolver::recompute(const std::vector<std::uint32_t>& seed_links
   component_.clear();
   links_.clear();
   for (std::uint32_t l : seed_links) {
-    if (link_mark_[l] != epoch_) {
-      link_mark_[l] = epoch_;
+    LinkState& L = ls_[l];
+    if (L.mark != epoch_) {
+      L.mark = epoch_;
       links_.push_back(l);
     }
     // New flows, and (on a saturated link) the flows it is the bottleneck of: a flow added or
     // removed there changes their share (they would join S in the first check anyway).
-    const bool sat = saturated_[l];
-    const double top = max_rate_[l] * (1.0 - kSlack);
+    const bool sat = L.saturated;
+    const double top = L.max_rate * (1.0 - kSlack);
     for (std::uint32_t f : on_link_[l]) {
-      if (flow_mark_[f] != epoch_ && (flows_[f].fresh || (sat && flows_[f].rate >= top))) take(f);
+      if (flow_mark_[f] != epoch_ && (fresh_[f] || (sat && rate_[f] >= top))) take(f);
     }
   }
   const std::uint32_t frozen_stamp = epoch_ + 1;
@@ -128,26 +120,27 @@ std::size_t MaxMinSolver::recompute(const std::vector<std::uint32_t>& seed_links
     // allocation per round).
     std::vector<Entry>& heap = heap_;
     heap.clear();
-    const std::greater<> cmp;
+    const EntryGreater cmp;
     for (std::uint32_t l : links_) {
-      popped_[l] = 0;
+      LinkState& L = ls_[l];
+      L.popped = 0;
       double held = 0, held_max = 0;
       std::uint32_t n = 0;
       for (std::uint32_t f : on_link_[l]) {
         if (flow_mark_[f] == epoch_) {
           ++n;
         } else {
-          held += flows_[f].rate;
-          held_max = std::max(held_max, flows_[f].rate);
+          held += rate_[f];
+          held_max = std::max(held_max, rate_[f]);
         }
       }
-      rem_cap_[l] = n == on_link_[l].size() ? cap_[l] : std::max(0.0, cap_[l] - held);
-      unfrozen_[l] = n;
-      in_s_[l] = n;
-      held_sum_[l] = held;
-      held_max_[l] = held_max;
+      L.rem_cap = n == on_link_[l].size() ? L.cap : std::max(0.0, L.cap - held);
+      L.unfrozen = n;
+      L.in_s = n;
+      L.sum = held;  // S's rates are added below, after the filling
+      L.held_max = held_max;
       if (n > 0) {
-        heap.emplace_back(rem_cap_[l] / n, l);
+        heap.push_back(Entry{L.rem_cap / n, l});
         std::push_heap(heap.begin(), heap.end(), cmp);
       }
     }
@@ -155,39 +148,39 @@ std::size_t MaxMinSolver::recompute(const std::vector<std::uint32_t>& seed_links
       std::pop_heap(heap.begin(), heap.end(), cmp);
       const auto [share, l] = heap.back();
       heap.pop_back();
-      if (unfrozen_[l] == 0 || share != rem_cap_[l] / unfrozen_[l]) continue;  // stale entry
-      popped_[l] = 1;
+      LinkState& L = ls_[l];
+      if (L.unfrozen == 0 || share != L.rem_cap / L.unfrozen) continue;  // stale entry
+      L.popped = 1;
       pop_share_[l] = share;
       for (std::uint32_t f : on_link_[l]) {
         if (flow_mark_[f] != epoch_) continue;  // frozen already, or held
         flow_mark_[f] = frozen_stamp;
-        Flow& fl = flows_[f];
-        fl.rate = share;
+        const Flow& fl = flows_[f];
+        rate_[f] = share;
         for (std::uint32_t j = 0; j < fl.n; ++j) {
           const std::uint32_t k = fl.links[j];
           if (k == l) continue;
-          rem_cap_[k] = std::max(0.0, rem_cap_[k] - share);
-          if (--unfrozen_[k] > 0) {
-            heap.emplace_back(rem_cap_[k] / unfrozen_[k], k);
+          LinkState& K = ls_[k];
+          K.rem_cap = std::max(0.0, K.rem_cap - share);
+          if (--K.unfrozen > 0) {
+            heap.push_back(Entry{K.rem_cap / K.unfrozen, k});
             std::push_heap(heap.begin(), heap.end(), cmp);
           }
         }
       }
-      unfrozen_[l] = 0;
+      L.unfrozen = 0;
     }
     // The links' state with the new rates, then the held flows on them: one joins S when a link
     // the filling stopped on carries it faster than the share there (S's flows would not be at
     // the highest rate of their bottleneck), or when it lost its own bottleneck.
     // Sums and maxima over S's flows, added to the held ones.
-    for (std::uint32_t l : links_) {
-      sum_[l] = held_sum_[l];
-      new_max_[l] = held_max_[l];
-    }
+    for (std::uint32_t l : links_) ls_[l].new_max = ls_[l].held_max;
     for (std::uint32_t f : component_) {
       const Flow& fl = flows_[f];
       for (std::uint32_t j = 0; j < fl.n; ++j) {
-        sum_[fl.links[j]] += fl.rate;
-        new_max_[fl.links[j]] = std::max(new_max_[fl.links[j]], fl.rate);
+        LinkState& K = ls_[fl.links[j]];
+        K.sum += rate_[f];
+        K.new_max = std::max(K.new_max, rate_[f]);
       }
     }
     // A held flow can lose its bottleneck only on a link that is no longer saturated or whose
@@ -195,24 +188,25 @@ std::size_t MaxMinSolver::recompute(const std::vector<std::uint32_t>& seed_links
     // held flows' highest rate. Other links' held flows need no look.
     check_.clear();
     for (std::uint32_t l : links_) {
-      const bool sat = popped_[l] || sum_[l] >= cap_[l] * (1.0 - kSlack);
-      const bool worse = (saturated_[l] && !sat) || new_max_[l] > max_rate_[l] * (1.0 + kSlack);
-      const bool over = popped_[l] && held_max_[l] > pop_share_[l] * (1.0 + kSlack);
-      saturated_[l] = sat ? 1 : 0;
-      max_rate_[l] = new_max_[l];
-      if ((worse || over) && in_s_[l] < on_link_[l].size()) check_.push_back(l);
+      LinkState& L = ls_[l];
+      const bool sat = L.popped || L.sum >= L.cap * (1.0 - kSlack);
+      const bool worse = (L.saturated && !sat) || L.new_max > L.max_rate * (1.0 + kSlack);
+      const bool over = L.popped && L.held_max > pop_share_[l] * (1.0 + kSlack);
+      L.saturated = sat ? 1 : 0;
+      L.max_rate = L.new_max;
+      if ((worse || over) && L.in_s < on_link_[l].size()) check_.push_back(l);
     }
     const std::size_t before = component_.size();
     for (std::uint32_t l : check_) {
       for (std::uint32_t f : on_link_[l]) {
         if (flow_mark_[f] == epoch_ || flow_mark_[f] == frozen_stamp) continue;  // in S
-        const double r = flows_[f].rate;
-        if ((popped_[l] && r > pop_share_[l] * (1.0 + kSlack)) || !held_valid(f)) take(f);
+        const double r = rate_[f];
+        if ((ls_[l].popped && r > pop_share_[l] * (1.0 + kSlack)) || !held_valid(f)) take(f);
       }
     }
     if (component_.size() == before) break;
   }
-  for (std::uint32_t f : component_) flows_[f].fresh = false;
+  for (std::uint32_t f : component_) fresh_[f] = 0;
   ++epoch_;  // the frozen stamp was epoch_+1; the next call starts above it
   solved->insert(solved->end(), component_.begin(), component_.end());
   return component_.size();

@@ -458,8 +458,53 @@ std::size_t FlowNetLp::NvlsKeyHash::operator()(const NvlsKey& k) const noexcept 
                                                 engine::mix64(static_cast<std::uint64_t>(k.instance) << 32 | k.tag)));
 }
 
+std::size_t FlowNetLp::TimeSet::home(SimTime t) const {
+  return static_cast<std::size_t>(engine::mix64(static_cast<std::uint64_t>(t))) & (keys_.size() - 1);
+}
+
+bool FlowNetLp::TimeSet::insert(SimTime t) {
+  if (2 * (size_ + 1) > keys_.size()) {  // grow at half load
+    std::vector<SimTime> old(std::max<std::size_t>(64, 2 * keys_.size()), kEmpty);
+    old.swap(keys_);
+    size_ = 0;
+    for (SimTime k : old) {
+      if (k != kEmpty) insert(k);
+    }
+  }
+  const std::size_t mask = keys_.size() - 1;
+  std::size_t i = home(t);
+  while (keys_[i] != kEmpty) {
+    if (keys_[i] == t) return false;
+    i = (i + 1) & mask;
+  }
+  keys_[i] = t;
+  ++size_;
+  return true;
+}
+
+void FlowNetLp::TimeSet::erase(SimTime t) {
+  if (keys_.empty()) return;
+  const std::size_t mask = keys_.size() - 1;
+  std::size_t i = home(t);
+  while (keys_[i] != t) {
+    if (keys_[i] == kEmpty) return;
+    i = (i + 1) & mask;
+  }
+  keys_[i] = kEmpty;
+  --size_;
+  // Backward shift: move later entries of the probe run into the hole when their home allows.
+  for (std::size_t j = (i + 1) & mask; keys_[j] != kEmpty; j = (j + 1) & mask) {
+    const std::size_t h = home(keys_[j]);
+    if (((j - h) & mask) >= ((j - i) & mask)) {
+      keys_[i] = keys_[j];
+      keys_[j] = kEmpty;
+      i = j;
+    }
+  }
+}
+
 void FlowNetLp::schedule(SimTime t, Context& ctx) {
-  if (ticks_.insert(t).second) ctx.send(id_, t, kEvNetTick);
+  if (ticks_.insert(t)) ctx.send(id_, t, kEvNetTick);
 }
 
 void FlowNetLp::handle(const engine::Event& ev, Context& ctx) {
@@ -599,11 +644,11 @@ void FlowNetLp::apply_rate(std::uint32_t f, double r, SimTime now) {
                                                                    : static_cast<SimTime>(ps));
   }
   ++a.version;
-  drains_.emplace(a.drain, f, a.version, std::uint8_t{1});
+  drains_.push(Drain{a.drain, f, a.version, 1});
   if (!a.reported) {
     const SimTime phase = a.down ? std::max<SimTime>(0, a.chunk->phase_ps) : a.phase_ps;
     a.report_at = std::max(now, a.drain - phase);
-    if (a.report_at < a.drain) drains_.emplace(a.report_at, f, a.version, std::uint8_t{0});
+    if (a.report_at < a.drain) drains_.push(Drain{a.report_at, f, a.version, 0});
   }
 }
 
@@ -685,7 +730,7 @@ void FlowNetLp::tick(Context& ctx) {
   const SimTime now = ctx.now();
   seeds_.clear();
   // 1. Flows whose shared bytes are drained at this instant.
-  while (!drains_.empty() && std::get<0>(drains_.top()) <= now) {
+  while (!drains_.empty() && drains_.top().t <= now) {
     const auto [t, f, version, kind] = drains_.top();
     drains_.pop();
     if (act_[f].version != version) continue;  // rescheduled since
@@ -838,7 +883,7 @@ void FlowNetLp::tick(Context& ctx) {
     if (a.version == version && (kind == 0 ? !a.reported && a.report_at == t : a.drain == t)) break;
     drains_.pop();
   }
-  if (!drains_.empty()) schedule(std::get<0>(drains_.top()), ctx);
+  if (!drains_.empty()) schedule(drains_.top().t, ctx);
 }
 
 }  // namespace fabricsim::models
