@@ -103,6 +103,16 @@ TEST(SweepExpand, DuplicateNamesAreAnError) {
   EXPECT_THROW(expand_axes("s.yaml", {}, {axis("x", "compute.scale", {"a b", "a_b"})}), InputError);
 }
 
+// A generator axis value that fails a cross-key check (40 heads, TP 3) is refused up front,
+// naming the sweep file and the point, before any point runs.
+TEST_F(SweepTest, GeneratorCheckOfAPointNamesThePoint) {
+  write("gen.yaml", "workload:\n  generator:\n    model: gpt3-13b\n    layers: 4\n    tp: 8\n");
+  const std::string sw = write("sw.yaml", "name: t\nbase: gen.yaml\naxes:\n  - name: tp\n    key: workload.generator.tp\n"
+                                          "    values: [8, 3]\n");
+  const std::string err = error_of(sw);
+  EXPECT_EQ(err.rfind(sw + ": point tp-3: workload.generator.tp: 40 attention heads", 0), 0u) << err;
+}
+
 TEST_F(SweepTest, ZipAdvancesTogetherAndPathsAreRelativeToTheSweep) {
   const std::string f = write("s.yaml",
                               "base: base.yaml\n"
