@@ -1310,7 +1310,8 @@ TrainConfig train_config_from_spec(const Spec& spec) {
   TrainConfig c;
   const auto model = r.get("model");
   if (!model) {
-    throw InputError(spec.file, "workload.generator.model", "missing", "name a model, e.g. gpt3-175b, or custom");
+    throw InputError(spec.file == "<spec>" ? std::string("<cli>") : spec.file, "workload.generator.model", "missing",
+                     "name a model, e.g. --set workload.generator.model=gpt3-175b, or custom");
   }
   c.file = spec.file;
   for (const auto& [k, f] : spec.generator_file) {
