@@ -531,12 +531,9 @@ TEST(Generators, RotaryEmbeddingKernelsOfLlamaModels) {
   EXPECT_TRUE(train_config_from_spec(s).model.rope);
 }
 
-// A write that runs out of space (here: the file-size limit, which fails the write with EFBIG
-// like a full disk fails it with ENOSPC) leaves no file behind: no truncated .et, no orphaned
-// comm-group file, no temporary file.
-TEST(Generators, ChakraExportThatFailsLeavesNoFiles) {
-  int rank = 0;
-  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+// Mixtral 8x7B cut to 4 layers on TP 2 x PP 2 x DP 2 with EP 2: every node type and
+// communicator kind of an MoE workload, small enough to write as Chakra ET in a test.
+TrainConfig small_mixtral() {
   TrainConfig c;
   c.model = find_model("mixtral-8x7b", "", "");
   c.model.layers = 4;
@@ -546,7 +543,16 @@ TEST(Generators, ChakraExportThatFailsLeavesNoFiles) {
   c.ep = 2;
   c.global_batch = 4;
   c.seq_len = 1024;
-  const auto g = generate_training(c, kernels::KernelDb{});
+  return c;
+}
+
+// A write that runs out of space (here: the file-size limit, which fails the write with EFBIG
+// like a full disk fails it with ENOSPC) leaves no file behind: no truncated .et, no orphaned
+// comm-group file, no temporary file.
+TEST(Generators, ChakraExportThatFailsLeavesNoFiles) {
+  int rank = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  const auto g = generate_training(small_mixtral(), kernels::KernelDb{});
   const auto dir = std::filesystem::temp_directory_path() /
                    ("fabricsim_et_full_" + std::to_string(::getpid()) + "_" + std::to_string(rank));
   std::filesystem::remove_all(dir);
@@ -577,16 +583,8 @@ TEST(Generators, ChakraExportThatFailsLeavesNoFiles) {
 TEST(Generators, ChakraRoundTrip) {
   int rank = 0;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-  TrainConfig c;
-  c.model = find_model("mixtral-8x7b", "", "");
-  c.model.layers = 4;
-  c.tp = 2;
-  c.pp = 2;
-  c.dp = 2;
-  c.ep = 2;
+  TrainConfig c = small_mixtral();
   c.zero = 1;
-  c.global_batch = 4;
-  c.seq_len = 1024;
   const auto g = generate_training(c, kernels::KernelDb{});
   const auto dir = std::filesystem::temp_directory_path() /
                    ("fabricsim_et_rt_" + std::to_string(::getpid()) + "_" + std::to_string(rank));
