@@ -636,16 +636,18 @@ class Builder {
     attn_core_fwd(R, L, recompute);
     if (fp8_) comp(R, L + ".proj.fp8ct", fp8_ct(T_ * double(m_.heads) * m_.head_dim / t), {}, recompute);
     const double attn_out = double(m_.heads) * m_.head_dim / t;
-    std::int64_t red = -1;
-    if (tp_ovl_) {
-      red = gemm_rs(R, L + ".proj", [&](double rows) { return gemm(rows, h, attn_out, B_); }, {}, recompute);
-    } else {
-      comp(R, L + ".proj", gemm(T_, h, attn_out, B_), {}, recompute);
-      if (c_.tp > 1) {
-        red = sp_ ? coll(R, L + ".rs1", CollOp::kReduceScatter, T_ * h * B_, rg_[R.r].tp, deps_of({R.last}))
-                  : coll(R, L + ".ar1", CollOp::kAllReduce, T_ * h * B_, rg_[R.r].tp, deps_of({R.last}));
-      }
-    }
+    // A row-parallel GEMM (proj, fc2) and the TP reduction of its output: pipelined reduce-scatter
+    // chunks with tp_comm_overlap, else the whole GEMM then a reduce-scatter (SP) or all-reduce.
+    // @returns the node the residual add waits for (-1: none).
+    auto row_parallel = [&](const std::string& name, const std::function<Kernel(double)>& gemm_rows,
+                            const char* rs, const char* ar) -> std::int64_t {
+      if (tp_ovl_) return gemm_rs(R, L + "." + name, gemm_rows, {}, recompute);
+      comp(R, L + "." + name, gemm_rows(T_), {}, recompute);
+      if (c_.tp <= 1) return -1;
+      return sp_ ? coll(R, L + rs, CollOp::kReduceScatter, T_ * h * B_, rg_[R.r].tp, deps_of({R.last}))
+                 : coll(R, L + ar, CollOp::kAllReduce, T_ * h * B_, rg_[R.r].tp, deps_of({R.last}));
+    };
+    std::int64_t red = row_parallel("proj", [&](double rows) { return gemm(rows, h, attn_out, B_); }, ".rs1", ".ar1");
     comp(R, L + ".add1", mem("residual_add", el(Tl_ * h), Tl_ * h, 3 * Tl_ * h * B_), deps_of({red}), recompute);
     comp(R, L + ".ln2", norm_k(Tl_, false), {}, recompute);
     if (m_.moe_layer(l)) {
@@ -660,16 +662,7 @@ class Builder {
         comp(R, L + ".fc1", gemm(T_, mats_in * ffn, h, B_), deps_of({ag}), recompute);
       }
       comp(R, L + ".act", act_k(T_ * ffn, false), {}, recompute);
-      red = -1;
-      if (tp_ovl_) {
-        red = gemm_rs(R, L + ".fc2", [&](double rows) { return gemm(rows, h, ffn, B_); }, {}, recompute);
-      } else {
-        comp(R, L + ".fc2", gemm(T_, h, ffn, B_), {}, recompute);
-        if (c_.tp > 1) {
-          red = sp_ ? coll(R, L + ".rs2", CollOp::kReduceScatter, T_ * h * B_, rg_[R.r].tp, deps_of({R.last}))
-                    : coll(R, L + ".ar2", CollOp::kAllReduce, T_ * h * B_, rg_[R.r].tp, deps_of({R.last}));
-        }
-      }
+      red = row_parallel("fc2", [&](double rows) { return gemm(rows, h, ffn, B_); }, ".rs2", ".ar2");
       comp(R, L + ".add2", mem("residual_add", el(Tl_ * h), Tl_ * h, 3 * Tl_ * h * B_), deps_of({red}), recompute);
       return;
     }
