@@ -362,7 +362,10 @@ std::string run_nccl_tests(const NcclTestsOptions& opt, MPI_Comm comm, const std
   out << fmt::format("# nThread 1 nGpus {} nRanks {} ({} nodes x {} GPUs), simulated at fidelity {} (no data moved)\n#\n",
                      opt.gpus_per_node, n, opt.nodes, opt.gpus_per_node, spec.fidelity);
   out << (spec.simccl_extras.launch_latency
-              ? "# per-op latency: NCCL cost model's (simccl.launch_latency=nccl; set it to none to drop it)\n"
+              ? (opt.collective == "alltoall" || opt.collective == "sendrecv"
+                     ? "# per-op latency: none for point-to-point operations (NCCL's cost model, tuning.cc, has no "
+                       "latency entry for them; simccl.launch_latency=nccl charges collectives only)\n"
+                     : "# per-op latency: NCCL cost model's (simccl.launch_latency=nccl; set it to none to drop it)\n")
               : "# per-op latency: none (simccl.launch_latency=none)\n");
   for (const auto& warning : pb.warnings) out << "# warning: " << warning << "\n";
   if (n < 2) {
