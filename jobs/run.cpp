@@ -643,7 +643,21 @@ RunResult run_simulation(const RunOptions& opt, MPI_Comm comm, const std::string
   }
   log->info("simulating on {} process(es) x {} thread(s), lookahead {}", nprocs, threads,
             w_ps == engine::kInfinity ? std::string("none") : engine::format_time(w_ps));
-  sim.run();
+  try {
+    sim.run();
+  } catch (const InputError& e) {
+    // The engine knows no file names: its horizon error says "<spec>". Name the inputs whose
+    // values decide simulated time (the workload's durations, the spec's rates and latencies).
+    const std::string msg = e.what();
+    const std::string engine_prefix = "<spec>: simulated time: ";
+    if (msg.rfind(engine_prefix, 0) != 0) throw;
+    const std::string where = !spec.workload_path.empty()
+                                  ? spec.workload_path + (spec.file != "<spec>" ? " with " + spec.file : std::string())
+                                  : spec.file_of_any({"workload.generator.model"}) == "<cli>" || spec.file == "<spec>"
+                                        ? std::string("<cli>")
+                                        : spec.file;
+    throw InputError(InputError::Whole{}, where + ": simulated time: " + msg.substr(engine_prefix.size()));
+  }
   log->info("simulated ({:.3f} s)", now_s() - t0);
   if (progress_printed) std::fprintf(stderr, "\n");
   const engine::EngineStats stats = sim.global_stats();

@@ -289,7 +289,7 @@ TEST_F(Cli, SimulatedTimeBeyondHorizonIsInputError) {
   const std::string wl = (dir_ / "spec.yaml").string();  // name exempt from the leftover check
   std::ofstream(wl) << "MICRO\n2\nl1 -1 0 NONE 0 0 NONE 0 1000000000000000 NONE 0 0\n"
                        "l2 -1 0 NONE 0 0 NONE 0 1000000000000000 NONE 0 0\n";
-  expect_bad("run --workload " + wl + " --gpus 1", {"simulated time", "2^60"});
+  expect_bad("run --workload " + wl + " --gpus 1", {"error: " + wl + ": simulated time", "2^60"});
 }
 TEST_F(Cli, OutputMustNotBeAnInputOrADirectory) {
   const std::string w = fabricsim::testing::data("chakra/astra-sim/examples/workload/microbenchmarks/all_reduce/8npus_1MB/all_reduce");
