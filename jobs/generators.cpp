@@ -1082,15 +1082,10 @@ class Builder {
 
   std::uint32_t p2p(Rank& R, bool send, std::uint32_t peer, double bytes, std::int64_t tg, const std::string& name) {
     if (plan_only_) return 0;
-    WorkNode n;
-    n.name = name;
-    n.type = send ? NodeType::kSend : NodeType::kRecv;
-    n.peer = static_cast<std::int32_t>(peer);
-    n.bytes = u64(bytes);
-    n.tag = tg;
     // A send waits for the producing compute; a receive is posted when the stream reaches it.
-    add_dep(n.deps, R.last);
-    return push(R, std::move(n));
+    std::vector<std::uint32_t> deps;
+    add_dep(deps, R.last);
+    return static_cast<std::uint32_t>(ring_p2p(R, send, peer, bytes, tg, name, std::move(deps)));
   }
 
   static Kernel g16(Kernel k) {
