@@ -116,6 +116,12 @@ Action add_kernels(CLI::App& app) {
       const auto& to = kernels::find_gpu(o->to, "<cli>", "--to");
       double f = 0, b = 0;
       work_of(*o, d, f, b);
+      if (!(f > 0) && !(b > 0) && !kernels::known_kind(o->op)) {
+        throw engine::InputError("<cli>", "--op " + o->op,
+                                 "is not a known kernel kind, so its roofline class (compute or memory) is unknown",
+                                 "give --flops and --bytes (or --m/--n/--k), or a kind such as gemm, attention, "
+                                 "layernorm, gelu, embedding, adam");
+      }
       const auto cls = kernels::classify(o->op, f, b, from, d);
       const double t = kernels::roofline_scale_us(o->time_us, cls, from, to, d);
       if (root) {

@@ -27,6 +27,18 @@ KernelClass default_class(const std::string& op) {
   return KernelClass::kMemory;
 }
 
+bool known_kind(const std::string& op) {
+  if (default_class(op) == KernelClass::kCompute) return true;
+  static const char* kMemory[] = {"norm",    "gelu",  "silu",    "swiglu",  "act",   "softmax", "dropout",
+                                  "embed",   "adam",  "optim",   "rope",    "rotary", "residual", "add",
+                                  "cast",    "permute", "router", "topk",    "entropy", "loss",   "copy",
+                                  "elementwise", "bias", "scale", "transpose", "grad"};
+  for (const char* m : kMemory) {
+    if (op.find(m) != std::string::npos) return true;
+  }
+  return false;
+}
+
 KernelClass classify(const std::string& op, double flops, double bytes, const GpuSpec& gpu, Dtype d) {
   if (!(flops > 0) || !(bytes > 0)) {
     if (flops > 0 && !(bytes > 0)) return KernelClass::kCompute;

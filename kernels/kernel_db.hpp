@@ -46,6 +46,12 @@ const char* kernel_class_name(KernelClass c);
 /// embedding, optimizer, permute) memory-bound.
 KernelClass default_class(const std::string& op);
 
+/// True if default_class(op) rests on a recognized kind: a matrix kind (as above) or a
+/// memory-bound one (norms, activations, softmax, dropout, embedding, optimizer, RoPE,
+/// residual/elementwise, casts, MoE router/permute, loss). `kernels scale --op NAME` without
+/// FLOPs/bytes refuses other names instead of guessing "memory".
+bool known_kind(const std::string& op);
+
 /// Class from arithmetic intensity: compute-bound iff flops/bytes >= gpu's ridge point for `d`.
 /// With flops or bytes unknown (<= 0) returns default_class(op).
 KernelClass classify(const std::string& op, double flops, double bytes, const GpuSpec& gpu, Dtype d);

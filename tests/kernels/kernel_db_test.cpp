@@ -95,6 +95,13 @@ TEST(Roofline, ClassFlipsAtTheRidgePoint) {
   // Unknown work: the op's default class.
   EXPECT_EQ(classify("gemm", 0, 0, a, Dtype::kBf16), KernelClass::kCompute);
   EXPECT_EQ(classify("rmsnorm", 0, 0, a, Dtype::kBf16), KernelClass::kMemory);
+  // Only recognized kinds may rest on the name (`kernels scale --op foo` is refused).
+  for (const char* k : {"gemm", "flash_attn_fwd", "layernorm", "rmsnorm", "gelu", "embedding", "adam", "rope",
+                        "moe_permute", "residual_add", "softmax"}) {
+    EXPECT_TRUE(known_kind(k)) << k;
+  }
+  EXPECT_FALSE(known_kind("foo"));
+  EXPECT_FALSE(known_kind("x"));
 }
 
 TEST(KernelDb, InterpolatesAchievedRateInLogWork) {
