@@ -311,6 +311,12 @@ Sweep load_sweep(const std::string& path) {
       }
       if (a["name"]) ax.name = scalar(a["name"], path, field + ".name");
       ax.name = safe_chars(ax.name);
+      for (const auto& other : sw.axes) {
+        if (other.name == ax.name) {  // two axis_NAME columns, and point names that cannot be told apart
+          throw InputError(path, field + ".name", "'" + ax.name + "' names another axis too",
+                           "give every axis its own name");
+        }
+      }
       if (const YAML::Node l = a["labels"]) {
         if (!l.IsSequence() || l.size() != ax.values.size()) {
           throw InputError(path, field + ".labels", "must be a list as long as the values (" +

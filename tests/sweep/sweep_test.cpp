@@ -111,6 +111,11 @@ TEST_F(SweepTest, GeneratorCheckOfAPointNamesThePoint) {
                                           "    values: [8, 3]\n");
   const std::string err = error_of(sw);
   EXPECT_EQ(err.rfind(sw + ": point tp-3: workload.generator.tp: 40 attention heads", 0), 0u) << err;
+  // Two axes of one name would give two axis_tp columns: refused.
+  const std::string dup = write("dup.yaml", "name: t\nbase: gen.yaml\naxes:\n  - name: tp\n    key: workload.generator.tp\n"
+                                            "    values: [8]\n  - name: tp\n    key: workload.generator.dp\n"
+                                            "    values: [1, 2]\n");
+  EXPECT_NE(error_of(dup).find("names another axis too"), std::string::npos) << error_of(dup);
 }
 
 TEST_F(SweepTest, ZipAdvancesTogetherAndPathsAreRelativeToTheSweep) {
