@@ -295,6 +295,21 @@ std::string plan_report(const NcclTestsOptions& opt, std::uint64_t bytes) {
         for (std::uint32_t o = 0; o < lazy.lazy_tree->total; ++o) visit(lazy.lazy_tree->op(o));
       } else if (lazy.lazy_nvls) {
         for (std::uint32_t o = 0; o < lazy.lazy_nvls->total; ++o) visit(lazy.lazy_nvls->op(o));
+      } else if (lazy.lazy_channels) {
+        // The ring family's sends by cursor (channel, loop, step, slice), as the executor walks
+        // them: ring plans grow as ranks x steps, so materializing each rank's plan with its
+        // dependency lists made `plan` take minutes at 1,024 nodes.
+        const models::LazyChannelRing& x = *lazy.lazy_channels;
+        for (std::uint32_t c = 0; c < x.channels; ++c) {
+          models::RingCursor cur;
+          for (x.first(c, cur); !cur.done; x.advance(c, cur)) {
+            const std::uint64_t data = x.send_data(c, cur);
+            models::P2pOp op{true, x.next[c], x.wire(data), 0};
+            op.payload_bytes = data;
+            op.channel = static_cast<std::uint16_t>(c);
+            visit(op);
+          }
+        }
       } else if (lazy.ops.empty()) {
         for (const auto& op : lazy.expanded().ops) visit(op);
       } else {
