@@ -149,7 +149,11 @@ if "allreduce_p1" in r:
     # materialized (only Ring and Tree are lazy), so per GPU it holds ~4x the Tree run below.
     s["allreduce_rss_per_gpu"] = {"bytes": a["bytes"], "gpus": a["gpus"],
                                   "kb_per_gpu_incl_baseline": round(a["peak_rss_kb"] * 1.024 / a["gpus"], 1),
-                                  "note": "materialized NVLS/NVLSTree plans; see memory_per_gpu for the Tree run"}
+                                  "note": "NVLSTree on H100 hosts: NCCL_STEPS chunks per connection in flight"}
+    if "mem_baseline" in r:
+        b = r["mem_baseline"]
+        s["allreduce_rss_per_gpu"]["kb_per_gpu_above_baseline"] = round(
+            (a["peak_rss_kb"] - b["peak_rss_kb"]) * 1.024 / max(1, a["gpus"] - b["gpus"]), 1)
 if "mem_ar_p1" in r and "mem_baseline" in r:
     # Issue 7: <= 100 KB per simulated GPU. Reported two ways: peak RSS / GPUs (includes the
     # process's fixed memory: libraries, MPI, HDF5) and (peak - fixed) / (GPUs - 8), the fixed part
