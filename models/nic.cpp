@@ -14,11 +14,14 @@ using engine::Context;
 using engine::SimTime;
 
 namespace {
-enum TimerType : std::uint32_t { kTimerRto = 0, kTimerTxDone = 1 };
+// kTimerTxDone: a message in one part left (a, b = the owner's done slot and index);
+// kTimerTxDoneMulti: one part of a split message left (a = its msgs_ index).
+enum TimerType : std::uint32_t { kTimerRto = 0, kTimerTxDone = 1, kTimerTxDoneMulti = 2 };
 struct QpTimer {
   std::uint32_t qp = 0;
   std::uint32_t type = 0;
-  std::uint32_t msg = 0;
+  std::uint32_t a = 0;
+  std::uint32_t b = 0;
 };
 constexpr std::uint64_t kPresent = 1ull << 33;
 constexpr std::uint64_t kLastBit = 1ull << 32;
@@ -77,6 +80,7 @@ std::uint32_t Nic::qp_for(std::uint32_t dst, std::uint32_t channel, std::uint32_
   if (!inserted) return found;
   Qp q;
   q.dst = dst;
+  q.cut_mtu = topo_.ports(id_)[topo_.route(id_, dst, 0)].mtu_bytes;  // split_message's MTU
   q.sport = roce_sport(id_, dst, channel << 16 | k, topo_.spec().seed);
   // The GPU's port for this QP: NVLink inside the scale-up domain, else a NIC port (with
   // several NIC ports, e.g. dual-plane, chosen by the QP's 5-tuple hash).
@@ -85,22 +89,97 @@ std::uint32_t Nic::qp_for(std::uint32_t dst, std::uint32_t channel, std::uint32_
   const Port& link = topo_.ports(id_)[port];
   q.noack = topo_.kind(link.peer) == NodeKind::kNvSwitch;
   q.mtu = link.mtu_bytes;
-  q.line_bps = link.rate_bps;
   if (q.noack) q.sport = 0;
-  q.rate = static_cast<double>(q.line_bps);
-  q.target = q.rate;
-  HpccState hs;
-  if (!q.noack && params_.nic.cc == CcKind::kHpcc) {
-    SimTime rtt = 0;
-    path_latency(dst, roce_flow_hash(id_, dst, q.sport), &rtt);
-    hs.base_rtt = params_.hpcc.base_rtt_ps > 0 ? params_.hpcc.base_rtt_ps : rtt;
-    hs.window = static_cast<double>(q.line_bps) * static_cast<double>(hs.base_rtt) / 8e12;  // W_init = B x T
-    hs.wc = hs.window;
-  }
-  if (params_.nic.cc == CcKind::kHpcc) hpcc_.push_back(hs);
-  qps_.push_back(q);
-  ++ctr_.qps;
+  add_qp(q, link.rate_bps);
   return found;
+}
+
+void Nic::add_qp(Qp q, std::uint64_t line_bps) {
+  if (!q.noack) {
+    q.rel = static_cast<std::uint32_t>(rel_.size());
+    RelQp r;
+    r.line_bps = line_bps;
+    r.rate = static_cast<double>(line_bps);
+    r.target = r.rate;
+    rel_.push_back(r);
+    if (params_.nic.cc == CcKind::kHpcc) {
+      HpccState hs;
+      SimTime rtt = 0;
+      path_latency(q.dst, roce_flow_hash(id_, q.dst, q.sport), &rtt);
+      hs.base_rtt = params_.hpcc.base_rtt_ps > 0 ? params_.hpcc.base_rtt_ps : rtt;
+      hs.window = static_cast<double>(line_bps) * static_cast<double>(hs.base_rtt) / 8e12;  // W_init = B x T
+      hs.wc = hs.window;
+      hpcc_.push_back(hs);
+    }
+  }
+  qps_.push_back(std::move(q));
+  ++ctr_.qps;
+}
+
+double Nic::qp_rate_bps(std::uint32_t qp) const {
+  const Qp& q = qps_[qp];
+  return q.noack ? static_cast<double>(topo_.ports(id_)[q.port].rate_bps) : rel_[q.rel].rate;
+}
+
+std::uint64_t Nic::unit_of(const Qp& q, std::uint64_t bytes) const {
+  const std::uint64_t mtu = q.cut_mtu;
+  if (!q.noack || !topo_.spec().nvswitch_cut_through) return mtu;
+  const std::uint64_t floor_unit = std::min<std::uint64_t>(mtu, kNvlinkMinUnitBytes);
+  const std::uint64_t want = (bytes / kNvlinkUnitsPerPart + kNvlinkMinUnitBytes - 1) / kNvlinkMinUnitBytes * kNvlinkMinUnitBytes;
+  return std::clamp<std::uint64_t>(want, floor_unit, mtu);
+}
+
+void Nic::queue_part(std::uint32_t qi, TxPart part, const char* fix) {
+  Qp& q = qps_[qi];
+  const std::uint32_t npkts = npkts_of(q, part.bytes);
+  if (static_cast<std::uint64_t>(q.next_psn) + npkts > 0xFFFFFFF0ull) {
+    throw engine::InputError(params_.source, "workload",
+                             "more than 2^32 packets on one queue pair (gpu " + std::to_string(id_) + ")", fix);
+  }
+  if (q.parts.empty()) q.head_psn = q.next_psn;
+  q.parts.push_back(part);
+  q.next_psn += npkts;
+}
+
+std::uint32_t Nic::nvls_key(std::uint32_t group, std::uint32_t instance, std::uint64_t arg) {
+  auto same = [&](const NvlsKey& k) { return k.refs > 0 && k.group == group && k.instance == instance && k.arg == arg; };
+  if (last_nvls_key_ < nvls_keys_.size() && same(nvls_keys_[last_nvls_key_])) {
+    ++nvls_keys_[last_nvls_key_].refs;
+    return last_nvls_key_;
+  }
+  for (std::uint32_t i = 0; i < nvls_keys_.size(); ++i) {
+    if (same(nvls_keys_[i])) {
+      ++nvls_keys_[i].refs;
+      last_nvls_key_ = i;
+      return i;
+    }
+  }
+  std::uint32_t i;
+  if (!free_nvls_keys_.empty()) {
+    i = free_nvls_keys_.back();
+    free_nvls_keys_.pop_back();
+  } else {
+    i = static_cast<std::uint32_t>(nvls_keys_.size());
+    nvls_keys_.emplace_back();
+  }
+  nvls_keys_[i] = NvlsKey{group, instance, arg, 1};
+  last_nvls_key_ = i;
+  return i;
+}
+
+void Nic::release_part(const TxPart& part) {
+  NvlsKey& k = nvls_keys_[part.key];
+  if (--k.refs == 0) free_nvls_keys_.push_back(part.key);
+}
+
+std::int64_t Nic::rx_find(std::uint64_t key) {
+  if (key == rx_last_key_) return rx_last_idx_;
+  auto it = std::lower_bound(rx_index_.begin(), rx_index_.end(), key,
+                             [](const std::pair<std::uint64_t, std::uint32_t>& e, std::uint64_t k) { return e.first < k; });
+  if (it == rx_index_.end() || it->first != key) return -1;
+  rx_last_key_ = key;
+  rx_last_idx_ = it->second;
+  return it->second;
 }
 
 Nic::Split Nic::split_message(std::uint32_t dst, std::uint64_t bytes, std::uint16_t channel) {
@@ -171,62 +250,43 @@ void Nic::send_nvls(std::uint32_t dst, std::uint64_t bytes, const MsgMeta& meta,
     q.noack = true;
     q.nvls = meta.nvls;
     q.mtu = up.mtu_bytes;
-    q.line_bps = up.rate_bps;
-    q.rate = static_cast<double>(q.line_bps);
-    q.target = q.rate;
-    if (params_.nic.cc == CcKind::kHpcc) hpcc_.emplace_back();
-    qps_.push_back(q);
-    ++ctr_.qps;
+    q.cut_mtu = up.mtu_bytes;
+    add_qp(q, up.rate_bps);
   }
-  Qp& q = qps_[qi];
-  // Contributors (reduce) or the NVSwitch egress ports of the members (multicast).
-  std::uint64_t arg = 0;
-  // The communicator's GPUs on this NVSwitch take part (NVLSTree: one NVLS group per node).
-  std::vector<std::uint32_t> local;
-  for (std::uint32_t m : *meta.members) {
+  // Contributors (reduce) or the NVSwitch egress ports of the members (multicast): the
+  // communicator's GPUs on this NVSwitch take part (NVLSTree: one NVLS group per node).
+  auto local = [&](std::uint32_t m) {
     const auto& mp = topo_.ports(m);
-    if (mp.empty() || mp[0].peer != up.peer) continue;
-    if (mp[0].peer_port >= 64) {
+    return !mp.empty() && mp[0].peer == up.peer;
+  };
+  std::uint64_t arg = 0;
+  for (std::uint32_t m : *meta.members) {
+    if (!local(m)) continue;
+    const std::uint32_t pp = topo_.ports(m)[0].peer_port;
+    if (pp >= 64) {
       throw engine::InputError(params_.source, "nccl.NCCL_NVLS_ENABLE",
                                "NVLS multicast from gpu " + std::to_string(id_) + " to gpu " + std::to_string(m) +
                                    ": beyond NVSwitch port 63, which simccl's NVLS multicast mask cannot name",
                                "set nccl.NCCL_NVLS_ENABLE=0 for this topology");
     }
-    local.push_back(m);
+    arg = mc ? arg | std::uint64_t{1} << pp : arg + 1;
   }
-  if (mc) {
-    for (std::uint32_t m : local) arg |= std::uint64_t{1} << topo_.ports(m)[0].peer_port;
-  } else {
-    arg = local.size();
-  }
-  const std::uint32_t mi = new_msg(TxMsg{1, meta.done_slot, meta.done_idx});
-  // Same transfer unit rule as send_message: every contributor of a shard cuts it alike, so the
-  // switch matches packet i of each.
-  std::uint64_t unit = q.mtu;
-  if (topo_.spec().nvswitch_cut_through) {
-    const std::uint64_t floor_unit = std::min<std::uint64_t>(unit, kNvlinkMinUnitBytes);
-    const std::uint64_t want = (bytes / kNvlinkUnitsPerPart + kNvlinkMinUnitBytes - 1) / kNvlinkMinUnitBytes * kNvlinkMinUnitBytes;
-    unit = std::clamp<std::uint64_t>(want, floor_unit, q.mtu);
-  }
-  const auto npkts = static_cast<std::uint32_t>(std::max<std::uint64_t>(1, (bytes + unit - 1) / unit));
-  if (static_cast<std::uint64_t>(q.next_psn) + npkts > 0xFFFFFFF0ull) {
-    throw engine::InputError(params_.source, "workload",
-                             "more than 2^32 packets on one queue pair (gpu " + std::to_string(id_) + ")",
-                             "raise cluster.nvlink_mtu");
-  }
-  TxPart part{q.next_psn, npkts, static_cast<std::uint32_t>(unit), bytes, mi};
+  // Same transfer unit rule as send_message (unit_of): every contributor of a shard cuts it
+  // alike, so the switch matches packet i of each.
+  TxPart part;
+  part.bytes = bytes;
+  part.done_a = meta.done_slot;
+  part.done_b = meta.done_idx;
   part.tag = static_cast<std::uint32_t>(meta.tag);
-  part.group = meta.group;
-  part.instance = meta.instance;
-  part.nvls_arg = arg;
-  q.parts.push_back(part);
-  q.next_psn += npkts;
+  queue_part(qi, part, "raise cluster.nvlink_mtu");
+  // After the check above, which may throw: the queued part holds the key's reference.
+  qps_[qi].parts[qps_[qi].parts.size() - 1].key = nvls_key(meta.group, meta.instance, arg);
   const MsgDesc d = message_desc(meta, bytes, bytes, ctx.now(), qi, 0);
   // Receivers learn of the message after the two NVLink hops' propagation (no later than the
   // first packet): the owner of a reduced shard, or every multicast member.
   if (mc) {
-    for (std::uint32_t m : local) {
-      ctx.send(m, ctx.now() + up.latency_ps + topo_.ports(m)[0].latency_ps, kEvMsgDesc, d);
+    for (std::uint32_t m : *meta.members) {
+      if (local(m)) ctx.send(m, ctx.now() + up.latency_ps + topo_.ports(m)[0].latency_ps, kEvMsgDesc, d);
     }
   } else if (dst == id_) {
     ctx.send(id_, ctx.now() + 2 * up.latency_ps, kEvMsgDesc, d);
@@ -241,32 +301,24 @@ void Nic::send_message(std::uint32_t dst, std::uint64_t bytes, const MsgMeta& me
   }
   const Split split = split_message(dst, bytes, meta.channel);
   const std::uint32_t parts = split.parts, first_k = split.first_k, nq = split.qps;
-  const std::uint32_t mi = new_msg(TxMsg{parts, meta.done_slot, meta.done_idx});
-  const std::uint64_t mtu = split.mtu;
+  // A message in one part carries the owner's handle in its TxPart; only split ones need msgs_.
+  const std::uint32_t mi = parts > 1 ? new_msg(TxMsg{parts, meta.done_slot, meta.done_idx}) : 0;
   for (std::uint32_t i = 0; i < parts; ++i) {
     const std::uint64_t b = part_bytes(bytes, parts, i, split.mtu);
     const std::uint32_t qi = qp_for(dst, meta.channel, (first_k + i) % nq);
-    Qp& q = qps_[qi];
     // NVLink with cut-through NVSwitches (cluster.nvswitch_cut_through; otherwise units are
     // cluster.nvlink_mtu, as the flow rungs assume): the unit is only event granularity, so a
     // part is cut into at least kNvlinkUnitsPerPart units (never below 4 KiB, never above
     // cluster.nvlink_mtu). Concurrent channels on one GPU port interleave per unit, so a part
     // then finishes within 1/kNvlinkUnitsPerPart of its time under fine (flit) interleaving,
-    // while large parts move in few units (docs/fabric.md, "NVLink transfer unit").
-    std::uint64_t unit = mtu;
-    if (q.noack && topo_.spec().nvswitch_cut_through) {
-      const std::uint64_t floor_unit = std::min<std::uint64_t>(mtu, kNvlinkMinUnitBytes);
-      const std::uint64_t want = (b / kNvlinkUnitsPerPart + kNvlinkMinUnitBytes - 1) / kNvlinkMinUnitBytes * kNvlinkMinUnitBytes;
-      unit = std::clamp<std::uint64_t>(want, floor_unit, mtu);
-    }
-    const auto npkts = static_cast<std::uint32_t>(std::max<std::uint64_t>(1, (b + unit - 1) / unit));
-    if (static_cast<std::uint64_t>(q.next_psn) + npkts > 0xFFFFFFF0ull) {
-      throw engine::InputError(params_.source, "workload",
-                               "more than 2^32 packets on one queue pair (gpu " + std::to_string(id_) + ")",
-                               "raise cluster.mtu or nic.qps_per_connection");
-    }
-    q.parts.push_back(TxPart{q.next_psn, npkts, static_cast<std::uint32_t>(unit), b, mi});
-    q.next_psn += npkts;
+    // while large parts move in few units (docs/fabric.md, "NVLink transfer unit"; unit_of).
+    TxPart part;
+    part.bytes = b;
+    part.multi = parts > 1 ? 1 : 0;
+    part.done_a = parts > 1 ? mi : meta.done_slot;
+    part.done_b = meta.done_idx;
+    queue_part(qi, part, "raise cluster.mtu or nic.qps_per_connection");
+    const Qp& q = qps_[qi];
     // The descriptor reaches the receiver after the path's propagation latency: no later than
     // the first packet (which also pays serialization), and never sooner than the lookahead.
     const MsgDesc d = message_desc(meta, bytes, b, ctx.now(), qi, q.sport);
@@ -301,11 +353,11 @@ void Nic::kick(std::uint32_t port, Context& ctx) {
   }
 }
 
-bool Nic::eligible(std::uint32_t qi, const Qp& q, SimTime now) const {
+bool Nic::eligible(const Qp& q, SimTime now) const {
   if (q.snd_nxt >= q.next_psn || q.next_tx > now) return false;
   if (!q.noack && params_.nic.cc == CcKind::kHpcc) {
     const double inflight = static_cast<double>(q.snd_nxt - q.snd_una) * (q.mtu + params_.nic.header_bytes);
-    if (inflight >= hpcc_[qi].window && q.snd_nxt > q.snd_una) return false;
+    if (inflight >= hpcc_[q.rel].window && q.snd_nxt > q.snd_una) return false;
   }
   return true;
 }
@@ -339,7 +391,7 @@ void Nic::try_tx(std::uint32_t port, Context& ctx) {
         --n;
         continue;
       }
-      if (eligible(qi, q, now)) {
+      if (eligible(q, now)) {
         chosen = qi;
         ++np.rr;
         break;
@@ -375,29 +427,39 @@ void Nic::send_data(std::uint32_t qi, Context& ctx) {
   NicPort& np = ports_[q.port];
   const SimTime now = ctx.now();
   const std::uint32_t psn = q.snd_nxt;
+  // The part holding `psn`: PSNs are consecutive over the queued parts from head_psn on.
   std::size_t pi = 0;
-  while (q.parts[pi].first_psn + q.parts[pi].npkts <= psn) ++pi;
-  const TxPart& part = q.parts[pi];
-  const std::uint64_t off = static_cast<std::uint64_t>(psn - part.first_psn) * part.unit;
+  std::uint32_t first_psn = q.head_psn;
+  std::uint64_t unit = unit_of(q, q.parts[0].bytes);
+  std::uint32_t npkts = static_cast<std::uint32_t>(std::max<std::uint64_t>(1, (q.parts[0].bytes + unit - 1) / unit));
+  while (first_psn + npkts <= psn) {
+    first_psn += npkts;
+    ++pi;
+    unit = unit_of(q, q.parts[pi].bytes);
+    npkts = static_cast<std::uint32_t>(std::max<std::uint64_t>(1, (q.parts[pi].bytes + unit - 1) / unit));
+  }
+  const TxPart part = q.parts[pi];
+  const std::uint64_t off = static_cast<std::uint64_t>(psn - first_psn) * unit;
   WirePacket p;
   p.src = id_;
   p.dst = q.dst;
   p.psn = psn;
-  p.bytes = static_cast<std::uint32_t>(std::min<std::uint64_t>(part.unit, part.bytes - off));
+  p.bytes = static_cast<std::uint32_t>(std::min<std::uint64_t>(unit, part.bytes - off));
   p.sport = q.sport;
   p.qp = static_cast<std::uint16_t>(qi);
   p.kind = kWireData;
   p.cls = kClassData;
-  const bool last = psn + 1 == part.first_psn + part.npkts;
+  const bool last = psn + 1 == first_psn + npkts;
   p.flags = static_cast<std::uint8_t>((last ? kFlagLast : 0) | (q.noack ? kFlagNoAck : 0));
   const Port& link = topo_.ports(id_)[q.port];
   p.in_port = static_cast<std::uint16_t>(link.peer_port);
   std::uint64_t tx_bps = link.rate_bps;
   if (q.nvls != kNvlsNone) {
+    const NvlsKey& key = nvls_keys_[part.key];
     p.nvls = q.nvls;
-    p.hops[0].bits = static_cast<std::uint64_t>(part.group) << 32 | part.instance;
-    p.hops[1].bits = static_cast<std::uint64_t>(part.tag) << 32 | (psn - part.first_psn);
-    p.hops[2].bits = part.nvls_arg;
+    p.hops[0].bits = static_cast<std::uint64_t>(key.group) << 32 | key.instance;
+    p.hops[1].bits = static_cast<std::uint64_t>(part.tag) << 32 | (psn - first_psn);
+    p.hops[2].bits = key.arg;
     // The GPU issues multimem traffic at cluster.nvls_bandwidth at most (docs/simccl.md, NVLS).
     tx_bps = std::min<std::uint64_t>(tx_bps, topo_.spec().nvls_bps);
   }
@@ -408,46 +470,56 @@ void Nic::send_data(std::uint32_t qi, Context& ctx) {
   if (sampler_.enabled()) sampler_.tx(q.port, now, end, p.bytes);  // payload (see SwitchLp)
   ctx.send(link.peer, end + link.latency_ps, kEvWire, p);
   ++ctr_.data_packets;
-  const bool first_time = psn >= q.high;
-  if (first_time) {
-    q.high = psn + 1;
-  } else {
-    ++ctr_.retransmits;
+  // Unacknowledged QPs never rewind, so every packet goes out for the first time.
+  RelQp* rel = q.noack ? nullptr : &rel_[q.rel];
+  const bool first_time = rel == nullptr || psn >= rel->high;
+  if (rel != nullptr) {
+    if (first_time) {
+      rel->high = psn + 1;
+    } else {
+      ++ctr_.retransmits;
+    }
+    if (q.snd_nxt == q.snd_una) rel->last_progress = now;  // first packet outstanding: RTO from here
   }
-  if (q.snd_nxt == q.snd_una) q.last_progress = now;  // first packet outstanding: RTO from here
   if (last && first_time) {
     // The GPU's send is done once its last byte left the port (NCCL's kernel moves on once the
     // data is handed to the NIC; reliability stays with the NIC, and the receive side completes
     // only when every byte arrived).
-    ctx.send(id_, end, kEvQpTimer, QpTimer{qi, kTimerTxDone, part.msg});
+    ctx.send(id_, end, kEvQpTimer,
+             QpTimer{qi, part.multi ? kTimerTxDoneMulti : kTimerTxDone, part.done_a, part.done_b});
   }
   ++q.snd_nxt;
-  if (q.noack) {
+  if (rel == nullptr) {
     // Posted NVLink writes: the part is done once serialized.
     q.snd_una = q.snd_nxt;
-    if (last) q.parts.pop_front();
+    if (last) {
+      if (q.nvls != kNvlsNone) release_part(part);
+      q.head_psn += npkts;
+      q.parts.pop_front();
+    }
   } else {
+    RelQp& r = *rel;
     if (params_.nic.cc == CcKind::kDcqcn) {
-      dcqcn_catch_up(q, now);
-      q.byte_acc += wb;
-      if (q.limited && q.byte_acc >= params_.dcqcn.byte_counter_bytes) {
-        q.byte_acc -= params_.dcqcn.byte_counter_bytes;
-        ++q.bc_count;
-        dcqcn_increase(q);
+      dcqcn_catch_up(r, now);
+      r.byte_acc += wb;
+      if (r.limited && r.byte_acc >= params_.dcqcn.byte_counter_bytes) {
+        r.byte_acc -= params_.dcqcn.byte_counter_bytes;
+        ++r.bc_count;
+        dcqcn_increase(r);
       }
     }
-    if (q.rate < static_cast<double>(q.line_bps)) {
-      q.next_tx = now + static_cast<SimTime>(std::ceil(static_cast<double>(wb) * 8e12 / q.rate));
+    if (r.rate < static_cast<double>(r.line_bps)) {
+      q.next_tx = now + static_cast<SimTime>(std::ceil(static_cast<double>(wb) * 8e12 / r.rate));
     }
     arm_rto(qi, ctx);
   }
 }
 
 void Nic::arm_rto(std::uint32_t qi, Context& ctx) {
-  Qp& q = qps_[qi];
+  RelQp& q = rel_[qps_[qi].rel];
   if (q.rto_armed) return;
   q.rto_armed = true;
-  ctx.send(id_, ctx.now() + params_.nic.rto_ps, kEvQpTimer, QpTimer{qi, kTimerRto, 0});
+  ctx.send(id_, ctx.now() + params_.nic.rto_ps, kEvQpTimer, QpTimer{qi, kTimerRto, 0, 0});
 }
 
 void Nic::send_ctrl(WirePacket p, Context& ctx) {
@@ -499,32 +571,58 @@ bool Nic::handle(const engine::Event& ev, Context& ctx) {
     }
     case kEvMsgDesc: {
       const auto d = ev.get<MsgDesc>();
-      rx_[static_cast<std::uint64_t>(d.src) << 16 | d.qp].descs.push_back(d);
+      const std::uint64_t key = static_cast<std::uint64_t>(d.src) << 16 | d.qp;
+      std::int64_t ri = rx_find(key);
+      if (ri < 0) {
+        ri = static_cast<std::int64_t>(rxq_.size());
+        auto it = std::lower_bound(rx_index_.begin(), rx_index_.end(), key,
+                                   [](const std::pair<std::uint64_t, std::uint32_t>& e, std::uint64_t k) { return e.first < k; });
+        rx_index_.insert(it, {key, static_cast<std::uint32_t>(ri)});
+        rxq_.emplace_back();
+        if (params_.nic.cc == CcKind::kDcqcn) rx_last_cnp_.push_back(-1);
+        rx_last_key_ = key;
+        rx_last_idx_ = static_cast<std::uint32_t>(ri);
+      }
+      RxDesc r;
+      r.flow_id = d.flow_id;
+      r.flow_bytes = d.flow_bytes;
+      r.aux = d.aux;
+      r.part_bytes = d.part_bytes;
+      r.flow_start = d.flow_start;
+      r.tag = d.tag;
+      r.group = d.group;
+      r.instance = d.instance;
+      rxq_[static_cast<std::size_t>(ri)].descs.push_back(r);
       return true;
     }
     case kEvQpTimer: {
       const auto t = ev.get<QpTimer>();
       if (t.type == kTimerTxDone) {
-        TxMsg& m = msgs_[t.msg];
+        owner_.on_send_complete(t.a, t.b, ctx);
+        return true;
+      }
+      if (t.type == kTimerTxDoneMulti) {
+        TxMsg& m = msgs_[t.a];
         if (--m.parts_left == 0) {
-          free_msgs_.push_back(t.msg);
+          free_msgs_.push_back(t.a);
           owner_.on_send_complete(m.slot, m.idx, ctx);
         }
         return true;
       }
       Qp& q = qps_[t.qp];
-      q.rto_armed = false;
+      RelQp& r = rel_[q.rel];
+      r.rto_armed = false;
       if (q.snd_una >= q.next_psn) return true;  // everything acknowledged
-      if (ctx.now() - q.last_progress >= params_.nic.rto_ps) {
+      if (ctx.now() - r.last_progress >= params_.nic.rto_ps) {
         if (q.snd_nxt > q.snd_una) {
           ++ctr_.timeouts;
           q.snd_nxt = q.snd_una;  // go back N
         }
-        q.last_progress = ctx.now();
+        r.last_progress = ctx.now();
         activate(t.qp, ctx);
       }
-      q.rto_armed = true;
-      ctx.send(id_, q.last_progress + params_.nic.rto_ps, kEvQpTimer, QpTimer{t.qp, kTimerRto, 0});
+      r.rto_armed = true;
+      ctx.send(id_, r.last_progress + params_.nic.rto_ps, kEvQpTimer, QpTimer{t.qp, kTimerRto, 0, 0});
       return true;
     }
     default:
@@ -534,19 +632,21 @@ bool Nic::handle(const engine::Event& ev, Context& ctx) {
 
 void Nic::on_data(const WirePacket& p, Context& ctx) {
   const std::uint64_t key = static_cast<std::uint64_t>(p.src) << 16 | p.qp;
-  auto it = rx_.find(key);
+  const std::int64_t ri = rx_find(key);
   // A retransmitted duplicate may arrive after its message part completed (no descriptor left);
   // anything else always finds its descriptor (it travels ahead of the first packet).
-  if (it == rx_.end() || (it->second.descs.empty() && p.psn >= it->second.expected)) {
+  if (ri < 0 || (rxq_[static_cast<std::size_t>(ri)].descs.empty() && p.psn >= rxq_[static_cast<std::size_t>(ri)].expected)) {
     throw engine::InternalError("gpu " + std::to_string(id_) + ": data from gpu " + std::to_string(p.src) +
                                 " qp " + std::to_string(p.qp) + " before its message descriptor");
   }
-  RxQp& r = it->second;
+  // rxq_ is a deque and only kEvMsgDesc appends to it, so `r` outlives the owner's callbacks.
+  RxQp& r = rxq_[static_cast<std::size_t>(ri)];
   const bool reorder_ok = params_.sw.routing != RoutingMode::kEcmp || (p.flags & kFlagNoAck);
   const bool noack = (p.flags & kFlagNoAck) != 0;
   if ((p.flags & kFlagCe) && params_.nic.cc == CcKind::kDcqcn && !noack &&
-      (r.last_cnp < 0 || ctx.now() - r.last_cnp >= params_.dcqcn.cnp_interval_ps)) {
-    r.last_cnp = ctx.now();
+      (rx_last_cnp_[static_cast<std::size_t>(ri)] < 0 ||
+       ctx.now() - rx_last_cnp_[static_cast<std::size_t>(ri)] >= params_.dcqcn.cnp_interval_ps)) {
+    rx_last_cnp_[static_cast<std::size_t>(ri)] = ctx.now();
     WirePacket cnp;
     cnp.src = id_;
     cnp.dst = p.src;
@@ -581,7 +681,7 @@ void Nic::on_data(const WirePacket& p, Context& ctx) {
   const std::uint32_t gap = p.psn - r.expected;
   if (gap > 0 && !reorder_ok) {
     if (!r.nack_sent) {
-      r.nack_sent = true;
+      r.nack_sent = 1;
       ack(kWireNack);
     }
     return;
@@ -592,13 +692,13 @@ void Nic::on_data(const WirePacket& p, Context& ctx) {
     ++r.expected;
     ++r.since_ack;
     r.got += e & 0xFFFFFFFFull;
-    r.nack_sent = false;
+    r.nack_sent = 0;
     if (e & kLastBit) {
       ack_now = true;
       if (r.descs.empty()) {
         throw engine::InternalError("gpu " + std::to_string(id_) + ": message part without descriptor");
       }
-      const MsgDesc d = r.descs.front();
+      const RxDesc d = r.descs.front();
       r.descs.pop_front();
       if (r.got != d.part_bytes) {
         throw engine::InternalError("gpu " + std::to_string(id_) + ": part of flow " + std::to_string(d.flow_id) +
@@ -609,9 +709,9 @@ void Nic::on_data(const WirePacket& p, Context& ctx) {
       m.flow_id = d.flow_id;
       m.flow_bytes = d.flow_bytes;
       m.flow_start = d.flow_start;
-      m.flow_hash = roce_flow_hash(d.src, id_, d.sport);
+      m.flow_hash = roce_flow_hash(p.src, id_, p.sport);  // the QP's port, as in its MsgDesc
       m.tag = d.tag;
-      m.src_rank = d.src;
+      m.src_rank = p.src;
       m.dst_rank = id_;
       m.bytes = static_cast<std::uint32_t>(d.part_bytes);
       m.group = d.group;
@@ -645,14 +745,19 @@ void Nic::on_ack(const WirePacket& p, Context& ctx) {
     throw engine::InternalError("gpu " + std::to_string(id_) + ": ack for unknown qp " + std::to_string(p.qp));
   }
   Qp& q = qps_[p.qp];
+  if (q.noack) {
+    throw engine::InternalError("gpu " + std::to_string(id_) + ": control packet for unacknowledged qp " +
+                                std::to_string(p.qp));
+  }
+  RelQp& r = rel_[q.rel];
   const SimTime now = ctx.now();
   switch (p.kind) {
     case kWireCnp:
       ++ctr_.cnps_received;
-      on_cnp(q, now);
+      on_cnp(r, now);
       return;
     case kWireAck:
-      if (params_.nic.cc == CcKind::kHpcc && p.nint > 0) hpcc_update(q, hpcc_[p.qp], p);
+      if (params_.nic.cc == CcKind::kHpcc && p.nint > 0) hpcc_update(q, r, hpcc_[q.rel], p);
       acked_to(p.qp, p.psn, ctx);
       kick(q.port, ctx);
       return;
@@ -673,14 +778,19 @@ void Nic::acked_to(std::uint32_t qi, std::uint32_t psn, Context& ctx) {
   Qp& q = qps_[qi];
   if (psn <= q.snd_una) return;
   q.snd_una = psn;
-  q.last_progress = ctx.now();
+  rel_[q.rel].last_progress = ctx.now();
   if (q.snd_nxt < q.snd_una) q.snd_nxt = q.snd_una;
-  while (!q.parts.empty() && q.parts.front().first_psn + q.parts.front().npkts <= q.snd_una) q.parts.pop_front();
+  while (!q.parts.empty()) {
+    const std::uint32_t n = npkts_of(q, q.parts.front().bytes);
+    if (q.head_psn + n > q.snd_una) break;
+    q.head_psn += n;
+    q.parts.pop_front();
+  }
 }
 
 // --- DCQCN reaction point (Zhu et al., SIGCOMM 2015, §3.1 Algorithm of the RP) ---------------
 
-void Nic::on_cnp(Qp& q, SimTime now) {
+void Nic::on_cnp(RelQp& q, SimTime now) {
   if (params_.nic.cc != CcKind::kDcqcn) return;
   const DcqcnParams& d = params_.dcqcn;
   dcqcn_catch_up(q, now);
@@ -696,7 +806,7 @@ void Nic::on_cnp(Qp& q, SimTime now) {
   q.limited = true;
 }
 
-void Nic::dcqcn_catch_up(Qp& q, SimTime now) {
+void Nic::dcqcn_catch_up(RelQp& q, SimTime now) {
   if (!q.limited) return;
   const DcqcnParams& d = params_.dcqcn;
   // Timers evaluated lazily, in time order, at the QP's next CC decision (no timer events).
@@ -713,7 +823,7 @@ void Nic::dcqcn_catch_up(Qp& q, SimTime now) {
   }
 }
 
-void Nic::dcqcn_increase(Qp& q) {
+void Nic::dcqcn_increase(RelQp& q) {
   const DcqcnParams& d = params_.dcqcn;
   const double line = static_cast<double>(q.line_bps);
   const std::uint32_t f = d.fast_recovery_steps;
@@ -734,7 +844,7 @@ void Nic::dcqcn_increase(Qp& q) {
 
 // --- HPCC (Li et al., SIGCOMM 2019, §3.3 Algorithm 1) ---------------------------------------
 
-void Nic::hpcc_update(Qp& q, HpccState& hs, const WirePacket& ack) {
+void Nic::hpcc_update(const Qp& q, RelQp& r, HpccState& hs, const WirePacket& ack) {
   const HpccParams& h = params_.hpcc;
   const double t_ns = static_cast<double>(hs.base_rtt) / 1000.0;
   if (hs.last_nint == ack.nint && t_ns > 0) {
@@ -757,7 +867,7 @@ void Nic::hpcc_update(Qp& q, HpccState& hs, const WirePacket& ack) {
     if (tau > 0) {
       tau = std::min(tau, t_ns);
       hs.u = (1 - tau / t_ns) * hs.u + tau / t_ns * u_max;
-      const double w_init = static_cast<double>(q.line_bps) * t_ns * 1e-9 / 8;
+      const double w_init = static_cast<double>(r.line_bps) * t_ns * 1e-9 / 8;
       const double w_ai = w_init * h.wai_fraction;
       const bool update = ack.psn > hs.last_update_seq;
       double w;
@@ -776,7 +886,7 @@ void Nic::hpcc_update(Qp& q, HpccState& hs, const WirePacket& ack) {
       }
       if (update) hs.last_update_seq = q.snd_nxt;
       hs.window = std::clamp(w, static_cast<double>(q.mtu), w_init);
-      q.rate = std::min(static_cast<double>(q.line_bps), hs.window * 8 / (t_ns * 1e-9));
+      r.rate = std::min(static_cast<double>(r.line_bps), hs.window * 8 / (t_ns * 1e-9));
     }
   }
   hs.last_nint = ack.nint;

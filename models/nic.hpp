@@ -4,6 +4,7 @@
 /// limiters (DCQCN) or windows (HPCC), a TX scheduler across QPs, ACK/NACK, go-back-N, CNPs,
 /// PFC reaction; and the NVLink port (lossless, unacknowledged, line rate). Owned by GpuRankLp,
 /// which hands it messages and receives completed message parts and send completions.
+#include <algorithm>
 #include <cstdint>
 #include <deque>
 #include <unordered_map>
@@ -112,50 +113,75 @@ class Nic {
   void enable_sampling(engine::SimTime bin_ps) { sampler_.enable(bin_ps, ports_.size()); }
   const LinkSampler& sampler() const { return sampler_; }
   /// Current DCQCN/HPCC sending rate of a QP (bits/s), for tests. QP indices are dense per NIC.
-  double qp_rate_bps(std::uint32_t qp) const { return qps_[qp].rate; }
+  /// NVLink/NVLS QPs (no CC): their port's line rate.
+  double qp_rate_bps(std::uint32_t qp) const;
   std::uint32_t num_qps() const { return static_cast<std::uint32_t>(qps_.size()); }
 
  private:
+  /// One message part queued on a send QP, in PSN order (issue 7, memory per simulated GPU):
+  /// 24 B, was 48 B. Its first PSN is implicit (Qp::head_psn plus the packets of the parts
+  /// before it), its transfer unit and packet count follow from `bytes` (unit_of, npkts_of), a
+  /// message in one part carries the owner's completion handle itself (no msgs_ entry), and an
+  /// NVLS part refers to its shared switch key (nvls_keys_) instead of holding it.
   struct TxPart {
-    std::uint32_t first_psn = 0, npkts = 0;
-    std::uint32_t unit = 0;  // payload bytes per packet (the last one may be shorter)
-    std::uint64_t bytes = 0;
-    std::uint32_t msg = 0;  // index into msgs_
-    // NVLS parts: the switch's key (packet.hpp NvlsMode) and contributors / multicast port mask.
-    std::uint32_t tag = 0, group = 0, instance = 0;
-    std::uint64_t nvls_arg = 0;
+    std::uint64_t bytes : 40 = 0;  // part bytes (below kMaxFlowBytes)
+    std::uint64_t multi : 1 = 0;   // one of several parts: done_a indexes msgs_
+    std::uint32_t done_a = 0;      // single part: MsgMeta::done_slot; multi: msgs_ index
+    std::uint32_t done_b = 0;      // single part: MsgMeta::done_idx
+    std::uint32_t tag = 0;         // NVLS: low 32 bits of MsgMeta::tag (packet.hpp NvlsKeyWords)
+    std::uint32_t key = 0;         // NVLS: index into nvls_keys_
   };
+  /// A message split over several QPs (NCCL_IB_SPLIT_DATA_ON_QPS): completes when all parts left.
   struct TxMsg {
     std::uint32_t parts_left = 0;
     std::uint32_t slot = 0, idx = 0;
   };
+  /// The NVSwitch key every packet of an NVLS part carries besides its tag and index
+  /// (packet.hpp: hops[0] = group << 32 | instance, hops[2] = contributors or port mask), shared
+  /// by the queued parts that have it (`refs`): 24 B per distinct key, typically one or two
+  /// live per GPU (the collective in progress).
+  struct NvlsKey {
+    std::uint32_t group = 0, instance = 0;
+    std::uint64_t arg = 0;
+    std::uint32_t refs = 0;
+  };
+  /// Send queue pair: 80 B (was 176 B with the congestion-control state inline; issue 7). The
+  /// state only acknowledged (RoCE) QPs use lives in rel_ (index `rel`); NVLink and NVLS QPs,
+  /// unacknowledged and without CC, have none (~130 NVLS QPs per GPU in the NVLSTree benchmark).
   struct Qp {
     std::uint32_t dst = 0;
     std::uint16_t sport = 0;
     std::uint16_t port = 0;
+    std::uint32_t mtu = 0;      // MTU of the QP's port (HPCC window floor)
+    std::uint32_t cut_mtu = 0;  // MTU messages to dst are cut with (unit_of)
+    std::uint32_t rel = 0;      // index into rel_ (acknowledged QPs only)
+    std::uint8_t nvls = 0;      // NvlsMode of every message on this QP (NVLS QPs carry nothing else)
     bool noack = false;
     bool active = false;
-    std::uint8_t nvls = 0;  // NvlsMode of every message on this QP (NVLS QPs carry nothing else)
-    std::uint32_t mtu = 0;
-    std::uint64_t line_bps = 0;
     SmallFifo<TxPart> parts;  // unacknowledged parts in PSN order
+    std::uint32_t head_psn = 0;  // first PSN of parts.front()
     std::uint32_t snd_una = 0, snd_nxt = 0, next_psn = 0;
-    std::uint32_t high = 0;           // highest PSN sent + 1 (retransmission counting)
-    engine::SimTime next_tx = 0;      // pacing: earliest start of the next data packet
-    double rate = 0;                  // current rate RC (bits/s)
+    std::uint32_t activations = 0;
+    engine::SimTime next_tx = 0;  // pacing / staggered start: earliest start of the next data packet
+  };
+  /// Per-QP state of acknowledged (RoCE) QPs only: rate limiter, DCQCN reaction point and
+  /// go-back-N (80 B per such QP).
+  struct RelQp {
+    std::uint64_t line_bps = 0;
+    double rate = 0;  // current rate RC (bits/s)
     // DCQCN reaction point
     double target = 0, alpha = 1.0;
     std::uint32_t t_count = 0, bc_count = 0;
     std::uint64_t byte_acc = 0;
     engine::SimTime alpha_at = 0, rate_at = 0;  // last alpha decay / rate-timer tick
-    bool limited = false;                        // below line rate: increase timers run
     // go-back-N
     engine::SimTime last_progress = 0;
+    std::uint32_t high = 0;  // highest PSN sent + 1 (retransmission counting)
+    bool limited = false;    // below line rate: increase timers run
     bool rto_armed = false;
-    std::uint32_t activations = 0;
   };
-  /// HPCC sender state of a QP, kept in hpcc_ (by QP index) only when nic.cc = hpcc: 88 B per QP
-  /// that DCQCN runs do not carry (issue 7, memory per simulated GPU).
+  /// HPCC sender state of an acknowledged QP, kept in hpcc_ (index as rel_) only when
+  /// nic.cc = hpcc: 88 B per QP that DCQCN runs and NVLink QPs do not carry (issue 7).
   struct HpccState {
     double window = 0, wc = 0, u = 0;
     std::uint32_t inc_stage = 0, last_update_seq = 0;
@@ -163,14 +189,28 @@ class Nic {
     std::uint8_t last_nint = 0;
     IntHop last_int[kMaxIntHops];
   };
+  /// What the receiver keeps of a MsgDesc until the part's last packet: 48 B (MsgDesc is 64 B;
+  /// src and qp are the receive QP's key, the UDP source port comes with every packet, and
+  /// flow_bytes/aux are stored as wide as Packet carries them).
+  struct RxDesc {
+    std::uint64_t flow_id = 0;
+    std::uint64_t flow_bytes : 40 = 0;
+    std::uint64_t aux : 24 = 0;
+    std::uint64_t part_bytes = 0;
+    engine::SimTime flow_start = 0;
+    std::int64_t tag = 0;
+    std::uint32_t group = 0;
+    std::uint32_t instance = 0;
+  };
+  /// Receive state of one (source GPU, source QP): 64 B (was 80 B plus an unordered_map node
+  /// and bucket; issue 7). DCQCN's per-QP CNP time lives in rx_last_cnp_.
   struct RxQp {
     std::uint32_t expected = 0;
-    SmallFifo<MsgDesc> descs;
-    SmallFifo<std::uint64_t> ooo;  // psn - expected -> bytes | last << 32 | present << 33
+    std::uint32_t since_ack : 31 = 0;
+    std::uint32_t nack_sent : 1 = 0;
     std::uint64_t got = 0;
-    std::uint32_t since_ack = 0;
-    engine::SimTime last_cnp = -1;
-    bool nack_sent = false;
+    SmallFifo<RxDesc> descs;
+    SmallFifo<std::uint64_t> ooo;  // psn - expected -> bytes | last << 32 | present << 33
   };
   struct NicPort {
     engine::SimTime busy_until = 0;
@@ -185,6 +225,26 @@ class Nic {
   };
 
   std::uint32_t qp_for(std::uint32_t dst, std::uint32_t channel, std::uint32_t k);
+  /// Appends a new QP to qps_ (with its rel_/hpcc_ entries when `q.noack` is false).
+  void add_qp(Qp q, std::uint64_t line_bps);
+  /// Transfer unit (payload bytes per packet; the last one may be shorter) of a `bytes`-byte
+  /// part on `q`: cut_mtu, or with cluster.nvswitch_cut_through on NVLink at least
+  /// kNvlinkUnitsPerPart units per part (see send_message).
+  std::uint64_t unit_of(const Qp& q, std::uint64_t bytes) const;
+  /// Packets of a `bytes`-byte part on `q` (at least 1).
+  std::uint32_t npkts_of(const Qp& q, std::uint64_t bytes) const {
+    const std::uint64_t unit = unit_of(q, bytes);
+    return static_cast<std::uint32_t>(std::max<std::uint64_t>(1, (bytes + unit - 1) / unit));
+  }
+  /// Queues a part of `bytes` on QP `qi` (its PSNs follow the queued parts').
+  /// @throws engine::InputError past 2^32 packets on the QP (`fix` names the key to raise).
+  void queue_part(std::uint32_t qi, TxPart part, const char* fix);
+  /// Index of the shared NVLS key (group, instance, arg) in nvls_keys_, one more reference held.
+  std::uint32_t nvls_key(std::uint32_t group, std::uint32_t instance, std::uint64_t arg);
+  /// Drops one reference to the NVLS key of `part` (queued parts only).
+  void release_part(const TxPart& part);
+  /// Receive state of (source GPU, its QP): its index in rxq_, -1 if none yet.
+  std::int64_t rx_find(std::uint64_t key);
   /// MsgMeta::nvls != 0: the message on its own NVLS queue pair (reduce: per owner and channel;
   /// multicast: per communicator), serialized at cluster.nvls_bandwidth.
   void send_nvls(std::uint32_t dst, std::uint64_t bytes, const MsgMeta& meta, engine::Context& ctx);
@@ -200,16 +260,16 @@ class Nic {
   void activate(std::uint32_t q, engine::Context& ctx);
   void kick(std::uint32_t port, engine::Context& ctx);
   void try_tx(std::uint32_t port, engine::Context& ctx);
-  bool eligible(std::uint32_t qi, const Qp& q, engine::SimTime now) const;
+  bool eligible(const Qp& q, engine::SimTime now) const;
   void send_data(std::uint32_t qi, engine::Context& ctx);
   void send_ctrl(WirePacket p, engine::Context& ctx);
   void on_data(const WirePacket& p, engine::Context& ctx);
   void on_ack(const WirePacket& p, engine::Context& ctx);
-  void on_cnp(Qp& q, engine::SimTime now);
+  void on_cnp(RelQp& r, engine::SimTime now);
   void acked_to(std::uint32_t qi, std::uint32_t psn, engine::Context& ctx);
-  void dcqcn_catch_up(Qp& q, engine::SimTime now);
-  void dcqcn_increase(Qp& q);
-  void hpcc_update(Qp& q, HpccState& hs, const WirePacket& ack);
+  void dcqcn_catch_up(RelQp& r, engine::SimTime now);
+  void dcqcn_increase(RelQp& r);
+  void hpcc_update(const Qp& q, RelQp& r, HpccState& hs, const WirePacket& ack);
   void arm_rto(std::uint32_t qi, engine::Context& ctx);
   std::uint32_t wire_bytes(const WirePacket& p) const {
     return p.kind == kWireData ? p.bytes + params_.nic.header_bytes : params_.nic.control_bytes;
@@ -223,14 +283,24 @@ class Nic {
   std::uint32_t ack_interval_ = 1;
   std::vector<NicPort> ports_;
   std::deque<Qp> qps_;  // deque: references stay valid when a callback creates a QP
-  std::vector<HpccState> hpcc_;  // nic.cc = hpcc: per QP (index as qps_); else empty
+  std::deque<RelQp> rel_;        // acknowledged QPs only (Qp::rel)
+  std::vector<HpccState> hpcc_;  // nic.cc = hpcc: per acknowledged QP (index as rel_); else empty
+  std::vector<NvlsKey> nvls_keys_;         // shared NVLS keys of queued parts (refs > 0) and free ones
+  std::vector<std::uint32_t> free_nvls_keys_;
+  std::uint32_t last_nvls_key_ = 0;        // the last key found (consecutive parts share one)
   // (dst, channel, k) -> qp, sorted by key (binary search; one lookup per message). A flat
   // vector: 16 B per QP instead of an unordered_map's node, bucket and allocator overhead (issue 7:
   // ~176 QPs per GPU in an NVLSTree run, ~18 KB per GPU as a map).
   std::vector<std::pair<std::uint64_t, std::uint32_t>> qp_index_;
   std::unordered_map<std::uint64_t, std::uint32_t> conn_rr_;   // (dst, channel) -> next QP for whole messages
-  std::unordered_map<std::uint64_t, RxQp> rx_;                 // (src, qp) -> receive state
-  std::vector<TxMsg> msgs_;
+  // (src << 16 | qp) -> index into rxq_, sorted by key: 16 B per receive QP (issue 7: the
+  // unordered_map it replaces cost ~112 B per entry in node, bucket and allocator overhead).
+  std::vector<std::pair<std::uint64_t, std::uint32_t>> rx_index_;
+  std::deque<RxQp> rxq_;               // receive QPs in order of first descriptor
+  std::deque<engine::SimTime> rx_last_cnp_;  // nic.cc = dcqcn: last CNP sent per receive QP (index as rxq_)
+  std::uint64_t rx_last_key_ = ~0ull;  // the last receive QP looked up (packets come in bursts)
+  std::uint32_t rx_last_idx_ = 0;
+  std::vector<TxMsg> msgs_;  // messages split over several QPs only
   std::vector<std::uint32_t> free_msgs_;
   NicCounters ctr_;
   LinkSampler sampler_;
