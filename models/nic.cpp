@@ -88,17 +88,17 @@ std::uint32_t Nic::qp_for(std::uint32_t dst, std::uint32_t channel, std::uint32_
   q.port = static_cast<std::uint16_t>(port);
   const Port& link = topo_.ports(id_)[port];
   q.noack = topo_.kind(link.peer) == NodeKind::kNvSwitch;
-  q.mtu = link.mtu_bytes;
   if (q.noack) q.sport = 0;
-  add_qp(q, link.rate_bps);
+  add_qp(q, link.rate_bps, link.mtu_bytes);
   return found;
 }
 
-void Nic::add_qp(Qp q, std::uint64_t line_bps) {
+void Nic::add_qp(Qp q, std::uint64_t line_bps, std::uint32_t mtu) {
   if (!q.noack) {
     q.rel = static_cast<std::uint32_t>(rel_.size());
     RelQp r;
     r.line_bps = line_bps;
+    r.mtu = mtu;
     r.rate = static_cast<double>(line_bps);
     r.target = r.rate;
     rel_.push_back(r);
@@ -116,6 +116,10 @@ void Nic::add_qp(Qp q, std::uint64_t line_bps) {
   ++ctr_.qps;
 }
 
+Nic::Layout Nic::layout() {
+  return Layout{sizeof(TxPart), sizeof(Qp), sizeof(RelQp), sizeof(RxQp), sizeof(RxDesc), sizeof(NvlsKey)};
+}
+
 double Nic::qp_rate_bps(std::uint32_t qp) const {
   const Qp& q = qps_[qp];
   return q.noack ? static_cast<double>(topo_.ports(id_)[q.port].rate_bps) : rel_[q.rel].rate;
@@ -131,7 +135,7 @@ std::uint64_t Nic::unit_of(const Qp& q, std::uint64_t bytes) const {
 
 void Nic::queue_part(std::uint32_t qi, TxPart part, const char* fix) {
   Qp& q = qps_[qi];
-  const std::uint32_t npkts = npkts_of(q, part.bytes);
+  const std::uint32_t npkts = npkts_of(q, part.bytes());
   if (static_cast<std::uint64_t>(q.next_psn) + npkts > 0xFFFFFFF0ull) {
     throw engine::InputError(params_.source, "workload",
                              "more than 2^32 packets on one queue pair (gpu " + std::to_string(id_) + ")", fix);
@@ -161,6 +165,9 @@ std::uint32_t Nic::nvls_key(std::uint32_t group, std::uint32_t instance, std::ui
   } else {
     i = static_cast<std::uint32_t>(nvls_keys_.size());
     nvls_keys_.emplace_back();
+  }
+  if (i >= kMaxNvlsKeys) {
+    throw engine::InternalError("gpu " + std::to_string(id_) + ": more than 2^23 distinct NVLS keys queued");
   }
   nvls_keys_[i] = NvlsKey{group, instance, arg, 1};
   last_nvls_key_ = i;
@@ -249,9 +256,8 @@ void Nic::send_nvls(std::uint32_t dst, std::uint64_t bytes, const MsgMeta& meta,
     q.port = 0;
     q.noack = true;
     q.nvls = meta.nvls;
-    q.mtu = up.mtu_bytes;
     q.cut_mtu = up.mtu_bytes;
-    add_qp(q, up.rate_bps);
+    add_qp(q, up.rate_bps, up.mtu_bytes);
   }
   // Contributors (reduce) or the NVSwitch egress ports of the members (multicast): the
   // communicator's GPUs on this NVSwitch take part (NVLSTree: one NVLS group per node).
@@ -274,7 +280,7 @@ void Nic::send_nvls(std::uint32_t dst, std::uint64_t bytes, const MsgMeta& meta,
   // Same transfer unit rule as send_message (unit_of): every contributor of a shard cuts it
   // alike, so the switch matches packet i of each.
   TxPart part;
-  part.bytes = bytes;
+  part.set_bytes(bytes);
   part.done_a = meta.done_slot;
   part.done_b = meta.done_idx;
   part.tag = static_cast<std::uint32_t>(meta.tag);
@@ -313,7 +319,7 @@ void Nic::send_message(std::uint32_t dst, std::uint64_t bytes, const MsgMeta& me
     // then finishes within 1/kNvlinkUnitsPerPart of its time under fine (flit) interleaving,
     // while large parts move in few units (docs/fabric.md, "NVLink transfer unit"; unit_of).
     TxPart part;
-    part.bytes = b;
+    part.set_bytes(b);
     part.multi = parts > 1 ? 1 : 0;
     part.done_a = parts > 1 ? mi : meta.done_slot;
     part.done_b = meta.done_idx;
@@ -356,7 +362,7 @@ void Nic::kick(std::uint32_t port, Context& ctx) {
 bool Nic::eligible(const Qp& q, SimTime now) const {
   if (q.snd_nxt >= q.next_psn || q.next_tx > now) return false;
   if (!q.noack && params_.nic.cc == CcKind::kHpcc) {
-    const double inflight = static_cast<double>(q.snd_nxt - q.snd_una) * (q.mtu + params_.nic.header_bytes);
+    const double inflight = static_cast<double>(q.snd_nxt - q.snd_una) * (rel_[q.rel].mtu + params_.nic.header_bytes);
     if (inflight >= hpcc_[q.rel].window && q.snd_nxt > q.snd_una) return false;
   }
   return true;
@@ -430,13 +436,13 @@ void Nic::send_data(std::uint32_t qi, Context& ctx) {
   // The part holding `psn`: PSNs are consecutive over the queued parts from head_psn on.
   std::size_t pi = 0;
   std::uint32_t first_psn = q.head_psn;
-  std::uint64_t unit = unit_of(q, q.parts[0].bytes);
-  std::uint32_t npkts = static_cast<std::uint32_t>(std::max<std::uint64_t>(1, (q.parts[0].bytes + unit - 1) / unit));
+  std::uint64_t unit = unit_of(q, q.parts[0].bytes());
+  std::uint32_t npkts = static_cast<std::uint32_t>(std::max<std::uint64_t>(1, (q.parts[0].bytes() + unit - 1) / unit));
   while (first_psn + npkts <= psn) {
     first_psn += npkts;
     ++pi;
-    unit = unit_of(q, q.parts[pi].bytes);
-    npkts = static_cast<std::uint32_t>(std::max<std::uint64_t>(1, (q.parts[pi].bytes + unit - 1) / unit));
+    unit = unit_of(q, q.parts[pi].bytes());
+    npkts = static_cast<std::uint32_t>(std::max<std::uint64_t>(1, (q.parts[pi].bytes() + unit - 1) / unit));
   }
   const TxPart part = q.parts[pi];
   const std::uint64_t off = static_cast<std::uint64_t>(psn - first_psn) * unit;
@@ -444,7 +450,7 @@ void Nic::send_data(std::uint32_t qi, Context& ctx) {
   p.src = id_;
   p.dst = q.dst;
   p.psn = psn;
-  p.bytes = static_cast<std::uint32_t>(std::min<std::uint64_t>(unit, part.bytes - off));
+  p.bytes = static_cast<std::uint32_t>(std::min<std::uint64_t>(unit, part.bytes() - off));
   p.sport = q.sport;
   p.qp = static_cast<std::uint16_t>(qi);
   p.kind = kWireData;
@@ -721,17 +727,24 @@ void Nic::on_data(const WirePacket& p, Context& ctx) {
     }
   };
   const std::uint64_t entry = p.bytes | ((p.flags & kFlagLast) ? kLastBit : 0) | kPresent;
-  if (gap == 0 && r.ooo.empty()) {
-    // In order with nothing held back (nearly every packet): delivered at once, without passing
-    // through r.ooo, which then never needs a buffer (issue 7: 32 B per receive QP).
+  if (gap == 0 && !r.held) {
+    // In order with nothing held back (nearly every packet): delivered at once, without an
+    // rx_ooo_ entry (issue 7: a receive QP keeps no out-of-order buffer unless it needs one).
     deliver(entry);
   } else {
-    if (r.ooo.size() <= gap) r.ooo.resize(gap + 1, 0);
-    r.ooo[gap] = entry;
-    while (!r.ooo.empty() && (r.ooo.front() & kPresent)) {
-      const std::uint64_t e = r.ooo.front();
-      r.ooo.pop_front();
+    // An unordered_map node: the reference stays valid while deliver() calls the owner.
+    SmallFifo<std::uint64_t>& ooo = rx_ooo_[static_cast<std::uint32_t>(ri)];
+    r.held = 1;
+    if (ooo.size() <= gap) ooo.resize(gap + 1, 0);
+    ooo[gap] = entry;
+    while (!ooo.empty() && (ooo.front() & kPresent)) {
+      const std::uint64_t e = ooo.front();
+      ooo.pop_front();
       deliver(e);
+    }
+    if (ooo.empty()) {
+      r.held = 0;
+      rx_ooo_.erase(static_cast<std::uint32_t>(ri));
     }
   }
   if (!noack && (ack_now || r.since_ack >= ack_interval_)) {
@@ -781,7 +794,7 @@ void Nic::acked_to(std::uint32_t qi, std::uint32_t psn, Context& ctx) {
   rel_[q.rel].last_progress = ctx.now();
   if (q.snd_nxt < q.snd_una) q.snd_nxt = q.snd_una;
   while (!q.parts.empty()) {
-    const std::uint32_t n = npkts_of(q, q.parts.front().bytes);
+    const std::uint32_t n = npkts_of(q, q.parts.front().bytes());
     if (q.head_psn + n > q.snd_una) break;
     q.head_psn += n;
     q.parts.pop_front();
@@ -885,7 +898,7 @@ void Nic::hpcc_update(const Qp& q, RelQp& r, HpccState& hs, const WirePacket& ac
         }
       }
       if (update) hs.last_update_seq = q.snd_nxt;
-      hs.window = std::clamp(w, static_cast<double>(q.mtu), w_init);
+      hs.window = std::clamp(w, static_cast<double>(r.mtu), w_init);
       r.rate = std::min(static_cast<double>(r.line_bps), hs.window * 8 / (t_ns * 1e-9));
     }
   }

@@ -108,6 +108,41 @@ class Nic {
     return roce_flow_hash(src, dst, roce_sport(src, dst, qp_index, seed));
   }
 
+  /// One message part queued on a send QP, in PSN order; public for the tests of its packing.
+  /// 20 B, was 48 B (issue 7, memory per simulated GPU). Its first PSN is implicit (Qp::head_psn plus the packets of the parts
+  /// before it), its transfer unit and packet count follow from its bytes (unit_of, npkts_of), a
+  /// message in one part carries the owner's completion handle itself (no msgs_ entry), and an
+  /// NVLS part refers to its shared switch key (nvls_keys_) instead of holding it.
+  struct TxPart {
+    std::uint32_t bytes_lo = 0;     ///< part bytes, low 32 bits (below kMaxFlowBytes = 2^40)
+    std::uint32_t bytes_hi : 8 = 0;
+    std::uint32_t multi : 1 = 0;    ///< one of several parts: done_a indexes msgs_
+    std::uint32_t key : 23 = 0;     ///< NVLS: index into nvls_keys_ (below kMaxNvlsKeys)
+    std::uint32_t done_a = 0;       ///< single part: MsgMeta::done_slot; multi: msgs_ index
+    std::uint32_t done_b = 0;       ///< single part: MsgMeta::done_idx
+    std::uint32_t tag = 0;          ///< NVLS: low 32 bits of MsgMeta::tag (packet.hpp NvlsKeyWords)
+    /// Part bytes (< 2^40).
+    std::uint64_t bytes() const { return static_cast<std::uint64_t>(bytes_hi) << 32 | bytes_lo; }
+    /// Stores `b` (< 2^40; higher bits are dropped).
+    void set_bytes(std::uint64_t b) {
+      bytes_lo = static_cast<std::uint32_t>(b);
+      bytes_hi = static_cast<std::uint32_t>(b >> 32) & 0xFFu;
+    }
+  };
+  /// Distinct NVLS keys a NIC can hold at once (TxPart::key is 23 bits).
+  static constexpr std::uint32_t kMaxNvlsKeys = 1u << 23;
+  /// Bytes of the NIC's per-QP and per-message records (issue 7, memory per simulated GPU); the
+  /// sizes are a contract checked by static_assert here and by tests/fabric/nic_layout_test.cpp.
+  struct Layout {
+    std::size_t tx_part;   ///< per message part queued on a send QP (was 48)
+    std::size_t qp;        ///< per send QP (was 176 with the CC state inline)
+    std::size_t rel_qp;    ///< per acknowledged (RoCE) send QP, in addition
+    std::size_t rx_qp;     ///< per receive QP (was 80 plus ~32 of unordered_map node and bucket)
+    std::size_t rx_desc;   ///< per message part announced and not yet received (MsgDesc: 64)
+    std::size_t nvls_key;  ///< per distinct NVLS switch key queued
+  };
+  static Layout layout();
+
   const NicCounters& counters() const { return ctr_; }
   /// Starts sampling egress bytes of the GPU's ports in bins of `bin_ps` (ps).
   void enable_sampling(engine::SimTime bin_ps) { sampler_.enable(bin_ps, ports_.size()); }
@@ -118,19 +153,6 @@ class Nic {
   std::uint32_t num_qps() const { return static_cast<std::uint32_t>(qps_.size()); }
 
  private:
-  /// One message part queued on a send QP, in PSN order (issue 7, memory per simulated GPU):
-  /// 24 B, was 48 B. Its first PSN is implicit (Qp::head_psn plus the packets of the parts
-  /// before it), its transfer unit and packet count follow from `bytes` (unit_of, npkts_of), a
-  /// message in one part carries the owner's completion handle itself (no msgs_ entry), and an
-  /// NVLS part refers to its shared switch key (nvls_keys_) instead of holding it.
-  struct TxPart {
-    std::uint64_t bytes : 40 = 0;  // part bytes (below kMaxFlowBytes)
-    std::uint64_t multi : 1 = 0;   // one of several parts: done_a indexes msgs_
-    std::uint32_t done_a = 0;      // single part: MsgMeta::done_slot; multi: msgs_ index
-    std::uint32_t done_b = 0;      // single part: MsgMeta::done_idx
-    std::uint32_t tag = 0;         // NVLS: low 32 bits of MsgMeta::tag (packet.hpp NvlsKeyWords)
-    std::uint32_t key = 0;         // NVLS: index into nvls_keys_
-  };
   /// A message split over several QPs (NCCL_IB_SPLIT_DATA_ON_QPS): completes when all parts left.
   struct TxMsg {
     std::uint32_t parts_left = 0;
@@ -145,29 +167,29 @@ class Nic {
     std::uint64_t arg = 0;
     std::uint32_t refs = 0;
   };
-  /// Send queue pair: 80 B (was 176 B with the congestion-control state inline; issue 7). The
+  /// Send queue pair: 72 B (was 176 B with the congestion-control state inline; issue 7). The
   /// state only acknowledged (RoCE) QPs use lives in rel_ (index `rel`); NVLink and NVLS QPs,
   /// unacknowledged and without CC, have none (~130 NVLS QPs per GPU in the NVLSTree benchmark).
   struct Qp {
     std::uint32_t dst = 0;
     std::uint16_t sport = 0;
     std::uint16_t port = 0;
-    std::uint32_t mtu = 0;      // MTU of the QP's port (HPCC window floor)
     std::uint32_t cut_mtu = 0;  // MTU messages to dst are cut with (unit_of)
     std::uint32_t rel = 0;      // index into rel_ (acknowledged QPs only)
+    std::uint32_t activations = 0;
     std::uint8_t nvls = 0;      // NvlsMode of every message on this QP (NVLS QPs carry nothing else)
     bool noack = false;
     bool active = false;
     SmallFifo<TxPart> parts;  // unacknowledged parts in PSN order
     std::uint32_t head_psn = 0;  // first PSN of parts.front()
     std::uint32_t snd_una = 0, snd_nxt = 0, next_psn = 0;
-    std::uint32_t activations = 0;
     engine::SimTime next_tx = 0;  // pacing / staggered start: earliest start of the next data packet
   };
   /// Per-QP state of acknowledged (RoCE) QPs only: rate limiter, DCQCN reaction point and
-  /// go-back-N (80 B per such QP).
+  /// go-back-N (88 B per such QP).
   struct RelQp {
     std::uint64_t line_bps = 0;
+    std::uint32_t mtu = 0;  // MTU of the QP's port (HPCC window floor)
     double rate = 0;  // current rate RC (bits/s)
     // DCQCN reaction point
     double target = 0, alpha = 1.0;
@@ -202,15 +224,16 @@ class Nic {
     std::uint32_t group = 0;
     std::uint32_t instance = 0;
   };
-  /// Receive state of one (source GPU, source QP): 64 B (was 80 B plus an unordered_map node
-  /// and bucket; issue 7). DCQCN's per-QP CNP time lives in rx_last_cnp_.
+  /// Receive state of one (source GPU, source QP): 40 B (was 80 B plus an unordered_map node
+  /// and bucket; issue 7). Packets held out of order (adaptive routing, spraying) wait in
+  /// rx_ooo_, DCQCN's per-QP CNP time in rx_last_cnp_.
   struct RxQp {
     std::uint32_t expected = 0;
-    std::uint32_t since_ack : 31 = 0;
-    std::uint32_t nack_sent : 1 = 0;
-    std::uint64_t got = 0;
+    std::uint32_t since_ack = 0;
+    std::uint64_t got : 40 = 0;  // bytes of the current part so far (a part is below 2^40 B)
+    std::uint64_t nack_sent : 1 = 0;
+    std::uint64_t held : 1 = 0;  // has an rx_ooo_ entry
     SmallFifo<RxDesc> descs;
-    SmallFifo<std::uint64_t> ooo;  // psn - expected -> bytes | last << 32 | present << 33
   };
   struct NicPort {
     engine::SimTime busy_until = 0;
@@ -225,8 +248,9 @@ class Nic {
   };
 
   std::uint32_t qp_for(std::uint32_t dst, std::uint32_t channel, std::uint32_t k);
-  /// Appends a new QP to qps_ (with its rel_/hpcc_ entries when `q.noack` is false).
-  void add_qp(Qp q, std::uint64_t line_bps);
+  /// Appends a new QP to qps_ (with its rel_/hpcc_ entries when `q.noack` is false) on a port of
+  /// `line_bps` bits/s and `mtu` bytes.
+  void add_qp(Qp q, std::uint64_t line_bps, std::uint32_t mtu);
   /// Transfer unit (payload bytes per packet; the last one may be shorter) of a `bytes`-byte
   /// part on `q`: cut_mtu, or with cluster.nvswitch_cut_through on NVLink at least
   /// kNvlinkUnitsPerPart units per part (see send_message).
@@ -283,7 +307,7 @@ class Nic {
   std::uint32_t ack_interval_ = 1;
   std::vector<NicPort> ports_;
   std::deque<Qp> qps_;  // deque: references stay valid when a callback creates a QP
-  std::deque<RelQp> rel_;        // acknowledged QPs only (Qp::rel)
+  std::vector<RelQp> rel_;       // acknowledged QPs only (Qp::rel)
   std::vector<HpccState> hpcc_;  // nic.cc = hpcc: per acknowledged QP (index as rel_); else empty
   std::vector<NvlsKey> nvls_keys_;         // shared NVLS keys of queued parts (refs > 0) and free ones
   std::vector<std::uint32_t> free_nvls_keys_;
@@ -297,13 +321,23 @@ class Nic {
   // unordered_map it replaces cost ~112 B per entry in node, bucket and allocator overhead).
   std::vector<std::pair<std::uint64_t, std::uint32_t>> rx_index_;
   std::deque<RxQp> rxq_;               // receive QPs in order of first descriptor
-  std::deque<engine::SimTime> rx_last_cnp_;  // nic.cc = dcqcn: last CNP sent per receive QP (index as rxq_)
+  std::vector<engine::SimTime> rx_last_cnp_;  // nic.cc = dcqcn: last CNP sent per receive QP (index as rxq_)
+  // Receive QPs (index in rxq_) with packets held out of order:
+  // psn - expected -> bytes | last << 32 | present << 33. Erased once drained.
+  std::unordered_map<std::uint32_t, SmallFifo<std::uint64_t>> rx_ooo_;
   std::uint64_t rx_last_key_ = ~0ull;  // the last receive QP looked up (packets come in bursts)
   std::uint32_t rx_last_idx_ = 0;
   std::vector<TxMsg> msgs_;  // messages split over several QPs only
   std::vector<std::uint32_t> free_msgs_;
   NicCounters ctr_;
   LinkSampler sampler_;
+
+  static_assert(sizeof(TxPart) == 20);
+  static_assert(sizeof(Qp) == 72);
+  static_assert(sizeof(RelQp) == 88);
+  static_assert(sizeof(RxQp) == 40);
+  static_assert(sizeof(RxDesc) == 48);
+  static_assert(sizeof(NvlsKey) == 24);
 };
 
 }  // namespace fabricsim::models
