@@ -25,6 +25,7 @@ struct QpTimer {
 };
 constexpr std::uint64_t kPresent = 1ull << 33;
 constexpr std::uint64_t kLastBit = 1ull << 32;
+constexpr std::uint64_t kMaxDeliveryBytes = 1ull << 31;  // largest Packet::bytes handed to the owner
 }  // namespace
 
 Nic::Nic(const Topology& topo, engine::LpId gpu, const FabricParams& params, NicOwner& owner)
@@ -719,11 +720,19 @@ void Nic::on_data(const WirePacket& p, Context& ctx) {
       m.tag = d.tag;
       m.src_rank = p.src;
       m.dst_rank = id_;
-      m.bytes = static_cast<std::uint32_t>(d.part_bytes);
       m.group = d.group;
       m.instance = d.instance;
       m.aux = d.aux;
-      owner_.on_part_received(m, ctx);
+      // Packet::bytes is 32 bits: a part of 4 GiB or more is handed over in pieces of 2 GiB at
+      // the same instant (the owner adds them up per flow), not truncated modulo 2^32 (which
+      // left such a message never completed).
+      std::uint64_t left = d.part_bytes;
+      do {
+        const std::uint64_t piece = std::min<std::uint64_t>(left, kMaxDeliveryBytes);
+        m.bytes = static_cast<std::uint32_t>(piece);
+        left -= piece;
+        owner_.on_part_received(m, ctx);
+      } while (left > 0);
     }
   };
   const std::uint64_t entry = p.bytes | ((p.flags & kFlagLast) ? kLastBit : 0) | kPresent;
