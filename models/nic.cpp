@@ -62,16 +62,15 @@ std::uint32_t Nic::new_msg(const TxMsg& m) {
 }
 
 std::pair<std::uint32_t, bool> Nic::qp_slot(std::uint64_t key) {
-  auto it = std::lower_bound(qp_index_.begin(), qp_index_.end(), key,
-                             [](const std::pair<std::uint64_t, std::uint32_t>& e, std::uint64_t k) { return e.first < k; });
-  if (it != qp_index_.end() && it->first == key) return {it->second, false};
+  const std::int64_t found = qp_index_.find(key);
+  if (found >= 0) return {static_cast<std::uint32_t>(found), false};
   if (qps_.size() >= 0xFFFF) {
     throw engine::InputError(params_.origin("nic.qps_per_connection"), "nic.qps_per_connection",
                              "gpu " + std::to_string(id_) + " needs more than 65,535 queue pairs",
                              "lower nic.qps_per_connection");
   }
   const auto qi = static_cast<std::uint32_t>(qps_.size());
-  qp_index_.insert(it, {key, qi});
+  qp_index_.insert(key, qi);
   return {qi, true};
 }
 
@@ -182,12 +181,11 @@ void Nic::release_part(const TxPart& part) {
 
 std::int64_t Nic::rx_find(std::uint64_t key) {
   if (key == rx_last_key_) return rx_last_idx_;
-  auto it = std::lower_bound(rx_index_.begin(), rx_index_.end(), key,
-                             [](const std::pair<std::uint64_t, std::uint32_t>& e, std::uint64_t k) { return e.first < k; });
-  if (it == rx_index_.end() || it->first != key) return -1;
+  const std::int64_t ri = rx_index_.find(key);
+  if (ri < 0) return -1;
   rx_last_key_ = key;
-  rx_last_idx_ = it->second;
-  return it->second;
+  rx_last_idx_ = static_cast<std::uint32_t>(ri);
+  return ri;
 }
 
 Nic::Split Nic::split_message(std::uint32_t dst, std::uint64_t bytes, std::uint16_t channel) {
@@ -582,11 +580,8 @@ bool Nic::handle(const engine::Event& ev, Context& ctx) {
       std::int64_t ri = rx_find(key);
       if (ri < 0) {
         ri = static_cast<std::int64_t>(rxq_.size());
-        auto it = std::lower_bound(rx_index_.begin(), rx_index_.end(), key,
-                                   [](const std::pair<std::uint64_t, std::uint32_t>& e, std::uint64_t k) { return e.first < k; });
-        rx_index_.insert(it, {key, static_cast<std::uint32_t>(ri)});
+        rx_index_.insert(key, static_cast<std::uint32_t>(ri));
         rxq_.emplace_back();
-        if (params_.nic.cc == CcKind::kDcqcn) rx_last_cnp_.push_back(-1);
         rx_last_key_ = key;
         rx_last_idx_ = static_cast<std::uint32_t>(ri);
       }
@@ -650,10 +645,14 @@ void Nic::on_data(const WirePacket& p, Context& ctx) {
   RxQp& r = rxq_[static_cast<std::size_t>(ri)];
   const bool reorder_ok = params_.sw.routing != RoutingMode::kEcmp || (p.flags & kFlagNoAck);
   const bool noack = (p.flags & kFlagNoAck) != 0;
+  SimTime last_cnp = -1;
+  if ((p.flags & kFlagCe) && params_.nic.cc == CcKind::kDcqcn && !noack) {
+    const auto c = rx_last_cnp_.find(static_cast<std::uint32_t>(ri));
+    if (c != rx_last_cnp_.end()) last_cnp = c->second;
+  }
   if ((p.flags & kFlagCe) && params_.nic.cc == CcKind::kDcqcn && !noack &&
-      (rx_last_cnp_[static_cast<std::size_t>(ri)] < 0 ||
-       ctx.now() - rx_last_cnp_[static_cast<std::size_t>(ri)] >= params_.dcqcn.cnp_interval_ps)) {
-    rx_last_cnp_[static_cast<std::size_t>(ri)] = ctx.now();
+      (last_cnp < 0 || ctx.now() - last_cnp >= params_.dcqcn.cnp_interval_ps)) {
+    rx_last_cnp_[static_cast<std::uint32_t>(ri)] = ctx.now();
     WirePacket cnp;
     cnp.src = id_;
     cnp.dst = p.src;

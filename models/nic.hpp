@@ -14,6 +14,7 @@
 #include "engine/lp.hpp"
 #include "models/cluster.hpp"
 #include "models/fabric_params.hpp"
+#include "models/flat_index.hpp"
 #include "models/link_sampler.hpp"
 #include "models/packet.hpp"
 #include "models/small_fifo.hpp"
@@ -109,10 +110,11 @@ class Nic {
   }
 
   /// One message part queued on a send QP, in PSN order; public for the tests of its packing.
-  /// 20 B, was 48 B (issue 7, memory per simulated GPU). Its first PSN is implicit (Qp::head_psn plus the packets of the parts
-  /// before it), its transfer unit and packet count follow from its bytes (unit_of, npkts_of), a
-  /// message in one part carries the owner's completion handle itself (no msgs_ entry), and an
-  /// NVLS part refers to its shared switch key (nvls_keys_) instead of holding it.
+  /// 20 B, was 48 B (issue 7, memory per simulated GPU): its first PSN is implicit
+  /// (Qp::head_psn plus the packets of the parts before it), its transfer unit and packet count
+  /// follow from its bytes (unit_of, npkts_of), a message in one part carries the owner's
+  /// completion handle itself (no msgs_ entry), and an NVLS part refers to its shared switch key
+  /// (nvls_keys_) instead of holding it.
   struct TxPart {
     std::uint32_t bytes_lo = 0;     ///< part bytes, low 32 bits (below kMaxFlowBytes = 2^40)
     std::uint32_t bytes_hi : 8 = 0;
@@ -312,16 +314,17 @@ class Nic {
   std::vector<NvlsKey> nvls_keys_;         // shared NVLS keys of queued parts (refs > 0) and free ones
   std::vector<std::uint32_t> free_nvls_keys_;
   std::uint32_t last_nvls_key_ = 0;        // the last key found (consecutive parts share one)
-  // (dst, channel, k) -> qp, sorted by key (binary search; one lookup per message). A flat
-  // vector: 16 B per QP instead of an unordered_map's node, bucket and allocator overhead (issue 7:
-  // ~176 QPs per GPU in an NVLSTree run, ~18 KB per GPU as a map).
-  std::vector<std::pair<std::uint64_t, std::uint32_t>> qp_index_;
+  // (dst, channel, k) -> qp (binary search; one lookup per message): 12 B per QP instead of an
+  // unordered_map's node, bucket and allocator overhead (issue 7: ~176 QPs per GPU in an NVLSTree
+  // run, ~18 KB per GPU as a map).
+  FlatIndex qp_index_;
   std::unordered_map<std::uint64_t, std::uint32_t> conn_rr_;   // (dst, channel) -> next QP for whole messages
-  // (src << 16 | qp) -> index into rxq_, sorted by key: 16 B per receive QP (issue 7: the
-  // unordered_map it replaces cost ~112 B per entry in node, bucket and allocator overhead).
-  std::vector<std::pair<std::uint64_t, std::uint32_t>> rx_index_;
-  std::deque<RxQp> rxq_;               // receive QPs in order of first descriptor
-  std::vector<engine::SimTime> rx_last_cnp_;  // nic.cc = dcqcn: last CNP sent per receive QP (index as rxq_)
+  // (src << 16 | qp) -> index into rxq_: 12 B per receive QP (issue 7: the unordered_map it
+  // replaces cost ~112 B per entry in node, bucket and allocator overhead).
+  FlatIndex rx_index_;
+  std::deque<RxQp> rxq_;  // receive QPs in order of first descriptor
+  // nic.cc = dcqcn: last CNP sent, per receive QP (index in rxq_) that has sent one (none: -1).
+  std::unordered_map<std::uint32_t, engine::SimTime> rx_last_cnp_;
   // Receive QPs (index in rxq_) with packets held out of order:
   // psn - expected -> bytes | last << 32 | present << 33. Erased once drained.
   std::unordered_map<std::uint32_t, SmallFifo<std::uint64_t>> rx_ooo_;
