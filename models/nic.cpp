@@ -145,8 +145,10 @@ void Nic::queue_part(std::uint32_t qi, TxPart part, const char* fix) {
   q.next_psn += npkts;
 }
 
-std::uint32_t Nic::nvls_key(std::uint32_t group, std::uint32_t instance, std::uint64_t arg) {
-  auto same = [&](const NvlsKey& k) { return k.refs > 0 && k.group == group && k.instance == instance && k.arg == arg; };
+std::uint32_t Nic::nvls_key(std::uint32_t group, std::uint32_t instance, std::uint64_t arg, std::uint32_t slot) {
+  auto same = [&](const NvlsKey& k) {
+    return k.refs > 0 && k.group == group && k.instance == instance && k.arg == arg && k.slot == slot;
+  };
   if (last_nvls_key_ < nvls_keys_.size() && same(nvls_keys_[last_nvls_key_])) {
     ++nvls_keys_[last_nvls_key_].refs;
     return last_nvls_key_;
@@ -169,7 +171,7 @@ std::uint32_t Nic::nvls_key(std::uint32_t group, std::uint32_t instance, std::ui
   if (i >= kMaxNvlsKeys) {
     throw engine::InternalError("gpu " + std::to_string(id_) + ": more than 2^23 distinct NVLS keys queued");
   }
-  nvls_keys_[i] = NvlsKey{group, instance, arg, 1};
+  nvls_keys_[i] = NvlsKey{group, instance, arg, slot, 1};
   last_nvls_key_ = i;
   return i;
 }
@@ -280,12 +282,11 @@ void Nic::send_nvls(std::uint32_t dst, std::uint64_t bytes, const MsgMeta& meta,
   // alike, so the switch matches packet i of each.
   TxPart part;
   part.set_bytes(bytes);
-  part.done_a = meta.done_slot;
-  part.done_b = meta.done_idx;
-  part.tag = static_cast<std::uint32_t>(meta.tag);
+  part.done_idx = meta.done_idx;
+  part.word = static_cast<std::uint32_t>(meta.tag);
   queue_part(qi, part, "raise cluster.nvlink_mtu");
   // After the check above, which may throw: the queued part holds the key's reference.
-  qps_[qi].parts[qps_[qi].parts.size() - 1].key = nvls_key(meta.group, meta.instance, arg);
+  qps_[qi].parts[qps_[qi].parts.size() - 1].key = nvls_key(meta.group, meta.instance, arg, meta.done_slot);
   const MsgDesc d = message_desc(meta, bytes, bytes, ctx.now(), qi, 0);
   // Receivers learn of the message after the two NVLink hops' propagation (no later than the
   // first packet): the owner of a reduced shard, or every multicast member.
@@ -320,8 +321,8 @@ void Nic::send_message(std::uint32_t dst, std::uint64_t bytes, const MsgMeta& me
     TxPart part;
     part.set_bytes(b);
     part.multi = parts > 1 ? 1 : 0;
-    part.done_a = parts > 1 ? mi : meta.done_slot;
-    part.done_b = meta.done_idx;
+    part.word = parts > 1 ? mi : meta.done_slot;
+    part.done_idx = meta.done_idx;
     queue_part(qi, part, "raise cluster.mtu or nic.qps_per_connection");
     const Qp& q = qps_[qi];
     // The descriptor reaches the receiver after the path's propagation latency: no later than
@@ -459,11 +460,13 @@ void Nic::send_data(std::uint32_t qi, Context& ctx) {
   const Port& link = topo_.ports(id_)[q.port];
   p.in_port = static_cast<std::uint16_t>(link.peer_port);
   std::uint64_t tx_bps = link.rate_bps;
+  std::uint32_t done_slot = part.word;
   if (q.nvls != kNvlsNone) {
     const NvlsKey& key = nvls_keys_[part.key];
+    done_slot = key.slot;
     p.nvls = q.nvls;
     p.hops[0].bits = static_cast<std::uint64_t>(key.group) << 32 | key.instance;
-    p.hops[1].bits = static_cast<std::uint64_t>(part.tag) << 32 | (psn - first_psn);
+    p.hops[1].bits = static_cast<std::uint64_t>(part.word) << 32 | (psn - first_psn);
     p.hops[2].bits = key.arg;
     // The GPU issues multimem traffic at cluster.nvls_bandwidth at most (docs/simccl.md, NVLS).
     tx_bps = std::min<std::uint64_t>(tx_bps, topo_.spec().nvls_bps);
@@ -491,7 +494,7 @@ void Nic::send_data(std::uint32_t qi, Context& ctx) {
     // data is handed to the NIC; reliability stays with the NIC, and the receive side completes
     // only when every byte arrived).
     ctx.send(id_, end, kEvQpTimer,
-             QpTimer{qi, part.multi ? kTimerTxDoneMulti : kTimerTxDone, part.done_a, part.done_b});
+             QpTimer{qi, part.multi ? kTimerTxDoneMulti : kTimerTxDone, done_slot, part.done_idx});
   }
   ++q.snd_nxt;
   if (rel == nullptr) {

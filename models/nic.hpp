@@ -110,19 +110,20 @@ class Nic {
   }
 
   /// One message part queued on a send QP, in PSN order; public for the tests of its packing.
-  /// 20 B, was 48 B (issue 7, memory per simulated GPU): its first PSN is implicit
+  /// 16 B, was 48 B (issue 7, memory per simulated GPU): its first PSN is implicit
   /// (Qp::head_psn plus the packets of the parts before it), its transfer unit and packet count
   /// follow from its bytes (unit_of, npkts_of), a message in one part carries the owner's
   /// completion handle itself (no msgs_ entry), and an NVLS part refers to its shared switch key
-  /// (nvls_keys_) instead of holding it.
+  /// and completion slot (nvls_keys_) instead of holding them.
   struct TxPart {
     std::uint32_t bytes_lo = 0;     ///< part bytes, low 32 bits (below kMaxFlowBytes = 2^40)
     std::uint32_t bytes_hi : 8 = 0;
-    std::uint32_t multi : 1 = 0;    ///< one of several parts: done_a indexes msgs_
+    std::uint32_t multi : 1 = 0;    ///< one of several parts: `word` indexes msgs_
     std::uint32_t key : 23 = 0;     ///< NVLS: index into nvls_keys_ (below kMaxNvlsKeys)
-    std::uint32_t done_a = 0;       ///< single part: MsgMeta::done_slot; multi: msgs_ index
-    std::uint32_t done_b = 0;       ///< single part: MsgMeta::done_idx
-    std::uint32_t tag = 0;          ///< NVLS: low 32 bits of MsgMeta::tag (packet.hpp NvlsKeyWords)
+    std::uint32_t done_idx = 0;     ///< MsgMeta::done_idx (single part)
+    /// NVLS: low 32 bits of MsgMeta::tag (packet.hpp NvlsKeyWords; the done slot is in the key);
+    /// else MsgMeta::done_slot (single part) or the msgs_ index (multi).
+    std::uint32_t word = 0;
     /// Part bytes (< 2^40).
     std::uint64_t bytes() const { return static_cast<std::uint64_t>(bytes_hi) << 32 | bytes_lo; }
     /// Stores `b` (< 2^40; higher bits are dropped).
@@ -161,12 +162,13 @@ class Nic {
     std::uint32_t slot = 0, idx = 0;
   };
   /// The NVSwitch key every packet of an NVLS part carries besides its tag and index
-  /// (packet.hpp: hops[0] = group << 32 | instance, hops[2] = contributors or port mask), shared
-  /// by the queued parts that have it (`refs`): 24 B per distinct key, typically one or two
-  /// live per GPU (the collective in progress).
+  /// (packet.hpp: hops[0] = group << 32 | instance, hops[2] = contributors or port mask) and the
+  /// owner's completion slot, shared by the queued parts that have them (`refs`): 24 B per
+  /// distinct key, typically one or two live per GPU (the collective in progress).
   struct NvlsKey {
     std::uint32_t group = 0, instance = 0;
     std::uint64_t arg = 0;
+    std::uint32_t slot = 0;  // MsgMeta::done_slot
     std::uint32_t refs = 0;
   };
   /// Send queue pair: 72 B (was 176 B with the congestion-control state inline; issue 7). The
@@ -265,8 +267,9 @@ class Nic {
   /// Queues a part of `bytes` on QP `qi` (its PSNs follow the queued parts').
   /// @throws engine::InputError past 2^32 packets on the QP (`fix` names the key to raise).
   void queue_part(std::uint32_t qi, TxPart part, const char* fix);
-  /// Index of the shared NVLS key (group, instance, arg) in nvls_keys_, one more reference held.
-  std::uint32_t nvls_key(std::uint32_t group, std::uint32_t instance, std::uint64_t arg);
+  /// Index of the shared NVLS key (group, instance, arg, done slot) in nvls_keys_, one more
+  /// reference held.
+  std::uint32_t nvls_key(std::uint32_t group, std::uint32_t instance, std::uint64_t arg, std::uint32_t slot);
   /// Drops one reference to the NVLS key of `part` (queued parts only).
   void release_part(const TxPart& part);
   /// Receive state of (source GPU, its QP): its index in rxq_, -1 if none yet.
@@ -335,7 +338,7 @@ class Nic {
   NicCounters ctr_;
   LinkSampler sampler_;
 
-  static_assert(sizeof(TxPart) == 20);
+  static_assert(sizeof(TxPart) == 16);
   static_assert(sizeof(Qp) == 72);
   static_assert(sizeof(RelQp) == 88);
   static_assert(sizeof(RxQp) == 40);
