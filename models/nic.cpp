@@ -640,7 +640,8 @@ void Nic::on_data(const WirePacket& p, Context& ctx) {
   const std::int64_t ri = rx_find(key);
   // A retransmitted duplicate may arrive after its message part completed (no descriptor left);
   // anything else always finds its descriptor (it travels ahead of the first packet).
-  if (ri < 0 || (rxq_[static_cast<std::size_t>(ri)].descs.empty() && p.psn >= rxq_[static_cast<std::size_t>(ri)].expected)) {
+  if (ri < 0 || (rxq_[static_cast<std::size_t>(ri)].descs.empty() &&
+                 p.psn >= rxq_[static_cast<std::size_t>(ri)].expected)) {
     throw engine::InternalError("gpu " + std::to_string(id_) + ": data from gpu " + std::to_string(p.src) +
                                 " qp " + std::to_string(p.qp) + " before its message descriptor");
   }
@@ -648,14 +649,13 @@ void Nic::on_data(const WirePacket& p, Context& ctx) {
   RxQp& r = rxq_[static_cast<std::size_t>(ri)];
   const bool reorder_ok = params_.sw.routing != RoutingMode::kEcmp || (p.flags & kFlagNoAck);
   const bool noack = (p.flags & kFlagNoAck) != 0;
-  SimTime last_cnp = -1;
+  // DCQCN notification point: at most one CNP per cnp_interval per QP (no entry yet: none sent).
+  SimTime* last_cnp = nullptr;
   if ((p.flags & kFlagCe) && params_.nic.cc == CcKind::kDcqcn && !noack) {
-    const auto c = rx_last_cnp_.find(static_cast<std::uint32_t>(ri));
-    if (c != rx_last_cnp_.end()) last_cnp = c->second;
+    last_cnp = &rx_last_cnp_.try_emplace(static_cast<std::uint32_t>(ri), SimTime{-1}).first->second;
   }
-  if ((p.flags & kFlagCe) && params_.nic.cc == CcKind::kDcqcn && !noack &&
-      (last_cnp < 0 || ctx.now() - last_cnp >= params_.dcqcn.cnp_interval_ps)) {
-    rx_last_cnp_[static_cast<std::uint32_t>(ri)] = ctx.now();
+  if (last_cnp != nullptr && (*last_cnp < 0 || ctx.now() - *last_cnp >= params_.dcqcn.cnp_interval_ps)) {
+    *last_cnp = ctx.now();
     WirePacket cnp;
     cnp.src = id_;
     cnp.dst = p.src;
@@ -696,7 +696,7 @@ void Nic::on_data(const WirePacket& p, Context& ctx) {
     return;
   }
   bool ack_now = false;
-  // Delivers the packet at the head of the receive window (entry `e` as kept in r.ooo).
+  // Delivers the packet at the head of the receive window (entry `e` as kept in rx_ooo_).
   auto deliver = [&](std::uint64_t e) {
     ++r.expected;
     ++r.since_ack;
