@@ -95,7 +95,7 @@ std::uint32_t Nic::qp_for(std::uint32_t dst, std::uint32_t channel, std::uint32_
 
 void Nic::add_qp(Qp q, std::uint64_t line_bps, std::uint32_t mtu) {
   if (!q.noack) {
-    q.rel = static_cast<std::uint32_t>(rel_.size());
+    q.rel = static_cast<std::uint16_t>(rel_.size());  // qp_slot keeps QPs below 65,535
     RelQp r;
     r.line_bps = line_bps;
     r.mtu = mtu;
@@ -112,6 +112,7 @@ void Nic::add_qp(Qp q, std::uint64_t line_bps, std::uint32_t mtu) {
       hpcc_.push_back(hs);
     }
   }
+  if (params_.nic.flow_start == FlowStart::kStaggered) activations_.push_back(0);
   qps_.push_back(std::move(q));
   ++ctr_.qps;
 }
@@ -337,13 +338,16 @@ void Nic::activate(std::uint32_t qi, Context& ctx) {
   Qp& q = qps_[qi];
   if (q.active || q.snd_nxt >= q.next_psn) return;
   q.active = true;
-  if (params_.nic.flow_start == FlowStart::kStaggered && q.snd_nxt == q.snd_una && params_.nic.stagger_window_ps > 0) {
-    const std::uint64_t h = engine::mix64((static_cast<std::uint64_t>(id_) << 40) ^
-                                          (static_cast<std::uint64_t>(qi) << 20) ^ q.activations ^
-                                          topo_.spec().seed * 0x9E3779B97F4A7C15ull);
-    q.next_tx = std::max(q.next_tx, ctx.now() + static_cast<SimTime>(h % static_cast<std::uint64_t>(params_.nic.stagger_window_ps)));
+  if (params_.nic.flow_start == FlowStart::kStaggered) {
+    std::uint32_t& activations = activations_[qi];
+    if (q.snd_nxt == q.snd_una && params_.nic.stagger_window_ps > 0) {
+      const std::uint64_t h = engine::mix64((static_cast<std::uint64_t>(id_) << 40) ^
+                                            (static_cast<std::uint64_t>(qi) << 20) ^ activations ^
+                                            topo_.spec().seed * 0x9E3779B97F4A7C15ull);
+      q.next_tx = std::max(q.next_tx, ctx.now() + static_cast<SimTime>(h % static_cast<std::uint64_t>(params_.nic.stagger_window_ps)));
+    }
+    ++activations;
   }
-  ++q.activations;
   ports_[q.port].active.push_back(qi);
   kick(q.port, ctx);
 }

@@ -171,7 +171,7 @@ class Nic {
     std::uint32_t slot = 0;  // MsgMeta::done_slot
     std::uint32_t refs = 0;
   };
-  /// Send queue pair: 72 B (was 176 B with the congestion-control state inline; issue 7). The
+  /// Send queue pair: 64 B (was 176 B with the congestion-control state inline; issue 7). The
   /// state only acknowledged (RoCE) QPs use lives in rel_ (index `rel`); NVLink and NVLS QPs,
   /// unacknowledged and without CC, have none (~130 NVLS QPs per GPU in the NVLSTree benchmark).
   struct Qp {
@@ -179,11 +179,10 @@ class Nic {
     std::uint16_t sport = 0;
     std::uint16_t port = 0;
     std::uint32_t cut_mtu = 0;  // MTU messages to dst are cut with (unit_of)
-    std::uint32_t rel = 0;      // index into rel_ (acknowledged QPs only)
-    std::uint32_t activations = 0;
-    std::uint8_t nvls = 0;      // NvlsMode of every message on this QP (NVLS QPs carry nothing else)
-    bool noack = false;
-    bool active = false;
+    std::uint16_t rel = 0;      // index into rel_ (acknowledged QPs only; a NIC has < 65,535 QPs)
+    std::uint8_t nvls : 2 = 0;  // NvlsMode of every message on this QP (NVLS QPs carry nothing else)
+    std::uint8_t noack : 1 = 0;
+    std::uint8_t active : 1 = 0;
     SmallFifo<TxPart> parts;  // unacknowledged parts in PSN order
     std::uint32_t head_psn = 0;  // first PSN of parts.front()
     std::uint32_t snd_una = 0, snd_nxt = 0, next_psn = 0;
@@ -313,6 +312,8 @@ class Nic {
   std::vector<NicPort> ports_;
   std::deque<Qp> qps_;  // deque: references stay valid when a callback creates a QP
   std::vector<RelQp> rel_;       // acknowledged QPs only (Qp::rel)
+  // nic.flow_start = staggered: activations per QP (index as qps_; the start offset's hash input).
+  std::vector<std::uint32_t> activations_;
   std::vector<HpccState> hpcc_;  // nic.cc = hpcc: per acknowledged QP (index as rel_); else empty
   std::vector<NvlsKey> nvls_keys_;         // shared NVLS keys of queued parts (refs > 0) and free ones
   std::vector<std::uint32_t> free_nvls_keys_;
@@ -339,7 +340,7 @@ class Nic {
   LinkSampler sampler_;
 
   static_assert(sizeof(TxPart) == 16);
-  static_assert(sizeof(Qp) == 72);
+  static_assert(sizeof(Qp) == 64);
   static_assert(sizeof(RelQp) == 88);
   static_assert(sizeof(RxQp) == 40);
   static_assert(sizeof(RxDesc) == 48);

@@ -22,7 +22,7 @@ TEST(NicLayout, RecordSizesAreTheDocumentedBytes) {
   const Nic::Layout l = Nic::layout();
   // Sums of the documented fields (models/nic.hpp), rounded up to the record's alignment.
   EXPECT_EQ(l.tx_part, 16u);   // 4 x 4 B: bytes low, bytes high/multi/key, done index, tag or done slot
-  EXPECT_EQ(l.qp, 72u);        // 24 B of ids and flags + 24 B SmallFifo + 4 x 4 B PSNs + 8 B next_tx
+  EXPECT_EQ(l.qp, 64u);        // 16 B of ids and flags + 24 B SmallFifo + 4 x 4 B PSNs + 8 B next_tx
   EXPECT_EQ(l.rel_qp, 88u);    // only acknowledged (RoCE) QPs
   EXPECT_EQ(l.rx_qp, 40u);     // 4 + 4 + 8 B counters + 24 B SmallFifo of descriptors
   EXPECT_EQ(l.rx_desc, 48u);   // flow id, bytes|aux, part bytes, start, tag: 8 B each; group, instance
