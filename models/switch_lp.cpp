@@ -36,7 +36,7 @@ SwitchLp::SwitchLp(const Topology& topo, engine::LpId id, const FabricParams& pa
     : topo_(topo), id_(id), params_(params), ports_(topo.ports(id)), unbounded_(lossless_unbounded),
       hpcc_(params.nic.cc == CcKind::kHpcc) {
   const std::size_t n = ports_.size();
-  queue_.resize(n * kNumClasses);
+  queue_ = BlockFifos<std::uint32_t>(n * kNumClasses);
   qbytes_.assign(n * kNumClasses, 0);
   paused_.assign(n * kNumClasses, 0);
   busy_until_.assign(n, 0);
@@ -169,7 +169,7 @@ void SwitchLp::handle(const engine::Event& ev, Context& ctx) {
 bool SwitchLp::has_eligible(std::uint32_t port) const {
   for (std::uint32_t c = 0; c < kNumClasses; ++c) {
     const std::size_t k = static_cast<std::size_t>(port) * kNumClasses + c;
-    if (!queue_[k].empty() && paused_[k] == 0) return true;
+    if (!queue_.empty(k) && paused_[k] == 0) return true;
   }
   return false;
 }
@@ -311,7 +311,7 @@ void SwitchLp::push_entry(std::uint32_t entry, std::uint64_t size, std::uint32_t
   }
   max_queue_ps_ = std::max(max_queue_ps_, engine::serialization_ps(backlog, ports_[out].rate_bps));
   if (sampler_.enabled()) sampler_.queue(out, now, backlog);
-  queue_[k].push_back(entry);
+  queue_.push(k, entry);
   qbytes_[k] += size;
   if (free_pending_[out]) return;
   if (busy_until_[out] <= now) {
@@ -327,15 +327,15 @@ void SwitchLp::try_tx(std::uint32_t port, Context& ctx) {
   std::uint32_t cls = kNumClasses;
   for (std::uint32_t c = 0; c < kNumClasses; ++c) {
     const std::size_t k = static_cast<std::size_t>(port) * kNumClasses + c;
-    if (!queue_[k].empty() && paused_[k] == 0) {
+    if (!queue_.empty(k) && paused_[k] == 0) {
       cls = c;
       break;
     }
   }
   if (cls == kNumClasses) return;  // idle, or only paused classes wait
   const std::size_t k = static_cast<std::size_t>(port) * kNumClasses + cls;
-  const std::uint32_t entry = queue_[k].front();
-  queue_[k].pop_front();
+  const std::uint32_t entry = queue_.front(k);
+  queue_.pop(k);
   WirePacket p = store_.get(entry & ~kCopyBit);
   store_.release(entry & ~kCopyBit);
   if (entry & kCopyBit) p.dst = ports_[port].peer;

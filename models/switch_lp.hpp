@@ -7,12 +7,12 @@
 #include <vector>
 
 #include "engine/lp.hpp"
+#include "models/block_fifos.hpp"
 #include "models/cluster.hpp"
 #include "models/fabric_params.hpp"
 #include "models/link_sampler.hpp"
 #include "models/packet.hpp"
 #include "models/packet_store.hpp"
-#include "models/small_fifo.hpp"
 
 namespace fabricsim::models {
 
@@ -126,8 +126,9 @@ class SwitchLp final : public engine::Lp {
   std::uint64_t shared_used_ = 0;
   std::uint64_t ecn_counter_ = 0;
   // Per port x class: FIFO of queue entries (PacketStore references, kCopyBit for a multicast
-  // copy): 4 bytes per queued packet copy, the packets themselves are in store_.
-  std::vector<SmallFifo<std::uint32_t>> queue_;
+  // copy): 4 bytes per queued packet copy in blocks shared by all ports, the packets themselves
+  // are in store_.
+  BlockFifos<std::uint32_t> queue_;
   PacketStore store_;
   std::vector<std::uint64_t> qbytes_;
   std::vector<std::uint8_t> paused_;
