@@ -71,7 +71,10 @@ class BlockFifos {
     }
   }
 
-  /// Blocks allocated: the peak of blocks in use at once, rounded up to an allocation of 64.
+  /// Blocks per allocation (16: 1 KiB of 4-byte entries; a switch with little traffic should not
+  /// hold more, at 1,024 GPUs there are ~260 switches).
+  static constexpr std::size_t kChunkBlocks = 16;
+  /// Blocks allocated: the peak of blocks in use at once, rounded up to kChunkBlocks.
   std::size_t pool_blocks() const { return chunks_.size() << kChunkLog2; }
   /// Blocks in use now.
   std::size_t blocks_in_use() const { return in_use_; }
@@ -83,7 +86,8 @@ class BlockFifos {
 
  private:
   static constexpr std::uint32_t kNone = ~std::uint32_t{0};
-  static constexpr unsigned kChunkLog2 = 6;  // blocks per allocation: 64
+  static constexpr unsigned kChunkLog2 = 4;
+  static_assert(kChunkBlocks == std::size_t{1} << kChunkLog2);
   struct Fifo {
     std::uint32_t head = kNone;   // block holding the oldest element
     std::uint32_t tail = kNone;   // block holding the newest element

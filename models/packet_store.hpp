@@ -28,7 +28,7 @@
 namespace fabricsim::models {
 
 /// Slab of WirePackets in chunks of kChunk 32-byte slots, each slot with a reference count.
-/// Slots are reused last-freed first; the slab grows by one chunk (2 KiB) when every slot is in
+/// Slots are reused last-freed first; the slab grows by one chunk (1 KiB) when every slot is in
 /// use and never shrinks (its size is the switch's peak of packets held at once, rounded up to
 /// a chunk). Packets with INT hops also take a 40-byte entry of a side slab (same policy, grown
 /// by doubling). get() returns the packet byte for byte as it was put. Not thread-safe: one per
@@ -39,6 +39,9 @@ class PacketStore {
   using Ref = std::uint32_t;
   /// Largest reference: the top bit stays free for the caller (SwitchLp marks multicast copies).
   static constexpr Ref kMaxRef = (Ref{1} << 31) - 1;
+  /// Slots per allocation (32: 1 KiB; ~260 switches at 1,024 GPUs, most of them holding few
+  /// packets at once).
+  static constexpr std::uint32_t kChunkSlots = 32;
   /// Largest reference count of one packet (a multicast to at most 255 ports).
   static constexpr std::uint32_t kMaxRefs = 255;
 
@@ -122,8 +125,9 @@ class PacketStore {
     std::uint8_t refs;           // references left (0: free)
   };
   static_assert(sizeof(Slot) == 32);
-  static constexpr unsigned kChunkLog2 = 6;
-  static constexpr Ref kChunk = Ref{1} << kChunkLog2;  // 64 slots, 2 KiB
+  static constexpr unsigned kChunkLog2 = 5;
+  static constexpr Ref kChunk = Ref{1} << kChunkLog2;
+  static_assert(kChunk == kChunkSlots);
   Slot& slot(Ref r) { return chunks_[r >> kChunkLog2][r & (kChunk - 1)]; }
   const Slot& slot(Ref r) const { return chunks_[r >> kChunkLog2][r & (kChunk - 1)]; }
 

@@ -2,8 +2,8 @@
 // sequence of pushes and pops over 12 FIFOs, in phases of growth and drain, gives the same
 // fronts and sizes through block boundaries and reuse; drained blocks return to the pool, so
 // blocks in use never exceed elements / 16 + 2 per non-empty FIFO, the pool never exceeds the
-// peak of that bound (rounded up to an allocation of 64 blocks), and an emptied set holds no
-// block.
+// peak of that bound (rounded up to one allocation of blocks), and an emptied set holds no
+// block in use.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -47,7 +47,8 @@ TEST(BlockFifos, MatchesDequesOnRandomOperations) {
     ASSERT_LE(f.blocks_in_use(), bound);
     bound_peak = std::max(bound_peak, bound);
   }
-  EXPECT_LE(f.pool_blocks(), (bound_peak + 63) / 64 * 64);
+  constexpr std::size_t kChunk = BlockFifos<std::uint32_t>::kChunkBlocks;
+  EXPECT_LE(f.pool_blocks(), (bound_peak + kChunk - 1) / kChunk * kChunk);
   EXPECT_GT(bound_peak, 100u);  // the FIFOs really spanned many blocks
   for (std::size_t q = 0; q < kQueues; ++q) {
     while (!ref[q].empty()) {
@@ -72,7 +73,7 @@ TEST(BlockFifos, WrapsAcrossBlocksAndReusesThem) {
   }
   EXPECT_EQ(f.size(0), 3u);
   EXPECT_TRUE(f.empty(1));
-  EXPECT_EQ(f.pool_blocks(), 64u);  // one allocation, reused throughout
+  EXPECT_EQ(f.pool_blocks(), BlockFifos<std::uint64_t>::kChunkBlocks);  // one allocation, reused throughout
 }
 
 }  // namespace

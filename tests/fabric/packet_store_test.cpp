@@ -2,7 +2,7 @@
 // sequence of puts (1..8 references, as a multicast's copies) and releases returns every live
 // packet unchanged (with or without INT hops), frees a slot only with its last reference,
 // reuses freed slots (capacity is
-// the peak of packets held at once, rounded up to a 64-packet chunk) and never hands out a live
+// the peak of packets held at once, rounded up to a chunk) and never hands out a live
 // reference twice.
 #include <gtest/gtest.h>
 
@@ -73,7 +73,7 @@ TEST(PacketStore, MatchesReferenceOnRandomOperations) {
   for (const auto& [h, live] : ref) ASSERT_TRUE(same(s.get(h), live.p));
   // Freed slots are reused: the slab is the peak held at once, rounded up to whole chunks.
   EXPECT_GE(s.capacity(), peak);
-  EXPECT_LT(s.capacity(), peak + 64);
+  EXPECT_LT(s.capacity(), peak + PacketStore::kChunkSlots);
   EXPECT_GT(peak, 1000u);  // the sequence really grew and drained
   EXPECT_LE(s.hops_in_use(), ref.size());
 }
@@ -94,7 +94,7 @@ TEST(PacketStore, FreedSlotIsReusedFirst) {
   EXPECT_EQ(rc, ra);  // last freed, first reused
   EXPECT_EQ(s.get(rc).psn, 2u);
   EXPECT_EQ(s.get(rb).psn, 2u);
-  EXPECT_EQ(s.capacity(), 64u);
+  EXPECT_EQ(s.capacity(), std::size_t{PacketStore::kChunkSlots});
 }
 
 }  // namespace
