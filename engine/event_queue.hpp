@@ -15,8 +15,10 @@
 ///    `pos_` upwards); records pushed later into bucket cur_ go to a small heap `late_`; pop takes
 ///    the smaller of the two heads. A push into an earlier bucket (before the run starts) moves
 ///    cur_ back.
-///  - buckets cur_+1 .. cur_+kRing-1 live in a ring of unsorted vectors (push = append) with a
-///    bitmap of the non-empty ones, so empty buckets are skipped 64 at a time;
+///  - buckets cur_+1 .. cur_+kRing-1 live in a ring of unsorted lists of 1 KiB blocks of 32
+///    records (push = append to the bucket's last block) with a bitmap of the non-empty ones, so
+///    empty buckets are skipped 64 at a time. Blocks come from one pool shared by all buckets and
+///    return to it when their bucket is sorted;
 ///  - records beyond the ring go to a 4-ary heap `far_` and migrate into the ring as it advances.
 ///
 /// Event size (issue 7): the queue holds a 32-byte record per event (time, src/seq, dst, kind and
@@ -25,6 +27,13 @@
 /// queue memory instead of 96 + 24, and a payload is one cache line instead of two. pop() writes
 /// the whole 96-byte Event (payload zeros included) into the caller's buffer, so a handler sees
 /// exactly the bytes that were sent.
+///
+/// Queue memory (issue 7) follows the records pending, not the history of the buckets: ring
+/// buckets used to be vectors that kept (or were handed, recycled) the capacity of earlier, denser
+/// buckets, so at 256 GPUs (64 MiB AllReduce) the ring held 164 K record slots (5.2 MB) for 7.7 K
+/// records spread over ~640 sparse buckets. A bucket now holds at most one partly filled block,
+/// the pool's size is the peak of blocks in use, and the sort buffers (near_, tmp_) are freed
+/// after a burst once they exceed both kKeepRecs and 4x the bucket being sorted.
 #include <algorithm>
 #include <array>
 #include <cstddef>
@@ -149,6 +158,23 @@ class EventQueue {
   /// Payload slab slots in use (events with a non-zero payload); for tests and memory reports.
   std::size_t payload_slots_in_use() const { return next_slot_ - free_.size(); }
 
+  /// Ring blocks allocated (each kBlockRecs records): the peak of blocks in use at once, rounded
+  /// up to an allocation of kBlocksPerChunk; for tests and memory reports.
+  std::size_t ring_blocks() const { return chunk_blocks_.size() << kBlockChunkLog2; }
+  /// Records one ring block holds.
+  static constexpr std::size_t kBlockRecs = std::size_t{1} << 5;
+  /// Heap bytes held by the queue's containers (records, blocks, payload slab, sort buffers),
+  /// not counting the fixed-size bucket table inside the object; for tests and memory reports.
+  std::size_t heap_bytes() const {
+    return sizeof(Rec) * (near_.capacity() + late_.capacity() + far_.capacity() + tmp_.capacity()) +
+           ring_blocks() * (sizeof(Block) + sizeof(std::uint32_t)) + chunks_.size() * (sizeof(Line) << kChunkLog2) +
+           free_.capacity() * sizeof(std::uint32_t) + counts_.capacity() * sizeof(std::uint32_t);
+  }
+  /// Record capacity of the current bucket's sort buffers (near_ and its counting-sort twin).
+  std::size_t sort_buffer_records() const { return near_.capacity() + tmp_.capacity(); }
+  /// Sort buffers larger than this (records) are freed when 4x the bucket being sorted.
+  static constexpr std::size_t kKeepRecs = 8192;
+
  private:
   __extension__ typedef unsigned __int128 U128;  // GCC/Clang extension (-Wpedantic)
   static bool less(const Rec& a, const Rec& b) {
@@ -176,6 +202,23 @@ class EventQueue {
   static constexpr std::uint64_t kRing = std::uint64_t{1} << kRingLog2;
   static constexpr std::uint64_t kMask = kRing - 1;
   static constexpr unsigned kChunkLog2 = 12;
+  // Ring bucket storage: blocks of kBlockRecs records (1 KiB, 16 cache lines), allocated
+  // 2^kBlockChunkLog2 at a time (64 KiB). 32 records: a sparse bucket (a few packets on a long
+  // link) wastes at most 31 slots, and a dense one (PHOLD: ~1,000 records) changes block every
+  // 32 pushes.
+  static constexpr unsigned kBlockChunkLog2 = 6;
+  struct alignas(64) Block {
+    Rec r[kBlockRecs];
+  };
+  static constexpr std::uint32_t kNoBlock = ~std::uint32_t{0};
+  // A ring bucket: its records are `count` records in the chain of blocks head -> ... -> last
+  // (links in next_block_), all full but the last; `tail` is the last block's first record.
+  struct Bucket {
+    Rec* tail = nullptr;
+    std::uint32_t count = 0;
+    std::uint32_t head = kNoBlock;
+    std::uint32_t last = kNoBlock;
+  };
 
   void write_out(const Rec& r, Event& out) {
     out.time = static_cast<SimTime>(r.time);
@@ -245,34 +288,77 @@ class EventQueue {
 
   void put_ring(std::uint64_t b, const Rec& k) {
     const std::uint64_t i = b & kMask;
-    std::vector<Rec>& v = ring_[i];
-    if (v.capacity() == 0) {
-      // Room for a bucket like the last one sorted, so it rarely grows by copying, but at most
-      // twice the ring's mean bucket: when records spread over many sparse buckets (packets on
-      // 500 ns links: ~500 buckets ahead of a dense current one), giving each the current
-      // bucket's size, or a recycled buffer of a dense bucket, held ~13x the live records
-      // (issue 7: 794 K record slots for 62 K records, 25 MB, at 1,024 GPUs). The count of
-      // non-empty buckets is kept in set_bits_.
-      const std::size_t nonempty = 1 + set_bits_;
-      const std::size_t want = std::min(typical_, 2 * (ring_count_ / nonempty) + 16);
-      if (!spare_.empty()) {
-        // A spare much larger than wanted is freed, not handed to a sparse bucket.
-        if (spare_.back().capacity() <= kSpareSlack * want + kSpareMin) v.swap(spare_.back());
-        spare_.pop_back();
+    Bucket& bk = ring_[i];
+    const std::uint32_t c = bk.count;
+    const std::uint32_t off = c & (kBlockRecs - 1);
+    if (off == 0) {
+      const std::uint32_t nb = new_block();
+      if (c == 0) {
+        bk.head = nb;
+      } else {
+        next_block_[bk.last] = nb;
       }
-      if (v.capacity() < want) v.reserve(want);
+      bk.last = nb;
+      bk.tail = block(nb).r;
     }
-    v.push_back(k);
+    Rec* slot = bk.tail + off;
+    *slot = k;
+    bk.count = c + 1;
     // The bucket's next line is written only after hundreds of pushes to other buckets: fetch
     // it now, so that push finds it in cache instead of stalling the in-order store commit on a
     // read-for-ownership miss (perf: the append was a third of PHOLD's time).
-    // Records are 32-byte aligned (never split across lines); a prefetch past the buffer's end
+    // Records are 32-byte aligned (never split across lines); a prefetch past the block's end
     // is harmless.
-    __builtin_prefetch(reinterpret_cast<const char*>(v.data() + v.size()) + 64, 1);
+    __builtin_prefetch(reinterpret_cast<const char*>(slot + 1) + 64, 1);
     const std::uint64_t bit = std::uint64_t{1} << (i & 63);
     set_bits_ += (bits_[i >> 6] & bit) == 0 ? 1 : 0;
     bits_[i >> 6] |= bit;
     ++ring_count_;
+  }
+
+  Block& block(std::uint32_t id) const {
+    return chunk_blocks_[id >> kBlockChunkLog2][id & ((1u << kBlockChunkLog2) - 1)];
+  }
+  // A block from the pool (last freed first), or a new one.
+  std::uint32_t new_block() {
+    if (free_block_ != kNoBlock) {
+      const std::uint32_t id = free_block_;
+      free_block_ = next_block_[id];
+      return id;
+    }
+    if ((blocks_made_ >> kBlockChunkLog2) == chunk_blocks_.size()) {
+      chunk_blocks_.push_back(std::make_unique_for_overwrite<Block[]>(std::size_t{1} << kBlockChunkLog2));
+      next_block_.resize(next_block_.size() + (std::size_t{1} << kBlockChunkLog2), kNoBlock);
+    }
+    return blocks_made_++;
+  }
+  // Calls f(rec) for each record of ring bucket i, in push order.
+  template <class F>
+  void for_each_in_bucket(std::uint64_t i, F&& f) const {
+    std::uint32_t n = ring_[i].count;
+    std::uint32_t id = ring_[i].head;
+    while (n > 0) {
+      const Rec* r = block(id).r;
+      const std::uint32_t m = std::min<std::uint32_t>(n, kBlockRecs);
+      for (std::uint32_t j = 0; j < m; ++j) f(r[j]);
+      n -= m;
+      if (n > 0) id = next_block_[id];
+    }
+  }
+  // Empties ring bucket i (its bit and ring_count_ are the caller's): its blocks go back to the
+  // pool as one chain.
+  void release_bucket(std::uint64_t i) {
+    Bucket& bk = ring_[i];
+    if (bk.count == 0) return;
+    next_block_[bk.last] = free_block_;
+    free_block_ = bk.head;
+    bk = Bucket{};
+  }
+  // Clears ring bucket i's bit and takes its records out of ring_count_ (the records stay).
+  void unmark_bucket(std::uint64_t i) {
+    bits_[i >> 6] &= ~(std::uint64_t{1} << (i & 63));
+    --set_bits_;
+    ring_count_ -= ring_[i].count;
   }
 
   // Makes bucket b < cur_ current, with near_ and late_ empty. Records of the old current bucket
@@ -291,8 +377,8 @@ class EventQueue {
       late_.clear();
       far_.clear();
       for (std::uint64_t i = 0; i < kRing; ++i) {
-        all.insert(all.end(), ring_[i].begin(), ring_[i].end());
-        ring_[i].clear();
+        for_each_in_bucket(i, [&](const Rec& k) { all.push_back(k); });
+        release_bucket(i);
       }
       bits_.fill(0);
       set_bits_ = 0;
@@ -311,11 +397,9 @@ class EventQueue {
     for (std::uint64_t bk = b + kRing; bk < cur_ + kRing; ++bk) {
       const std::uint64_t i = bk & kMask;
       if (!(bits_[i >> 6] & (std::uint64_t{1} << (i & 63)))) continue;
-      for (const Rec& k : ring_[i]) far_push(k);
-      ring_count_ -= ring_[i].size();
-      ring_[i].clear();
-      bits_[i >> 6] &= ~(std::uint64_t{1} << (i & 63));
-      --set_bits_;
+      for_each_in_bucket(i, [&](const Rec& k) { far_push(k); });
+      unmark_bucket(i);
+      release_bucket(i);
     }
     const std::uint64_t old = cur_;
     cur_ = b;
@@ -328,8 +412,6 @@ class EventQueue {
 
   // near_ is consumed, late_ is empty and size_ > 0: make the next non-empty bucket current.
   void advance() {
-    near_.clear();
-    pos_ = 0;
     std::uint64_t next;
     if (ring_count_ == 0) {
       next = far_.front().time >> shift_;
@@ -337,6 +419,17 @@ class EventQueue {
       next = cur_ + 1 + distance_to_set_bit((cur_ + 1) & kMask);
     }
     cur_ = next;
+    const std::uint64_t i = cur_ & kMask;
+    const bool in_ring = (bits_[i >> 6] & (std::uint64_t{1} << (i & 63))) != 0;
+    // A sort buffer left large by a burst is freed rather than kept for the rest of the run.
+    const std::size_t expect = in_ring ? ring_[i].count : 0;
+    if (near_.capacity() > kKeepRecs && near_.capacity() > 4 * expect) {
+      near_ = std::vector<Rec>();
+    } else {
+      near_.clear();
+    }
+    if (tmp_.capacity() > kKeepRecs && tmp_.capacity() > 4 * expect) tmp_ = std::vector<Rec>();
+    pos_ = 0;
     // Records of the far heap now inside the ring's span [cur_, cur_ + kRing).
     while (!far_.empty() && (far_.front().time >> shift_) - cur_ < kRing) {
       const Rec k = far_.front();
@@ -348,29 +441,8 @@ class EventQueue {
         put_ring(b, k);
       }
     }
-    const std::uint64_t i = cur_ & kMask;
-    if (bits_[i >> 6] & (std::uint64_t{1} << (i & 63))) {
-      bits_[i >> 6] &= ~(std::uint64_t{1} << (i & 63));
-      --set_bits_;
-      ring_count_ -= ring_[i].size();
-      if (near_.empty()) {
-        near_.swap(ring_[i]);
-        // Recycle the old buffer instead of leaving it on this bucket: memory then follows the
-        // records alive, not kRing x the largest bucket ever seen. A buffer much larger than
-        // the buckets now being sorted is freed instead: recycled, it would hand its capacity
-        // to a sparse future bucket, and every buffer in circulation would grow to the largest
-        // burst of the run (issue 7: 1,024-GPU AllReduce, 74 K records alive in ~60 MB of
-        // bucket capacity before).
-        if (spare_.size() < kSpares && ring_[i].capacity() <= kSpareSlack * typical_ + kSpareMin) {
-          spare_.push_back(std::move(ring_[i]));
-        }
-        ring_[i] = std::vector<Rec>();
-      } else {
-        near_.insert(near_.end(), ring_[i].begin(), ring_[i].end());
-        ring_[i].clear();
-      }
-    }
-    sort_near();
+    if (in_ring) unmark_bucket(i);
+    sort_near(in_ring ? i : kRing);
   }
 
   // Sorts the current bucket ascending. All its records share time >> shift_, so a counting sort
@@ -378,10 +450,17 @@ class EventQueue {
   // order; an insertion pass fixes those. When many records share a digit (e.g. bursts at one
   // instant) the pass would be quadratic, so merge_runs finishes instead. ~25 instructions per
   // record instead of ~85 for std::sort (PHOLD: ~1,000-record buckets).
-  void sort_near() {
-    const std::size_t n = near_.size();
-    typical_ = n + n / 4 + 4;
+  // `bucket` < kRing: ring bucket whose records join near_'s (and which is emptied); the
+  // counting sort reads them straight from its blocks.
+  void sort_near(std::uint64_t bucket) {
+    const std::size_t from_ring = bucket < kRing ? ring_[bucket].count : 0;
+    const std::size_t n = near_.size() + from_ring;
     if (n < 32 || shift_ == 0) {
+      if (from_ring != 0) {
+        near_.reserve(n);
+        for_each_in_bucket(bucket, [&](const Rec& k) { near_.push_back(k); });
+        release_bucket(bucket);
+      }
       if (n < 32) {
         insertion_sort(0);
       } else {
@@ -396,6 +475,7 @@ class EventQueue {
     const std::uint64_t mask = (std::uint64_t{1} << r) - 1;
     counts_.assign(std::size_t{1} << r, 0);
     for (const Rec& x : near_) ++counts_[(x.time >> down) & mask];
+    if (from_ring != 0) for_each_in_bucket(bucket, [&](const Rec& x) { ++counts_[(x.time >> down) & mask]; });
     std::uint32_t sum = 0, most = 0;
     for (std::uint32_t& c : counts_) {
       const std::uint32_t k = c;
@@ -405,6 +485,10 @@ class EventQueue {
     }
     tmp_.resize(n);
     for (const Rec& x : near_) tmp_[counts_[(x.time >> down) & mask]++] = x;
+    if (from_ring != 0) {
+      for_each_in_bucket(bucket, [&](const Rec& x) { tmp_[counts_[(x.time >> down) & mask]++] = x; });
+      release_bucket(bucket);
+    }
     near_.swap(tmp_);
     if (most <= 1) return;
     if (most <= 16) {
@@ -516,7 +600,7 @@ class EventQueue {
   std::vector<Rec> near_;  // current bucket, sorted ascending; near_[pos_] is the next one
   std::size_t pos_ = 0;
   std::vector<Rec> late_;  // min-heap (std heap with Greater): pushes into bucket cur_
-  std::array<std::vector<Rec>, kRing> ring_;
+  std::array<Bucket, kRing> ring_{};
   std::array<std::uint64_t, kRing / 64> bits_{};
   std::size_t set_bits_ = 0;  // bits set in bits_ (non-empty ring buckets), kept as they change
                               // (a popcount of 2,048 bits per new bucket was 2% of a MoE run)
@@ -526,12 +610,10 @@ class EventQueue {
   std::vector<std::uint32_t> counts_;  // counting-sort bins
   static constexpr std::size_t kMaxRuns = 64;  // merge_runs: more runs than this -> std::sort
   std::vector<std::size_t> bounds_;    // merge_runs: run boundaries
-  std::size_t typical_ = 4;            // capacity a new bucket starts with (last bucket + 25%)
-  static constexpr std::size_t kSpares = 64;
-  // Largest recycled buffer: kSpareSlack x the last sorted bucket's size + kSpareMin records.
-  static constexpr std::size_t kSpareSlack = 4;
-  static constexpr std::size_t kSpareMin = 256;
-  std::vector<std::vector<Rec>> spare_;  // empty buffers with capacity, for buckets to reuse
+  std::vector<std::unique_ptr<Block[]>> chunk_blocks_;  // ring block pool, kBlockChunkLog2 per chunk
+  std::vector<std::uint32_t> next_block_;  // per block: next in its bucket, or in the free chain
+  std::uint32_t free_block_ = kNoBlock;    // free chain of blocks (last freed first)
+  std::uint32_t blocks_made_ = 0;
   std::vector<std::unique_ptr<Line[]>> chunks_;
   std::uint32_t next_slot_ = 0;
   std::vector<std::uint32_t> free_;

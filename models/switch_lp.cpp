@@ -1,6 +1,7 @@
 #include "models/switch_lp.hpp"
 
 #include <algorithm>
+#include <bit>
 
 #include "engine/errors.hpp"
 #include "engine/rng.hpp"
@@ -35,7 +36,7 @@ SwitchLp::SwitchLp(const Topology& topo, engine::LpId id, const FabricParams& pa
     : topo_(topo), id_(id), params_(params), ports_(topo.ports(id)), unbounded_(lossless_unbounded),
       hpcc_(params.nic.cc == CcKind::kHpcc) {
   const std::size_t n = ports_.size();
-  queue_.resize(n * kNumClasses);
+  queue_ = BlockFifos<std::uint32_t>(n * kNumClasses);
   qbytes_.assign(n * kNumClasses, 0);
   paused_.assign(n * kNumClasses, 0);
   busy_until_.assign(n, 0);
@@ -168,7 +169,7 @@ void SwitchLp::handle(const engine::Event& ev, Context& ctx) {
 bool SwitchLp::has_eligible(std::uint32_t port) const {
   for (std::uint32_t c = 0; c < kNumClasses; ++c) {
     const std::size_t k = static_cast<std::size_t>(port) * kNumClasses + c;
-    if (!queue_[k].empty() && paused_[k] == 0) return true;
+    if (!queue_.empty(k) && paused_[k] == 0) return true;
   }
   return false;
 }
@@ -186,15 +187,21 @@ bool SwitchLp::nvls_arrive(WirePacket& p, Context& ctx) {
   const std::uint64_t arg = p.hops[2].bits;
   if (p.nvls == kNvlsMulticast) {
     // multimem.st: one copy per member port, in port order.
+    // The copies differ only in their destination (the port's peer, filled in at dequeue): the
+    // packet is stored once, with one reference per copy (NVSwitches admit every packet, so
+    // no copy is dropped or marked).
     p.nvls = kNvlsNone;
     p.hops[0] = p.hops[1] = p.hops[2] = IntHop{};
-    for (std::uint32_t port = 0; port < 64 && port < ports_.size(); ++port) {
-      if ((arg >> port) & 1u) {
-        ++ctr_.nvls_copies;
-        WirePacket c = p;
-        c.dst = ports_[port].peer;
-        enqueue(c, port, ctx);
-      }
+    p.flags = static_cast<std::uint8_t>(p.flags & ~kFlagHeadroom);
+    const std::uint64_t mask = ports_.size() >= 64 ? arg : arg & ((std::uint64_t{1} << ports_.size()) - 1);
+    if (mask == 0) return true;
+    const PacketStore::Ref ref = store_.put(p, static_cast<std::uint32_t>(std::popcount(mask)));
+    const std::uint64_t size = wire_bytes(p);
+    const std::size_t cls = p.cls;
+    for (std::uint64_t m = mask; m != 0; m &= m - 1) {
+      const auto port = static_cast<std::uint32_t>(std::countr_zero(m));
+      ++ctr_.nvls_copies;
+      push_entry(ref | kCopyBit, size, port, static_cast<std::size_t>(port) * kNumClasses + cls, ctx);
     }
     return true;
   }
@@ -229,6 +236,12 @@ void SwitchLp::on_arrive(WirePacket p, Context& ctx) {
 }
 
 void SwitchLp::enqueue(WirePacket p, std::uint32_t out, Context& ctx) {
+  if (!admit(p, out, ctx)) return;
+  const std::size_t k = static_cast<std::size_t>(out) * kNumClasses + p.cls;
+  push_entry(store_.put(p, 1), wire_bytes(p), out, k, ctx);
+}
+
+bool SwitchLp::admit(WirePacket& p, std::uint32_t out, Context& ctx) {
   const SimTime now = ctx.now();
   const std::uint32_t cls = p.cls;
   const std::size_t k = static_cast<std::size_t>(out) * kNumClasses + cls;
@@ -250,7 +263,7 @@ void SwitchLp::enqueue(WirePacket p, std::uint32_t out, Context& ctx) {
         ++ctr_.drops;
         ++ctr_.headroom_drops;
         if (sampler_.enabled()) sampler_.count(out, now, LinkSampler::Count::kDrop);
-        return;
+        return false;
       }
       if (!xoff_sent_[in] && (ing_hdrm_[in] > 0 || ing_shared_[in] >= xoff_threshold())) {
         xoff_sent_[in] = 1;
@@ -261,7 +274,7 @@ void SwitchLp::enqueue(WirePacket p, std::uint32_t out, Context& ctx) {
       if (size > free_shared || qbytes_[k] + size > limit) {
         ++ctr_.drops;
         if (sampler_.enabled()) sampler_.count(out, now, LinkSampler::Count::kDrop);
-        return;
+        return false;
       }
       shared_used_ += size;
     }
@@ -284,6 +297,12 @@ void SwitchLp::enqueue(WirePacket p, std::uint32_t out, Context& ctx) {
       }
     }
   }
+  return true;
+}
+
+void SwitchLp::push_entry(std::uint32_t entry, std::uint64_t size, std::uint32_t out, std::size_t k,
+                          Context& ctx) {
+  const SimTime now = ctx.now();
   std::uint64_t backlog = 0;
   for (std::uint32_t c = 0; c < kNumClasses; ++c) backlog += qbytes_[static_cast<std::size_t>(out) * kNumClasses + c];
   if (busy_until_[out] > now) {
@@ -292,7 +311,7 @@ void SwitchLp::enqueue(WirePacket p, std::uint32_t out, Context& ctx) {
   }
   max_queue_ps_ = std::max(max_queue_ps_, engine::serialization_ps(backlog, ports_[out].rate_bps));
   if (sampler_.enabled()) sampler_.queue(out, now, backlog);
-  queue_[k].push(p);
+  queue_.push(k, entry);
   qbytes_[k] += size;
   if (free_pending_[out]) return;
   if (busy_until_[out] <= now) {
@@ -308,14 +327,18 @@ void SwitchLp::try_tx(std::uint32_t port, Context& ctx) {
   std::uint32_t cls = kNumClasses;
   for (std::uint32_t c = 0; c < kNumClasses; ++c) {
     const std::size_t k = static_cast<std::size_t>(port) * kNumClasses + c;
-    if (!queue_[k].empty() && paused_[k] == 0) {
+    if (!queue_.empty(k) && paused_[k] == 0) {
       cls = c;
       break;
     }
   }
   if (cls == kNumClasses) return;  // idle, or only paused classes wait
   const std::size_t k = static_cast<std::size_t>(port) * kNumClasses + cls;
-  WirePacket p = queue_[k].pop();
+  const std::uint32_t entry = queue_.front(k);
+  queue_.pop(k);
+  WirePacket p = store_.get(entry & ~kCopyBit);
+  store_.release(entry & ~kCopyBit);
+  if (entry & kCopyBit) p.dst = ports_[port].peer;
   const std::uint64_t size = wire_bytes(p);
   qbytes_[k] -= size;
   if (!unbounded_) {

@@ -7,15 +7,18 @@
 #include <vector>
 
 #include "engine/lp.hpp"
+#include "models/block_fifos.hpp"
 #include "models/cluster.hpp"
 #include "models/fabric_params.hpp"
 #include "models/link_sampler.hpp"
 #include "models/packet.hpp"
+#include "models/packet_store.hpp"
 
 namespace fabricsim::models {
 
-/// Growable ring buffer of packets (one per port and class): no allocation per packet once
-/// it reached its high-water mark.
+/// Growable ring buffer of packets (a NIC's control queue): no allocation per packet once it
+/// reached its high-water mark. It doubles and never shrinks, so it suits a queue that is short;
+/// switch queues use a PacketStore and references instead (issue 7).
 class PacketRing {
  public:
   bool empty() const { return size_ == 0; }
@@ -91,6 +94,16 @@ class SwitchLp final : public engine::Lp {
   void on_arrive(WirePacket p, engine::Context& ctx);
   /// Admits `p` to egress port `out` (buffer, PFC, ECN) and starts serialization if idle.
   void enqueue(WirePacket p, std::uint32_t out, engine::Context& ctx);
+  /// Buffer admission of `p` at egress port `out` (shared buffer, PFC, ECN marking; updates
+  /// p.flags). @returns false if the packet was dropped. NVSwitches admit everything.
+  bool admit(WirePacket& p, std::uint32_t out, engine::Context& ctx);
+  /// Appends queue entry `entry` (a store reference, kCopyBit set for a multicast copy) of
+  /// `size` wire bytes to queue `k` of port `out` and starts serialization if the port is idle.
+  void push_entry(std::uint32_t entry, std::uint64_t size, std::uint32_t out, std::size_t k,
+                  engine::Context& ctx);
+  /// Queue entry bit: a multicast copy, whose destination is the port's peer (the stored packet
+  /// is shared by all copies).
+  static constexpr std::uint32_t kCopyBit = std::uint32_t{1} << 31;
   /// NVLink SHARP (packet.hpp NvlsMode). @returns true if `p` was consumed (a reduce
   /// contribution still waiting for others, or a multicast that was copied to the members);
   /// false if `p` (now the reduced packet) continues to its owner.
@@ -112,8 +125,11 @@ class SwitchLp final : public engine::Lp {
   std::uint64_t min_xoff_ = 0;  // floor of the dynamic XOFF threshold: two of the largest frames
   std::uint64_t shared_used_ = 0;
   std::uint64_t ecn_counter_ = 0;
-  // Per port x class
-  std::vector<PacketRing> queue_;
+  // Per port x class: FIFO of queue entries (PacketStore references, kCopyBit for a multicast
+  // copy): 4 bytes per queued packet copy in blocks shared by all ports, the packets themselves
+  // are in store_.
+  BlockFifos<std::uint32_t> queue_;
+  PacketStore store_;
   std::vector<std::uint64_t> qbytes_;
   std::vector<std::uint8_t> paused_;
   // Per port

@@ -172,5 +172,85 @@ TEST(EventQueue, PopBeforeStopsAtTheLimit) {
   EXPECT_EQ(q.top_time(), 30);
 }
 
+// Issue 7: ring memory follows the records pending. Records spread thin over many buckets (a
+// few packets on each of many long links) after a dense burst: each non-empty bucket holds at
+// most one partly filled block, so blocks in use <= pending / 32 + non-empty buckets (< 2,048),
+// and blocks are reused, so the pool never exceeds the peak of that bound (rounded up to a
+// 64-block allocation). Vectors per bucket that kept or were handed the capacity of the burst's
+// buckets held ~20x the records here.
+TEST(EventQueue, RingBlocksFollowRecordsPending) {
+  EventQueue q(10);
+  CounterRng rng(17, 2);
+  std::uint64_t seq = 0;
+  auto push = [&](SimTime t) {
+    Event ev;
+    ev.time = t;
+    ev.src = 1;
+    ev.seq = seq++;
+    q.push(ev);
+  };
+  push(0);
+  std::size_t bound_peak = 0;
+  auto note = [&] {
+    const std::size_t nonempty = std::min<std::size_t>(q.size(), 2047);
+    bound_peak = std::max(bound_peak, (q.size() + EventQueue::kBlockRecs - 1) / EventQueue::kBlockRecs + nonempty);
+  };
+  // Dense bursts: 3 buckets of 3,000 records each, popped before the next burst.
+  SimTime now = 0;
+  for (int burst = 0; burst < 3; ++burst) {
+    for (int i = 0; i < 3000; ++i) push(now + 5 * 1024 + static_cast<SimTime>(rng.next_below(1024)));
+    note();
+    Event out;
+    while (!q.empty()) {
+      q.pop(out);
+      now = out.time;
+    }
+    push(now);
+  }
+  const std::size_t after_bursts = q.ring_blocks();
+  // Sparse phase: ~1,000 buckets ahead with ~5 records each, consumed and refilled 30 times.
+  for (int round = 0; round < 30; ++round) {
+    for (int i = 0; i < 5000; ++i) push(now + 1 + static_cast<SimTime>(rng.next_below(1000 * 1024)));
+    note();
+    Event out;
+    for (int i = 0; i < 5000 && !q.empty(); ++i) {
+      q.pop(out);
+      now = out.time;
+    }
+  }
+  const std::size_t limit = (bound_peak + 63) / 64 * 64;
+  EXPECT_LE(q.ring_blocks(), limit);
+  EXPECT_LE(after_bursts, (3000 / EventQueue::kBlockRecs + 1 + 63) / 64 * 64 + 64);
+  EXPECT_GT(bound_peak, 1000u);  // the sparse phase really spread over many buckets
+}
+
+// A same-instant burst needs sort buffers of its size; once the run is back to small buckets
+// they are freed (buffers above kKeepRecs and 4x the bucket), instead of holding the burst's
+// size for the rest of the run.
+TEST(EventQueue, SortBuffersShrinkAfterABurst) {
+  EventQueue q(10);
+  std::vector<std::uint64_t> seq(60000, 0);
+  auto push = [&](SimTime t, LpId src) {
+    Event ev;
+    ev.time = t;
+    ev.src = src;
+    ev.seq = seq[src]++;
+    q.push(ev);
+  };
+  push(0, 0);
+  for (LpId s = 0; s < 50000; ++s) push(4096, s);  // one bucket, one instant
+  Event out;
+  q.pop(out);  // time 0
+  q.pop(out);  // the burst's bucket is now sorted
+  EXPECT_GE(q.sort_buffer_records(), 50000u);
+  while (!q.empty()) q.pop(out);
+  // Back to small buckets: 100 instants of 10 records each.
+  for (SimTime t = 0; t < 100; ++t) {
+    for (LpId s = 0; s < 10; ++s) push(5000 + (t + 1) * 2048, s);
+  }
+  while (!q.empty()) q.pop(out);
+  EXPECT_LE(q.sort_buffer_records(), 2 * EventQueue::kKeepRecs);
+}
+
 }  // namespace
 }  // namespace fabricsim::engine
