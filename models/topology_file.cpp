@@ -330,7 +330,13 @@ TopoGraph read_topology_file(const ClusterSpec &spec) {
   std::ostringstream ss;
   ss << in.rdbuf();
   const std::string text = ss.str();
-  const auto first = text.find_first_not_of(" \t\r\n");
+  // The format is named by the first token that is not in a '#' comment line (the fabricsim
+  // format allows comment lines before its header).
+  auto first = text.find_first_not_of(" \t\r\n");
+  while (first != std::string::npos && text[first] == '#') {
+    const auto eol = text.find('\n', first);
+    first = eol == std::string::npos ? std::string::npos : text.find_first_not_of(" \t\r\n", eol);
+  }
   if (first != std::string::npos && text.compare(first, 18, "fabricsim-topology") == 0) {
     return parse_fabricsim_topology(text, path, spec);
   }

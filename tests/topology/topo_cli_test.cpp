@@ -144,6 +144,17 @@ TEST_F(TopoCli, RailOnlyTrafficWithoutPathFailsWithOneLine) {
       << t.out; // 16 x 7 cross-rail, cross-host
 }
 
+TEST_F(TopoCli, CommentLinesBeforeTheHeaderAreAllowed) {
+  // The bundled TE-CCL mesh starts with five '#' lines (docs/simccl.md runs it): 16 GPUs, each
+  // behind its own switch, 64 switch-switch links of the 4x4 mesh (2 directions).
+  const Outcome o = run("topo --set cluster.topology_file=" + source_dir() + "/examples/topologies/teccl_mesh4.topo");
+  ASSERT_EQ(o.code, 0) << o.err;
+  EXPECT_NE(o.out.find("16 gpu"), std::string::npos) << o.out;
+  // A comment-only file is still refused by name.
+  expect_bad("topo --set cluster.topology_file=" + write("only_comments.topo", "# nothing\n# here\n"), "line 1",
+             "unknown topology file format");
+}
+
 TEST_F(TopoCli, BadTopologyInputIsOneLineExit2NamingTheField) {
   const std::string head = "fabricsim-topology 1\nnode g0 gpu\nnode g1 gpu\nnode s0 switch 1\n";
   const std::string link = "link g0 s0 400Gbps 1us\nlink g1 s0 400Gbps 1us\n";
