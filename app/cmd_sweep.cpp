@@ -119,6 +119,22 @@ Action add_sweep(CLI::App& app) {
       }
       return 0;
     }
+    // Every other mode writes under OUT_DIR: refuse an unusable one before any point runs
+    // (a filesystem_error here was reported as an internal error).
+    {
+      const std::string field = o->out_dir.empty() ? "output_dir" : "-o";
+      const std::string where = o->out_dir.empty() ? o->file : std::string("<cli>");
+      std::error_code ec;
+      if (fs::exists(out_dir, ec) && !fs::is_directory(out_dir, ec)) {
+        throw engine::InputError(where, field, "'" + out_dir + "' exists and is not a directory",
+                                 "give a directory path (it is created if missing)");
+      }
+      fs::create_directories(out_dir, ec);
+      if (ec) {
+        throw engine::InputError(where, field, "cannot create the output directory '" + out_dir + "': " + ec.message(),
+                                 "give a writable directory");
+      }
+    }
     if (o->collect) {
       print_collect(sw, out_dir, jobs::aggregate(sw, out_dir));
       return 0;

@@ -171,6 +171,24 @@ TEST_F(SweepTest, CliReportsUnknownKeyOnOneLineWithExit2) {
   EXPECT_EQ(std::count(e.begin(), e.end(), '\n'), 1) << e;
 }
 
+TEST_F(SweepTest, UnusableOutputDirectoryIsOneLineExit2) {
+  const std::string f = write("s.yaml", "base: base.yaml\naxes:\n  - key: cluster.nic_bandwidth\n    values: [1Gbps, 2Gbps]\n");
+  const std::string file = write("not_a_dir", "x\n");
+  const std::string err = (dir_ / "err.txt").string();
+  for (const char* mode : {"--local", "--collect", "--point 0"}) {
+    const int st = std::system((binary() + " sweep " + f + " " + std::string(mode) + " -o " + file + " >/dev/null 2>" + err).c_str());
+    ASSERT_TRUE(WIFEXITED(st));
+    EXPECT_EQ(WEXITSTATUS(st), 2) << mode;
+    std::ifstream in(err);
+    std::stringstream ss;
+    ss << in.rdbuf();
+    const std::string e = ss.str();
+    EXPECT_EQ(e.rfind("fabricsim: error: <cli>: -o: '", 0), 0u) << e;
+    EXPECT_NE(e.find("is not a directory"), std::string::npos) << e;
+    EXPECT_EQ(std::count(e.begin(), e.end(), '\n'), 1) << e;
+  }
+}
+
 TEST_F(SweepTest, BadValueNamesThePoint) {
   const std::string f = write("s.yaml", "base: base.yaml\naxes:\n  - key: cluster.topology\n    values: [leaf_spine, torus]\n");
   const std::string e = error_of(f);
