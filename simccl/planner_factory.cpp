@@ -55,6 +55,14 @@ PlannerBuild make_planner(const std::string& kind, const std::vector<std::pair<s
   NcclPlannerConfig cfg;
   cfg.settings = load_nccl_settings(nccl_pairs, spec_file, use_env, &extras.nccl_origin);
   out.warnings = cfg.settings.warnings;
+  // A setting taken from the shell changes results without appearing in the spec: say so, so a
+  // run can be reproduced from its log (the spec's nccl: section wins over the environment).
+  for (const auto& a : cfg.settings.applied) {
+    if (a.origin == "<env>") {
+      out.warnings.push_back("<env>: " + a.name + "=" + a.value +
+                             ": NCCL setting taken from the environment (put it in the spec's nccl: section to record it)");
+    }
+  }
   // The transport settings apply to the NIC whichever planner plans the collectives.
   out.ib_qps_per_connection = cfg.settings.ib_qps_per_connection;
   out.ib_split_data_on_qps = cfg.settings.ib_split_data_on_qps != 0;

@@ -6,6 +6,7 @@
 // ReduceScatter cost; a file without GPUs is an error.
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <fstream>
 #include <set>
 #include <string>
@@ -145,3 +146,23 @@ TEST(NcclTopo, FileSetsTheCostModel) {
 }
 
 }  // namespace
+
+TEST(NcclTopo, SettingsFromTheEnvironmentAreNamedInTheWarnings) {
+  // A shell NCCL_* variable changes results without appearing in the spec: the planner says so,
+  // and a spec value of the same name wins (and is not reported as from the environment).
+  ::setenv("NCCL_PROTO", "Simple", 1);
+  ::setenv("NCCL_ALGO", "Tree", 1);
+  const auto pb = simccl::make_planner("nccl", {{"NCCL_ALGO", "Ring"}}, "spec.yaml", 90, node8(), true);
+  ::unsetenv("NCCL_PROTO");
+  ::unsetenv("NCCL_ALGO");
+  std::size_t env_lines = 0;
+  for (const auto& w : pb.warnings) {
+    if (w.rfind("<env>: ", 0) == 0) ++env_lines;
+  }
+  EXPECT_EQ(env_lines, 1u);
+  bool proto = false;
+  for (const auto& w : pb.warnings) proto |= w.rfind("<env>: NCCL_PROTO=Simple: ", 0) == 0;
+  EXPECT_TRUE(proto);
+  const auto quiet = simccl::make_planner("nccl", {}, "spec.yaml", 90, node8(), false);
+  for (const auto& w : quiet.warnings) EXPECT_NE(w.rfind("<env>", 0), 0u) << w;
+}
