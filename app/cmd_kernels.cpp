@@ -1,4 +1,5 @@
 // `fabricsim kernels lookup|scale|profile-plan|gpus`: the kernel database and roofline scaling.
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -21,14 +22,14 @@ const CLI::Validator kPositive(
     [](std::string& v) {
       char* end = nullptr;
       const double x = std::strtod(v.c_str(), &end);
-      return (end != v.c_str() && *end == '\0' && x > 0) ? std::string() : "'" + v + "' must be a number > 0";
+      return (end != v.c_str() && *end == '\0' && std::isfinite(x) && x > 0) ? std::string() : "'" + v + "' must be a finite number > 0";
     },
     "POSITIVE");
 const CLI::Validator kNonNegative(
     [](std::string& v) {
       char* end = nullptr;
       const double x = std::strtod(v.c_str(), &end);
-      return (end != v.c_str() && *end == '\0' && x >= 0) ? std::string() : "'" + v + "' must be a number >= 0";
+      return (end != v.c_str() && *end == '\0' && std::isfinite(x) && x >= 0) ? std::string() : "'" + v + "' must be a finite number >= 0";
     },
     "NON-NEGATIVE");
 }  // namespace
@@ -50,6 +51,10 @@ void work_of(const KernelsOpts& o, kernels::Dtype d, double& flops, double& byte
   if (o.m > 0 || o.n > 0 || o.k > 0) {
     if (!(o.m > 0 && o.n > 0 && o.k > 0)) {
       throw engine::InputError("<cli>", "--m/--n/--k", "a GEMM needs all three dimensions", "give --m, --n and --k");
+    }
+    if (o.flops > 0) {
+      throw engine::InputError("<cli>", "--flops", "given together with --m/--n/--k, which already define the FLOPs",
+                               "give either --m/--n/--k or --flops");
     }
     flops = 2 * o.m * o.n * o.k;
     bytes = (o.m * o.k + o.k * o.n + o.m * o.n) * kernels::dtype_bytes(d);
@@ -98,6 +103,10 @@ Action add_kernels(CLI::App& app) {
       const auto& g = kernels::find_gpu(o->gpu, "<cli>", "--gpu");
       double f = 0, b = 0;
       work_of(*o, d, f, b);
+      if (!(f > 0) && !(b > 0)) {
+        throw engine::InputError("<cli>", "kernels lookup", "no work given (the call would take 0 us)",
+                                 "give --m/--n/--k for a GEMM, or --flops and/or --bytes");
+      }
       const kernels::KernelShape shape =
           o->m > 0 ? kernels::KernelShape::gemm(o->m, o->n, o->k) : kernels::KernelShape{};
       const auto e = db.estimate(g, o->op, d, f, b, o->no_model ? kernels::Fallback::kNone : kernels::Fallback::kRoofline,

@@ -369,3 +369,17 @@ TEST_F(Cli, FabricBadInput) {
   expect_bad("run --workload " + w + " --set cc.dcqcn_g=2", {"cc.dcqcn_g"});
   expect_bad("run --workload " + w + " --set switch.pfc=maybe", {"switch.pfc", "boolean"});
 }
+
+TEST_F(Cli, KernelsLookupWithoutWorkOrWithNonFiniteShapesIsRefused) {
+  const std::vector<std::pair<std::string, std::vector<std::string>>> cases{
+      {"kernels lookup --gpu H100", {"kernels lookup", "no work given"}},
+      {"kernels lookup --m inf --n 1 --k 1", {"--m", "finite"}},
+      {"kernels lookup --m 4096 --n 4096 --k 4096 --flops 1e12", {"--flops", "--m/--n/--k"}}};
+  for (const auto& [args, must] : cases) {
+    const Outcome o = run_cli(args, dir_.string());
+    EXPECT_EQ(o.code, 2) << args << "\n" << o.err;
+    EXPECT_EQ(count_lines(o.err), 1) << o.err;
+    for (const auto& m : must) EXPECT_NE(o.err.find(m), std::string::npos) << "missing '" << m << "' in: " << o.err;
+  }
+  EXPECT_EQ(run_cli("kernels lookup --gpu H100 --m 4096 --n 4096 --k 4096", dir_.string()).code, 0);
+}
