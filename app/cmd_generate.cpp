@@ -23,7 +23,7 @@ Action add_generate(CLI::App& app) {
     std::vector<std::string> sets;
   };
   auto o = std::make_shared<Opts>();
-  CLI::App* sub = app.add_subcommand("generate", "generate a Megatron-style training workload and write it as Chakra ET");
+  CLI::App* sub = app.add_subcommand("generate", "generate a Megatron-style training (or inference) workload and write it as Chakra ET");
   sub->add_option("spec", o->spec, "spec with a workload.generator section")->check(CLI::ExistingFile);
   sub->add_option("--set", o->sets, "override a spec key, e.g. --set workload.generator.model=gpt3-175b (repeatable)");
   sub->add_option("-o,--output", o->prefix, "write PREFIX.<rank>.et and PREFIX.comm_groups.json (default: only print)");
@@ -60,8 +60,23 @@ Action add_generate(CLI::App& app) {
     std::printf("ranks %u, communicators %zu, nodes %llu, micro-batches per DP rank %u\n", g.workload.ranks,
                 g.workload.groups.size(), static_cast<unsigned long long>(s.nodes), s.microbatches);
     std::printf("model: %.4g parameters, %.4g tokens per iteration\n", s.params, s.tokens);
-    std::printf("FLOPs per iteration: model %.4g (closed form %.4g), with recompute %.4g\n", s.model_flops,
-                jobs::closed_form_model_flops(cfg.model, s.tokens, cfg.seq_len), s.hw_flops);
+    if (g.infer.used) {
+      // Per phase, all replicas: the generated kernels' FLOPs beside the closed form.
+      double pre_cf = 0, dec = 0, dec_cf = 0;
+      pre_cf = cfg.dp * jobs::closed_form_inference_flops(cfg.model, cfg.batch, cfg.prompt_tokens, 0);
+      for (std::uint32_t k = 1; k < cfg.output_tokens; ++k) {
+        dec += g.infer.phase_flops[k];
+        dec_cf += cfg.dp * jobs::closed_form_inference_flops(cfg.model, cfg.batch, cfg.prompt_tokens, k);
+      }
+      std::printf("inference: batch %u per replica, %u replica(s), prompt %u, output %u tokens (%u decode steps)\n",
+                  cfg.batch, cfg.dp, cfg.prompt_tokens, cfg.output_tokens, cfg.output_tokens - 1);
+      std::printf("FLOPs: prefill %.4g (closed form %.4g), decode %.4g (closed form %.4g)\n", g.infer.phase_flops[0],
+                  pre_cf, dec, dec_cf);
+      std::printf("KV cache read by rank 0's decode attention: %.4g bytes\n", g.infer.kv_read_bytes_rank0);
+    } else {
+      std::printf("FLOPs per iteration: model %.4g (closed form %.4g), with recompute %.4g\n", s.model_flops,
+                  jobs::closed_form_model_flops(cfg.model, s.tokens, cfg.seq_len), s.hw_flops);
+    }
     std::printf("kernels: %llu measured/interpolated, %llu roofline-scaled from another GPU, %llu modelled\n",
                 static_cast<unsigned long long>(s.kernels_measured), static_cast<unsigned long long>(s.kernels_scaled),
                 static_cast<unsigned long long>(s.kernels_modelled));

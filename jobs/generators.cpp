@@ -45,6 +45,39 @@ std::uint32_t gpu_sms(const std::string& gpu, const std::string& file) {
   return e != nullptr ? e->sms : 0;
 }
 
+/// The inference-only checks of validate_train (TrainConfig::inference).
+void validate_inference(const TrainConfig& c) {
+  const ModelConfig& m = c.model;
+  for (auto [v, n] : {std::pair{c.prompt_tokens, "prompt_tokens"}, {c.output_tokens, "output_tokens"}, {c.batch, "batch"}}) {
+    if (v == 0) bad(c, n, "must be >= 1 for mode: inference", "give a positive whole number");
+  }
+  // The DAG holds every decode step: keep it to a size a run can hold (~15 nodes per layer and step).
+  if (c.output_tokens > 65536) {
+    bad(c, "output_tokens", fmt::format("{} decode steps are more than the generator holds (65536)", c.output_tokens),
+        "use output_tokens <= 65536");
+  }
+  if (double(c.prompt_tokens) + c.output_tokens > double(1u << 24)) {
+    bad(c, "prompt_tokens", "prompt_tokens + output_tokens is above 2^24 tokens of context", "use a shorter context",
+        {"output_tokens"});
+  }
+  if (m.attn == AttnType::kMla) {
+    bad(c, "model",
+        "inference of multi-head latent attention (" + m.name +
+            ": latent KV cache, absorbed decode projections) is not modelled",
+        "use a GQA/MHA model (e.g. llama3-70b, mixtral-8x7b) for mode: inference");
+  }
+  if (!c.flash_attention) {
+    bad(c, "attention", "inference is modelled with FlashAttention kernels only (prefill and paged decode)",
+        "use attention: flash or flash2 (or drop the key)");
+  }
+  if (m.is_moe() && c.ep > 1 && c.tp > 1 && c.batch % c.tp != 0) {
+    bad(c, "batch",
+        fmt::format("batch {} is not divisible by TP {}: with EP > 1 the MoE layers split each step's tokens over "
+                    "the TP ranks (sequence-parallel MoE)", c.batch, c.tp),
+        "choose a batch that is a multiple of tp (or ep: 1)", {"tp", "ep"});
+  }
+}
+
 }  // namespace
 
 void validate_train(const TrainConfig& c) {
@@ -100,7 +133,7 @@ void validate_train(const TrainConfig& c) {
       bad(c, "ep", fmt::format("EP {} does not divide TP·DP = {}", c.ep, c.tp * c.dp),
           "EP folds into the TP·DP ranks of a stage; choose an EP that divides tp*dp", {"tp", "dp"});
     }
-    if (c.tp > 1 && !c.sequence_parallel) {
+    if (c.tp > 1 && !c.sequence_parallel && !c.inference) {
       bad(c, "sequence_parallel", "MoE with TP > 1 is modelled with sequence parallelism only",
           "set sequence_parallel: true", {"tp", "model"});
     }
@@ -147,6 +180,7 @@ void validate_train(const TrainConfig& c) {
     bad(c, "dtype", g.name + " has no FP8 tensor cores", "use dtype: bf16", {"gpu"});
   }
   if (c.grad_bytes != 2 && c.grad_bytes != 4) bad(c, "grad_bytes", "must be 2 or 4", "2 (bf16 grads) or 4 (fp32)");
+  if (c.inference) validate_inference(c);
 }
 
 double closed_form_model_flops(const ModelConfig& m, double tokens, std::uint32_t seq_len) {
@@ -163,6 +197,22 @@ double closed_form_model_flops(const ModelConfig& m, double tokens, std::uint32_
     attn += 2.0 * seq_len * m.heads * double(m.qk_head_dim() + m.head_dim);
   }
   return 6.0 * matrix * tokens + 3.0 * attn * tokens;
+}
+
+double closed_form_inference_flops(const ModelConfig& m, std::uint32_t batch, std::uint32_t prompt,
+                                   std::uint32_t step) {
+  double matrix = 0;
+  for (std::uint32_t l = 0; l < m.layers; ++l) {
+    matrix += double(m.attention_params());
+    matrix += m.moe_layer(l) ? double(m.top_k + m.shared_experts) * double(m.ffn_params(m.expert_ffn_hidden)) +
+                                   double(m.hidden) * m.experts
+                             : double(m.ffn_params(m.ffn_hidden));
+  }
+  const double b = batch, P = prompt;
+  const double tokens = step == 0 ? b * P : b;
+  const double ctx_sum = step == 0 ? P * (P + 1) / 2 : P + step;  // Σ over a request's queries
+  const double attn = 2.0 * m.layers * m.heads * double(m.qk_head_dim() + m.head_dim) * b * ctx_sum;
+  return 2.0 * matrix * tokens + 2.0 * double(m.vocab) * double(m.hidden) * b + attn;
 }
 
 namespace {
@@ -1139,6 +1189,173 @@ class Builder {
     return wg;
   }
 
+  // ---- inference (TrainConfig::inference; docs/generators.md "Inference") ----------------------
+  /// KV heads a rank holds: kv_heads/TP, or 1 when TP > kv_heads (vLLM's QKVParallelLinear then
+  /// replicates each KV head on TP/kv_heads ranks, num_kv_head_replicas).
+  double kv_local() const { return std::max(1.0, double(m_.kv_heads) / c_.tp); }
+
+  /// An inference GEMM C[m×n] = A[m×k]·W[k×n] (`groups` experts: grouped, m rows spread evenly).
+  /// Bytes: input and output once (16-bit; the input 1 byte with FP8 W8A8), the weights once,
+  /// 1 byte each with FP8 (vLLM fp8 checkpoints: FP8 weights, per-token dynamic FP8
+  /// activations), 2 otherwise; `keep16` GEMMs (logits, router) stay 16-bit. A grouped GEMM with
+  /// fewer rows than experts touches at most `m` experts' weights (balanced routing). In decode
+  /// (m = batch) the weights dominate: the kernel is memory-bound and timed so.
+  Kernel igemm(double m, double n, double k, double groups = 1, const char* op = "gemm", bool keep16 = false) const {
+    const double wb = fp8_ && !keep16 ? 1.0 : B_;
+    Kernel kn = gemm(m, n, k, B_, groups, op);
+    kn.bytes = m * k * wb + std::min(groups, std::max(1.0, m)) * k * n * wb + m * n * B_;
+    kn.keep16 = keep16;
+    return kn;
+  }
+  Kernel residual_k(double n) const { return mem("residual_add", el(n), n, 3 * n * B_); }
+
+  /// MoE FFN of one inference layer on the replica's T tokens. EP = 1: experts TP-sharded (vLLM
+  /// FusedMoE without expert parallelism): every rank routes all T tokens through its 1/TP slice
+  /// of every expert, then the TP AllReduce(T·h·B) as after a dense MLP. EP > 1: experts whole
+  /// on their EP rank (E/EP per rank), EP folded into the stage's TP·DP ranks as in training;
+  /// each TP rank takes T/TP of the (replicated) tokens (vLLM's sequence-parallel MoE,
+  /// vllm/model_executor/models/deepseek_v2.py DeepseekV2MoE with use_sequence_parallel_moe:
+  /// sequence_parallel_chunk, then tensor_model_parallel_all_gather), dispatches them with
+  /// AllToAll(T/TP·top_k·h·B) and combines with the same, then the TP ranks AllGather(T·h·B) the
+  /// outputs. @returns the node the residual add waits for (-1: none).
+  std::int64_t inf_moe(Rank& R, const std::string& L, double T) {
+    const double h = double(m_.hidden), kk = m_.top_k, E = m_.experts, fe = double(m_.expert_ffn_hidden),
+                 t = c_.tp, mats_in = m_.ffn == FfnType::kSwiglu ? 2 : 1;
+    const std::int32_t tpg = rg_[R.r].tp;
+    const bool ep = c_.ep > 1;
+    const double Tm = ep ? T / t : T;            // tokens this rank routes
+    const double rows = Tm * kk;                 // expert rows this rank computes (balanced routing)
+    const double groups = ep ? E / c_.ep : E;    // experts on this rank
+    const double fl = ep ? fe : fe / t;          // expert FFN columns on this rank
+    Kernel router = igemm(Tm, E, h, 1, "gemm", true);
+    if (!ep) router.model_flops /= t;            // replicated on the TP ranks: counted once
+    comp(R, L + ".router", router);
+    comp(R, L + ".perm", mem("moe_permute", el(rows * h), 0, 2 * rows * h * B_));
+    std::int64_t a2a = ep ? coll(R, L + ".disp", CollOp::kAllToAll, rows * h * B_, rg_[R.r].ep, deps_of({R.last})) : -1;
+    comp(R, L + ".efc1", igemm(rows, mats_in * fl, h, groups, "grouped_gemm"), deps_of({a2a}));
+    comp(R, L + ".eact", act_k(rows * fl, false));
+    comp(R, L + ".efc2", igemm(rows, h, fl, groups, "grouped_gemm"));
+    a2a = ep ? coll(R, L + ".comb", CollOp::kAllToAll, rows * h * B_, rg_[R.r].ep, deps_of({R.last})) : -1;
+    if (m_.shared_experts > 0) {
+      const double sf = fe * m_.shared_experts / (ep ? 1.0 : t);
+      comp(R, L + ".sfc1", igemm(Tm, mats_in * sf, h));
+      comp(R, L + ".sact", act_k(Tm * sf, false));
+      comp(R, L + ".sfc2", igemm(Tm, h, sf));
+    }
+    comp(R, L + ".unperm", mem("moe_permute", el(rows * h), 0, 2 * rows * h * B_), deps_of({a2a}));
+    if (c_.tp <= 1) return -1;
+    return ep ? coll(R, L + ".ag", CollOp::kAllGather, T * h * B_, tpg, deps_of({R.last}))
+              : coll(R, L + ".ar2", CollOp::kAllReduce, T * h * B_, tpg, deps_of({R.last}));
+  }
+
+  /// Layer `l` of inference phase `k` (0 = prefill of batch·prompt tokens, k >= 1 = decode step
+  /// k of batch tokens attending to prompt + k keys each). No sequence parallelism: the T tokens'
+  /// activations are replicated over the TP ranks, so the attention output projection and the
+  /// MLP end in AllReduce(T·h·B) (Shoeybi et al. 2019; vLLM RowParallelLinear).
+  void inf_layer(Rank& R, std::uint32_t l, std::uint32_t k, double T, std::vector<std::uint32_t> in) {
+    const double h = double(m_.hidden), t = c_.tp, hl = double(m_.heads) / t, kvl = kv_local(), hd = m_.head_dim;
+    const double b = c_.batch, P = c_.prompt_tokens;
+    const std::string L = fmt::format("{}.L{}", k == 0 ? std::string("pre") : fmt::format("d{}", k), l);
+    const std::int32_t tpg = rg_[R.r].tp;
+    comp(R, L + ".ln1", norm_k(T, false), std::move(in));
+    Kernel qkv = igemm(T, (hl + 2 * kvl) * hd, h);
+    qkv.model_flops = 2 * T * h * (double(m_.heads) + 2.0 * m_.kv_heads) * hd / t;  // replicated KV heads counted once
+    comp(R, L + ".qkv", qkv);
+    if (m_.rope) {
+      const double n = T * (hl + kvl) * hd;
+      comp(R, L + ".rope", mem("rope", el(n), 3 * n, 2 * n * B_));
+    }
+    // The new keys and values into the paged KV cache (vLLM reshape_and_cache_flash: read, write).
+    const double kv_new = T * 2 * kvl * hd;
+    comp(R, L + ".kvw", mem("kv_cache_write", el(kv_new), 0, 2 * kv_new * B_));
+    if (k == 0) {
+      // Causal FlashAttention over each prompt: query q attends to q keys, Σ = P(P+1)/2.
+      const double f = 2.0 * b * hl * (2 * hd) * P * (P + 1) / 2;
+      Kernel a{"flash_attn_fwd",
+               fmt::format("b={} heads={} kv_heads={} s={} d={} causal=1", u64(b), u64(hl), u64(kvl), u64(P), u64(hd)), f,
+               b * P * (2 * hl * hd + 2 * kvl * hd) * B_, f};
+      a.dims = kernels::KernelShape::attention(b * hl, P, hd, true, false, c_.flash2);
+      comp(R, L + ".attn", a);
+    } else {
+      // Decode attention (FlashAttention/FlashInfer decode over the paged cache): every request's
+      // one query reads its whole K and V, 2·kv_heads·head_dim·context·B bytes per layer.
+      const double ctx = P + k, kv_read = b * 2 * kvl * hd * ctx * B_;
+      const double f = 2.0 * b * hl * (2 * hd) * ctx;
+      comp(R, L + ".attn",
+           Kernel{"attn_decode",
+                  fmt::format("b={} heads={} kv_heads={} context={} d={}", u64(b), u64(hl), u64(kvl), u64(ctx), u64(hd)),
+                  f, kv_read + 2 * b * hl * hd * B_, f});
+      if (R.r == 0 && !plan_only_) infer_.kv_read_bytes_rank0 += kv_read;
+    }
+    comp(R, L + ".proj", igemm(T, h, hl * hd));
+    std::int64_t red = c_.tp > 1 ? coll(R, L + ".ar1", CollOp::kAllReduce, T * h * B_, tpg, deps_of({R.last})) : -1;
+    comp(R, L + ".add1", residual_k(T * h), deps_of({red}));
+    comp(R, L + ".ln2", norm_k(T, false));
+    if (m_.moe_layer(l)) {
+      red = inf_moe(R, L, T);
+    } else {
+      const double ffn = double(m_.ffn_hidden) / t, mats_in = m_.ffn == FfnType::kSwiglu ? 2 : 1;
+      comp(R, L + ".fc1", igemm(T, mats_in * ffn, h));
+      comp(R, L + ".act", act_k(T * ffn, false));
+      comp(R, L + ".fc2", igemm(T, h, ffn));
+      red = c_.tp > 1 ? coll(R, L + ".ar2", CollOp::kAllReduce, T * h * B_, tpg, deps_of({R.last})) : -1;
+    }
+    comp(R, L + ".add2", residual_k(T * h), deps_of({red}));
+  }
+
+  /// One rank of an inference replica: the prefill, then output_tokens - 1 decode steps, each
+  /// through the rank's pipeline stage. Stage 0 embeds (vocab-parallel: AllReduce(T·h·B) over TP);
+  /// a stage sends its T·h·B output activations to the next; the last stage runs the final norm,
+  /// the LM head on the last position of each request (batch rows, V/TP columns), AllGathers the
+  /// vocab-parallel logits (batch·V·B; vLLM LogitsProcessor) and samples. With PP > 1 the sampled
+  /// token ids (4 bytes per request) go back to stage 0, which starts the next step on them
+  /// (standing in for the scheduler's round trip); with PP = 1 the stream order does it.
+  void build_inference_rank(Rank& R) {
+    const double h = double(m_.hidden), b = c_.batch, P = c_.prompt_tokens, t = c_.tp;
+    const double V = double(m_.vocab);
+    const std::uint32_t steps = c_.output_tokens - 1, lps = m_.layers / c_.pp, l0 = R.p * lps;
+    const bool first = R.p == 0, last = R.p + 1 == c_.pp;
+    const std::int32_t tpg = rg_[R.r].tp;
+    // Tags: activations of phase k from stage s -> k·(PP+1) + s; token ids of phase k -> k·(PP+1) + PP.
+    auto tg = [&](std::uint32_t k, std::uint32_t slot) { return std::int64_t(k) * (c_.pp + 1) + slot; };
+    for (std::uint32_t k = 0; k <= steps; ++k) {
+      const double f0 = stats_.model_flops;
+      const double T = k == 0 ? b * P : b;
+      const std::string ph = k == 0 ? std::string("pre") : fmt::format("d{}", k);
+      std::vector<std::uint32_t> in;
+      if (first) {
+        if (k > 0 && c_.pp > 1) {
+          in.push_back(p2p(R, false, rank_of(R.t, R.d, c_.pp - 1), b * 4, tg(k - 1, c_.pp), ph + ".rx.tok"));
+        }
+        comp(R, ph + ".emb",
+             mem("embedding", fmt::format("tokens={} hidden={} vocab={}", u64(T), u64(h), u64(V / t)), 0, 2 * T * h * B_),
+             std::move(in));
+        in.clear();
+        if (c_.tp > 1) add_dep(in, coll(R, ph + ".emb.ar", CollOp::kAllReduce, T * h * B_, tpg, deps_of({R.last})));
+      } else {
+        in.push_back(p2p(R, false, rank_of(R.t, R.d, R.p - 1), T * h * B_, tg(k, R.p - 1), ph + ".rx"));
+      }
+      for (std::uint32_t l = l0; l < l0 + lps; ++l) {
+        inf_layer(R, l, k, T, in);
+        in.clear();
+      }
+      if (!last) {
+        p2p(R, true, rank_of(R.t, R.d, R.p + 1), T * h * B_, tg(k, R.p), ph + ".tx");
+      } else {
+        comp(R, ph + ".lnf", norm_k(T, false));
+        comp(R, ph + ".logits", igemm(b, V / t, h, 1, "gemm", true));
+        const std::int64_t ag =
+            c_.tp > 1 ? coll(R, ph + ".logits.ag", CollOp::kAllGather, b * V * B_, tpg, deps_of({R.last})) : -1;
+        // Sampling over the gathered logits: fp32 softmax/top-p and the draw (read 16-bit, write
+        // and read fp32 probabilities): ~5 FLOPs and B + 8 bytes per logit.
+        comp(R, ph + ".sample", mem("sampling", el(b * V), 5 * b * V, b * V * (B_ + 8)), deps_of({ag}));
+        if (!plan_only_) infer_.phase_end_nodes[R.r].push_back(static_cast<std::uint32_t>(R.last));
+        if (c_.pp > 1 && k < steps) p2p(R, true, rank_of(R.t, R.d, 0), b * 4, tg(k, c_.pp), ph + ".tx.tok");
+      }
+      infer_.phase_flops[k] += stats_.model_flops - f0;
+    }
+  }
+
   Generated run() {
     Generated g;
     g.config = c_;
@@ -1151,9 +1368,19 @@ class Builder {
                            m_.name, c_.tp, c_.pp, c_.dp, c_.ep, c_.vp, c_.micro_batch, gb_, c_.seq_len,
                            kernels::dtype_name(c_.dtype), c_.gpu, sp_ ? 1 : 0, c_.zero, rc, at,
                            c_.tp_comm_overlap ? fmt::format("on(rs_sms={})", c_.tp_comm_overlap_rs_sms) : "off");
+    if (c_.inference) {
+      w.source = fmt::format("generated:{} inference tp{} pp{} dp{} ep{} batch{} prompt{} output{} {} {} attn={}", m_.name,
+                             c_.tp, c_.pp, c_.dp, c_.ep, c_.batch, c_.prompt_tokens, c_.output_tokens,
+                             kernels::dtype_name(c_.dtype), c_.gpu, c_.flash2 ? "flash2" : "flash");
+    }
     w.format = "generated";
     make_groups(w);
     w.programs.resize(w.ranks);
+    if (c_.inference) {
+      infer_.used = true;
+      infer_.phase_flops.assign(c_.output_tokens, 0.0);
+      infer_.phase_end_nodes.assign(w.ranks, {});
+    }
     for (std::uint32_t r = 0; r < w.ranks; ++r) {
       if (plan_only_ && r > 0) break;
       Rank R;
@@ -1162,16 +1389,22 @@ class Builder {
       R.d = (r / c_.tp) % c_.dp;
       R.p = r / (c_.tp * c_.dp);
       R.prog = &w.programs[r];
-      build_rank(R);
+      if (c_.inference) {
+        build_inference_rank(R);
+      } else {
+        build_rank(R);
+      }
       stats_.nodes += w.programs[r].size();
     }
     stats_.microbatches = mbs_;
     stats_.params = m_.total_params();
-    stats_.tokens = double(gb_) * c_.seq_len;
+    stats_.tokens = c_.inference ? double(c_.dp) * c_.batch * (double(c_.prompt_tokens) + c_.output_tokens - 1)
+                                 : double(gb_) * c_.seq_len;
     // model/hw FLOPs were summed over all ranks' nodes; the counts are per iteration.
     stats_.model_flops /= c_.iterations;
     stats_.hw_flops /= c_.iterations;
     g.stats = stats_;
+    g.infer = infer_;
     return g;
   }
 
@@ -1201,6 +1434,7 @@ class Builder {
   bool final_flush_ = false;
   std::vector<double> pending_dense_, pending_expert_;
   GenStats stats_;
+  InferStats infer_;  ///< inference workloads (build_inference_rank)
   std::map<std::tuple<std::string, Dtype, std::string>, KernelNeed> plan_;
 };
 
@@ -1432,6 +1666,43 @@ TrainConfig train_config_from_spec(const Spec& spec) {
   }
   c.efficiency.compute = r.real("compute_efficiency", c.efficiency.compute);
   c.efficiency.memory = r.real("memory_efficiency", c.efficiency.memory);
+  // Inference (docs/generators.md "Inference"): its own keys, and the training-only ones refused.
+  if (auto v = r.get("mode")) {
+    if (*v == "training") c.inference = false;
+    else if (*v == "inference") c.inference = true;
+    else throw InputError(r.where("mode"), "workload.generator.mode", "'" + *v + "' is not a mode", "use training or inference");
+  }
+  static const char* const kInferenceKeys[] = {"prompt_tokens", "output_tokens", "batch"};
+  static const char* const kTrainingKeys[] = {"micro_batch", "global_batch", "seq_len", "recompute", "zero", "vp",
+                                              "sequence_parallel", "tp_comm_overlap", "tp_comm_overlap_rs_sms",
+                                              "overlap_grad_reduce", "bucket_params", "grad_bytes", "iterations"};
+  if (c.inference) {
+    for (const char* k : kTrainingKeys) {
+      if (r.get(k)) {
+        throw InputError(r.where(k, {"mode"}), std::string("workload.generator.") + k,
+                         "is a training key but mode is inference",
+                         "drop it (inference takes batch, prompt_tokens and output_tokens)");
+      }
+    }
+    for (const char* k : kInferenceKeys) {
+      if (!r.get(k)) {
+        throw InputError(r.where("mode"), std::string("workload.generator.") + k, "missing for mode: inference",
+                         "give batch, prompt_tokens and output_tokens (e.g. 16, 2048, 128)");
+      }
+    }
+    c.prompt_tokens = static_cast<std::uint32_t>(r.uint("prompt_tokens", 0));
+    c.output_tokens = static_cast<std::uint32_t>(r.uint("output_tokens", 0));
+    c.batch = static_cast<std::uint32_t>(r.uint("batch", 0));
+    c.sequence_parallel = false;  // activations replicated over TP (no SP in serving engines)
+  } else {
+    for (const char* k : kInferenceKeys) {
+      if (r.get(k)) {
+        throw InputError(r.where(k, {"mode"}), std::string("workload.generator.") + k,
+                         "is an inference key but mode is training (the default)",
+                         "set mode: inference, or drop it");
+      }
+    }
+  }
   return c;
 }
 

@@ -93,6 +93,15 @@ struct TrainConfig {
   std::uint32_t grad_bytes = 2;        ///< bytes per gradient element in DP reductions
   std::uint32_t iterations = 1;
   std::uint32_t expected_gpus = 0;     ///< if > 0, must equal TP·PP·DP·CP
+  /// Inference instead of a training iteration (`mode: inference`; docs/generators.md
+  /// "Inference"): each of the DP independent replicas (TP·PP GPUs) serves `batch` requests of
+  /// `prompt_tokens` prompt tokens at once: one prefill, then output_tokens - 1 decode steps (the
+  /// prefill yields the first output token, as vLLM counts output_len). The training-only keys
+  /// (micro_batch, global_batch, seq_len, recompute, zero, vp, ...) are refused with it.
+  bool inference = false;
+  std::uint32_t prompt_tokens = 0;     ///< inference: prompt length per request (tokens)
+  std::uint32_t output_tokens = 0;     ///< inference: tokens generated per request, the prefill's included
+  std::uint32_t batch = 0;             ///< inference: concurrent requests per replica
   kernels::Fallback fallback = kernels::Fallback::kRoofline;
   kernels::RooflineEfficiency efficiency;
   std::string file = "<spec>";         ///< for error messages
@@ -115,12 +124,38 @@ struct GenStats {
   double compute_ps_rank0 = 0;         ///< sum of rank 0's compute durations (ps)
 };
 
+/// What a generated inference workload contains (TrainConfig::inference), for the run summary
+/// and tests. Phase 0 is the prefill, phase k >= 1 decode step k (context prompt_tokens + k).
+struct InferStats {
+  bool used = false;
+  /// Model FLOPs per phase over all ranks: 2 · (matrix parameters a token touches) per token,
+  /// logits for the last position of each request only, plus the causal attention core
+  /// (closed_form_inference_flops).
+  std::vector<double> phase_flops;
+  /// Bytes of KV cache read by rank 0's decode attention kernels, all steps (B).
+  double kv_read_bytes_rank0 = 0;
+  /// Per rank: the node that ends each phase (the sampling kernel of the last pipeline stage;
+  /// phases + 1 entries), empty for ranks of other stages. The run summary takes the time a
+  /// phase ends as the latest completion of its nodes over the ranks.
+  std::vector<std::vector<std::uint32_t>> phase_end_nodes;
+};
+
 /// A generated workload and its statistics.
 struct Generated {
   models::Workload workload;
   GenStats stats;
   TrainConfig config;
+  InferStats infer;  ///< inference workloads only (infer.used)
 };
+
+/// Model FLOPs of one inference phase of one replica (all its GPUs): 2 · P_m · tokens +
+/// 2 · V · h · batch (logits of each request's last position) + 2 · layers · heads ·
+/// (d_qk + d_v) · batch · Σ_q context(q) (QK^T and PV over the causal context of every query:
+/// P(P+1)/2 for a prefill of P tokens, P + k for decode step k). P_m = the matrix parameters a
+/// token touches in the layers (attention, dense FFN or top_k + shared experts and the router;
+/// ModelConfig). @param step 0 = prefill (batch · prompt tokens), k >= 1 = decode step k.
+double closed_form_inference_flops(const ModelConfig& m, std::uint32_t batch, std::uint32_t prompt,
+                                   std::uint32_t step);
 
 /// Checks a training configuration. @throws engine::InputError (one line naming the field and
 /// the fix) for: heads or kv_heads not divisible by TP, layers not divisible by PP·VP, world size

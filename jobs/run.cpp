@@ -77,6 +77,8 @@ struct GenInfo {
   double peak_flops = 0;  ///< dense peak of the GPU for the GEMM dtype (FLOP/s)
   std::uint32_t iterations = 1;  ///< workload.generator.iterations
   bool fp8 = false;              ///< the peak is the FP8 one
+  InferStats infer;              ///< inference workloads (infer.used)
+  std::uint32_t batch = 0, prompt_tokens = 0, output_tokens = 0, replicas = 0;  ///< inference config
 };
 
 /// The spec's workload: generated when workload.generator.model is set, else read from a file.
@@ -106,6 +108,11 @@ models::Workload load_spec_workload(const Spec& spec, GenInfo* info) {
     info->peak_flops = kernels::find_gpu(cfg.gpu).peak_flops(cfg.dtype);
     info->iterations = std::max<std::uint32_t>(1, cfg.iterations);
     info->fp8 = cfg.dtype == kernels::Dtype::kFp8;
+    info->infer = std::move(g.infer);
+    info->batch = cfg.batch;
+    info->prompt_tokens = cfg.prompt_tokens;
+    info->output_tokens = cfg.output_tokens;
+    info->replicas = cfg.dp;
   }
   return std::move(g.workload);
 }
@@ -601,6 +608,9 @@ RunResult run_simulation(const RunOptions& opt, MPI_Comm comm, const std::string
       if (!spec.trace_path.empty() && id < w.ranks && id >= spec.trace_rank_lo && id <= spec.trace_rank_hi) {
         gpus.back()->enable_trace();
       }
+      if (gen.infer.used && id < w.ranks && !gen.infer.phase_end_nodes[id].empty()) {
+        gpus.back()->watch_nodes(gen.infer.phase_end_nodes[id]);
+      }
       sim.add_lp(id, gpus.back().get());
     } else {
       switches.push_back(std::make_unique<models::SwitchLp>(topo, id, spec.fabric,
@@ -713,6 +723,26 @@ RunResult run_simulation(const RunOptions& opt, MPI_Comm comm, const std::string
     } else {
       c.start_ps = std::min(c.start_ps, p.start_ps);
       c.end_ps = std::max(c.end_ps, p.end_ps);
+    }
+  }
+  // Inference: a phase (prefill, decode step k) ends when the last of its sampling nodes (one per
+  // last-stage rank of every replica) completes.
+  std::vector<engine::SimTime> phase_end;
+  if (gen.infer.used) {
+    struct Mark {
+      std::uint32_t rank, phase;
+      engine::SimTime ps;
+    };
+    std::vector<Mark> local_marks;
+    for (const auto& g : gpus) {
+      const auto& v = g->watched_done_ps();
+      for (std::size_t i = 0; i < v.size(); ++i) {
+        local_marks.push_back(Mark{g->rank_record().rank, static_cast<std::uint32_t>(i), v[i]});
+      }
+    }
+    phase_end.assign(gen.output_tokens, 0);
+    for (const Mark& mk : allgather_pod(comm, local_marks)) {
+      if (mk.phase < phase_end.size()) phase_end[mk.phase] = std::max(phase_end[mk.phase], mk.ps);
     }
   }
   RunResult res;
@@ -835,7 +865,32 @@ RunResult run_simulation(const RunOptions& opt, MPI_Comm comm, const std::string
   out << "workload:  " << workload_desc(w) << "\n";
   out << "cluster:   " << cluster_desc(topo) << "\n";
   if (fidelity != models::Fidelity::kPacket) out << "fidelity:  " << models::fidelity_name(fidelity) << "\n";
-  if (res.iterations > 1) {
+  // Inference: time to first token (end of the prefill), time per output token (mean decode step,
+  // as vLLM's benchmark counts TPOT: (end-to-end - TTFT) / (output tokens - 1)), throughput.
+  const std::uint32_t decode_steps = gen.infer.used ? gen.output_tokens - 1 : 0;
+  const engine::SimTime ttft = gen.infer.used ? phase_end[0] : 0;
+  const engine::SimTime tpot = decode_steps > 0 ? (phase_end[decode_steps] - phase_end[0]) / decode_steps : 0;
+  const double out_tok_s = gen.infer.used && sim_end > 0
+                               ? double(gen.replicas) * gen.batch * gen.output_tokens / (double(sim_end) * 1e-12)
+                               : 0.0;
+  const double prompt_tok_s =
+      gen.infer.used && ttft > 0 ? double(gen.replicas) * gen.batch * gen.prompt_tokens / (double(ttft) * 1e-12) : 0.0;
+  if (gen.infer.used) {
+    out << fmt::format("inference: {} requests per replica x {} replica(s), prompt {} tokens, {} output tokens each "
+                       "({} decode steps after the prefill)\n",
+                       gen.batch, gen.replicas, gen.prompt_tokens, gen.output_tokens, decode_steps);
+    out << fmt::format("time to first token: {}  ({} ps; end of the prefill)\n", engine::format_time(ttft), ttft);
+    if (decode_steps > 0) {
+      out << fmt::format("time per output token: {}  ({} ps; mean of {} decode steps, first {}, last {})\n",
+                         engine::format_time(tpot), tpot, decode_steps, engine::format_time(phase_end[1] - phase_end[0]),
+                         engine::format_time(phase_end[decode_steps] - phase_end[decode_steps - 1]));
+    } else {
+      out << "time per output token: - (output_tokens 1: no decode step)\n";
+    }
+    out << fmt::format("end-to-end: {}  ({} ps)   throughput: {:.1f} output tokens/s, prefill {:.1f} prompt tokens/s "
+                       "(all replicas)\n",
+                       engine::format_time(sim_end), sim_end, out_tok_s, prompt_tok_s);
+  } else if (res.iterations > 1) {
     out << fmt::format("iteration time: {}  ({} ps; mean of {} iterations, simulated time {})\n",
                        engine::format_time(iter), iter, res.iterations, engine::format_time(sim_end));
   } else {
@@ -849,8 +904,9 @@ RunResult run_simulation(const RunOptions& opt, MPI_Comm comm, const std::string
   if (gen.used && iter > 0) {
     tflops_per_gpu = gen.stats.model_flops / (static_cast<double>(iter) * 1e-12) / nr / 1e12;
     mfu = tflops_per_gpu * 1e12 / gen.peak_flops;
-    out << fmt::format("model FLOPs: {:.4g} per iteration, {:.1f} TFLOP/s per GPU, MFU {:.1f}% of {} dense peak\n",
-                       gen.stats.model_flops, tflops_per_gpu, 100 * mfu, gen.fp8 ? "FP8" : "BF16/FP16");
+    out << fmt::format("model FLOPs: {:.4g} per {}, {:.1f} TFLOP/s per GPU, MFU {:.1f}% of {} dense peak\n",
+                       gen.stats.model_flops, gen.infer.used ? "request batch (prefill + decode)" : "iteration",
+                       tflops_per_gpu, 100 * mfu, gen.fp8 ? "FP8" : "BF16/FP16");
   }
   out << fmt::format("collectives: {}   flows: {}\n", res.collectives.size(), res.flows);
   // Per (op, communicator size, bytes): count, mean time, mean busbw. Size-1 communicators are
@@ -958,6 +1014,27 @@ RunResult run_simulation(const RunOptions& opt, MPI_Comm comm, const std::string
       j["model_flops"] = gen.stats.model_flops;
       j["tflops_per_gpu"] = tflops_per_gpu;
       j["mfu"] = mfu;
+    }
+    if (gen.infer.used) {
+      nlohmann::json inf;
+      inf["batch"] = gen.batch;
+      inf["replicas"] = gen.replicas;
+      inf["prompt_tokens"] = gen.prompt_tokens;
+      inf["output_tokens"] = gen.output_tokens;
+      inf["decode_steps"] = decode_steps;
+      inf["ttft_ps"] = ttft;
+      inf["tpot_ps"] = tpot;
+      inf["total_ps"] = sim_end;
+      inf["output_tokens_per_s"] = out_tok_s;
+      inf["prompt_tokens_per_s"] = prompt_tok_s;
+      inf["prefill_flops"] = gen.infer.phase_flops.empty() ? 0.0 : gen.infer.phase_flops[0];
+      double dec = 0;
+      for (std::size_t i = 1; i < gen.infer.phase_flops.size(); ++i) dec += gen.infer.phase_flops[i];
+      inf["decode_flops"] = dec;
+      std::vector<engine::SimTime> steps;
+      for (std::uint32_t k = 1; k <= decode_steps; ++k) steps.push_back(phase_end[k] - phase_end[k - 1]);
+      inf["decode_step_ps"] = steps;
+      j["inference"] = inf;
     }
     j["collectives"] = nlohmann::json::array();
     for (const auto& c : res.collectives) {

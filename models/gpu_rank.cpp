@@ -151,9 +151,19 @@ void GpuRankLp::start_send(std::uint32_t n, Context& ctx) {
   }
 }
 
+void GpuRankLp::watch_nodes(const std::vector<std::uint32_t>& nodes) {
+  watch_slot_.assign(nodes_size(), -1);
+  watch_ps_.assign(nodes.size(), -1);
+  for (std::size_t i = 0; i < nodes.size(); ++i) {
+    if (nodes[i] >= nodes_size()) throw engine::InternalError("watch_nodes: node index outside the program");
+    watch_slot_[nodes[i]] = static_cast<std::int32_t>(i);
+  }
+}
+
 void GpuRankLp::node_done(std::uint32_t n, Context& ctx) {
   ++done_nodes_;
   done_flag_[n] = 1;
+  if (!watch_slot_.empty() && watch_slot_[n] >= 0) watch_ps_[static_cast<std::size_t>(watch_slot_[n])] = ctx.now();
   for (std::uint32_t k = dep_begin_[n]; k < dep_begin_[n + 1]; ++k) {
     const std::uint32_t d = dep_index_[k];
     if (--waiting_[d] == 0) node_ready(d, ctx);

@@ -89,6 +89,12 @@ class GpuRankLp final : public engine::Lp, private NicOwner {
   /// Intervals with > 0 duration; their per-kind unions equal rank_record()'s compute_ps and
   /// comm_ps (compute intervals never overlap; communication intervals may).
   const std::vector<TraceInterval>& trace() const { return trace_; }
+  /// Records when each of `nodes` (indices into this rank's program) completes: milestones such
+  /// as the end of an inference phase (jobs::InferStats::phase_end_nodes). Call before init().
+  /// @throws engine::InternalError for an index outside the program.
+  void watch_nodes(const std::vector<std::uint32_t>& nodes);
+  /// Completion time (ps) of each watched node, in watch_nodes() order; -1 if it never completed.
+  const std::vector<engine::SimTime>& watched_done_ps() const { return watch_ps_; }
 
  private:
   /// Executor state of one collective instance on this rank. Memory while it runs: the plan
@@ -309,6 +315,8 @@ class GpuRankLp final : public engine::Lp, private NicOwner {
   std::vector<io::FlowRecord> flows_;
   std::vector<CollectivePartial> partials_;
 
+  std::vector<std::int32_t> watch_slot_;   // per node: index into watch_ps_, -1 = not watched (empty: none)
+  std::vector<engine::SimTime> watch_ps_;  // completion times of the watched nodes
   bool trace_on_ = false;
   engine::SimTime compute_start_ = 0;
   std::vector<engine::SimTime> node_start_;  // p2p node start times (tracing only)
