@@ -1244,7 +1244,7 @@ class Builder {
     }
     comp(R, L + ".unperm", mem("moe_permute", el(rows * h), 0, 2 * rows * h * B_), deps_of({a2a}));
     if (c_.tp <= 1) return -1;
-    return ep ? coll(R, L + ".ag", CollOp::kAllGather, T * h * B_, tpg, deps_of({R.last}))
+    return ep ? coll(R, L + ".moe.ag", CollOp::kAllGather, T * h * B_, tpg, deps_of({R.last}))
               : coll(R, L + ".ar2", CollOp::kAllReduce, T * h * B_, tpg, deps_of({R.last}));
   }
 

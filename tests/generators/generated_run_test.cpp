@@ -161,5 +161,79 @@ TEST(GeneratedRun, IterationTimeAndMfuArePerIteration) {
   }
 }
 
+// Inference end to end (flow fidelity, 4 GPUs): a dense model (Llama 3 8B cut to 4 layers, TP 2
+// x PP 2) and an MoE one (Mixtral 8x7B cut to 4 layers, TP 2, EP 2, 2 replicas). The summary
+// and its JSON report TTFT (end of the prefill) < end-to-end time; the decode steps, whose
+// attention reads one more token of KV cache each, never get faster and the last is slower than
+// the first; TTFT + the steps = the last phase's end <= end-to-end; and a decode step is at least
+// the time to read the weights of one replica's layers from HBM (a memory-bound lower bound:
+// weight bytes per GPU / H100 HBM bandwidth, 3.35 TB/s, kernels/gpu_specs).
+TEST(GeneratedRun, InferenceReportsTtftAndTpot) {
+  int rank = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  struct Case {
+    const char* name;
+    std::vector<std::string> sets;
+    double replicas;
+    double weights_per_gpu;  ///< weight elements a decode step reads on one GPU of each stage, summed over stages
+  };
+  // Llama 3 8B layer: h 4096, 32 + 2·8 heads of 128, FFN 3·4096·14336; 2 stages of 2 layers on TP 2.
+  const double llama_layer = 4096.0 * 48 * 128 + 32.0 * 128 * 4096 + 3.0 * 4096 * 14336;
+  // Mixtral: attention as above, 8 experts of 3·4096·14336; EP 2 over TP 2: 4 whole experts per GPU.
+  const double mix_attn = 4096.0 * 48 * 128 + 32.0 * 128 * 4096, mix_expert = 3.0 * 4096 * 14336;
+  const std::vector<Case> cases = {
+      {"dense",
+       {"workload.generator.model=llama3-8b", "workload.generator.layers=4", "workload.generator.tp=2",
+        "workload.generator.pp=2"},
+       1,
+       4 * llama_layer / 2},
+      {"moe",
+       {"workload.generator.model=mixtral-8x7b", "workload.generator.layers=4", "workload.generator.tp=2",
+        "workload.generator.ep=2", "workload.generator.dp=2"},
+       2,
+       4 * (mix_attn / 2 + 4 * mix_expert)}};
+  for (const Case& cs : cases) {
+    RunOptions o;
+    o.sets = cs.sets;
+    for (const char* s : {"workload.generator.mode=inference", "workload.generator.gpu=H100", "workload.generator.batch=4",
+                          "workload.generator.prompt_tokens=1024", "workload.generator.output_tokens=6",
+                          "sim.fidelity=flow", "simccl.planner=ring"}) {
+      o.sets.push_back(s);
+    }
+    o.write_h5 = false;
+    o.quiet = true;
+    o.summary_json = ::testing::TempDir() + "fabricsim_infer_" + cs.name + "_" + std::to_string(rank) + ".json";
+    const RunResult r = run_simulation(o, MPI_COMM_WORLD, "test", "test");
+    ASSERT_EQ(r.ranks.size(), 4u);
+    EXPECT_NE(r.summary_text.find("time to first token: "), std::string::npos) << r.summary_text;
+    EXPECT_NE(r.summary_text.find("time per output token: "), std::string::npos);
+    EXPECT_NE(r.summary_text.find("output tokens/s"), std::string::npos);
+    if (rank != 0) continue;
+    nlohmann::json j;
+    std::ifstream(o.summary_json) >> j;
+    std::filesystem::remove(o.summary_json);
+    const auto& inf = j["inference"];
+    const std::int64_t ttft = inf["ttft_ps"], total = inf["total_ps"], tpot = inf["tpot_ps"];
+    const auto steps = inf["decode_step_ps"].get<std::vector<std::int64_t>>();
+    ASSERT_EQ(steps.size(), 5u) << cs.name;
+    EXPECT_GT(ttft, 0) << cs.name;
+    EXPECT_LT(ttft, total) << cs.name;
+    EXPECT_EQ(total, r.meta.simulated_time_ps);
+    std::int64_t sum = 0;
+    for (std::size_t i = 0; i < steps.size(); ++i) {
+      sum += steps[i];
+      if (i > 0) {
+        EXPECT_GE(steps[i], steps[i - 1]) << cs.name << " step " << i + 1;
+      }
+    }
+    EXPECT_GT(steps.back(), steps.front()) << cs.name;
+    EXPECT_LE(ttft + sum, total) << cs.name;
+    EXPECT_EQ(tpot, sum / 5) << cs.name;
+    EXPECT_GE(double(steps.front()) * 1e-12, cs.weights_per_gpu * 2 / 3.35e12) << cs.name;
+    // Throughput: batch · replicas · output tokens over the end-to-end time.
+    EXPECT_NEAR(inf["output_tokens_per_s"].get<double>(), cs.replicas * 4 * 6 / (double(total) * 1e-12), 1e-6);
+  }
+}
+
 }  // namespace
 }  // namespace fabricsim::jobs

@@ -13,6 +13,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <tuple>
 
 #include <fmt/format.h>
 
@@ -621,6 +622,189 @@ TEST(Generators, ChakraRoundTrip) {
     }
   }
   std::filesystem::remove_all(dir);
+}
+
+// ---- inference (mode: inference; docs/generators.md "Inference") ---------------------------------
+
+TrainConfig inference(const char* model, std::uint32_t tp, std::uint32_t pp, std::uint32_t dp, std::uint32_t ep,
+                      std::uint32_t batch, std::uint32_t prompt, std::uint32_t output) {
+  TrainConfig c;
+  c.model = find_model(model, "<test>", "model");
+  c.gpu = "H100";
+  c.inference = true;
+  c.sequence_parallel = false;
+  c.tp = tp;
+  c.pp = pp;
+  c.dp = dp;
+  c.ep = ep;
+  c.batch = batch;
+  c.prompt_tokens = prompt;
+  c.output_tokens = output;
+  return c;
+}
+
+/// Inference FLOPs of one replica written out from the published shapes (not from ModelConfig):
+/// 2 · (matrix parameters per token) per token + logits of the last position of each request +
+/// 2·layers·heads·(d + d)·batch·Σ context. `per_layer` = attention + FFN matrix parameters a token
+/// touches in one layer.
+double inference_closed_form(double layers, double per_layer, double heads, double d, double V, double h, double b,
+                             double P, std::uint32_t step) {
+  const double tokens = step == 0 ? b * P : b;
+  const double ctx = step == 0 ? P * (P + 1) / 2 : P + step;
+  return 2 * layers * per_layer * tokens + 2 * V * h * b + 2 * layers * heads * 2 * d * b * ctx;
+}
+
+// Llama 3 70B (Dubey et al. 2024, Table 3: h 8192, 80 layers, 64 heads, 8 KV heads, FFN 28,672
+// SwiGLU, vocabulary 128,256): prefill and every decode step equal the closed form within 1%,
+// with TP 8 and with TP 4 x PP 2 on two replicas (the FLOPs do not depend on the partition).
+TEST(Generators, InferenceFlopsMatchClosedForm) {
+  const double h = 8192, L = 80, heads = 64, kv = 8, d = 128, ffn = 28672, V = 128256, b = 4, P = 512;
+  const double per_layer = h * (heads + 2 * kv) * d + heads * d * h + 3 * h * ffn;
+  for (auto [tp, pp, dp] : {std::tuple{8u, 1u, 1u}, {4u, 2u, 2u}}) {
+    const auto g = generate_training(inference("llama3-70b", tp, pp, dp, 1, 4, 512, 5), empty_db());
+    ASSERT_TRUE(g.infer.used);
+    ASSERT_EQ(g.infer.phase_flops.size(), 5u);
+    for (std::uint32_t k = 0; k < 5; ++k) {
+      const double cf = dp * inference_closed_form(L, per_layer, heads, d, V, h, b, P, k);
+      EXPECT_NEAR(g.infer.phase_flops[k] / cf, 1.0, 0.01) << "tp " << tp << " pp " << pp << " phase " << k;
+      EXPECT_NEAR(g.infer.phase_flops[k] / (dp * closed_form_inference_flops(g.config.model, 4, 512, k)), 1.0, 1e-9);
+    }
+    // Decode steps: m = batch rows, so 2·params·batch (+ a small attention term) each.
+    EXPECT_NEAR(g.infer.phase_flops[1] / (dp * 2 * (L * per_layer + V * h) * b), 1.0, 0.01);
+    EXPECT_GT(g.infer.phase_flops[4], g.infer.phase_flops[1]);  // the context grew by 3 tokens
+  }
+  // TP 16 > 8 KV heads: vLLM replicates each KV head on 2 ranks; the replicated work is not model FLOPs.
+  const auto g16 = generate_training(inference("llama3-8b", 16, 1, 1, 1, 2, 256, 2), empty_db());
+  const double h8 = 4096, per8 = h8 * (32 + 2 * 8) * 128 + 32 * 128 * h8 + 3 * h8 * 14336;
+  EXPECT_NEAR(g16.infer.phase_flops[0] / inference_closed_form(32, per8, 32, 128, 128256, h8, 2, 256, 0), 1.0, 0.01);
+}
+
+// Mixtral 8x7B (Jiang et al. 2024: h 4096, 32 layers, 32 heads, 8 KV heads, 8 experts of FFN
+// 14,336, top-2, vocabulary 32,000): the MoE FLOPs are 2 experts per token plus the router, the
+// same with experts TP-sharded (EP 1), EP = TP = 2 and EP over DP replicas (TP 1, DP 4, EP 4).
+TEST(Generators, InferenceMoeFlopsAreTheActiveParameters) {
+  const double h = 4096, L = 32, heads = 32, kv = 8, d = 128, fe = 14336, V = 32000, b = 4, P = 256;
+  const double per_layer = h * (heads + 2 * kv) * d + heads * d * h + 2 * 3 * h * fe + h * 8;
+  for (auto [tp, dp, ep] : {std::tuple{2u, 1u, 1u}, {2u, 1u, 2u}, {1u, 4u, 4u}}) {
+    const auto g = generate_training(inference("mixtral-8x7b", tp, 1, dp, ep, 4, 256, 3), empty_db());
+    for (std::uint32_t k = 0; k < 3; ++k) {
+      EXPECT_NEAR(g.infer.phase_flops[k] / (dp * inference_closed_form(L, per_layer, heads, d, V, h, b, P, k)), 1.0, 0.01)
+          << "tp " << tp << " dp " << dp << " ep " << ep << " phase " << k;
+    }
+  }
+}
+
+// Per rank and phase: TP AllReduce(T·h·B) after the attention projection and after the MLP of
+// every layer of the stage, plus the vocab-parallel embedding's on stage 0 (no sequence
+// parallelism); the last stage AllGathers batch·V·B of logits. T = batch·prompt in prefill,
+// batch in a decode step.
+TEST(Generators, InferenceTensorParallelBytes) {
+  const double h = 8192, L = 80, V = 128256, B = 2, b = 4, P = 512, steps = 2;
+  const auto g = generate_training(inference("llama3-70b", 8, 1, 1, 1, 4, 512, 3), empty_db());
+  const double prefill = (2 * L + 1) * b * P * h * B, decode = steps * (2 * L + 1) * b * h * B;
+  EXPECT_DOUBLE_EQ(coll_bytes(g, 3, "tp", CollOp::kAllReduce, "pre."), prefill);
+  EXPECT_DOUBLE_EQ(coll_bytes(g, 3, "tp", CollOp::kAllReduce), prefill + decode);
+  EXPECT_DOUBLE_EQ(coll_bytes(g, 3, "tp", CollOp::kAllGather), (steps + 1) * b * V * B);
+  // PP 2: stage 0 (rank 0) has 40 layers and the embedding, stage 1 (rank 4) 40 layers and the
+  // logits; activations of T·h·B go from stage 0 to 1 once per phase, token ids (4 B per request)
+  // back before each decode step.
+  const auto p = generate_training(inference("llama3-70b", 4, 2, 1, 1, 4, 512, 3), empty_db());
+  const double half = L / 2;
+  EXPECT_DOUBLE_EQ(coll_bytes(p, 0, "tp", CollOp::kAllReduce), (2 * half + 1) * b * h * B * (P + steps));
+  EXPECT_DOUBLE_EQ(coll_bytes(p, 4, "tp", CollOp::kAllReduce), 2 * half * b * h * B * (P + steps));
+  double sent = 0, tok = 0;
+  for (const auto& n : p.workload.programs[0]) {
+    if (n.type == NodeType::kSend) sent += double(n.bytes);
+    if (n.type == NodeType::kRecv) tok += double(n.bytes);
+  }
+  EXPECT_DOUBLE_EQ(sent, b * h * B * (P + steps));
+  EXPECT_DOUBLE_EQ(tok, steps * b * 4);
+  // The phase ends are the last stage's sampling kernels, one per phase.
+  EXPECT_TRUE(p.infer.phase_end_nodes[0].empty());
+  ASSERT_EQ(p.infer.phase_end_nodes[4].size(), 3u);
+  EXPECT_EQ(p.workload.programs[4][p.infer.phase_end_nodes[4][2]].name, "d2.sample");
+}
+
+// EP AllToAll: each rank dispatches and combines the tokens it routes, top_k copies of h·B each:
+// with EP over the DP replicas (TP 1) the batch of its own replica (batch·top_k·h·B per layer
+// each way); with EP = TP = 2 its T/TP share, and the TP ranks AllGather(T·h·B) the MoE output.
+TEST(Generators, InferenceExpertParallelAllToAllBytes) {
+  const double h = 4096, L = 32, k = 2, B = 2, b = 4, P = 256, steps = 2;
+  const auto g = generate_training(inference("mixtral-8x7b", 1, 1, 4, 4, 4, 256, 3), empty_db());
+  EXPECT_DOUBLE_EQ(coll_bytes(g, 2, "ep", CollOp::kAllToAll, "pre."), L * 2 * b * P * k * h * B);
+  EXPECT_DOUBLE_EQ(coll_bytes(g, 2, "ep", CollOp::kAllToAll, "d2."), L * 2 * b * k * h * B);
+  EXPECT_DOUBLE_EQ(coll_bytes(g, 2, "tp", CollOp::kAllReduce), 0.0);
+  const auto t = generate_training(inference("mixtral-8x7b", 2, 1, 1, 2, 4, 256, 3), empty_db());
+  EXPECT_DOUBLE_EQ(coll_bytes(t, 1, "ep", CollOp::kAllToAll), L * 2 * (b / 2) * k * h * B * (P + steps));
+  EXPECT_DOUBLE_EQ(coll_bytes(t, 1, "tp", CollOp::kAllGather, ".moe.ag"), L * b * h * B * (P + steps));
+  EXPECT_DOUBLE_EQ(coll_bytes(t, 1, "tp", CollOp::kAllReduce), (L + 1) * b * h * B * (P + steps));
+  // EP 1 with TP 2: experts TP-sharded, no AllToAll, the MLP's AllReduce instead.
+  const auto s = generate_training(inference("mixtral-8x7b", 2, 1, 1, 1, 4, 256, 3), empty_db());
+  EXPECT_DOUBLE_EQ(coll_bytes(s, 1, "ep", CollOp::kAllToAll), 0.0);
+  EXPECT_DOUBLE_EQ(coll_bytes(s, 1, "tp", CollOp::kAllReduce), (2 * L + 1) * b * h * B * (P + steps));
+}
+
+// Decode attention reads every request's whole K and V cache: 2·kv_heads/TP·head_dim·context·B
+// bytes per layer, context = prompt + k in step k. Llama 3 70B, TP 4 (2 KV heads per rank), PP 2
+// (40 layers on rank 0), batch 3, prompt 1000, 6 output tokens = 5 decode steps.
+TEST(Generators, InferenceDecodeReadsTheKvCache) {
+  const auto g = generate_training(inference("llama3-70b", 4, 2, 1, 1, 3, 1000, 6), empty_db());
+  double expect = 0;
+  for (int k = 1; k <= 5; ++k) expect += 40.0 * 3 * 2 * 2 * 128 * (1000 + k) * 2;
+  EXPECT_DOUBLE_EQ(g.infer.kv_read_bytes_rank0, expect);
+  // TP 16 on Llama 3 8B (8 KV heads): one replicated KV head per rank.
+  const auto r = generate_training(inference("llama3-8b", 16, 1, 1, 1, 1, 100, 3), empty_db());
+  EXPECT_DOUBLE_EQ(r.infer.kv_read_bytes_rank0, 32.0 * 1 * 2 * 1 * 128 * (101 + 102) * 2);
+}
+
+TEST(Generators, InferenceBadConfigsAreInputErrors) {
+  TrainConfig c = inference("llama3-70b", 8, 1, 1, 1, 0, 512, 4);
+  EXPECT_NE(error_of(c).find("workload.generator.batch: must be >= 1"), std::string::npos) << error_of(c);
+  c = inference("llama3-70b", 8, 1, 1, 1, 4, 0, 4);
+  EXPECT_NE(error_of(c).find("workload.generator.prompt_tokens: must be >= 1"), std::string::npos);
+  c = inference("llama3-70b", 8, 1, 1, 1, 4, 512, 0);
+  EXPECT_NE(error_of(c).find("workload.generator.output_tokens: must be >= 1"), std::string::npos);
+  c = inference("llama3-70b", 5, 1, 1, 1, 4, 512, 4);
+  EXPECT_NE(error_of(c).find("64 attention heads are not divisible by TP 5"), std::string::npos);
+  c = inference("llama3-70b", 8, 3, 1, 1, 4, 512, 4);
+  EXPECT_NE(error_of(c).find("80 layers are not divisible by PP 3"), std::string::npos);
+  c = inference("llama3-70b", 8, 1, 1, 1, 4, 512, 4);
+  c.expected_gpus = 16;
+  EXPECT_NE(error_of(c).find("world size 16 is not TP·PP·DP·CP"), std::string::npos);
+  c = inference("mixtral-8x7b", 1, 1, 16, 16, 4, 512, 4);
+  EXPECT_NE(error_of(c).find("EP 16 is above the model's 8 experts"), std::string::npos);
+  c = inference("mixtral-8x7b", 4, 1, 1, 4, 6, 512, 4);
+  EXPECT_NE(error_of(c).find("workload.generator.batch: batch 6 is not divisible by TP 4"), std::string::npos);
+  c = inference("deepseek-v3", 8, 1, 1, 8, 8, 512, 4);
+  EXPECT_NE(error_of(c).find("inference of multi-head latent attention"), std::string::npos);
+  c = inference("llama3-70b", 8, 1, 1, 1, 4, 512, 4);
+  c.flash_attention = false;
+  EXPECT_NE(error_of(c).find("workload.generator.attention:"), std::string::npos);
+  c = inference("llama3-70b", 8, 1, 1, 1, 4, 512, 100000);
+  EXPECT_NE(error_of(c).find("workload.generator.output_tokens:"), std::string::npos);
+  // Spec keys: the training-only keys are refused with mode: inference, the inference keys
+  // without it, and each inference key is required; each error is one line naming the key.
+  const auto base = gen({"model=llama3-70b", "mode=inference", "tp=8", "batch=4", "prompt_tokens=512", "output_tokens=4"});
+  EXPECT_EQ(spec_error("", base), "no error");
+  auto with = [&](std::vector<std::string> extra) {
+    auto s = base;
+    for (auto& e : extra) s.push_back("workload.generator." + e);
+    return spec_error("", s);
+  };
+  for (const char* k : {"seq_len=2048", "micro_batch=2", "global_batch=8", "recompute=full", "zero=1", "iterations=2",
+                        "sequence_parallel=true", "vp=2"}) {
+    const std::string e = with({k});
+    EXPECT_EQ(e.rfind("<cli>: workload.generator." + std::string(k).substr(0, std::string(k).find('=')) +
+                          ": is a training key but mode is inference", 0), 0u) << e;
+    EXPECT_EQ(e.find('\n'), std::string::npos);
+  }
+  EXPECT_NE(with({"mode=serving"}).find("workload.generator.mode: 'serving' is not a mode"), std::string::npos);
+  EXPECT_NE(spec_error("", gen({"model=llama3-70b", "batch=4"})).find("workload.generator.batch: is an inference key"),
+            std::string::npos);
+  EXPECT_NE(spec_error("", gen({"model=llama3-70b", "mode=inference", "batch=4", "prompt_tokens=512"}))
+                .find("workload.generator.output_tokens: missing for mode: inference"),
+            std::string::npos);
+  EXPECT_NE(with({"batch=-1"}).find("workload.generator.batch: '-1' is not a whole number >= 1"), std::string::npos);
 }
 
 }  // namespace
