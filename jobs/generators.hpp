@@ -1,6 +1,6 @@
 #pragma once
 /// @file generators.hpp
-/// Megatron-LM-style training workload generator: one DAG per rank (models::Workload) with every
+/// Megatron-LM-style training (and inference) workload generator: one DAG per rank (models::Workload) with every
 /// kernel timed from the kernel database (kernels/kernel_db.hpp) and every collective with its
 /// communicator and size derived from the model shapes. docs/generators.md lists each formula
 /// with its source; the short version:
@@ -29,6 +29,9 @@
 ///    its s·b/TP tokens (SP) to top_k experts: AllToAll(tokens·top_k·h·B) dispatch and combine in
 ///    forward, the same two in backward; expert gradients are reduced over the expert-DP group
 ///    (TP·DP/EP ranks).
+/// Inference (TrainConfig::inference): prefill and decode steps of a request batch per replica,
+/// no SP (AllReduce(T·h·B) after attention and MLP), EP AllToAll for MoE, PP p2p, KV-cache reads
+/// in decode; see docs/generators.md "Inference" and build_inference_rank in generators.cpp.
 /// FLOPs: GEMM 2mnk; attention core 2·b·s²·heads·(d_qk + d_v) per layer forward (Megatron counts
 /// the full s² even with a causal mask; kernels are timed with half of it when causal); backward
 /// = 2× forward; full recompute adds one more forward of every layer.
