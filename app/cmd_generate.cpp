@@ -57,9 +57,16 @@ Action add_generate(CLI::App& app) {
     }
     const auto& s = g.stats;
     std::printf("workload: %s\n", g.workload.source.c_str());
-    std::printf("ranks %u, communicators %zu, nodes %llu, micro-batches per DP rank %u\n", g.workload.ranks,
-                g.workload.groups.size(), static_cast<unsigned long long>(s.nodes), s.microbatches);
-    std::printf("model: %.4g parameters, %.4g tokens per iteration\n", s.params, s.tokens);
+    if (g.infer.used) {
+      std::printf("ranks %u, communicators %zu, nodes %llu\n", g.workload.ranks, g.workload.groups.size(),
+                  static_cast<unsigned long long>(s.nodes));
+      std::printf("model: %.4g parameters, %.4g tokens through the model (prompts + decode steps, all replicas)\n",
+                  s.params, s.tokens);
+    } else {
+      std::printf("ranks %u, communicators %zu, nodes %llu, micro-batches per DP rank %u\n", g.workload.ranks,
+                  g.workload.groups.size(), static_cast<unsigned long long>(s.nodes), s.microbatches);
+      std::printf("model: %.4g parameters, %.4g tokens per iteration\n", s.params, s.tokens);
+    }
     if (g.infer.used) {
       // Per phase, all replicas: the generated kernels' FLOPs beside the closed form.
       double pre_cf = 0, dec = 0, dec_cf = 0;
@@ -80,8 +87,9 @@ Action add_generate(CLI::App& app) {
     std::printf("kernels: %llu measured/interpolated, %llu roofline-scaled from another GPU, %llu modelled\n",
                 static_cast<unsigned long long>(s.kernels_measured), static_cast<unsigned long long>(s.kernels_scaled),
                 static_cast<unsigned long long>(s.kernels_modelled));
-    std::printf("rank 0 compute: %s per iteration\n",
-                engine::format_time(static_cast<engine::SimTime>(s.compute_ps_rank0 / cfg.iterations)).c_str());
+    std::printf("rank 0 compute: %s %s\n",
+                engine::format_time(static_cast<engine::SimTime>(s.compute_ps_rank0 / cfg.iterations)).c_str(),
+                g.infer.used ? "(prefill + decode)" : "per iteration");
     if (!o->prefix.empty()) {
       std::printf("wrote %s.0.et .. %s.%u.et%s\n", o->prefix.c_str(), o->prefix.c_str(), g.workload.ranks - 1,
                   groups.empty() ? "" : fmt::format(" and {} (pass it as workload.comm_groups)", groups).c_str());

@@ -45,6 +45,8 @@ Metrics metrics_of(const RunResult& r) {
     ops[c.op].n += 1;
   }
   add_busbw(m, ops);
+  if (r.ttft_ps >= 0) m["ttft_ps"] = static_cast<double>(r.ttft_ps);
+  if (r.tpot_ps >= 0) m["tpot_ps"] = static_cast<double>(r.tpot_ps);
   return m;
 }
 
@@ -75,6 +77,13 @@ Metrics metrics_of_summary(const nlohmann::json& j, const std::string& file) {
   }
   m["collectives"] = count;
   add_busbw(m, ops);
+  if (j.contains("inference") && j["inference"].is_object()) {
+    const auto& inf = j["inference"];
+    if (inf.contains("ttft_ps") && inf["ttft_ps"].is_number()) m["ttft_ps"] = inf["ttft_ps"].get<double>();
+    if (inf.value("decode_steps", 0) > 0 && inf.contains("tpot_ps") && inf["tpot_ps"].is_number()) {
+      m["tpot_ps"] = inf["tpot_ps"].get<double>();
+    }
+  }
   return m;
 }
 

@@ -17,6 +17,8 @@ namespace fabricsim::jobs {
 ///  - compute_ps_mean, comm_ps_mean, exposed_comm_ps_mean: per-rank means (ps)
 ///  - busbw_<op>_GBps: mean bus bandwidth (GB/s) of the op's collectives on communicators of more
 ///    than one rank (NCCL-tests definition; absent if the run has none of that op)
+///  - ttft_ps, tpot_ps: inference workloads only: time to first token, time per output token (ps;
+///    tpot_ps absent with a single output token)
 /// Wall-clock time is not a metric here (it depends on the machine); see RunResult/summary.
 using Metrics = std::map<std::string, double>;
 

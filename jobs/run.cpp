@@ -876,6 +876,8 @@ RunResult run_simulation(const RunOptions& opt, MPI_Comm comm, const std::string
   const double prompt_tok_s =
       gen.infer.used && ttft > 0 ? double(gen.replicas) * gen.batch * gen.prompt_tokens / (double(ttft) * 1e-12) : 0.0;
   if (gen.infer.used) {
+    res.ttft_ps = ttft;
+    res.tpot_ps = decode_steps > 0 ? tpot : -1;
     out << fmt::format("inference: {} requests per replica x {} replica(s), prompt {} tokens, {} output tokens each "
                        "({} decode steps after the prefill)\n",
                        gen.batch, gen.replicas, gen.prompt_tokens, gen.output_tokens, decode_steps);
@@ -896,7 +898,8 @@ RunResult run_simulation(const RunOptions& opt, MPI_Comm comm, const std::string
   } else {
     out << fmt::format("iteration time: {}  ({} ps)\n", engine::format_time(iter), iter);
   }
-  out << fmt::format("per rank (mean, per iteration): compute {}, communication {}, exposed communication {}\n",
+  out << fmt::format("per rank (mean{}): compute {}, communication {}, exposed communication {}\n",
+                     gen.infer.used ? "" : ", per iteration",
                      engine::format_time(static_cast<engine::SimTime>(comp / nr)),
                      engine::format_time(static_cast<engine::SimTime>(commu / nr)),
                      engine::format_time(static_cast<engine::SimTime>(exposed / nr)));

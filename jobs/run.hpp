@@ -67,6 +67,9 @@ struct RunResult {
   /// which hold what they hold). Iteration time, per-rank compute/communication and MFU are per
   /// iteration: the simulated time and the sums divided by this.
   std::uint32_t iterations = 1;
+  /// Inference workloads (workload.generator.mode inference): time to first token and time per
+  /// output token (ps; docs/generators.md "Inference"); -1 otherwise (tpot_ps also with one output token).
+  std::int64_t ttft_ps = -1, tpot_ps = -1;
   std::string digest;                             ///< hash of collective + flow tables
   std::string output_h5;                          ///< written file ("" if none)
   std::string summary_text;                       ///< the printed summary

@@ -208,6 +208,9 @@ TEST(GeneratedRun, InferenceReportsTtftAndTpot) {
     EXPECT_NE(r.summary_text.find("time to first token: "), std::string::npos) << r.summary_text;
     EXPECT_NE(r.summary_text.find("time per output token: "), std::string::npos);
     EXPECT_NE(r.summary_text.find("output tokens/s"), std::string::npos);
+    const Metrics m = metrics_of(r);
+    EXPECT_EQ(m.at("ttft_ps"), double(r.ttft_ps));
+    EXPECT_EQ(m.at("tpot_ps"), double(r.tpot_ps));
     if (rank != 0) continue;
     nlohmann::json j;
     std::ifstream(o.summary_json) >> j;
@@ -229,6 +232,8 @@ TEST(GeneratedRun, InferenceReportsTtftAndTpot) {
     EXPECT_GT(steps.back(), steps.front()) << cs.name;
     EXPECT_LE(ttft + sum, total) << cs.name;
     EXPECT_EQ(tpot, sum / 5) << cs.name;
+    EXPECT_EQ(ttft, r.ttft_ps);
+    EXPECT_EQ(metrics_of_summary(j, "j").at("tpot_ps"), double(tpot));
     EXPECT_GE(double(steps.front()) * 1e-12, cs.weights_per_gpu * 2 / 3.35e12) << cs.name;
     // Throughput: batch · replicas · output tokens over the end-to-end time.
     EXPECT_NEAR(inf["output_tokens_per_s"].get<double>(), cs.replicas * 4 * 6 / (double(total) * 1e-12), 1e-6);
