@@ -65,6 +65,14 @@ Action add_generate(CLI::App& app) {
     std::printf("kernels: %llu measured/interpolated, %llu roofline-scaled from another GPU, %llu modelled\n",
                 static_cast<unsigned long long>(s.kernels_measured), static_cast<unsigned long long>(s.kernels_scaled),
                 static_cast<unsigned long long>(s.kernels_modelled));
+    if (!s.memory.stages.empty()) {
+      const auto& pk = s.memory.peak();
+      std::printf("memory per GPU (estimate, lower bound): %.1f GB on pipeline rank %u (weights %.1f, gradients %.1f, "
+                  "optimizer %.1f, activations %.1f GB) of %.0f GB HBM\n",
+                  pk.total_bytes() / 1e9, pk.pp_rank, pk.weights_bytes / 1e9, pk.grads_bytes / 1e9,
+                  pk.optimizer_bytes / 1e9, pk.activation_bytes / 1e9, s.memory.capacity_bytes / 1e9);
+    }
+    for (const auto& w : g.workload.warnings) std::fprintf(stderr, "warning: %s\n", w.c_str());
     std::printf("rank 0 compute: %s per iteration\n",
                 engine::format_time(static_cast<engine::SimTime>(s.compute_ps_rank0 / cfg.iterations)).c_str());
     if (!o->prefix.empty()) {

@@ -1209,7 +1209,10 @@ class Builder {
 Generated generate_training(const TrainConfig& c, const kernels::KernelDb& db) {
   validate_train(c);
   Builder b(c, &db, false);
-  return b.run();
+  Generated g = b.run();
+  g.stats.memory = estimate_memory(c);
+  if (std::string w = memory_warning(c, g.stats.memory); !w.empty()) g.workload.warnings.push_back(std::move(w));
+  return g;
 }
 
 std::vector<KernelNeed> kernel_plan(const TrainConfig& c) {

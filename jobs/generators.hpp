@@ -36,6 +36,7 @@
 #include <string>
 #include <vector>
 
+#include "jobs/memory_estimate.hpp"
 #include "jobs/model_configs.hpp"
 #include "kernels/kernel_db.hpp"
 #include "models/workload.hpp"
@@ -113,6 +114,7 @@ struct GenStats {
   std::uint64_t kernels_scaled = 0;    ///< ... roofline-scaled from another GPU's rows
   std::uint64_t kernels_modelled = 0;  ///< ... from the analytic roofline or extrapolation
   double compute_ps_rank0 = 0;         ///< sum of rank 0's compute durations (ps)
+  MemoryEstimate memory;               ///< HBM per GPU the job needs (jobs/memory_estimate.hpp)
 };
 
 /// A generated workload and its statistics.
@@ -130,7 +132,8 @@ struct Generated {
 void validate_train(const TrainConfig& c);
 
 /// Generates one rank DAG per GPU. Compute durations come from `db` for the config's GPU with
-/// `c.fallback`. @throws engine::InputError (validate_train, or a kernel the data does not cover
+/// `c.fallback`. Also estimates the memory per GPU (stats.memory); when it exceeds the GPU's
+/// HBM, memory_warning's line is added to the workload's warnings. @throws engine::InputError (validate_train, or a kernel the data does not cover
 /// when the fallback is kNone).
 Generated generate_training(const TrainConfig& c, const kernels::KernelDb& db);
 
