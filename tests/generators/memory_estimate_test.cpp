@@ -7,6 +7,7 @@
 
 #include "jobs/generators.hpp"
 #include "jobs/memory_estimate.hpp"
+#include "jobs/spec.hpp"
 
 namespace fabricsim::jobs {
 namespace {
@@ -144,6 +145,23 @@ TEST(MemoryEstimate, PublishedConfigsFitAndAnImpossibleOneIsFlagged) {
   EXPECT_NE(w.find("job.yaml: workload.generator:"), std::string::npos) << w;
   EXPECT_NE(w.find("run out of memory"), std::string::npos) << w;
   EXPECT_EQ(w.find('\n'), std::string::npos);
+}
+
+}  // namespace
+}  // namespace fabricsim::jobs
+
+namespace fabricsim::jobs {
+namespace {
+
+// A generated job's cluster gets its GPU's NVLink rate per direction (half the datasheet's
+// bidirectional figure: A100 600 GB/s, B200 1.8 TB/s) unless cluster.nvlink_bandwidth is given.
+TEST(GeneratorCluster, NvlinkRateFollowsTheGeneratorsGpu) {
+  auto nvl = [](std::vector<std::string> sets) { return load_spec("", sets).cluster.nvlink_bps; };
+  EXPECT_EQ(nvl({"workload.generator.model=gpt3-13b", "workload.generator.gpu=A100"}), 2400'000'000'000ull);
+  EXPECT_EQ(nvl({"workload.generator.model=gpt3-13b", "workload.generator.gpu=B200"}), 7200'000'000'000ull);
+  EXPECT_EQ(nvl({"workload.generator.model=gpt3-13b"}), 3600'000'000'000ull);  // H100, the default
+  EXPECT_EQ(nvl({"workload.generator.model=gpt3-13b", "workload.generator.gpu=A100", "cluster.nvlink_bandwidth=1000Gbps"}),
+            1000'000'000'000ull);
 }
 
 }  // namespace
