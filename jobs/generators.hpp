@@ -5,7 +5,8 @@
 /// communicator and size derived from the model shapes. docs/generators.md lists each formula
 /// with its source; the short version:
 ///
-/// Ranks: rank = tp_rank + TP·(dp_rank + DP·pp_rank) (Megatron's default order, TP fastest).
+/// Ranks: rank = tp_rank + TP·(cp_rank + CP·(dp_rank + DP·pp_rank)) (Megatron's default order
+/// tp-cp-dp-pp, TP fastest; CP = 1 unless context parallelism is on, docs/generators.md).
 /// Per layer and micro-batch (b sequences of s tokens, hidden h, dtype bytes B):
 ///  * TP (Shoeybi et al. 2019; Korthikanti et al. 2022 for sequence parallelism, SP):
 ///    without SP: forward AllReduce(s·b·h·B) after the attention output projection and after the
@@ -128,7 +129,8 @@ struct Generated {
 /// the fix) for: heads or kv_heads not divisible by TP, layers not divisible by PP·VP, world size
 /// different from TP·PP·DP·CP, EP above the expert count or not dividing experts or TP·DP,
 /// global batch not a multiple of micro_batch·DP, interleaving without micro-batches % PP == 0,
-/// CP > 1 (not modelled yet), FP8 on a GPU without FP8, ZeRO stage > 3.
+/// CP > 1 with unfused attention, MoE layers or a sequence not divisible by 2·CP, FP8 on a GPU
+/// without FP8, ZeRO stage > 3.
 void validate_train(const TrainConfig& c);
 
 /// Generates one rank DAG per GPU. Compute durations come from `db` for the config's GPU with

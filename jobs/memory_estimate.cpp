@@ -28,7 +28,7 @@ StateBytesPerParam state_bytes_per_param(double weight_bytes, double grad_bytes,
 
 double activation_bytes_per_layer(const TrainConfig& c, bool moe) {
   const ModelConfig& m = c.model;
-  const double s = c.seq_len, b = c.micro_batch, h = double(m.hidden), a = m.heads;
+  const double s = double(c.seq_len) / c.cp, b = c.micro_batch, h = double(m.hidden), a = m.heads;  // CP: s/CP tokens
   const double kv = m.attn == AttnType::kMla ? m.heads : m.kv_heads;
   const double dqk = m.qk_head_dim(), dv = m.head_dim;
   const double t = c.tp;
@@ -100,7 +100,7 @@ MemoryEstimate estimate_memory(const TrainConfig& c) {
   const std::uint32_t per_chunk = m.layers / vstages;
   const std::uint32_t gb = c.global_batch ? c.global_batch : c.micro_batch * c.dp;
   const double mbs = double(gb / (c.micro_batch * c.dp));
-  const double dense_dp = c.dp, expert_dp = double(c.tp) * c.dp / c.ep;
+  const double dense_dp = double(c.dp) * c.cp, expert_dp = double(c.tp) * c.dp / c.ep;  // states shard over DP·CP
   const StateBytesPerParam dense_b = state_bytes_per_param(wbytes, c.grad_bytes, c.zero, dense_dp, fp8);
   const StateBytesPerParam exp_b = state_bytes_per_param(wbytes, c.grad_bytes, c.zero, expert_dp, fp8);
   const StateBytesPerParam emb_b = state_bytes_per_param(wbytes, c.grad_bytes, c.zero, dense_dp, false);
@@ -148,7 +148,7 @@ MemoryEstimate estimate_memory(const TrainConfig& c) {
     const double per_chunk_act = nlayers ? act_layers / double(c.vp) : 0.0;  // one chunk's layers
     st.activation_bytes = inflight * per_chunk_act;
     if (full) st.activation_bytes += act_max_layer;  // one layer recomputed at a time
-    if (last) st.activation_bytes += 4.0 * c.seq_len * c.micro_batch * double(m.vocab) / c.tp;  // fp32 logits
+    if (last) st.activation_bytes += 4.0 * c.seq_len / c.cp * c.micro_batch * double(m.vocab) / c.tp;  // fp32 logits
     est.stages.push_back(st);
   }
   for (std::uint32_t p = 1; p < c.pp; ++p) {

@@ -33,7 +33,8 @@
 /// divides those too. Selective recomputation drops the s² terms; full recomputation keeps only
 /// each layer's input (2sbh, /t with SP) plus one layer's full set while it is recomputed.
 /// The last pipeline stage also holds the fp32 logits of one micro-batch, 4sb·V/t (Korthikanti
-/// Sec. 4.3).
+/// Sec. 4.3). Context parallelism keeps s/CP tokens per rank and shards the model states over
+/// the DP·CP ranks (Megatron-Core's data-parallel-with-context-parallel group).
 ///
 /// Micro-batches in flight on pipeline rank p (Megatron-LM
 /// megatron/core/pipeline_parallel/schedules.py, the warm-up counts of

@@ -97,6 +97,21 @@ TEST(MemoryEstimate, PipelineRanksHoldTheScheduleMicroBatchesInFlight) {
   EXPECT_DOUBLE_EQ(estimate_memory(c).stages[0].inflight, 3.0);
 }
 
+// Context parallelism: a rank keeps s/CP tokens' activations, model states shard over DP·CP.
+TEST(MemoryEstimate, ContextParallelismDividesActivationsAndShardsStatesOverDpCp) {
+  TrainConfig c = gpt(8, true, Recompute::kSelective, true);
+  c.pp = 2;
+  c.dp = 2;
+  c.zero = 1;
+  c.global_batch = 8;
+  TrainConfig p = c;
+  p.cp = 4;
+  EXPECT_NEAR(activation_bytes_per_layer(p, false) / activation_bytes_per_layer(c, false), 0.25, 1e-12);
+  const StageMemory a = estimate_memory(c).stages[0], b = estimate_memory(p).stages[0];
+  EXPECT_NEAR(b.optimizer_bytes / a.optimizer_bytes, 0.25, 1e-12);  // K/d with d = DP·CP
+  EXPECT_DOUBLE_EQ(b.weights_bytes, a.weights_bytes);
+}
+
 // Parameters held over the pipeline ranks add up to the model (TP 1, untied output layer).
 TEST(MemoryEstimate, HeldParametersAddUpToTheModel) {
   TrainConfig c;
