@@ -60,6 +60,7 @@ void validate_inference(const TrainConfig& c) {
     bad(c, "prompt_tokens", "prompt_tokens + output_tokens is above 2^24 tokens of context", "use a shorter context",
         {"output_tokens"});
   }
+  if (c.cp > 1) bad(c, "cp", "context parallelism is not modelled for inference", "use cp: 1");
   if (m.attn == AttnType::kMla) {
     bad(c, "model",
         "inference of multi-head latent attention (" + m.name +
@@ -90,7 +91,19 @@ void validate_train(const TrainConfig& c) {
                       {c.micro_batch, "micro_batch"}, {c.seq_len, "seq_len"}, {c.iterations, "iterations"}}) {
     if (v == 0) bad(c, n, "must be >= 1", "give a positive whole number");
   }
-  if (c.cp > 1) bad(c, "cp", "context parallelism is not modelled by the generator yet", "use cp: 1");
+  if (c.cp > 1) {
+    // Context parallelism as Megatron-Core runs it with TransformerEngine (cp_comm_type p2p):
+    // fused attention over a ring of KV chunks, the sequence cut into 2·CP load-balanced chunks.
+    if (!c.flash_attention) {
+      bad(c, "cp", "context parallelism runs TransformerEngine's fused attention", "set attention: flash (or cp: 1)",
+          {"attention"});
+    }
+    if (m.is_moe()) bad(c, "cp", "context parallelism with MoE layers is not modelled yet", "use cp: 1", {"model"});
+    if (c.seq_len % (2 * c.cp) != 0) {
+      bad(c, "seq_len", fmt::format("sequence length {} is not divisible by 2·CP = {} (load-balanced chunks)", c.seq_len, 2 * c.cp),
+          "choose a sequence length divisible by 2*cp", {"cp"});
+    }
+  }
   if (m.heads % c.tp != 0) {
     bad(c, "tp", fmt::format("{} attention heads are not divisible by TP {}", m.heads, c.tp),
         "choose a TP that divides the head count", {"model", "heads"});
@@ -157,9 +170,10 @@ void validate_train(const TrainConfig& c) {
     bad(c, "tp_comm_overlap", "TP communication overlap (TransformerEngine userbuffers) needs sequence parallelism",
         "set sequence_parallel: true or tp_comm_overlap: false", {"sequence_parallel", "tp"});
   }
-  if (c.sequence_parallel && c.tp > 1 && c.seq_len % c.tp != 0) {
-    bad(c, "seq_len", fmt::format("sequence length {} not divisible by TP {} (sequence parallelism)", c.seq_len, c.tp),
-        "choose a sequence length divisible by tp", {"tp", "sequence_parallel"});
+  if (c.sequence_parallel && c.tp > 1 && (c.seq_len / c.cp) % c.tp != 0) {
+    bad(c, "seq_len",
+        fmt::format("sequence length {} / CP {} not divisible by TP {} (sequence parallelism)", c.seq_len, c.cp, c.tp),
+        "choose a sequence length divisible by tp*cp", {"tp", "cp", "sequence_parallel"});
   }
   const std::uint32_t gb = c.global_batch ? c.global_batch : c.micro_batch * c.dp;
   if (gb % (c.micro_batch * c.dp) != 0) {
@@ -330,7 +344,8 @@ class Builder {
     fp8_ = c.dtype == Dtype::kFp8;
     gb_ = c.global_batch ? c.global_batch : c.micro_batch * c.dp;
     mbs_ = gb_ / (c.micro_batch * c.dp);
-    T_ = double(c.seq_len) * c.micro_batch;
+    T_ = double(c.seq_len) * c.micro_batch / c.cp;  // a CP rank's share of the micro-batch's tokens
+    dpx_ = c.dp * c.cp;
     sp_ = c.sequence_parallel && c.tp > 1;
     tp_ovl_ = sp_ && c.tp_comm_overlap;
     if (tp_ovl_) {
@@ -342,13 +357,17 @@ class Builder {
     vstages_ = c.pp * c.vp;
     layers_per_chunk_ = m_.layers / vstages_;
     ring_tag_base_ = std::int64_t(c.iterations) * mbs_ * vstages_ * 2;  // above every pipeline tag (tag())
-    bucket_ = c.bucket_params ? c.bucket_params : std::max<std::uint64_t>(40'000'000ull, 1'000'000ull * c.dp);
+    bucket_ = c.bucket_params ? c.bucket_params : std::max<std::uint64_t>(40'000'000ull, 1'000'000ull * dpx_);
   }
 
-  std::uint32_t rank_of(std::uint32_t t, std::uint32_t d, std::uint32_t p) const { return t + c_.tp * (d + c_.dp * p); }
+  /// Megatron's rank order tp-cp-dp-pp: rank = t + TP·(c + CP·(dp_rank + DP·p)). Inside the
+  /// builder `d` is the combined index c + CP·dp_rank in [0, DP·CP): gradients are reduced and
+  /// optimizer states sharded over the DP·CP ranks of a (t, p) (Megatron-Core's
+  /// data-parallel-with-context-parallel group), so every DP group below spans them.
+  std::uint32_t rank_of(std::uint32_t t, std::uint32_t d, std::uint32_t p) const { return t + c_.tp * (d + dpx_ * p); }
 
   void make_groups(models::Workload& w) {
-    const std::uint32_t world = c_.tp * c_.dp * c_.pp;
+    const std::uint32_t world = c_.tp * dpx_ * c_.pp;
     w.ranks = world;
     models::CommGroup all{"world", {}};
     for (std::uint32_t r = 0; r < world; ++r) all.ranks.push_back(r);
@@ -361,14 +380,14 @@ class Builder {
       w.groups.push_back(models::CommGroup{name, std::move(ranks)});
     };
     for (std::uint32_t p = 0; p < c_.pp; ++p) {
-      for (std::uint32_t d = 0; d < c_.dp; ++d) {
+      for (std::uint32_t d = 0; d < dpx_; ++d) {
         std::vector<std::uint32_t> g;
         for (std::uint32_t t = 0; t < c_.tp; ++t) g.push_back(rank_of(t, d, p));
         add(fmt::format("tp{}.{}", p, d), g, &RankGroups::tp);
       }
       for (std::uint32_t t = 0; t < c_.tp; ++t) {
         std::vector<std::uint32_t> g;
-        for (std::uint32_t d = 0; d < c_.dp; ++d) g.push_back(rank_of(t, d, p));
+        for (std::uint32_t d = 0; d < dpx_; ++d) g.push_back(rank_of(t, d, p));
         add(fmt::format("dp{}.{}", p, t), g, &RankGroups::dp);
       }
       if (m_.is_moe()) {
@@ -388,7 +407,7 @@ class Builder {
       }
     }
     if (m_.tied_embeddings && c_.pp > 1) {
-      for (std::uint32_t d = 0; d < c_.dp; ++d) {
+      for (std::uint32_t d = 0; d < dpx_; ++d) {
         for (std::uint32_t t = 0; t < c_.tp; ++t) {
           add(fmt::format("emb{}.{}", d, t), {rank_of(t, d, 0), rank_of(t, d, c_.pp - 1)}, &RankGroups::emb);
         }
@@ -478,21 +497,25 @@ class Builder {
     return mem(op, th(tokens, h), f, ((bwd ? 3.0 : 2.0) * tokens * h + 2 * h) * B_);
   }
 
+  /// Attention-core model FLOPs of one kernel call: the whole s x s score matrix with CP 1; with
+  /// CP, one ring step's (s/CP) x (s/CP) block (CP steps per rank, CP ranks: the same total).
   double attn_core_flops() const {
-    return 2.0 * c_.micro_batch * double(c_.seq_len) * double(c_.seq_len) * (m_.heads / c_.tp) *
+    const double s = double(c_.seq_len) / c_.cp;
+    return 2.0 * c_.micro_batch * s * s * (m_.heads / c_.tp) *
            double(m_.qk_head_dim() + m_.head_dim);
   }
   Kernel flash_k(bool bwd) const {
     const double hl = m_.heads / c_.tp;
     const double model = attn_core_flops() * (bwd ? 2.0 : 1.0);
     const double exec = attn_core_flops() * (c_.causal ? 0.5 : 1.0) * (bwd ? 2.5 : 1.0);
-    const double bytes = double(c_.micro_batch) * c_.seq_len * hl * (2.0 * m_.qk_head_dim() + 2.0 * m_.head_dim) * B_ *
+    const std::uint32_t s = c_.seq_len / c_.cp;
+    const double bytes = double(c_.micro_batch) * s * hl * (2.0 * m_.qk_head_dim() + 2.0 * m_.head_dim) * B_ *
                          (bwd ? 2.0 : 1.0);
     Kernel k{bwd ? "flash_attn_bwd" : "flash_attn_fwd",
-             fmt::format("b={} heads={} s={} d={} dv={} causal={}", c_.micro_batch, u64(hl), c_.seq_len,
+             fmt::format("b={} heads={} s={} d={} dv={} causal={}", c_.micro_batch, u64(hl), s,
                          m_.qk_head_dim(), m_.head_dim, c_.causal ? 1 : 0),
              exec, bytes, model};
-    k.dims = kernels::KernelShape::attention(double(c_.micro_batch) * hl, c_.seq_len, m_.qk_head_dim(), c_.causal, bwd,
+    k.dims = kernels::KernelShape::attention(double(c_.micro_batch) * hl, s, m_.qk_head_dim(), c_.causal, bwd,
                                              c_.flash2);
     return k;
   }
@@ -527,7 +550,43 @@ class Builder {
     kn.dims = kernels::KernelShape::gemm(m, n, k, batch);
     return kn;
   }
+  /// Context-parallel attention (CP > 1; TransformerEngine `AttnFuncWithCPAndKVP2P`,
+  /// cp_comm_type "p2p", as Megatron-Core uses it): the sequence is cut into 2·CP chunks and CP
+  /// rank c holds chunks c and 2·CP-1-c (load balance under the causal mask). Step 0 attends the
+  /// rank's queries to its own K/V (causal); in steps 1..CP-1 the K/V chunk pair received from the
+  /// previous CP rank is attended to while the one held is passed to the next (a ring of P2P
+  /// sends). Under the causal mask every off-diagonal step computes half of the
+  /// (s/CP) x (s/CP) block, the same work as the causal diagonal step, so each step is timed as
+  /// one fused-attention call on s/CP tokens (flash_k). K and V of s/CP tokens move per step:
+  /// s/CP·b·kv_heads/TP·(d_qk + d_v)·B bytes (all heads for MLA); the backward's steps move the
+  /// K/V and the accumulated dK/dV: twice that. Step j's kernel waits for receive j.
+  void cp_attention(Rank& R, const std::string& L, bool bwd, bool recompute) {
+    const std::uint32_t n = c_.cp, c = R.d % n, base = R.d - c;
+    const std::uint32_t next = rank_of(R.t, base + (c + 1) % n, R.p), prev = rank_of(R.t, base + (c + n - 1) % n, R.p);
+    const double kvh = m_.attn == AttnType::kMla ? double(m_.heads) : double(m_.kv_heads);
+    const double bytes = T_ * kvh / c_.tp * double(m_.qk_head_dim() + m_.head_dim) * B_ * (bwd ? 2.0 : 1.0);
+    std::vector<std::uint32_t> step_deps;
+    add_dep(step_deps, R.last);
+    std::int64_t rx = -1;
+    const std::string base_name = L + (bwd ? ".attn.b" : ".attn");
+    for (std::uint32_t j = 0; j < n; ++j) {
+      std::int64_t next_rx = -1;
+      if (j + 1 < n) {
+        const std::vector<std::uint32_t> d = j == 0 ? step_deps : deps_of({rx});
+        const std::int64_t tg = ring_tag_base_ + R.ring_steps++;
+        ring_p2p(R, true, next, bytes, tg, fmt::format("{}.cptx{}", base_name, j + 1), d);
+        next_rx = ring_p2p(R, false, prev, bytes, tg, fmt::format("{}.cprx{}", base_name, j + 1), d);
+      }
+      comp(R, fmt::format("{}.cp{}", base_name, j), flash_k(bwd), j == 0 ? std::vector<std::uint32_t>{} : deps_of({rx}),
+           recompute);
+      rx = next_rx;
+    }
+  }
   void attn_core_fwd(Rank& R, const std::string& L, bool recompute) {
+    if (c_.cp > 1) {
+      cp_attention(R, L, false, recompute);
+      return;
+    }
     if (c_.flash_attention) {
       comp(R, L + ".attn", flash_k(false), {}, recompute);
       return;
@@ -539,6 +598,10 @@ class Builder {
     comp(R, L + ".pv", bmm_k("pv", s, dv, s), {}, recompute);
   }
   void attn_core_bwd(Rank& R, const std::string& L) {
+    if (c_.cp > 1) {
+      cp_attention(R, L, true, false);
+      return;
+    }
     if (c_.flash_attention) {
       comp(R, L + ".attn.b", flash_k(true));
       return;
@@ -1083,7 +1146,7 @@ class Builder {
       }
       if (bk.dense_done.empty()) held = rank_params(R);  // DP = 1: nothing reduced
       const std::int32_t dpg = rg_[R.r].dp, edpg = rg_[R.r].edp;
-      const double dpn = dpg >= 0 ? c_.dp : 1, edpn = edpg >= 0 ? double(c_.tp * c_.dp / c_.ep) : 1;
+      const double dpn = dpg >= 0 ? dpx_ : 1, edpn = edpg >= 0 ? double(c_.tp * c_.dp / c_.ep) : 1;
       const double opt_params = c_.zero >= 1 ? held / dpn + held_exp / edpn : held + held_exp;
       comp(R, "optim", mem("adam", fmt::format("params={}", u64(opt_params)), 12 * opt_params, 28 * opt_params), opt_deps,
            false, Dtype::kFp32);
@@ -1367,7 +1430,8 @@ class Builder {
                            "tp_comm_overlap={}",
                            m_.name, c_.tp, c_.pp, c_.dp, c_.ep, c_.vp, c_.micro_batch, gb_, c_.seq_len,
                            kernels::dtype_name(c_.dtype), c_.gpu, sp_ ? 1 : 0, c_.zero, rc, at,
-                           c_.tp_comm_overlap ? fmt::format("on(rs_sms={})", c_.tp_comm_overlap_rs_sms) : "off");
+                           c_.tp_comm_overlap ? fmt::format("on(rs_sms={})", c_.tp_comm_overlap_rs_sms) : "off") +
+               (c_.cp > 1 ? fmt::format(" cp{}", c_.cp) : "");
     if (c_.inference) {
       w.source = fmt::format("generated:{} inference tp{} pp{} dp{} ep{} batch{} prompt{} output{} {} {} attn={}", m_.name,
                              c_.tp, c_.pp, c_.dp, c_.ep, c_.batch, c_.prompt_tokens, c_.output_tokens,
@@ -1386,8 +1450,8 @@ class Builder {
       Rank R;
       R.r = r;
       R.t = r % c_.tp;
-      R.d = (r / c_.tp) % c_.dp;
-      R.p = r / (c_.tp * c_.dp);
+      R.d = (r / c_.tp) % dpx_;
+      R.p = r / (c_.tp * dpx_);
       R.prog = &w.programs[r];
       if (c_.inference) {
         build_inference_rank(R);
@@ -1427,6 +1491,7 @@ class Builder {
   double rs_margin_scale_ = 1.0;  ///< SMs / (SMs - tp_comm_overlap_rs_sms) for the pipelined-RS GEMM chunks
   bool fp8_ = false;  ///< FP8 GEMMs (TransformerEngine): emit the cast/transpose kernels
   std::uint32_t gb_ = 0, mbs_ = 0, vstages_ = 1, layers_per_chunk_ = 0;
+  std::uint32_t dpx_ = 1;  ///< DP·CP: the combined data index range (rank_of)
   std::int64_t ring_tag_base_ = 0;  ///< first p2p tag of the TP ring-exchange steps (ag_gemm)
   std::uint64_t bucket_ = 0;
   std::vector<RankGroups> rg_;
@@ -1440,10 +1505,74 @@ class Builder {
 
 }  // namespace
 
+MemoryEstimate estimate_inference_memory(const TrainConfig& c) {
+  const ModelConfig& m = c.model;
+  const kernels::GpuSpec& gpu = kernels::find_gpu(c.gpu, c.file, "workload.generator.gpu");
+  MemoryEstimate est;
+  est.capacity_bytes = gpu.hbm_gb * 1e9;
+  const double B = 2, wb = c.dtype == Dtype::kFp8 ? 1.0 : 2.0, t = c.tp, h = double(m.hidden), d = m.head_dim;
+  const double kvl = std::max(1.0, double(m.kv_heads) / t);
+  const double b = c.batch, ctx = double(c.prompt_tokens) + c.output_tokens - 1, T = b * c.prompt_tokens;
+  const std::uint32_t lps = m.layers / c.pp;
+  for (std::uint32_t p = 0; p < c.pp; ++p) {
+    StageMemory st;
+    st.pp_rank = p;
+    double w16 = 0, wq = 0;  // 16-bit and GEMM-dtype parameters held
+    double ffn_cols = 0;     // widest MLP/expert first-GEMM output columns on the rank
+    for (std::uint32_t l = p * lps; l < (p + 1) * lps; ++l) {
+      wq += h * (double(m.heads) / t + 2 * kvl) * d + double(m.heads) / t * d * h;
+      w16 += 2 * h;  // norms
+      const double mats_in = m.ffn == FfnType::kSwiglu ? 2 : 1;
+      if (m.moe_layer(l)) {
+        const double fl = c.ep > 1 ? double(m.expert_ffn_hidden) : double(m.expert_ffn_hidden) / t;
+        const double experts = c.ep > 1 ? double(m.experts) / c.ep : double(m.experts);
+        wq += (experts + m.shared_experts) * double(m.ffn_type_mats()) * h * fl;
+        w16 += h * m.experts;  // router
+        ffn_cols = std::max(ffn_cols, mats_in * fl * m.top_k);
+      } else {
+        wq += double(m.ffn_params(m.ffn_hidden)) / t;
+        ffn_cols = std::max(ffn_cols, mats_in * double(m.ffn_hidden) / t);
+      }
+    }
+    if (p == 0) w16 += double(m.vocab) * h / t;                                   // embedding
+    if (p + 1 == c.pp && !(m.tied_embeddings && c.pp == 1)) w16 += double(m.vocab) * h / t;  // LM head
+    if (p + 1 == c.pp) w16 += h;                                                  // final norm
+    st.params = w16 + wq;
+    st.weights_bytes = w16 * B + wq * wb;
+    // KV cache at the full context, and the prefill's largest transient: the residual stream and
+    // the layer's widest GEMM output (QKV or the first MLP/expert GEMM) of T tokens, 16-bit; the
+    // last stage's fp32 logits of the last positions.
+    const double kv = double(lps) * b * 2 * kvl * d * ctx * B;
+    const double qkv_cols = (double(m.heads) / t + 2 * kvl) * d;
+    double act = T * (2 * h + std::max(qkv_cols, ffn_cols)) * B;
+    if (p + 1 == c.pp) act += b * double(m.vocab) * 4;
+    st.activation_bytes = kv + act;
+    st.inflight = 1;
+    est.stages.push_back(st);
+    if (st.total_bytes() > est.stages[est.peak_stage].total_bytes()) est.peak_stage = p;
+  }
+  return est;
+}
+
+std::string inference_memory_warning(const TrainConfig& c, const MemoryEstimate& m) {
+  if (!m.exceeds()) return {};
+  const StageMemory& s = m.peak();
+  return fmt::format(
+      "{}: workload.generator: the inference job needs at least {:.1f} GB per GPU on pipeline rank {} (weights "
+      "{:.1f} GB, KV cache and activations {:.1f} GB) but the {} has {:.0f} GB: the real job would run out of "
+      "memory; raise tp/pp, lower batch or the context, or use dtype: fp8 (docs/generators.md, \"Inference\")",
+      c.file, s.total_bytes() / 1e9, s.pp_rank, s.weights_bytes / 1e9, s.activation_bytes / 1e9, c.gpu,
+      m.capacity_bytes / 1e9);
+}
+
 Generated generate_training(const TrainConfig& c, const kernels::KernelDb& db) {
   validate_train(c);
   Builder b(c, &db, false);
-  return b.run();
+  Generated g = b.run();
+  g.stats.memory = c.inference ? estimate_inference_memory(c) : estimate_memory(c);
+  const std::string w = c.inference ? inference_memory_warning(c, g.stats.memory) : memory_warning(c, g.stats.memory);
+  if (!w.empty()) g.workload.warnings.push_back(w);
+  return g;
 }
 
 std::vector<KernelNeed> kernel_plan(const TrainConfig& c) {

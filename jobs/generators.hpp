@@ -5,7 +5,8 @@
 /// communicator and size derived from the model shapes. docs/generators.md lists each formula
 /// with its source; the short version:
 ///
-/// Ranks: rank = tp_rank + TP·(dp_rank + DP·pp_rank) (Megatron's default order, TP fastest).
+/// Ranks: rank = tp_rank + TP·(cp_rank + CP·(dp_rank + DP·pp_rank)) (Megatron's default order
+/// tp-cp-dp-pp, TP fastest; CP = 1 unless context parallelism is on, docs/generators.md).
 /// Per layer and micro-batch (b sequences of s tokens, hidden h, dtype bytes B):
 ///  * TP (Shoeybi et al. 2019; Korthikanti et al. 2022 for sequence parallelism, SP):
 ///    without SP: forward AllReduce(s·b·h·B) after the attention output projection and after the
@@ -39,6 +40,7 @@
 #include <string>
 #include <vector>
 
+#include "jobs/memory_estimate.hpp"
 #include "jobs/model_configs.hpp"
 #include "kernels/kernel_db.hpp"
 #include "models/workload.hpp"
@@ -125,6 +127,7 @@ struct GenStats {
   std::uint64_t kernels_scaled = 0;    ///< ... roofline-scaled from another GPU's rows
   std::uint64_t kernels_modelled = 0;  ///< ... from the analytic roofline or extrapolation
   double compute_ps_rank0 = 0;         ///< sum of rank 0's compute durations (ps)
+  MemoryEstimate memory;               ///< HBM per GPU the job needs (jobs/memory_estimate.hpp)
 };
 
 /// What a generated inference workload contains (TrainConfig::inference), for the run summary
@@ -151,6 +154,19 @@ struct Generated {
   InferStats infer;  ///< inference workloads only (infer.used)
 };
 
+/// HBM per GPU of an inference job (TrainConfig::inference), per pipeline rank: the weights held
+/// (TP/EP/PP shards, replicated KV heads included; GEMM weights 1 byte with FP8, embedding, LM
+/// head, norms and router 16-bit) and, as activation_bytes, the KV cache at the full context
+/// (layers of the stage · batch · 2 · kv_heads/TP · head_dim · (prompt + output - 1) · 2 bytes)
+/// plus the prefill's largest transient (batch·prompt tokens of the residual stream twice and the
+/// widest QKV/first-MLP GEMM output, 16-bit) and the last stage's fp32 logits of the last
+/// positions. No gradients or optimizer states. Not counted: CUDA context, NCCL buffers, the
+/// serving engine's preallocated KV pool: a lower bound. @throws engine::InputError (unknown GPU).
+MemoryEstimate estimate_inference_memory(const TrainConfig& c);
+
+/// One warning line when estimate_inference_memory's peak exceeds the GPU's HBM; empty when it fits.
+std::string inference_memory_warning(const TrainConfig& c, const MemoryEstimate& m);
+
 /// Model FLOPs of one inference phase of one replica (all its GPUs): 2 · P_m · tokens +
 /// 2 · V · h · batch (logits of each request's last position) + 2 · layers · heads ·
 /// (d_qk + d_v) · batch · Σ_q context(q) (QK^T and PV over the causal context of every query:
@@ -164,11 +180,13 @@ double closed_form_inference_flops(const ModelConfig& m, std::uint32_t batch, st
 /// the fix) for: heads or kv_heads not divisible by TP, layers not divisible by PP·VP, world size
 /// different from TP·PP·DP·CP, EP above the expert count or not dividing experts or TP·DP,
 /// global batch not a multiple of micro_batch·DP, interleaving without micro-batches % PP == 0,
-/// CP > 1 (not modelled yet), FP8 on a GPU without FP8, ZeRO stage > 3.
+/// CP > 1 with unfused attention, MoE layers or a sequence not divisible by 2·CP, FP8 on a GPU
+/// without FP8, ZeRO stage > 3.
 void validate_train(const TrainConfig& c);
 
 /// Generates one rank DAG per GPU. Compute durations come from `db` for the config's GPU with
-/// `c.fallback`. @throws engine::InputError (validate_train, or a kernel the data does not cover
+/// `c.fallback`. Also estimates the memory per GPU (stats.memory); when it exceeds the GPU's
+/// HBM, memory_warning's line is added to the workload's warnings. @throws engine::InputError (validate_train, or a kernel the data does not cover
 /// when the fallback is kNone).
 Generated generate_training(const TrainConfig& c, const kernels::KernelDb& db);
 

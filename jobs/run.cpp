@@ -911,6 +911,17 @@ RunResult run_simulation(const RunOptions& opt, MPI_Comm comm, const std::string
                        gen.stats.model_flops, gen.infer.used ? "request batch (prefill + decode)" : "iteration",
                        tflops_per_gpu, 100 * mfu, gen.fp8 ? "FP8" : "BF16/FP16");
   }
+  if (gen.used && !gen.stats.memory.stages.empty()) {
+    const auto& mem = gen.stats.memory;
+    const auto& pk = mem.peak();
+    out << fmt::format(
+        "memory per GPU (estimate, lower bound): {:.1f} GB on pipeline rank {} ({} {:.1f} GB, {} "
+        "{:.1f} GB) of {:.0f} GB HBM{}\n",
+        pk.total_bytes() / 1e9, pk.pp_rank, gen.infer.used ? "weights" : "model states",
+        (pk.weights_bytes + pk.grads_bytes + pk.optimizer_bytes) / 1e9,
+        gen.infer.used ? "KV cache and activations" : "activations", pk.activation_bytes / 1e9,
+        mem.capacity_bytes / 1e9, mem.exceeds() ? "  ** exceeds the GPU's memory **" : "");
+  }
   out << fmt::format("collectives: {}   flows: {}\n", res.collectives.size(), res.flows);
   // Per (op, communicator size, bytes): count, mean time, mean busbw. Size-1 communicators are
   // no-ops and only counted.
@@ -1017,6 +1028,19 @@ RunResult run_simulation(const RunOptions& opt, MPI_Comm comm, const std::string
       j["model_flops"] = gen.stats.model_flops;
       j["tflops_per_gpu"] = tflops_per_gpu;
       j["mfu"] = mfu;
+      if (!gen.stats.memory.stages.empty()) {
+        const auto& mem = gen.stats.memory;
+        const auto& pk = mem.peak();
+        j["memory_per_gpu"] = {{"estimate_bytes", pk.total_bytes()},
+                               {"pp_rank", pk.pp_rank},
+                               {"weights_bytes", pk.weights_bytes},
+                               {"grads_bytes", pk.grads_bytes},
+                               {"optimizer_bytes", pk.optimizer_bytes},
+                               {"activation_bytes", pk.activation_bytes},
+                               {"inflight_microbatches", pk.inflight},
+                               {"hbm_bytes", mem.capacity_bytes},
+                               {"exceeds_hbm", mem.exceeds()}};
+      }
     }
     if (gen.infer.used) {
       nlohmann::json inf;

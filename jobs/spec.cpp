@@ -5,6 +5,7 @@
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <set>
@@ -13,6 +14,7 @@
 
 #include "engine/errors.hpp"
 #include "engine/units.hpp"
+#include "kernels/gpu_specs.hpp"
 #include "models/topology_file.hpp"
 
 namespace fabricsim::jobs {
@@ -89,7 +91,7 @@ const std::vector<SpecKey>& spec_keys() {
       {"cluster.nic_latency", "time", "500ns", "NIC <-> leaf propagation delay"},
       {"cluster.fabric_bandwidth", "rate", "400Gbps", "leaf <-> spine link rate per direction"},
       {"cluster.fabric_latency", "time", "500ns", "leaf <-> spine propagation delay"},
-      {"cluster.nvlink_bandwidth", "rate", "3600Gbps", "GPU <-> NVSwitch rate per direction (H100: 450 GB/s)"},
+      {"cluster.nvlink_bandwidth", "rate", "3600Gbps", "GPU <-> NVSwitch rate per direction (H100: 450 GB/s); with workload.generator.gpu, that GPU's rate (A100 2400Gbps, B200 7200Gbps)"},
       {"cluster.nvls_bandwidth", "rate", "2448Gbps", "NVLink SHARP: rate of a GPU's multimem (NVLS) traffic to its NVSwitch per direction; 306 GB/s from NCCL 2.28's H100 NVLS model (docs/simccl.md)"},
       {"cluster.nvlink_latency", "time", "100ns", "GPU <-> NVSwitch latency"},
       {"cluster.mtu", "bytes", "4KiB", "network packet payload"},
@@ -505,6 +507,15 @@ Spec load_spec(const std::string& path, const std::vector<std::string>& sets) {
   rate("cluster.core_bandwidth", c.core_bps);
   time("cluster.core_latency", c.core_latency_ps);
   rate("cluster.nvlink_bandwidth", c.nvlink_bps);
+  // Without cluster.nvlink_bandwidth, a generated job's GPUs get their own NVLink rate (half the
+  // bidirectional scale-up figure of kernels/gpu_specs, e.g. A100 600 GB/s -> 2400 Gb/s per
+  // direction) instead of the H100 default.
+  if (!str("cluster.nvlink_bandwidth")) {
+    if (const auto g = s.generator.find("gpu"); g != s.generator.end()) {
+      const kernels::GpuSpec& gpu = kernels::find_gpu(g->second, s.generator_file["gpu"], "workload.generator.gpu");
+      if (gpu.scaleup_gbps_bidir > 0) c.nvlink_bps = static_cast<std::uint64_t>(std::llround(gpu.scaleup_gbps_bidir / 2 * 8e9));
+    }
+  }
   rate("cluster.nvls_bandwidth", c.nvls_bps);
   time("cluster.nvlink_latency", c.nvlink_latency_ps);
   bytes("cluster.mtu", c.mtu_bytes);

@@ -358,6 +358,80 @@ TEST(Generators, BadConfigsAreInputErrors) {
   EXPECT_NE(error_of(c).find("132 SMs is not below the 132 SMs of H100"), std::string::npos);
 }
 
+// Context parallelism (Megatron-Core + TransformerEngine, cp_comm_type p2p): CP ranks split each
+// sequence, so the same job on CP x the GPUs keeps its model FLOPs (the closed form) and every
+// per-token collective shrinks by CP; attention runs as a ring of CP steps whose P2P sends carry
+// K and V of s/CP tokens (forward) and K, V, dK, dV (backward); gradients are reduced over the
+// DP·CP ranks. Rank order tp-cp-dp-pp.
+TEST(Generators, ContextParallelismSplitsTokensAndRingsKeyValueChunks) {
+  TrainConfig c;
+  c.model = find_model("llama3-8b", "", "");
+  c.model.layers = 4;
+  c.tp = 2;
+  c.pp = 2;
+  c.dp = 2;
+  c.seq_len = 8192;
+  c.global_batch = 4;  // 2 micro-batches per DP rank
+  const auto one = generate_training(c, empty_db());
+  c.cp = 4;
+  const auto g = generate_training(c, empty_db());
+  ASSERT_EQ(g.workload.ranks, 2u * 2 * 2 * 4);
+  const double tokens = 4.0 * 8192;
+  EXPECT_EQ(g.stats.tokens, tokens);
+  EXPECT_NEAR(g.stats.model_flops / one.stats.model_flops, 1.0, 1e-9);
+  EXPECT_NEAR(g.stats.model_flops / closed_form_model_flops(c.model, tokens, c.seq_len), 1.0, 0.01);
+  // TP all-gathers (SP) of a rank: s/CP·b·h·B each.
+  const double B = 2;
+  EXPECT_DOUBLE_EQ(coll_bytes(g, 0, "tp", CollOp::kAllGather), coll_bytes(one, 0, "tp", CollOp::kAllGather) / 4);
+  // The KV ring of rank r = t + TP·(c + CP·(d + DP·p)): t 1, c 2, d 1, p 0 -> 1 + 2·(2 + 4·1) = 13.
+  const std::uint32_t r = 13;
+  const std::uint32_t next = 1 + 2 * (3 + 4 * 1), prev = 1 + 2 * (1 + 4 * 1);
+  const double kv = 8192.0 / 4 * 1 * (double(c.model.kv_heads) / 2) * double(c.model.head_dim * 2) * B;
+  double tx_f = 0, tx_b = 0, rx = 0;
+  std::uint32_t steps_f = 0, kernels_f = 0;
+  for (const auto& n : g.workload.programs[r]) {
+    const bool fwd = n.name.find(".attn.cptx") != std::string::npos, bwd = n.name.find(".attn.b.cptx") != std::string::npos;
+    if (n.type == NodeType::kSend && (fwd || bwd)) {
+      EXPECT_EQ(n.peer, static_cast<std::int32_t>(next)) << n.name;
+      (bwd ? tx_b : tx_f) += double(n.bytes);
+      steps_f += fwd;
+    }
+    if (n.type == NodeType::kRecv && n.name.find(".cprx") != std::string::npos) {
+      EXPECT_EQ(n.peer, static_cast<std::int32_t>(prev)) << n.name;
+      rx += double(n.bytes);
+    }
+    if (n.type == NodeType::kCompute && n.name.find(".attn.cp") != std::string::npos) ++kernels_f;
+  }
+  // Stage 0 holds 2 layers, 2 micro-batches: (CP-1) steps per layer and micro-batch each way.
+  const double per = 2 * 2 * 3;
+  EXPECT_EQ(steps_f, per);
+  EXPECT_DOUBLE_EQ(tx_f, per * kv);
+  EXPECT_DOUBLE_EQ(tx_b, per * 2 * kv);
+  EXPECT_DOUBLE_EQ(rx, tx_f + tx_b);
+  EXPECT_EQ(kernels_f, 2u * 2 * 4);  // CP fused-attention steps per layer and micro-batch, forward
+  // DP gradient reduction over the DP·CP = 8 ranks of (t, p): same bytes per rank as CP 1.
+  for (const auto& grp : g.workload.groups) {
+    if (grp.name.rfind("dp", 0) == 0) {
+      EXPECT_EQ(grp.ranks.size(), 8u) << grp.name;
+    }
+  }
+  EXPECT_DOUBLE_EQ(coll_bytes(g, r, "dp", CollOp::kAllReduce), coll_bytes(one, 1 + 2 * (1 + 2 * 0), "dp", CollOp::kAllReduce));
+  // Refused: unfused attention, a sequence not divisible by 2·CP, MoE layers.
+  TrainConfig u = c;
+  u.flash_attention = false;
+  EXPECT_NE(error_of(u).find("workload.generator.cp: context parallelism runs TransformerEngine's fused attention"),
+            std::string::npos);
+  u = c;
+  u.seq_len = 8188;
+  EXPECT_NE(error_of(u).find("not divisible by 2·CP = 8"), std::string::npos);
+  TrainConfig m;
+  m.model = find_model("mixtral-8x7b", "", "");
+  m.cp = 2;
+  m.dp = 8;
+  m.ep = 8;
+  EXPECT_NE(error_of(m).find("with MoE layers is not modelled"), std::string::npos);
+}
+
 /// The InputError text of loading `path` with `sets` and validating the generator config.
 std::string spec_error(const std::string& path, const std::vector<std::string>& sets) {
   try {
@@ -757,6 +831,39 @@ TEST(Generators, InferenceDecodeReadsTheKvCache) {
   EXPECT_DOUBLE_EQ(r.infer.kv_read_bytes_rank0, 32.0 * 1 * 2 * 1 * 128 * (101 + 102) * 2);
 }
 
+// Inference memory per GPU: weights (no gradients or optimizer states) and the KV cache at the
+// full context. Llama 3 70B on TP 8 (one KV head per rank), batch 16, 2048 + 128 tokens: the
+// eight ranks hold the 70.55B parameters once (16-bit; norms replicated: +0.01%), and the KV
+// cache is 80 layers x 16 x 2 x 128 x 2175 x 2 B = 1.425 GB. On one GPU (TP 1) the 141 GB of
+// weights exceed the H100's 80 GB: the warning names the inference fixes.
+TEST(Generators, InferenceMemoryIsWeightsAndKvCache) {
+  TrainConfig c = inference("llama3-70b", 8, 1, 1, 1, 16, 2048, 128);
+  const MemoryEstimate m = estimate_inference_memory(c);
+  ASSERT_EQ(m.stages.size(), 1u);
+  const StageMemory& s = m.stages[0];
+  EXPECT_NEAR(8 * s.weights_bytes / (2 * c.model.total_params()), 1.0, 1e-3);
+  EXPECT_EQ(s.grads_bytes + s.optimizer_bytes, 0.0);
+  const double kv = 80.0 * 16 * 2 * 128 * 2175 * 2;
+  EXPECT_GE(s.activation_bytes, kv);
+  EXPECT_LT(s.activation_bytes, kv + 3e9);  // + the prefill's transient activations and logits
+  EXPECT_FALSE(m.exceeds());
+  EXPECT_TRUE(inference_memory_warning(c, m).empty());
+  c.tp = 1;
+  const MemoryEstimate one = estimate_inference_memory(c);
+  EXPECT_NEAR(one.stages[0].weights_bytes / (2 * c.model.total_params()), 1.0, 1e-3);
+  EXPECT_TRUE(one.exceeds());
+  EXPECT_NE(inference_memory_warning(c, one).find("lower batch or the context, or use dtype: fp8"), std::string::npos);
+  // FP8 halves the GEMM weights (embedding and LM head stay 16-bit).
+  c.tp = 8;
+  c.dtype = kernels::Dtype::kFp8;
+  const double fp8 = estimate_inference_memory(c).stages[0].weights_bytes;
+  const double emb = 2.0 * 128256 * 8192 / 8 * 2;  // embedding + LM head, 16-bit, per rank
+  EXPECT_NEAR((fp8 - emb) / ((s.weights_bytes - emb) / 2), 1.0, 1e-3);
+  // generate_training attaches it (not the training estimate with gradients and Adam states).
+  const auto g = generate_training(inference("llama3-8b", 2, 1, 1, 1, 2, 128, 2), empty_db());
+  EXPECT_EQ(g.stats.memory.peak().optimizer_bytes, 0.0);
+}
+
 TEST(Generators, InferenceBadConfigsAreInputErrors) {
   TrainConfig c = inference("llama3-70b", 8, 1, 1, 1, 0, 512, 4);
   EXPECT_NE(error_of(c).find("workload.generator.batch: must be >= 1"), std::string::npos) << error_of(c);
@@ -780,6 +887,10 @@ TEST(Generators, InferenceBadConfigsAreInputErrors) {
   c = inference("llama3-70b", 8, 1, 1, 1, 4, 512, 4);
   c.flash_attention = false;
   EXPECT_NE(error_of(c).find("workload.generator.attention:"), std::string::npos);
+  c = inference("llama3-70b", 8, 1, 1, 1, 4, 512, 4);
+  c.cp = 2;
+  EXPECT_NE(error_of(c).find("workload.generator.cp: context parallelism is not modelled for inference"),
+            std::string::npos) << error_of(c);
   c = inference("llama3-70b", 8, 1, 1, 1, 4, 512, 100000);
   EXPECT_NE(error_of(c).find("workload.generator.output_tokens:"), std::string::npos);
   // Spec keys: the training-only keys are refused with mode: inference, the inference keys
