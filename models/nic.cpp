@@ -142,7 +142,7 @@ void Nic::queue_part(std::uint32_t qi, TxPart part, const char* fix) {
                              "more than 2^32 packets on one queue pair (gpu " + std::to_string(id_) + ")", fix);
   }
   if (q.parts.empty()) q.head_psn = q.next_psn;
-  q.parts.push_back(part);
+  tx_parts_.push(q.parts, part);
   q.next_psn += npkts;
 }
 
@@ -287,7 +287,7 @@ void Nic::send_nvls(std::uint32_t dst, std::uint64_t bytes, const MsgMeta& meta,
   part.word = static_cast<std::uint32_t>(meta.tag);
   queue_part(qi, part, "raise cluster.nvlink_mtu");
   // After the check above, which may throw: the queued part holds the key's reference.
-  qps_[qi].parts[qps_[qi].parts.size() - 1].key = nvls_key(meta.group, meta.instance, arg, meta.done_slot);
+  tx_parts_.back(qps_[qi].parts).key = nvls_key(meta.group, meta.instance, arg, meta.done_slot);
   const MsgDesc d = message_desc(meta, bytes, bytes, ctx.now(), qi, 0);
   // Receivers learn of the message after the two NVLink hops' propagation (no later than the
   // first packet): the owner of a reduced shard, or every multicast member.
@@ -438,17 +438,17 @@ void Nic::send_data(std::uint32_t qi, Context& ctx) {
   const SimTime now = ctx.now();
   const std::uint32_t psn = q.snd_nxt;
   // The part holding `psn`: PSNs are consecutive over the queued parts from head_psn on.
-  std::size_t pi = 0;
+  TxFifos::Pos pi = tx_parts_.begin(q.parts);
   std::uint32_t first_psn = q.head_psn;
-  std::uint64_t unit = unit_of(q, q.parts[0].bytes());
-  std::uint32_t npkts = static_cast<std::uint32_t>(std::max<std::uint64_t>(1, (q.parts[0].bytes() + unit - 1) / unit));
+  std::uint64_t unit = unit_of(q, tx_parts_.at(pi).bytes());
+  std::uint32_t npkts = static_cast<std::uint32_t>(std::max<std::uint64_t>(1, (tx_parts_.at(pi).bytes() + unit - 1) / unit));
   while (first_psn + npkts <= psn) {
     first_psn += npkts;
-    ++pi;
-    unit = unit_of(q, q.parts[pi].bytes());
-    npkts = static_cast<std::uint32_t>(std::max<std::uint64_t>(1, (q.parts[pi].bytes() + unit - 1) / unit));
+    tx_parts_.next(pi);
+    unit = unit_of(q, tx_parts_.at(pi).bytes());
+    npkts = static_cast<std::uint32_t>(std::max<std::uint64_t>(1, (tx_parts_.at(pi).bytes() + unit - 1) / unit));
   }
-  const TxPart part = q.parts[pi];
+  const TxPart part = tx_parts_.at(pi);
   const std::uint64_t off = static_cast<std::uint64_t>(psn - first_psn) * unit;
   WirePacket p;
   p.src = id_;
@@ -507,7 +507,7 @@ void Nic::send_data(std::uint32_t qi, Context& ctx) {
     if (last) {
       if (q.nvls != kNvlsNone) release_part(part);
       q.head_psn += npkts;
-      q.parts.pop_front();
+      tx_parts_.pop(q.parts);
     }
   } else {
     RelQp& r = *rel;
@@ -601,7 +601,7 @@ bool Nic::handle(const engine::Event& ev, Context& ctx) {
       r.tag = d.tag;
       r.group = d.group;
       r.instance = d.instance;
-      rxq_[static_cast<std::size_t>(ri)].descs.push_back(r);
+      rx_descs_.push(rxq_[static_cast<std::size_t>(ri)].descs, r);
       return true;
     }
     case kEvQpTimer: {
@@ -711,8 +711,8 @@ void Nic::on_data(const WirePacket& p, Context& ctx) {
       if (r.descs.empty()) {
         throw engine::InternalError("gpu " + std::to_string(id_) + ": message part without descriptor");
       }
-      const RxDesc d = r.descs.front();
-      r.descs.pop_front();
+      const RxDesc d = rx_descs_.front(r.descs);
+      rx_descs_.pop(r.descs);
       if (r.got != d.part_bytes) {
         throw engine::InternalError("gpu " + std::to_string(id_) + ": part of flow " + std::to_string(d.flow_id) +
                                     " has " + std::to_string(r.got) + " bytes, expected " + std::to_string(d.part_bytes));
@@ -809,10 +809,10 @@ void Nic::acked_to(std::uint32_t qi, std::uint32_t psn, Context& ctx) {
   rel_[q.rel].last_progress = ctx.now();
   if (q.snd_nxt < q.snd_una) q.snd_nxt = q.snd_una;
   while (!q.parts.empty()) {
-    const std::uint32_t n = npkts_of(q, q.parts.front().bytes());
+    const std::uint32_t n = npkts_of(q, tx_parts_.front(q.parts).bytes());
     if (q.head_psn + n > q.snd_una) break;
     q.head_psn += n;
-    q.parts.pop_front();
+    tx_parts_.pop(q.parts);
   }
 }
 

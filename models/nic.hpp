@@ -14,6 +14,7 @@
 #include "engine/lp.hpp"
 #include "models/cluster.hpp"
 #include "models/fabric_params.hpp"
+#include "models/fifo_pool.hpp"
 #include "models/flat_index.hpp"
 #include "models/link_sampler.hpp"
 #include "models/packet.hpp"
@@ -132,6 +133,9 @@ class Nic {
       bytes_hi = static_cast<std::uint32_t>(b >> 32) & 0xFFu;
     }
   };
+  /// Send QPs' queued parts: blocks of 4 (64 B) from the NIC's pool (issue 7: a QP's FIFO holds
+  /// at most one partly used block at each end; most QPs hold 1-8 parts at a time).
+  using TxFifos = FifoPool<TxPart, 2>;
   /// Distinct NVLS keys a NIC can hold at once (TxPart::key is 23 bits).
   static constexpr std::uint32_t kMaxNvlsKeys = 1u << 23;
   /// Bytes of the NIC's per-QP and per-message records (issue 7, memory per simulated GPU); the
@@ -171,7 +175,7 @@ class Nic {
     std::uint32_t slot = 0;  // MsgMeta::done_slot
     std::uint32_t refs = 0;
   };
-  /// Send queue pair: 64 B (was 176 B with the congestion-control state inline; issue 7). The
+  /// Send queue pair: 56 B (was 176 B with the congestion-control state inline; issue 7). The
   /// state only acknowledged (RoCE) QPs use lives in rel_ (index `rel`); NVLink and NVLS QPs,
   /// unacknowledged and without CC, have none (~130 NVLS QPs per GPU in the NVLSTree benchmark).
   struct Qp {
@@ -183,7 +187,7 @@ class Nic {
     std::uint8_t nvls : 2 = 0;  // NvlsMode of every message on this QP (NVLS QPs carry nothing else)
     std::uint8_t noack : 1 = 0;
     std::uint8_t active : 1 = 0;
-    SmallFifo<TxPart> parts;  // unacknowledged parts in PSN order
+    TxFifos::Fifo parts;  // unacknowledged parts in PSN order (elements in tx_parts_)
     std::uint32_t head_psn = 0;  // first PSN of parts.front()
     std::uint32_t snd_una = 0, snd_nxt = 0, next_psn = 0;
     engine::SimTime next_tx = 0;  // pacing / staggered start: earliest start of the next data packet
@@ -227,7 +231,11 @@ class Nic {
     std::uint32_t group = 0;
     std::uint32_t instance = 0;
   };
-  /// Receive state of one (source GPU, source QP): 40 B (was 80 B plus an unordered_map node
+  /// Announced parts of the receive QPs: one descriptor per block from the NIC's pool (issue 7:
+  /// most receive QPs hold 0-2 at a time, and the NIC's peak is ~128 at once in the 64 MiB
+  /// NVLSTree AllReduce; with blocks of 2 the pool was 1.6x larger there).
+  using RxFifos = FifoPool<RxDesc, 0>;
+  /// Receive state of one (source GPU, source QP): 32 B (was 80 B plus an unordered_map node
   /// and bucket; issue 7). Packets held out of order (adaptive routing, spraying) wait in
   /// rx_ooo_, DCQCN's per-QP CNP time in rx_last_cnp_.
   struct RxQp {
@@ -236,7 +244,7 @@ class Nic {
     std::uint64_t got : 40 = 0;  // bytes of the current part so far (a part is below 2^40 B)
     std::uint64_t nack_sent : 1 = 0;
     std::uint64_t held : 1 = 0;  // has an rx_ooo_ entry
-    SmallFifo<RxDesc> descs;
+    RxFifos::Fifo descs;  // announced parts not yet received (elements in rx_descs_)
   };
   struct NicPort {
     engine::SimTime busy_until = 0;
@@ -311,6 +319,7 @@ class Nic {
   std::uint32_t ack_interval_ = 1;
   std::vector<NicPort> ports_;
   std::deque<Qp> qps_;  // deque: references stay valid when a callback creates a QP
+  TxFifos tx_parts_;    // elements of every Qp::parts
   std::vector<RelQp> rel_;       // acknowledged QPs only (Qp::rel)
   // nic.flow_start = staggered: activations per QP (index as qps_; the start offset's hash input).
   std::vector<std::uint32_t> activations_;
@@ -327,6 +336,7 @@ class Nic {
   // replaces cost ~112 B per entry in node, bucket and allocator overhead).
   FlatIndex rx_index_;
   std::deque<RxQp> rxq_;  // receive QPs in order of first descriptor
+  RxFifos rx_descs_;      // elements of every RxQp::descs
   // nic.cc = dcqcn: last CNP sent, per receive QP (index in rxq_) that has sent one (none: -1).
   std::unordered_map<std::uint32_t, engine::SimTime> rx_last_cnp_;
   // Receive QPs (index in rxq_) with packets held out of order:
@@ -340,9 +350,9 @@ class Nic {
   LinkSampler sampler_;
 
   static_assert(sizeof(TxPart) == 16);
-  static_assert(sizeof(Qp) == 64);
+  static_assert(sizeof(Qp) == 56);
   static_assert(sizeof(RelQp) == 88);
-  static_assert(sizeof(RxQp) == 40);
+  static_assert(sizeof(RxQp) == 32);
   static_assert(sizeof(RxDesc) == 48);
   static_assert(sizeof(NvlsKey) == 24);
 };

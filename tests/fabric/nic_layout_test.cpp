@@ -22,9 +22,9 @@ TEST(NicLayout, RecordSizesAreTheDocumentedBytes) {
   const Nic::Layout l = Nic::layout();
   // Sums of the documented fields (models/nic.hpp), rounded up to the record's alignment.
   EXPECT_EQ(l.tx_part, 16u);   // 4 x 4 B: bytes low, bytes high/multi/key, done index, tag or done slot
-  EXPECT_EQ(l.qp, 64u);        // 16 B of ids and flags + 24 B SmallFifo + 4 x 4 B PSNs + 8 B next_tx
+  EXPECT_EQ(l.qp, 56u);        // 16 B of ids and flags + 16 B FifoPool handle + 4 x 4 B PSNs + 8 B next_tx
   EXPECT_EQ(l.rel_qp, 88u);    // only acknowledged (RoCE) QPs
-  EXPECT_EQ(l.rx_qp, 40u);     // 4 + 4 + 8 B counters + 24 B SmallFifo of descriptors
+  EXPECT_EQ(l.rx_qp, 32u);     // 4 + 4 + 8 B counters + 16 B FifoPool handle of descriptors
   EXPECT_EQ(l.rx_desc, 48u);   // flow id, bytes|aux, part bytes, start, tag: 8 B each; group, instance
   EXPECT_EQ(l.nvls_key, 24u);
   // What they replaced (issue 7 baseline): TxPart 48 B, Qp 176 B, MsgDesc kept whole (64 B).
