@@ -274,7 +274,7 @@ class Nic {
   };
   /// Announced parts of the receive QPs: one descriptor per block from the NIC's pool (issue 7:
   /// most receive QPs hold 0-2 at a time, and the NIC's peak is ~128 at once in the 64 MiB
-  /// NVLSTree AllReduce; with blocks of 2 the pool was 1.6x larger there).
+  /// NVLSTree AllReduce; with blocks of 2 the pool held 1.5x the bytes there).
   using RxFifos = FifoPool<RxDesc, 0>;
   /// Receive state of one (source GPU, source QP): 32 B (was 80 B plus an unordered_map node
   /// and bucket; issue 7). Packets held out of order (adaptive routing, spraying) wait in
