@@ -116,10 +116,17 @@ void validate_train(const TrainConfig& c) {
     bad(c, "tp", fmt::format("{} KV heads and TP {} do not divide one another", m.kv_heads, c.tp),
         "choose a TP that divides or is a multiple of the KV-head count", {"model", "kv_heads"});
   }
-  if (m.layers % (c.pp * c.vp) != 0) {
+  const std::uint32_t split_units = m.layers + (c.pp_split_embedding ? 1 : 0) + (c.pp_split_loss ? 1 : 0);
+  if (split_units % (c.pp * c.vp) != 0) {
+    const bool acc = c.pp_split_embedding || c.pp_split_loss;
     bad(c, c.vp > 1 ? "vp" : "pp",
-        fmt::format("{} layers are not divisible by PP {} x VP {} = {} (virtual) stages", m.layers, c.pp, c.vp, c.pp * c.vp),
-        "choose pp (and vp) so that pp*vp divides the layer count", {"pp", "vp", "model", "layers"});
+        fmt::format("{} layers{} are not divisible by PP {} x VP {} = {} (virtual) stages", m.layers,
+                    acc ? fmt::format(" (+{} for the embedding/loss = {})", split_units - m.layers, split_units) : "",
+                    c.pp, c.vp, c.pp * c.vp),
+        acc ? "choose pp (and vp) so that pp*vp divides layers plus the accounted embedding/loss"
+            : "choose pp (and vp) so that pp*vp divides the layer count (or set account_for_embedding_in_pipeline_split / "
+              "account_for_loss_in_pipeline_split, as Megatron-Bridge does for Llama 3.1 405B)",
+        {"pp", "vp", "model", "layers", "account_for_embedding_in_pipeline_split", "account_for_loss_in_pipeline_split"});
   }
   const std::uint64_t world = std::uint64_t(c.tp) * c.pp * c.dp * c.cp;
   if (c.expected_gpus != 0 && world != c.expected_gpus) {
@@ -355,7 +362,7 @@ class Builder {
     }
     Tl_ = sp_ ? T_ / c.tp : T_;
     vstages_ = c.pp * c.vp;
-    layers_per_chunk_ = m_.layers / vstages_;
+    layers_per_chunk_ = m_.layers / vstages_;  // the even split (chunk_layers for the accounted one)
     ring_tag_base_ = std::int64_t(c.iterations) * mbs_ * vstages_ * 2;  // above every pipeline tag (tag())
     bucket_ = c.bucket_params ? c.bucket_params : std::max<std::uint64_t>(40'000'000ull, 1'000'000ull * dpx_);
   }
@@ -1049,7 +1056,7 @@ class Builder {
       for (std::size_t oi = 0; oi < ops.size(); ++oi) {
         const Op& op = ops[oi];
         const std::uint32_t v = op.chunk * c_.pp + R.p;  // virtual stage
-        const std::uint32_t l0 = v * layers_per_chunk_;
+        const auto [l0, l1] = chunk_layers(c_, v);
         std::vector<std::uint32_t> in;
         if (first_op) {
           in = iter_gate;
@@ -1068,7 +1075,7 @@ class Builder {
                               : coll(R, "emb.ar", CollOp::kAllReduce, T_ * h * B_, rg_[R.r].tp, deps_of({R.last})));
             }
           }
-          for (std::uint32_t l = l0; l < l0 + layers_per_chunk_; ++l) {
+          for (std::uint32_t l = l0; l < l1; ++l) {
             layer_fwd(R, l, in, false, nullptr);
             in.clear();
           }
@@ -1091,7 +1098,7 @@ class Builder {
           // Output layer (its own matrix, or the last stage's copy of the tied embedding) + final norm.
           const bool out_copy = !m_.tied_embeddings || c_.pp > 1;
           if (reduce_now && v + 1 == vstages_) grads_ready(R, bk, (out_copy ? emb_params() : 0.0) + h, 0, wg);
-          for (std::uint32_t l = l0 + layers_per_chunk_; l-- > l0;) {
+          for (std::uint32_t l = l1; l-- > l0;) {
             layer_bwd(R, l, in);
             in.clear();
             if (reduce_now) grads_ready(R, bk, layer_dense_params(l), layer_expert_params(l), last_wgrads_);
@@ -1170,7 +1177,7 @@ class Builder {
         double w = 0;
         for (std::uint32_t ch = 0; ch < c_.vp; ++ch) {
           const std::uint32_t v = ch * c_.pp + R.p;
-          for (std::uint32_t l = v * layers_per_chunk_; l < (v + 1) * layers_per_chunk_; ++l) {
+          for (std::uint32_t l = chunk_layers(c_, v).first; l < chunk_layers(c_, v).second; ++l) {
             w += layer_dense_params(l) + layer_expert_params(l);
           }
         }
@@ -1184,7 +1191,7 @@ class Builder {
     double p = 0;
     for (std::uint32_t ch = 0; ch < c_.vp; ++ch) {
       const std::uint32_t v = ch * c_.pp + R.p;
-      for (std::uint32_t l = v * layers_per_chunk_; l < (v + 1) * layers_per_chunk_; ++l) {
+      for (std::uint32_t l = chunk_layers(c_, v).first; l < chunk_layers(c_, v).second; ++l) {
         p += layer_dense_params(l) + layer_expert_params(l);
       }
       if (v == 0) p += emb_params();
@@ -1565,6 +1572,14 @@ std::string inference_memory_warning(const TrainConfig& c, const MemoryEstimate&
       m.capacity_bytes / 1e9);
 }
 
+std::pair<std::uint32_t, std::uint32_t> chunk_layers(const TrainConfig& c, std::uint32_t v) {
+  const std::uint32_t e = c.pp_split_embedding ? 1 : 0, lo = c.pp_split_loss ? 1 : 0;
+  const std::uint32_t per = (c.model.layers + e + lo) / (c.pp * c.vp);
+  const std::uint32_t begin = v * per > e ? v * per - e : 0;
+  const std::uint32_t end = std::min(c.model.layers, (v + 1) * per - e);
+  return {begin, std::max(begin, end)};
+}
+
 Generated generate_training(const TrainConfig& c, const kernels::KernelDb& db) {
   validate_train(c);
   Builder b(c, &db, false);
@@ -1753,6 +1768,8 @@ TrainConfig train_config_from_spec(const Spec& spec) {
   c.expected_gpus = static_cast<std::uint32_t>(r.uint("gpus", 0, 0));
   c.sequence_parallel = r.boolean("sequence_parallel", true);
   c.tp_comm_overlap = r.boolean("tp_comm_overlap", false);
+  c.pp_split_embedding = r.boolean("account_for_embedding_in_pipeline_split", false);
+  c.pp_split_loss = r.boolean("account_for_loss_in_pipeline_split", false);
   c.tp_comm_overlap_rs_sms = static_cast<std::uint32_t>(r.uint("tp_comm_overlap_rs_sms", 24, 0));
   if (r.get("tp_comm_overlap_rs_sms") && !c.tp_comm_overlap) {
     throw InputError(r.where("tp_comm_overlap_rs_sms", {"tp_comm_overlap"}), "workload.generator.tp_comm_overlap_rs_sms",
@@ -1804,7 +1821,9 @@ TrainConfig train_config_from_spec(const Spec& spec) {
   static const char* const kInferenceKeys[] = {"prompt_tokens", "output_tokens", "batch"};
   static const char* const kTrainingKeys[] = {"micro_batch", "global_batch", "seq_len", "recompute", "zero", "vp",
                                               "sequence_parallel", "tp_comm_overlap", "tp_comm_overlap_rs_sms",
-                                              "overlap_grad_reduce", "bucket_params", "grad_bytes", "iterations"};
+                                              "overlap_grad_reduce", "bucket_params", "grad_bytes", "iterations",
+                                              "account_for_embedding_in_pipeline_split",
+                                              "account_for_loss_in_pipeline_split"};
   if (c.inference) {
     for (const char* k : kTrainingKeys) {
       if (r.get(k)) {

@@ -38,6 +38,7 @@
 /// = 2× forward; full recompute adds one more forward of every layer.
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "jobs/memory_estimate.hpp"
@@ -77,6 +78,12 @@ struct TrainConfig {
   /// of the PipelineOverlapCfg num_sm values of NeMo's H100 userbuffers presets (8-24; NVIDIA/NeMo
   /// @26005325 nemo/collections/llm/recipes/tp_overlap_configs/userbuffers.py).
   std::uint32_t tp_comm_overlap_rs_sms = 24;
+  /// Megatron-Core `account_for_embedding_in_pipeline_split` / `account_for_loss_in_pipeline_split`
+  /// (TransformerConfig; used by Megatron-Bridge's Llama 3.1 405B recipes): the embedding and the
+  /// output layer + loss each count as one layer when the layers are split over the PP·VP virtual
+  /// stages, so the first / last virtual stage builds one transformer layer fewer (126 layers + 2
+  /// over PP 8 x VP 8: 2 per virtual stage, 1 on the first and the last). See chunk_layers.
+  bool pp_split_embedding = false, pp_split_loss = false;
   std::uint32_t micro_batch = 1;       ///< sequences per micro-batch per DP rank
   std::uint32_t global_batch = 0;      ///< sequences per iteration (0 = micro_batch · DP)
   std::uint32_t seq_len = 2048;
@@ -183,6 +190,12 @@ double closed_form_inference_flops(const ModelConfig& m, std::uint32_t batch, st
 /// CP > 1 with unfused attention, MoE layers or a sequence not divisible by 2·CP, FP8 on a GPU
 /// without FP8, ZeRO stage > 3.
 void validate_train(const TrainConfig& c);
+
+/// Transformer layers [first, second) of virtual pipeline stage v (0 .. PP·VP-1; virtual stage
+/// v = chunk·PP + pp_rank): L/(PP·VP) each, or with the embedding/loss accounted (TrainConfig::
+/// pp_split_embedding / pp_split_loss) (L + e + l)/(PP·VP) units each, the embedding taking the
+/// first unit of stage 0 and the loss the last unit of the last stage.
+std::pair<std::uint32_t, std::uint32_t> chunk_layers(const TrainConfig& c, std::uint32_t v);
 
 /// Generates one rank DAG per GPU. Compute durations come from `db` for the config's GPU with
 /// `c.fallback`. Also estimates the memory per GPU (stats.memory); when it exceeds the GPU's

@@ -97,7 +97,6 @@ MemoryEstimate estimate_memory(const TrainConfig& c) {
   const bool fp8 = c.dtype == kernels::Dtype::kFp8;
   const double wbytes = kernels::dtype_bytes(fp8 ? kernels::Dtype::kBf16 : c.dtype);
   const std::uint32_t vstages = c.pp * c.vp;
-  const std::uint32_t per_chunk = m.layers / vstages;
   const std::uint32_t gb = c.global_batch ? c.global_batch : c.micro_batch * c.dp;
   const double mbs = double(gb / (c.micro_batch * c.dp));
   const double dense_dp = double(c.dp) * c.cp, expert_dp = double(c.tp) * c.dp / c.ep;  // states shard over DP·CP
@@ -118,7 +117,8 @@ MemoryEstimate estimate_memory(const TrainConfig& c) {
     bool last = false;
     for (std::uint32_t ch = 0; ch < c.vp; ++ch) {
       const std::uint32_t v = ch * c.pp + p;
-      for (std::uint32_t l = v * per_chunk; l < (v + 1) * per_chunk; ++l) {
+      const auto [l0, l1] = chunk_layers(c, v);
+      for (std::uint32_t l = l0; l < l1; ++l) {
         double e = 0;
         dense += layer_params(c, l, &e);
         expert += e;

@@ -41,6 +41,8 @@ const std::vector<SpecKey>& spec_keys() {
       {"workload.generator.vp", "int", "1", "virtual pipeline stages per rank (interleaved 1F1B)"},
       {"workload.generator.gpus", "int", "0", "world size to check against tp*pp*dp*cp (0 = no check)"},
       {"workload.generator.sequence_parallel", "bool", "true", "Megatron sequence parallelism with TP"},
+      {"workload.generator.account_for_embedding_in_pipeline_split", "bool", "false", "Megatron-Core: the embedding counts as one layer in the pipeline split (the first virtual stage builds one transformer layer fewer)"},
+      {"workload.generator.account_for_loss_in_pipeline_split", "bool", "false", "Megatron-Core: the output layer + loss count as one layer in the pipeline split (the last virtual stage builds one transformer layer fewer)"},
       {"workload.generator.tp_comm_overlap", "bool", "false", "TransformerEngine userbuffers TP overlap (needs SP): SP all-gathers as TP-1 ring-exchange send/recv steps (one shard each, to TP rank t+1) under the chunked GEMM, reduce-scatters pipelined in 4 chunks"},
       {"workload.generator.tp_comm_overlap_rs_sms", "uint", "24", "with tp_comm_overlap: SMs the pipelined reduce-scatter takes from the proj/fc2 forward GEMMs (TE set_sm_margin; NeMo presets 8-24); must be below the GPU's SM count, 0 for GPUs without one (H20, GB300); an error when tp_comm_overlap is false"},
       {"workload.generator.micro_batch", "int", "1", "sequences per micro-batch"},

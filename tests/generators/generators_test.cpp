@@ -432,6 +432,66 @@ TEST(Generators, ContextParallelismSplitsTokensAndRingsKeyValueChunks) {
   EXPECT_NE(error_of(m).find("with MoE layers is not modelled"), std::string::npos);
 }
 
+// Megatron-Core's account_for_embedding/loss_in_pipeline_split: Llama 3.1 405B's 126 layers + 2
+// over PP 8 x VP 8 = 2 units per virtual stage, so the first and last virtual stages build one
+// layer and the others two; the stages cover every layer once, in order.
+TEST(Generators, EmbeddingAndLossAccountedInThePipelineSplit) {
+  TrainConfig c;
+  c.model = find_model("llama3-405b", "", "");
+  ASSERT_EQ(c.model.layers, 126u);
+  c.tp = 8;
+  c.pp = 8;
+  c.vp = 8;
+  c.dp = 1;
+  c.global_batch = 8;
+  EXPECT_NE(error_of(c).find("126 layers are not divisible by PP 8 x VP 8"), std::string::npos);
+  c.pp_split_embedding = c.pp_split_loss = true;
+  EXPECT_EQ(error_of(c), "no error");
+  std::uint32_t next = 0;
+  for (std::uint32_t v = 0; v < 64; ++v) {
+    const auto [b, e] = chunk_layers(c, v);
+    EXPECT_EQ(b, next) << v;
+    EXPECT_EQ(e - b, (v == 0 || v == 63) ? 1u : 2u) << v;
+    next = e;
+  }
+  EXPECT_EQ(next, 126u);
+  // Only the embedding accounted: 127 units over 127 stages would be one each; 6 layers + 1
+  // over PP 7: stage 0 has none, the others one.
+  TrainConfig s = c;
+  s.model = find_model("gpt3-13b", "", "");
+  s.model.layers = 6;
+  s.tp = 1;
+  s.pp = 7;
+  s.vp = 1;
+  s.pp_split_loss = false;
+  EXPECT_EQ(chunk_layers(s, 0), (std::pair<std::uint32_t, std::uint32_t>{0, 0}));
+  EXPECT_EQ(chunk_layers(s, 6), (std::pair<std::uint32_t, std::uint32_t>{5, 6}));
+  // End to end on a small model: the FLOPs still match the closed form and every layer's
+  // kernels appear exactly once per micro-batch.
+  TrainConfig g;
+  g.model = find_model("gpt3-13b", "", "");
+  g.model.layers = 6;
+  g.pp = 2;
+  g.vp = 2;
+  g.dp = 1;
+  g.global_batch = 2;
+  g.pp_split_embedding = g.pp_split_loss = true;  // (6 + 2) / 4 = 2: layers 0 | 1-2 | 3-4 | 5
+  const auto w = generate_training(g, empty_db());
+  EXPECT_NEAR(w.stats.model_flops / closed_form_model_flops(g.model, 2.0 * 2048, 2048), 1.0, 0.01);
+  std::map<std::string, int> qkv;
+  for (std::uint32_t r = 0; r < 2; ++r) {
+    for (const auto& n : w.workload.programs[r]) {
+      if (n.type == NodeType::kCompute && n.name.size() > 4 && n.name.find(".qkv") != std::string::npos &&
+          n.name.find(".qkv.") == std::string::npos) {
+        ++qkv[std::to_string(r) + ":" + n.name.substr(0, n.name.find('.'))];
+      }
+    }
+  }
+  // Rank 0 holds virtual stages 0 and 2 (layers 0, 3, 4), rank 1 stages 1 and 3 (1, 2, 5).
+  EXPECT_EQ(qkv.size(), 6u);
+  for (const char* k : {"0:L0", "0:L3", "0:L4", "1:L1", "1:L2", "1:L5"}) EXPECT_EQ(qkv[k], 2) << k;
+}
+
 /// The InputError text of loading `path` with `sets` and validating the generator config.
 std::string spec_error(const std::string& path, const std::vector<std::string>& sets) {
   try {
@@ -903,7 +963,7 @@ TEST(Generators, InferenceBadConfigsAreInputErrors) {
     return spec_error("", s);
   };
   for (const char* k : {"seq_len=2048", "micro_batch=2", "global_batch=8", "recompute=full", "zero=1", "iterations=2",
-                        "sequence_parallel=true", "vp=2"}) {
+                        "sequence_parallel=true", "vp=2", "account_for_loss_in_pipeline_split=true"}) {
     const std::string e = with({k});
     EXPECT_EQ(e.rfind("<cli>: workload.generator." + std::string(k).substr(0, std::string(k).find('=')) +
                           ": is a training key but mode is inference", 0), 0u) << e;
