@@ -414,16 +414,11 @@ void collect_link_series(const models::Topology& topo, const std::vector<std::un
 
 }  // namespace
 
-std::string validate_only(const RunOptions& opt) {
-  std::vector<std::string> sets = opt.sets;
-  Spec spec = load_spec(opt.spec_path, sets);
-  if (!opt.workload.empty()) spec.workload_path = opt.workload;
-  if (opt.gpus) spec.workload_gpus = opt.gpus;
-  models::Workload w = load_spec_workload(spec, nullptr);
-  check_workload(w);
-  const models::ClusterSpec c = resolve_cluster(spec, w.ranks);
-  models::Topology topo(c);
-  return "workload: " + workload_desc(w) + "\ncluster: " + cluster_desc(topo) + "\n";
+std::string validate_only(const RunOptions& opt, MPI_Comm comm) {
+  RunOptions o = opt;
+  o.dry_run = true;
+  o.write_h5 = false;
+  return run_simulation(o, comm, "", "").summary_text;
 }
 
 RunResult run_simulation(const RunOptions& opt, MPI_Comm comm, const std::string& version,
@@ -456,6 +451,9 @@ RunResult run_simulation(const RunOptions& opt, MPI_Comm comm, const std::string
   const std::vector<std::string> inputs = {spec.workload_path, spec.comm_groups, opt.spec_path};
   // The null device as an output discards it (the writers would rename a temporary file onto it).
   bool write_h5 = opt.write_h5;
+  // validate: the HDF5 path only when one was named (the default is the working directory's
+  // fabricsim_results.h5, which `validate` should not require to be writable).
+  if (opt.dry_run && spec.output_h5 != "fabricsim_results.h5") write_h5 = true;
   if (write_h5) check_output_path(spec.output_h5, "-o", inputs);
   if (write_h5 && is_null_device(spec.output_h5)) write_h5 = false;
   if (!spec.summary_json.empty()) {
@@ -571,7 +569,7 @@ RunResult run_simulation(const RunOptions& opt, MPI_Comm comm, const std::string
                              "the placement cuts a zero-latency link, so no conservative window exists",
                              "keep such links inside one process/thread (sim.partition: topology or metis)");
   }
-  if (!spec.save_partition.empty() && rank == 0) partition::write_partition(spec.save_partition, placement, static_cast<std::uint32_t>(nprocs));
+  if (!spec.save_partition.empty() && rank == 0 && !opt.dry_run) partition::write_partition(spec.save_partition, placement, static_cast<std::uint32_t>(nprocs));
 
   simccl::PlannerBuild planned =
       simccl::make_planner(spec.planner, spec.nccl, spec.file, spec.gpu_sm, cspec, true, spec.simccl_extras);
@@ -585,6 +583,11 @@ RunResult run_simulation(const RunOptions& opt, MPI_Comm comm, const std::string
     spec.fabric.nic.split_data_on_qps = planned.ib_split_data_on_qps;
   }
   simccl::check_workload_plans(planner, w);
+  if (opt.dry_run) {
+    RunResult r;
+    r.summary_text = "workload: " + workload_desc(w) + "\ncluster: " + cluster_desc(topo) + "\n";
+    return r;
+  }
   // Flow records are kept only where they are read: the HDF5 /flows table (output.flows) or
   // RunResult::flow_records; the digest needs none of them (io/digest.hpp).
   const bool keep_flow_records = opt.keep_flows || (write_h5 && spec.output_flows);

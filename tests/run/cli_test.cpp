@@ -383,3 +383,31 @@ TEST_F(Cli, KernelsLookupWithoutWorkOrWithNonFiniteShapesIsRefused) {
   }
   EXPECT_EQ(run_cli("kernels lookup --gpu H100 --m 4096 --n 4096 --k 4096", dir_.string()).code, 0);
 }
+
+// QA: `validate` goes through run's checks (RunOptions::dry_run), so a spec `run` refuses is
+// refused by `validate` with the same line: a bad NCCL_ALGO, a missing schedule, partition or
+// NCCL topology file, an output path that cannot be created. validate writes nothing, not even
+// sim.save_partition.
+TEST_F(Cli, ValidateRefusesWhatRunRefusesWithTheSameLine) {
+  const std::string spec = fabricsim::testing::source_dir() + "/examples/quickstart.yaml";
+  const std::vector<std::string> bad = {"nccl.NCCL_ALGO=bogus",
+                                        "simccl.schedule=" + (dir_ / "missing.json").string(),
+                                        "sim.partition=" + (dir_ / "missing.part").string(),
+                                        "nccl.NCCL_TOPO_FILE=" + (dir_ / "missing.xml").string(),
+                                        "output.summary_json=/proc/fabricsim_qa.json",
+                                        "output.h5=/proc/fabricsim_qa.h5"};
+  for (const auto& set : bad) {
+    const Outcome v = run_cli("validate " + spec + " --set " + set, dir_.string());
+    const Outcome r = run_cli("run " + spec + " -q --set " + set, dir_.string());
+    EXPECT_EQ(v.code, 2) << set << ": " << v.err;
+    EXPECT_EQ(r.code, 2) << set << ": " << r.err;
+    EXPECT_EQ(count_lines(v.err), 1) << set << ": " << v.err;
+    EXPECT_EQ(v.err, r.err) << set;
+    EXPECT_EQ(v.out, "") << set;
+  }
+  const std::string part = (dir_ / "saved.part").string();
+  const Outcome ok = run_cli("validate " + spec + " --set sim.save_partition=" + part, dir_.string());
+  EXPECT_EQ(ok.code, 0) << ok.err;
+  EXPECT_EQ(ok.out.rfind("ok\nworkload: ", 0), 0u) << ok.out;
+  EXPECT_FALSE(fs::exists(part)) << "validate wrote the partition file";
+}
