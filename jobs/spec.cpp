@@ -88,8 +88,8 @@ const std::vector<SpecKey>& spec_keys() {
       {"cluster.nvlink_bandwidth", "rate", "3600Gbps", "GPU <-> NVSwitch rate per direction (H100: 450 GB/s)"},
       {"cluster.nvls_bandwidth", "rate", "2448Gbps", "NVLink SHARP: rate of a GPU's multimem (NVLS) traffic to its NVSwitch per direction; 306 GB/s from NCCL 2.28's H100 NVLS model (docs/simccl.md)"},
       {"cluster.nvlink_latency", "time", "100ns", "GPU <-> NVSwitch latency"},
-      {"cluster.mtu", "bytes", "4KiB", "network packet payload"},
-      {"cluster.nvlink_mtu", "bytes", "4KiB", "largest NVLink transfer unit; a message is cut into >= 8 units of >= 4 KiB when this allows (docs/fabric.md)"},
+      {"cluster.mtu", "bytes", "4KiB", "network packet payload, 256B..16MiB (RoCEv2 path MTUs 256..4096 B, Ethernet jumbo frames ~9 KB; larger values coarse-grain the packet rung)"},
+      {"cluster.nvlink_mtu", "bytes", "4KiB", "largest NVLink transfer unit, 256B..16MiB; a message is cut into >= 8 units of >= 4 KiB when this allows (docs/fabric.md)"},
       {"cluster.nvswitch_cut_through", "bool", "false", "NVSwitches forward cut-through, so the NVLink unit adds no per-hop delay (packet rung only; with it a 64KiB nvlink_mtu keeps NVLink timing and cuts events, docs/fabric.md)"},
       {"compute.scale", "double", "1.0", "multiplies every compute duration from the trace"},
       {"sim.seed", "int", "1", "seed of every random choice (ECMP hashes)"},
@@ -485,11 +485,16 @@ Spec load_spec(const std::string& path, const std::vector<std::string>& sets) {
       }
     }
   };
-  auto bytes = [&](const std::string& key, std::uint32_t& field) {
+  // MTUs: 256 B (smallest RoCEv2/IB path MTU) .. 16 MiB (coarse-grained packets); see
+  // models::ClusterSpec::kMinMtuBytes / kMaxMtuBytes for the sources.
+  auto mtu = [&](const std::string& key, std::uint32_t& field) {
     if (auto v = str(key)) {
       const std::uint64_t b = engine::parse_bytes(*v, file_of(key), key);
-      if (b == 0 || b > (1u << 30)) {
-        throw InputError(file_of(key), key, "'" + *v + "' must be between 1 B and 1 GiB", "use e.g. 4KiB");
+      if (b < models::ClusterSpec::kMinMtuBytes || b > models::ClusterSpec::kMaxMtuBytes) {
+        throw InputError(file_of(key), key,
+                         "'" + *v + "' is outside 256 B .. 16 MiB (RoCEv2 path MTUs are 256..4096 B, Ethernet "
+                         "jumbo frames about 9 KB; larger units only coarse-grain the packet rung)",
+                         "use e.g. 4KiB, or sim.fidelity: flow for coarser runs");
       }
       field = static_cast<std::uint32_t>(b);
     }
@@ -503,8 +508,8 @@ Spec load_spec(const std::string& path, const std::vector<std::string>& sets) {
   rate("cluster.nvlink_bandwidth", c.nvlink_bps);
   rate("cluster.nvls_bandwidth", c.nvls_bps);
   time("cluster.nvlink_latency", c.nvlink_latency_ps);
-  bytes("cluster.mtu", c.mtu_bytes);
-  bytes("cluster.nvlink_mtu", c.nvlink_mtu_bytes);
+  mtu("cluster.mtu", c.mtu_bytes);
+  mtu("cluster.nvlink_mtu", c.nvlink_mtu_bytes);
   if (auto v = str("compute.scale")) {
     char* end = nullptr;
     s.compute_scale = std::strtod(v->c_str(), &end);

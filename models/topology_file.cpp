@@ -175,9 +175,10 @@ TopoGraph parse_fabricsim_topology(const std::string &text, const std::string &p
       l.latency_ps = latency_of(t[4], path);
       if (t.size() == 6) {
         const std::uint64_t m = engine::parse_bytes(t[5].text, path, where);
-        if (m == 0 || m > (1u << 30))
-          throw InputError(path, where, "MTU '" + t[5].text + "' outside 1 B .. 1 GiB",
-                           "e.g. 4KiB");
+        // The bounds of cluster.mtu (ClusterSpec::kMinMtuBytes/kMaxMtuBytes, with their sources).
+        if (m < ClusterSpec::kMinMtuBytes || m > ClusterSpec::kMaxMtuBytes)
+          throw InputError(path, where, "MTU '" + t[5].text + "' outside 256 B .. 16 MiB",
+                           "e.g. 4KiB (RoCEv2 path MTUs are 256..4096 B)");
         l.mtu_bytes = static_cast<std::uint32_t>(m);
       }
       links.push_back(l);

@@ -411,3 +411,20 @@ TEST_F(Cli, ValidateRefusesWhatRunRefusesWithTheSameLine) {
   EXPECT_EQ(ok.out.rfind("ok\nworkload: ", 0), 0u) << ok.out;
   EXPECT_FALSE(fs::exists(part)) << "validate wrote the partition file";
 }
+
+// QA: cluster.mtu=1 was accepted and the run then cut every byte into a packet (it seemed to
+// hang). Both MTUs are bounded to 256 B (the smallest RoCEv2/IB path MTU) .. 16 MiB
+// (coarse-grained packets); the bounds themselves are accepted.
+TEST_F(Cli, MtuOutsideItsBoundsIsRefused) {
+  const std::string spec = fabricsim::testing::source_dir() + "/examples/quickstart.yaml";
+  for (const char* key : {"cluster.mtu", "cluster.nvlink_mtu"}) {
+    for (const char* v : {"1", "255B", "16777217", "1GiB"}) {
+      expect_bad("run " + spec + " --set " + key + "=" + v,
+                 {std::string("<cli>: ") + key, std::string("'") + v + "' is outside 256 B .. 16 MiB"});
+    }
+    for (const char* v : {"256B", "9216B", "16MiB"}) {
+      const Outcome o = run_cli("validate " + spec + " --set " + key + "=" + v, dir_.string());
+      EXPECT_EQ(o.code, 0) << key << "=" << v << ": " << o.err;
+    }
+  }
+}
