@@ -574,6 +574,11 @@ RunResult run_simulation(const RunOptions& opt, MPI_Comm comm, const std::string
   simccl::PlannerBuild planned =
       simccl::make_planner(spec.planner, spec.nccl, spec.file, spec.gpu_sm, cspec, true, spec.simccl_extras);
   for (const auto& warning : planned.warnings) log->warn("{}", warning);
+  // NCCL_* taken from the shell changed the run: record them with the spec (HDF5 spec_text,
+  // summary JSON nccl_env) so the results file says what it was run with.
+  std::vector<std::pair<std::string, std::string>> nccl_env;
+  for (const auto& a : planned.from_env) nccl_env.emplace_back(a.name, a.value);
+  spec.text = spec_text_with_env_nccl(spec.text, nccl_env);
   log->info("planner {}; fabric: cc {}, pfc {}, ecn {}, routing {}, {} QP(s) per connection", spec.planner,
             models::cc_name(spec.fabric.nic.cc), spec.fabric.sw.pfc, spec.fabric.sw.ecn,
             models::routing_name(spec.fabric.sw.routing), spec.fabric.nic.qps_per_connection);
@@ -940,6 +945,8 @@ RunResult run_simulation(const RunOptions& opt, MPI_Comm comm, const std::string
     j["workload"] = w.source;
     j["format"] = w.format;
     j["digest"] = res.digest;
+    j["nccl_env"] = nlohmann::json::object();
+    for (const auto& [name, value] : nccl_env) j["nccl_env"][name] = value;
     j["flows"] = res.flows;
     {
       const FabricTotals& f = res.fabric;

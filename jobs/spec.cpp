@@ -270,6 +270,27 @@ std::string Spec::file_of_any(std::initializer_list<const char*> keys) const {
   return file;
 }
 
+std::string spec_text_with_env_nccl(const std::string& text,
+                                    const std::vector<std::pair<std::string, std::string>>& entries) {
+  if (entries.empty()) return text;
+  YAML::Node root;
+  try {
+    root = YAML::Load(text);
+  } catch (const YAML::Exception& e) {
+    throw InputError("<spec>", "spec_text", "not YAML: " + e.msg, "report this as a bug");
+  }
+  if (!root || !root.IsMap()) root = YAML::Node(YAML::NodeType::Map);
+  if (!root["nccl"] || !root["nccl"].IsMap()) root["nccl"] = YAML::Node(YAML::NodeType::Map);
+  std::string names;
+  for (const auto& [name, value] : entries) {
+    root["nccl"][name] = value;
+    names += (names.empty() ? "" : ", ") + name;
+  }
+  YAML::Emitter out;
+  out << root;
+  return std::string(out.c_str()) + "\n# nccl: " + names + " taken from the environment (<env>)\n";
+}
+
 Spec load_spec(const std::string& path, const std::vector<std::string>& sets) {
   Spec s;
   YAML::Node root;
