@@ -261,54 +261,6 @@ void bcast_error(MPI_Comm comm, std::string err, const std::string& field) {
   if (len > 0) throw InputError("<cli>", field, err, "check free space and permissions, or choose another path");
 }
 
-// Checks an output path before anything is simulated: not empty, not a directory, in an existing
-// writable directory, and not one of the inputs.
-void check_output_path(std::string& path, const std::string& field, const std::vector<std::string>& inputs) {
-  if (path.empty()) throw InputError("<cli>", field, "the path is empty", "give a file name");
-  path = resolve_output_file(path, field);
-  if (is_null_device(path)) return;  // discarded: nothing is created next to it
-  const fs::path abs = fs::absolute(path);
-  if (fs::is_directory(abs)) throw InputError("<cli>", field + " " + path, "is a directory", "give a file name");
-  const fs::path dir = abs.parent_path();
-  if (!fs::is_directory(dir)) {
-    throw InputError("<cli>", field + " " + path, "directory " + dir.string() + " does not exist",
-                     "create it or choose another output path");
-  }
-  if (::access(dir.c_str(), W_OK) != 0) {
-    throw InputError("<cli>", field + " " + path, "directory " + dir.string() + " is not writable",
-                     "choose a writable directory");
-  }
-  {
-    // access() says yes to root everywhere, also on read-only and pseudo file systems (/proc,
-    // /sys); creating and removing a probe file is the test that the results can be written.
-    const fs::path probe = dir / (".fabricsim-probe." + std::to_string(::getpid()));
-    const int fd = ::open(probe.c_str(), O_WRONLY | O_CREAT | O_EXCL, 0600);
-    if (fd < 0) {
-      const int e = errno;
-      if (e != EEXIST) {
-        throw InputError("<cli>", field + " " + path,
-                         "cannot create a file in " + dir.string() + " (" + std::strerror(e) + ")",
-                         "choose a writable directory on a regular file system");
-      }
-    } else {
-      ::close(fd);
-      ::unlink(probe.c_str());
-    }
-  }
-  std::error_code ec;
-  const fs::path canon = fs::weakly_canonical(abs, ec);
-  for (const auto& in : inputs) {
-    if (in.empty()) continue;
-    std::error_code ec2;
-    for (const fs::path& cand : {fs::path(in), fs::path(in + ".0.et")}) {
-      if (fs::exists(cand, ec2) && fs::weakly_canonical(fs::absolute(cand), ec2) == canon) {
-        throw InputError("<cli>", field + " " + path, "is the same file as " + cand.string() + " (an input or the other output)",
-                         "choose another output path");
-      }
-    }
-  }
-}
-
 /// The planner's algorithm, protocol and channels for a collective record (NCCL planner: its cost
 /// model's decision for the call; ring planner: its fixed schedule, one channel, Simple).
 void describe_algorithm(const models::CollectivePlanner& planner, const models::Workload& w, models::CollOp op,

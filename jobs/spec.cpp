@@ -270,6 +270,16 @@ std::string Spec::file_of_any(std::initializer_list<const char*> keys) const {
   return file;
 }
 
+void check_set_keys(const std::vector<std::string>& sets) {
+  for (const std::string& kv : sets) {
+    const auto eq = kv.find('=');
+    if (eq == std::string::npos || eq == 0) {
+      throw InputError("<cli>", "--set " + kv, "expected key=value", "write e.g. --set cluster.hosts=4");
+    }
+    if (!find_key(kv.substr(0, eq))) unknown_key("<cli>", kv.substr(0, eq));
+  }
+}
+
 std::string spec_text_with_env_nccl(const std::string& text,
                                     const std::vector<std::pair<std::string, std::string>>& entries) {
   if (entries.empty()) return text;
@@ -310,14 +320,11 @@ Spec load_spec(const std::string& path, const std::vector<std::string>& sets) {
   if (!root || root.IsNull()) root = YAML::Node(YAML::NodeType::Map);
   check_keys(root, "", s.file);
   std::vector<std::string> set_keys;
+  check_set_keys(sets);
   for (const std::string& kv : sets) {
     const auto eq = kv.find('=');
-    if (eq == std::string::npos || eq == 0) {
-      throw InputError("<cli>", "--set " + kv, "expected key=value", "write e.g. --set cluster.hosts=4");
-    }
     const std::string key = kv.substr(0, eq);
     const std::string value = kv.substr(eq + 1);
-    if (!find_key(key)) unknown_key("<cli>", key);
     std::stringstream ss(key);
     std::string part;
     std::vector<std::string> parts;

@@ -428,3 +428,25 @@ TEST_F(Cli, MtuOutsideItsBoundsIsRefused) {
     }
   }
 }
+
+// QA: `regress --set` with an unknown key failed every case as a run error (exit 1, rebaseline
+// advice); it is bad input like `run --set` (exit 2, one line). An unwritable --report is refused
+// before the cases run (nothing on stdout: no case ran).
+TEST_F(Cli, RegressRefusesUnknownSetKeyAndUnwritableReportUpFront) {
+  const std::string suite = fabricsim::testing::source_dir() + "/tests/regress";
+  const std::vector<std::pair<std::string, std::string>> bad = {
+      {"--set bogus.key=1", "<cli>: bogus.key: unknown key"},
+      {"--set cluster.mtu", "--set cluster.mtu: expected key=value"},
+      {"--report /proc/fabricsim_qa.csv", "--report /proc/fabricsim_qa.csv: cannot create a file in /proc"},
+      {"--report " + (dir_ / "missing" / "r.csv").string(), "does not exist"},
+      {"--report " + dir_.string(), "is a directory"},
+      {"--report ''", "--report: the path is empty"}};
+  for (const auto& [args, needle] : bad) {
+    const Outcome o = run_cli("regress " + suite + " " + args, dir_.string());
+    EXPECT_EQ(o.code, 2) << args << ": " << o.err;
+    EXPECT_EQ(count_lines(o.err), 1) << args << ": " << o.err;
+    EXPECT_EQ(o.err.rfind("fabricsim: error: ", 0), 0u) << o.err;
+    EXPECT_NE(o.err.find(needle), std::string::npos) << args << ": " << o.err;
+    EXPECT_EQ(o.out, "") << args;
+  }
+}
