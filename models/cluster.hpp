@@ -67,6 +67,13 @@ struct ClusterSpec {
   /// messages store-and-forward), used up to 16 MiB by docs/validation_iterations.md and
   /// tests/generators. Coarser than that, the flow rung (sim.fidelity: flow) is the model to use.
   static constexpr std::uint32_t kMaxMtuBytes = 16u << 20;
+  /// Most ports of one generated Ethernet switch (a leaf's nics_per_leaf + one uplink per spine,
+  /// a torus/mesh switch's NIC ports): 4,096, four times the largest single-chip switches (a
+  /// 102.4 Tb/s chip of 100G lanes, e.g. Broadcom Tomahawk 6, has 1,024 ports; 51.2 Tb/s
+  /// Tomahawk 5 512), leaving room for a modular chassis modelled as one switch. More is not a
+  /// switch: cluster.nics_per_leaf=100000 also made 100,000 auto spines. Large fabrics grow in
+  /// leaves, spines per pod and pods, which stay unbounded here.
+  static constexpr std::uint32_t kMaxSwitchPorts = 4096;
   /// NVSwitches forward cut-through (egress starts at a unit's first bit) instead of
   /// store-and-forward; the flow and analytical rungs still assume store-and-forward.
   bool nvswitch_cut_through = false;
