@@ -23,6 +23,7 @@ usage: results_test.py FABRICSIM SOURCE_DIR MPIEXEC
 """
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -382,4 +383,5 @@ os.chmod(ro, 0o755)
 if failures:
     print(f"{len(failures)} failures; files in {tmp}")
     sys.exit(1)
+shutil.rmtree(tmp, ignore_errors=True)  # kept above when something failed
 print("OK")
