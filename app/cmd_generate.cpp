@@ -29,6 +29,11 @@ Action add_generate(CLI::App& app) {
   sub->add_option("-o,--output", o->prefix, "write PREFIX.<rank>.et and PREFIX.comm_groups.json (default: only print)");
   return [sub, o]() -> int {
     if (!*sub) return -1;
+    // `-o ''` (an unset shell variable) printed the summary and exited 0 without writing a trace.
+    if (sub->count("-o") > 0 && o->prefix.empty()) {
+      throw engine::InputError("<cli>", "-o", "the output prefix is empty",
+                               "give a prefix, e.g. -o /tmp/l8b (writes /tmp/l8b.<rank>.et), or drop -o to only print");
+    }
     const jobs::Spec spec = jobs::load_spec(o->spec, o->sets);
     const auto cfg = jobs::train_config_from_spec(spec);
     const auto db = jobs::load_kernel_db(spec.generator.count("kernel_db") ? spec.generator.at("kernel_db") : "");

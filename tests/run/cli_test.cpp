@@ -450,3 +450,25 @@ TEST_F(Cli, RegressRefusesUnknownSetKeyAndUnwritableReportUpFront) {
     EXPECT_EQ(o.out, "") << args;
   }
 }
+
+// QA: `generate -o ''` printed the summary and exited 0 without writing anything; an unknown
+// subcommand (and none at all) said only "A subcommand is required". Both are one line, exit 2;
+// the second names the word and lists every subcommand.
+TEST_F(Cli, EmptyGeneratePrefixAndUnknownSubcommandAreRefused) {
+  const Outcome g = run_cli("generate --set workload.generator.model=llama3-8b -o ''", dir_.string());
+  EXPECT_EQ(g.code, 2) << g.err;
+  EXPECT_EQ(g.out, "");
+  EXPECT_EQ(g.err, "fabricsim: error: <cli>: -o: the output prefix is empty; give a prefix, e.g. -o /tmp/l8b "
+                   "(writes /tmp/l8b.<rank>.et), or drop -o to only print\n");
+  const std::string all = "run, validate, describe, sweep, regress, nccl-tests, plan, kernels, generate, report, "
+                          "compare, ladder, topo";
+  const Outcome n = run_cli("nonsense", dir_.string());
+  EXPECT_EQ(n.code, 2);
+  EXPECT_EQ(n.err, "fabricsim: error: <cli>: 'nonsense' is not a subcommand; use one of " + all + " (fabricsim --help)\n");
+  const Outcome none = run_cli("", dir_.string());
+  EXPECT_EQ(none.code, 2);
+  EXPECT_EQ(none.err, "fabricsim: error: <cli>: a subcommand is required; use one of " + all + " (fabricsim --help)\n");
+  // Options still reach the parser; a real subcommand still runs.
+  EXPECT_EQ(run_cli("--version", dir_.string()).code, 0);
+  EXPECT_EQ(run_cli("describe spec", dir_.string()).code, 0);
+}
