@@ -6,6 +6,7 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <exception>
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -56,8 +57,9 @@ class ScratchDir {
     int finalized = 0;
     MPI_Finalized(&finalized);
     if (finalized) return;
-    // Every process is done with the directory here; keep it if the test failed anywhere.
-    int failed = ::testing::Test::HasFailure() ? 1 : 0;
+    // Every process is done with the directory here; keep it if the test failed anywhere (an
+    // exception leaving the test body counts: gtest records it only after this unwinding).
+    int failed = ::testing::Test::HasFailure() || std::uncaught_exceptions() > 0 ? 1 : 0;
     MPI_Allreduce(MPI_IN_PLACE, &failed, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
     int rank = 0;
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
