@@ -21,12 +21,16 @@ Action add_generate(CLI::App& app) {
   struct Opts {
     std::string spec, prefix;
     std::vector<std::string> sets;
+    bool memory = false;
   };
   auto o = std::make_shared<Opts>();
   CLI::App* sub = app.add_subcommand("generate", "generate a Megatron-style training workload and write it as Chakra ET");
   sub->add_option("spec", o->spec, "spec with a workload.generator section")->check(CLI::ExistingFile);
   sub->add_option("--set", o->sets, "override a spec key, e.g. --set workload.generator.model=gpt3-175b (repeatable)");
   sub->add_option("-o,--output", o->prefix, "write PREFIX.<rank>.et and PREFIX.comm_groups.json (default: only print)");
+  sub->add_flag("--memory", o->memory,
+                "only estimate the HBM per GPU, per pipeline rank (no DAG is built, so any size is instant; "
+                "docs/generators.md \"Memory per GPU\")");
   return [sub, o]() -> int {
     if (!*sub) return -1;
     // `-o ''` (an unset shell variable) printed the summary and exited 0 without writing a trace.
@@ -36,6 +40,23 @@ Action add_generate(CLI::App& app) {
     }
     const jobs::Spec spec = jobs::load_spec(o->spec, o->sets);
     const auto cfg = jobs::train_config_from_spec(spec);
+    if (o->memory) {
+      if (!o->prefix.empty()) throw engine::InputError("<cli>", "--memory", "writes no trace", "drop -o or --memory");
+      jobs::validate_train(cfg);
+      const jobs::MemoryEstimate m = jobs::estimate_memory(cfg);
+      if (!is_root()) return 0;
+      std::printf("memory per GPU (estimate, lower bound; GB = 1e9 B) on %s (%.0f GB HBM):\n", cfg.gpu.c_str(),
+                  m.capacity_bytes / 1e9);
+      std::printf("%8s %12s %9s %9s %9s %11s %9s %9s\n", "pp_rank", "params", "weights", "grads", "optimizer",
+                  "activations", "inflight", "total");
+      for (const auto& st : m.stages) {
+        std::printf("%8u %12.4g %9.2f %9.2f %9.2f %11.2f %9.3g %9.2f%s\n", st.pp_rank, st.params, st.weights_bytes / 1e9,
+                    st.grads_bytes / 1e9, st.optimizer_bytes / 1e9, st.activation_bytes / 1e9, st.inflight,
+                    st.total_bytes() / 1e9, st.pp_rank == m.peak_stage ? "  <- peak" : "");
+      }
+      if (const std::string w = jobs::memory_warning(cfg, m); !w.empty()) std::fprintf(stderr, "warning: %s\n", w.c_str());
+      return 0;
+    }
     const auto db = jobs::load_kernel_db(spec.generator.count("kernel_db") ? spec.generator.at("kernel_db") : "");
     const auto g = jobs::generate_training(cfg, db);
     if (!is_root()) return 0;
@@ -70,6 +91,14 @@ Action add_generate(CLI::App& app) {
     std::printf("kernels: %llu measured/interpolated, %llu roofline-scaled from another GPU, %llu modelled\n",
                 static_cast<unsigned long long>(s.kernels_measured), static_cast<unsigned long long>(s.kernels_scaled),
                 static_cast<unsigned long long>(s.kernels_modelled));
+    if (!s.memory.stages.empty()) {
+      const auto& pk = s.memory.peak();
+      std::printf("memory per GPU (estimate, lower bound): %.1f GB on pipeline rank %u (weights %.1f, gradients %.1f, "
+                  "optimizer %.1f, activations %.1f GB) of %.0f GB HBM\n",
+                  pk.total_bytes() / 1e9, pk.pp_rank, pk.weights_bytes / 1e9, pk.grads_bytes / 1e9,
+                  pk.optimizer_bytes / 1e9, pk.activation_bytes / 1e9, s.memory.capacity_bytes / 1e9);
+    }
+    for (const auto& w : g.workload.warnings) std::fprintf(stderr, "warning: %s\n", w.c_str());
     std::printf("rank 0 compute: %s per iteration\n",
                 engine::format_time(static_cast<engine::SimTime>(s.compute_ps_rank0 / cfg.iterations)).c_str());
     if (!o->prefix.empty()) {

@@ -57,7 +57,19 @@ void validate_train(const TrainConfig& c) {
                       {c.micro_batch, "micro_batch"}, {c.seq_len, "seq_len"}, {c.iterations, "iterations"}}) {
     if (v == 0) bad(c, n, "must be >= 1", "give a positive whole number");
   }
-  if (c.cp > 1) bad(c, "cp", "context parallelism is not modelled by the generator yet", "use cp: 1");
+  if (c.cp > 1) {
+    // Context parallelism as Megatron-Core runs it with TransformerEngine (cp_comm_type p2p):
+    // fused attention over a ring of KV chunks, the sequence cut into 2·CP load-balanced chunks.
+    if (!c.flash_attention) {
+      bad(c, "cp", "context parallelism runs TransformerEngine's fused attention", "set attention: flash (or cp: 1)",
+          {"attention"});
+    }
+    if (m.is_moe()) bad(c, "cp", "context parallelism with MoE layers is not modelled yet", "use cp: 1", {"model"});
+    if (c.seq_len % (2 * c.cp) != 0) {
+      bad(c, "seq_len", fmt::format("sequence length {} is not divisible by 2·CP = {} (load-balanced chunks)", c.seq_len, 2 * c.cp),
+          "choose a sequence length divisible by 2*cp", {"cp"});
+    }
+  }
   if (m.heads % c.tp != 0) {
     bad(c, "tp", fmt::format("{} attention heads are not divisible by TP {}", m.heads, c.tp),
         "choose a TP that divides the head count", {"model", "heads"});
@@ -70,10 +82,17 @@ void validate_train(const TrainConfig& c) {
     bad(c, "tp", fmt::format("{} KV heads and TP {} do not divide one another", m.kv_heads, c.tp),
         "choose a TP that divides or is a multiple of the KV-head count", {"model", "kv_heads"});
   }
-  if (m.layers % (c.pp * c.vp) != 0) {
+  const std::uint32_t split_units = m.layers + (c.pp_split_embedding ? 1 : 0) + (c.pp_split_loss ? 1 : 0);
+  if (split_units % (c.pp * c.vp) != 0) {
+    const bool acc = c.pp_split_embedding || c.pp_split_loss;
     bad(c, c.vp > 1 ? "vp" : "pp",
-        fmt::format("{} layers are not divisible by PP {} x VP {} = {} (virtual) stages", m.layers, c.pp, c.vp, c.pp * c.vp),
-        "choose pp (and vp) so that pp*vp divides the layer count", {"pp", "vp", "model", "layers"});
+        fmt::format("{} layers{} are not divisible by PP {} x VP {} = {} (virtual) stages", m.layers,
+                    acc ? fmt::format(" (+{} for the embedding/loss = {})", split_units - m.layers, split_units) : "",
+                    c.pp, c.vp, c.pp * c.vp),
+        acc ? "choose pp (and vp) so that pp*vp divides layers plus the accounted embedding/loss"
+            : "choose pp (and vp) so that pp*vp divides the layer count (or set account_for_embedding_in_pipeline_split / "
+              "account_for_loss_in_pipeline_split, as Megatron-Bridge does for Llama 3.1 405B)",
+        {"pp", "vp", "model", "layers", "account_for_embedding_in_pipeline_split", "account_for_loss_in_pipeline_split"});
   }
   const std::uint64_t world = std::uint64_t(c.tp) * c.pp * c.dp * c.cp;
   if (c.expected_gpus != 0 && world != c.expected_gpus) {
@@ -124,9 +143,10 @@ void validate_train(const TrainConfig& c) {
     bad(c, "tp_comm_overlap", "TP communication overlap (TransformerEngine userbuffers) needs sequence parallelism",
         "set sequence_parallel: true or tp_comm_overlap: false", {"sequence_parallel", "tp"});
   }
-  if (c.sequence_parallel && c.tp > 1 && c.seq_len % c.tp != 0) {
-    bad(c, "seq_len", fmt::format("sequence length {} not divisible by TP {} (sequence parallelism)", c.seq_len, c.tp),
-        "choose a sequence length divisible by tp", {"tp", "sequence_parallel"});
+  if (c.sequence_parallel && c.tp > 1 && (c.seq_len / c.cp) % c.tp != 0) {
+    bad(c, "seq_len",
+        fmt::format("sequence length {} / CP {} not divisible by TP {} (sequence parallelism)", c.seq_len, c.cp, c.tp),
+        "choose a sequence length divisible by tp*cp", {"tp", "cp", "sequence_parallel"});
   }
   const std::uint32_t gb = c.global_batch ? c.global_batch : c.micro_batch * c.dp;
   if (gb % (c.micro_batch * c.dp) != 0) {
@@ -280,7 +300,8 @@ class Builder {
     fp8_ = c.dtype == Dtype::kFp8;
     gb_ = c.global_batch ? c.global_batch : c.micro_batch * c.dp;
     mbs_ = gb_ / (c.micro_batch * c.dp);
-    T_ = double(c.seq_len) * c.micro_batch;
+    T_ = double(c.seq_len) * c.micro_batch / c.cp;  // a CP rank's share of the micro-batch's tokens
+    dpx_ = c.dp * c.cp;
     sp_ = c.sequence_parallel && c.tp > 1;
     tp_ovl_ = sp_ && c.tp_comm_overlap;
     if (tp_ovl_) {
@@ -290,15 +311,19 @@ class Builder {
     }
     Tl_ = sp_ ? T_ / c.tp : T_;
     vstages_ = c.pp * c.vp;
-    layers_per_chunk_ = m_.layers / vstages_;
+    layers_per_chunk_ = m_.layers / vstages_;  // the even split (chunk_layers for the accounted one)
     ring_tag_base_ = std::int64_t(c.iterations) * mbs_ * vstages_ * 2;  // above every pipeline tag (tag())
-    bucket_ = c.bucket_params ? c.bucket_params : std::max<std::uint64_t>(40'000'000ull, 1'000'000ull * c.dp);
+    bucket_ = c.bucket_params ? c.bucket_params : std::max<std::uint64_t>(40'000'000ull, 1'000'000ull * dpx_);
   }
 
-  std::uint32_t rank_of(std::uint32_t t, std::uint32_t d, std::uint32_t p) const { return t + c_.tp * (d + c_.dp * p); }
+  /// Megatron's rank order tp-cp-dp-pp: rank = t + TP·(c + CP·(dp_rank + DP·p)). Inside the
+  /// builder `d` is the combined index c + CP·dp_rank in [0, DP·CP): gradients are reduced and
+  /// optimizer states sharded over the DP·CP ranks of a (t, p) (Megatron-Core's
+  /// data-parallel-with-context-parallel group), so every DP group below spans them.
+  std::uint32_t rank_of(std::uint32_t t, std::uint32_t d, std::uint32_t p) const { return t + c_.tp * (d + dpx_ * p); }
 
   void make_groups(models::Workload& w) {
-    const std::uint32_t world = c_.tp * c_.dp * c_.pp;
+    const std::uint32_t world = c_.tp * dpx_ * c_.pp;
     w.ranks = world;
     models::CommGroup all{"world", {}};
     for (std::uint32_t r = 0; r < world; ++r) all.ranks.push_back(r);
@@ -311,14 +336,14 @@ class Builder {
       w.groups.push_back(models::CommGroup{name, std::move(ranks)});
     };
     for (std::uint32_t p = 0; p < c_.pp; ++p) {
-      for (std::uint32_t d = 0; d < c_.dp; ++d) {
+      for (std::uint32_t d = 0; d < dpx_; ++d) {
         std::vector<std::uint32_t> g;
         for (std::uint32_t t = 0; t < c_.tp; ++t) g.push_back(rank_of(t, d, p));
         add(fmt::format("tp{}.{}", p, d), g, &RankGroups::tp);
       }
       for (std::uint32_t t = 0; t < c_.tp; ++t) {
         std::vector<std::uint32_t> g;
-        for (std::uint32_t d = 0; d < c_.dp; ++d) g.push_back(rank_of(t, d, p));
+        for (std::uint32_t d = 0; d < dpx_; ++d) g.push_back(rank_of(t, d, p));
         add(fmt::format("dp{}.{}", p, t), g, &RankGroups::dp);
       }
       if (m_.is_moe()) {
@@ -338,7 +363,7 @@ class Builder {
       }
     }
     if (m_.tied_embeddings && c_.pp > 1) {
-      for (std::uint32_t d = 0; d < c_.dp; ++d) {
+      for (std::uint32_t d = 0; d < dpx_; ++d) {
         for (std::uint32_t t = 0; t < c_.tp; ++t) {
           add(fmt::format("emb{}.{}", d, t), {rank_of(t, d, 0), rank_of(t, d, c_.pp - 1)}, &RankGroups::emb);
         }
@@ -428,21 +453,25 @@ class Builder {
     return mem(op, th(tokens, h), f, ((bwd ? 3.0 : 2.0) * tokens * h + 2 * h) * B_);
   }
 
+  /// Attention-core model FLOPs of one kernel call: the whole s x s score matrix with CP 1; with
+  /// CP, one ring step's (s/CP) x (s/CP) block (CP steps per rank, CP ranks: the same total).
   double attn_core_flops() const {
-    return 2.0 * c_.micro_batch * double(c_.seq_len) * double(c_.seq_len) * (m_.heads / c_.tp) *
+    const double s = double(c_.seq_len) / c_.cp;
+    return 2.0 * c_.micro_batch * s * s * (m_.heads / c_.tp) *
            double(m_.qk_head_dim() + m_.head_dim);
   }
   Kernel flash_k(bool bwd) const {
     const double hl = m_.heads / c_.tp;
     const double model = attn_core_flops() * (bwd ? 2.0 : 1.0);
     const double exec = attn_core_flops() * (c_.causal ? 0.5 : 1.0) * (bwd ? 2.5 : 1.0);
-    const double bytes = double(c_.micro_batch) * c_.seq_len * hl * (2.0 * m_.qk_head_dim() + 2.0 * m_.head_dim) * B_ *
+    const std::uint32_t s = c_.seq_len / c_.cp;
+    const double bytes = double(c_.micro_batch) * s * hl * (2.0 * m_.qk_head_dim() + 2.0 * m_.head_dim) * B_ *
                          (bwd ? 2.0 : 1.0);
     Kernel k{bwd ? "flash_attn_bwd" : "flash_attn_fwd",
-             fmt::format("b={} heads={} s={} d={} dv={} causal={}", c_.micro_batch, u64(hl), c_.seq_len,
+             fmt::format("b={} heads={} s={} d={} dv={} causal={}", c_.micro_batch, u64(hl), s,
                          m_.qk_head_dim(), m_.head_dim, c_.causal ? 1 : 0),
              exec, bytes, model};
-    k.dims = kernels::KernelShape::attention(double(c_.micro_batch) * hl, c_.seq_len, m_.qk_head_dim(), c_.causal, bwd,
+    k.dims = kernels::KernelShape::attention(double(c_.micro_batch) * hl, s, m_.qk_head_dim(), c_.causal, bwd,
                                              c_.flash2);
     return k;
   }
@@ -477,7 +506,43 @@ class Builder {
     kn.dims = kernels::KernelShape::gemm(m, n, k, batch);
     return kn;
   }
+  /// Context-parallel attention (CP > 1; TransformerEngine `AttnFuncWithCPAndKVP2P`,
+  /// cp_comm_type "p2p", as Megatron-Core uses it): the sequence is cut into 2·CP chunks and CP
+  /// rank c holds chunks c and 2·CP-1-c (load balance under the causal mask). Step 0 attends the
+  /// rank's queries to its own K/V (causal); in steps 1..CP-1 the K/V chunk pair received from the
+  /// previous CP rank is attended to while the one held is passed to the next (a ring of P2P
+  /// sends). Under the causal mask every off-diagonal step computes half of the
+  /// (s/CP) x (s/CP) block, the same work as the causal diagonal step, so each step is timed as
+  /// one fused-attention call on s/CP tokens (flash_k). K and V of s/CP tokens move per step:
+  /// s/CP·b·kv_heads/TP·(d_qk + d_v)·B bytes (all heads for MLA); the backward's steps move the
+  /// K/V and the accumulated dK/dV: twice that. Step j's kernel waits for receive j.
+  void cp_attention(Rank& R, const std::string& L, bool bwd, bool recompute) {
+    const std::uint32_t n = c_.cp, c = R.d % n, base = R.d - c;
+    const std::uint32_t next = rank_of(R.t, base + (c + 1) % n, R.p), prev = rank_of(R.t, base + (c + n - 1) % n, R.p);
+    const double kvh = m_.attn == AttnType::kMla ? double(m_.heads) : double(m_.kv_heads);
+    const double bytes = T_ * kvh / c_.tp * double(m_.qk_head_dim() + m_.head_dim) * B_ * (bwd ? 2.0 : 1.0);
+    std::vector<std::uint32_t> step_deps;
+    add_dep(step_deps, R.last);
+    std::int64_t rx = -1;
+    const std::string base_name = L + (bwd ? ".attn.b" : ".attn");
+    for (std::uint32_t j = 0; j < n; ++j) {
+      std::int64_t next_rx = -1;
+      if (j + 1 < n) {
+        const std::vector<std::uint32_t> d = j == 0 ? step_deps : deps_of({rx});
+        const std::int64_t tg = ring_tag_base_ + R.ring_steps++;
+        ring_p2p(R, true, next, bytes, tg, fmt::format("{}.cptx{}", base_name, j + 1), d);
+        next_rx = ring_p2p(R, false, prev, bytes, tg, fmt::format("{}.cprx{}", base_name, j + 1), d);
+      }
+      comp(R, fmt::format("{}.cp{}", base_name, j), flash_k(bwd), j == 0 ? std::vector<std::uint32_t>{} : deps_of({rx}),
+           recompute);
+      rx = next_rx;
+    }
+  }
   void attn_core_fwd(Rank& R, const std::string& L, bool recompute) {
+    if (c_.cp > 1) {
+      cp_attention(R, L, false, recompute);
+      return;
+    }
     if (c_.flash_attention) {
       comp(R, L + ".attn", flash_k(false), {}, recompute);
       return;
@@ -489,6 +554,10 @@ class Builder {
     comp(R, L + ".pv", bmm_k("pv", s, dv, s), {}, recompute);
   }
   void attn_core_bwd(Rank& R, const std::string& L) {
+    if (c_.cp > 1) {
+      cp_attention(R, L, true, false);
+      return;
+    }
     if (c_.flash_attention) {
       comp(R, L + ".attn.b", flash_k(true));
       return;
@@ -936,7 +1005,7 @@ class Builder {
       for (std::size_t oi = 0; oi < ops.size(); ++oi) {
         const Op& op = ops[oi];
         const std::uint32_t v = op.chunk * c_.pp + R.p;  // virtual stage
-        const std::uint32_t l0 = v * layers_per_chunk_;
+        const auto [l0, l1] = chunk_layers(c_, v);
         std::vector<std::uint32_t> in;
         if (first_op) {
           in = iter_gate;
@@ -955,7 +1024,7 @@ class Builder {
                               : coll(R, "emb.ar", CollOp::kAllReduce, T_ * h * B_, rg_[R.r].tp, deps_of({R.last})));
             }
           }
-          for (std::uint32_t l = l0; l < l0 + layers_per_chunk_; ++l) {
+          for (std::uint32_t l = l0; l < l1; ++l) {
             layer_fwd(R, l, in, false, nullptr);
             in.clear();
           }
@@ -978,7 +1047,7 @@ class Builder {
           // Output layer (its own matrix, or the last stage's copy of the tied embedding) + final norm.
           const bool out_copy = !m_.tied_embeddings || c_.pp > 1;
           if (reduce_now && v + 1 == vstages_) grads_ready(R, bk, (out_copy ? emb_params() : 0.0) + h, 0, wg);
-          for (std::uint32_t l = l0 + layers_per_chunk_; l-- > l0;) {
+          for (std::uint32_t l = l1; l-- > l0;) {
             layer_bwd(R, l, in);
             in.clear();
             if (reduce_now) grads_ready(R, bk, layer_dense_params(l), layer_expert_params(l), last_wgrads_);
@@ -1033,7 +1102,7 @@ class Builder {
       }
       if (bk.dense_done.empty()) held = rank_params(R);  // DP = 1: nothing reduced
       const std::int32_t dpg = rg_[R.r].dp, edpg = rg_[R.r].edp;
-      const double dpn = dpg >= 0 ? c_.dp : 1, edpn = edpg >= 0 ? double(c_.tp * c_.dp / c_.ep) : 1;
+      const double dpn = dpg >= 0 ? dpx_ : 1, edpn = edpg >= 0 ? double(c_.tp * c_.dp / c_.ep) : 1;
       const double opt_params = c_.zero >= 1 ? held / dpn + held_exp / edpn : held + held_exp;
       comp(R, "optim", mem("adam", fmt::format("params={}", u64(opt_params)), 12 * opt_params, 28 * opt_params), opt_deps,
            false, Dtype::kFp32);
@@ -1057,7 +1126,7 @@ class Builder {
         double w = 0;
         for (std::uint32_t ch = 0; ch < c_.vp; ++ch) {
           const std::uint32_t v = ch * c_.pp + R.p;
-          for (std::uint32_t l = v * layers_per_chunk_; l < (v + 1) * layers_per_chunk_; ++l) {
+          for (std::uint32_t l = chunk_layers(c_, v).first; l < chunk_layers(c_, v).second; ++l) {
             w += layer_dense_params(l) + layer_expert_params(l);
           }
         }
@@ -1071,7 +1140,7 @@ class Builder {
     double p = 0;
     for (std::uint32_t ch = 0; ch < c_.vp; ++ch) {
       const std::uint32_t v = ch * c_.pp + R.p;
-      for (std::uint32_t l = v * layers_per_chunk_; l < (v + 1) * layers_per_chunk_; ++l) {
+      for (std::uint32_t l = chunk_layers(c_, v).first; l < chunk_layers(c_, v).second; ++l) {
         p += layer_dense_params(l) + layer_expert_params(l);
       }
       if (v == 0) p += emb_params();
@@ -1150,7 +1219,8 @@ class Builder {
                            "tp_comm_overlap={}",
                            m_.name, c_.tp, c_.pp, c_.dp, c_.ep, c_.vp, c_.micro_batch, gb_, c_.seq_len,
                            kernels::dtype_name(c_.dtype), c_.gpu, sp_ ? 1 : 0, c_.zero, rc, at,
-                           c_.tp_comm_overlap ? fmt::format("on(rs_sms={})", c_.tp_comm_overlap_rs_sms) : "off");
+                           c_.tp_comm_overlap ? fmt::format("on(rs_sms={})", c_.tp_comm_overlap_rs_sms) : "off") +
+               (c_.cp > 1 ? fmt::format(" cp{}", c_.cp) : "");
     w.format = "generated";
     make_groups(w);
     w.programs.resize(w.ranks);
@@ -1159,8 +1229,8 @@ class Builder {
       Rank R;
       R.r = r;
       R.t = r % c_.tp;
-      R.d = (r / c_.tp) % c_.dp;
-      R.p = r / (c_.tp * c_.dp);
+      R.d = (r / c_.tp) % dpx_;
+      R.p = r / (c_.tp * dpx_);
       R.prog = &w.programs[r];
       build_rank(R);
       stats_.nodes += w.programs[r].size();
@@ -1194,6 +1264,7 @@ class Builder {
   double rs_margin_scale_ = 1.0;  ///< SMs / (SMs - tp_comm_overlap_rs_sms) for the pipelined-RS GEMM chunks
   bool fp8_ = false;  ///< FP8 GEMMs (TransformerEngine): emit the cast/transpose kernels
   std::uint32_t gb_ = 0, mbs_ = 0, vstages_ = 1, layers_per_chunk_ = 0;
+  std::uint32_t dpx_ = 1;  ///< DP·CP: the combined data index range (rank_of)
   std::int64_t ring_tag_base_ = 0;  ///< first p2p tag of the TP ring-exchange steps (ag_gemm)
   std::uint64_t bucket_ = 0;
   std::vector<RankGroups> rg_;
@@ -1206,10 +1277,21 @@ class Builder {
 
 }  // namespace
 
+std::pair<std::uint32_t, std::uint32_t> chunk_layers(const TrainConfig& c, std::uint32_t v) {
+  const std::uint32_t e = c.pp_split_embedding ? 1 : 0, lo = c.pp_split_loss ? 1 : 0;
+  const std::uint32_t per = (c.model.layers + e + lo) / (c.pp * c.vp);
+  const std::uint32_t begin = v * per > e ? v * per - e : 0;
+  const std::uint32_t end = std::min(c.model.layers, (v + 1) * per - e);
+  return {begin, std::max(begin, end)};
+}
+
 Generated generate_training(const TrainConfig& c, const kernels::KernelDb& db) {
   validate_train(c);
   Builder b(c, &db, false);
-  return b.run();
+  Generated g = b.run();
+  g.stats.memory = estimate_memory(c);
+  if (std::string w = memory_warning(c, g.stats.memory); !w.empty()) g.workload.warnings.push_back(std::move(w));
+  return g;
 }
 
 std::vector<KernelNeed> kernel_plan(const TrainConfig& c) {
@@ -1390,6 +1472,8 @@ TrainConfig train_config_from_spec(const Spec& spec) {
   c.expected_gpus = static_cast<std::uint32_t>(r.uint("gpus", 0, 0));
   c.sequence_parallel = r.boolean("sequence_parallel", true);
   c.tp_comm_overlap = r.boolean("tp_comm_overlap", false);
+  c.pp_split_embedding = r.boolean("account_for_embedding_in_pipeline_split", false);
+  c.pp_split_loss = r.boolean("account_for_loss_in_pipeline_split", false);
   c.tp_comm_overlap_rs_sms = static_cast<std::uint32_t>(r.uint("tp_comm_overlap_rs_sms", 24, 0));
   if (r.get("tp_comm_overlap_rs_sms") && !c.tp_comm_overlap) {
     throw InputError(r.where("tp_comm_overlap_rs_sms", {"tp_comm_overlap"}), "workload.generator.tp_comm_overlap_rs_sms",

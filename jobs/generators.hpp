@@ -5,7 +5,8 @@
 /// communicator and size derived from the model shapes. docs/generators.md lists each formula
 /// with its source; the short version:
 ///
-/// Ranks: rank = tp_rank + TP·(dp_rank + DP·pp_rank) (Megatron's default order, TP fastest).
+/// Ranks: rank = tp_rank + TP·(cp_rank + CP·(dp_rank + DP·pp_rank)) (Megatron's default order
+/// tp-cp-dp-pp, TP fastest; CP = 1 unless context parallelism is on, docs/generators.md).
 /// Per layer and micro-batch (b sequences of s tokens, hidden h, dtype bytes B):
 ///  * TP (Shoeybi et al. 2019; Korthikanti et al. 2022 for sequence parallelism, SP):
 ///    without SP: forward AllReduce(s·b·h·B) after the attention output projection and after the
@@ -34,8 +35,10 @@
 /// = 2× forward; full recompute adds one more forward of every layer.
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
+#include "jobs/memory_estimate.hpp"
 #include "jobs/model_configs.hpp"
 #include "kernels/kernel_db.hpp"
 #include "models/workload.hpp"
@@ -72,6 +75,12 @@ struct TrainConfig {
   /// of the PipelineOverlapCfg num_sm values of NeMo's H100 userbuffers presets (8-24; NVIDIA/NeMo
   /// @26005325 nemo/collections/llm/recipes/tp_overlap_configs/userbuffers.py).
   std::uint32_t tp_comm_overlap_rs_sms = 24;
+  /// Megatron-Core `account_for_embedding_in_pipeline_split` / `account_for_loss_in_pipeline_split`
+  /// (TransformerConfig; used by Megatron-Bridge's Llama 3.1 405B recipes): the embedding and the
+  /// output layer + loss each count as one layer when the layers are split over the PP·VP virtual
+  /// stages, so the first / last virtual stage builds one transformer layer fewer (126 layers + 2
+  /// over PP 8 x VP 8: 2 per virtual stage, 1 on the first and the last). See chunk_layers.
+  bool pp_split_embedding = false, pp_split_loss = false;
   std::uint32_t micro_batch = 1;       ///< sequences per micro-batch per DP rank
   std::uint32_t global_batch = 0;      ///< sequences per iteration (0 = micro_batch · DP)
   std::uint32_t seq_len = 2048;
@@ -113,6 +122,7 @@ struct GenStats {
   std::uint64_t kernels_scaled = 0;    ///< ... roofline-scaled from another GPU's rows
   std::uint64_t kernels_modelled = 0;  ///< ... from the analytic roofline or extrapolation
   double compute_ps_rank0 = 0;         ///< sum of rank 0's compute durations (ps)
+  MemoryEstimate memory;               ///< HBM per GPU the job needs (jobs/memory_estimate.hpp)
 };
 
 /// A generated workload and its statistics.
@@ -126,11 +136,19 @@ struct Generated {
 /// the fix) for: heads or kv_heads not divisible by TP, layers not divisible by PP·VP, world size
 /// different from TP·PP·DP·CP, EP above the expert count or not dividing experts or TP·DP,
 /// global batch not a multiple of micro_batch·DP, interleaving without micro-batches % PP == 0,
-/// CP > 1 (not modelled yet), FP8 on a GPU without FP8, ZeRO stage > 3.
+/// CP > 1 with unfused attention, MoE layers or a sequence not divisible by 2·CP, FP8 on a GPU
+/// without FP8, ZeRO stage > 3.
 void validate_train(const TrainConfig& c);
 
+/// Transformer layers [first, second) of virtual pipeline stage v (0 .. PP·VP-1; virtual stage
+/// v = chunk·PP + pp_rank): L/(PP·VP) each, or with the embedding/loss accounted (TrainConfig::
+/// pp_split_embedding / pp_split_loss) (L + e + l)/(PP·VP) units each, the embedding taking the
+/// first unit of stage 0 and the loss the last unit of the last stage.
+std::pair<std::uint32_t, std::uint32_t> chunk_layers(const TrainConfig& c, std::uint32_t v);
+
 /// Generates one rank DAG per GPU. Compute durations come from `db` for the config's GPU with
-/// `c.fallback`. @throws engine::InputError (validate_train, or a kernel the data does not cover
+/// `c.fallback`. Also estimates the memory per GPU (stats.memory); when it exceeds the GPU's
+/// HBM, memory_warning's line is added to the workload's warnings. @throws engine::InputError (validate_train, or a kernel the data does not cover
 /// when the fallback is kNone).
 Generated generate_training(const TrainConfig& c, const kernels::KernelDb& db);
 

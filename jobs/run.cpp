@@ -812,6 +812,15 @@ RunResult run_simulation(const RunOptions& opt, MPI_Comm comm, const std::string
     out << fmt::format("model FLOPs: {:.4g} per iteration, {:.1f} TFLOP/s per GPU, MFU {:.1f}% of {} dense peak\n",
                        gen.stats.model_flops, tflops_per_gpu, 100 * mfu, gen.fp8 ? "FP8" : "BF16/FP16");
   }
+  if (gen.used && !gen.stats.memory.stages.empty()) {
+    const auto& mem = gen.stats.memory;
+    const auto& pk = mem.peak();
+    out << fmt::format(
+        "memory per GPU (estimate, lower bound): {:.1f} GB on pipeline rank {} (model states {:.1f} GB, activations "
+        "{:.1f} GB) of {:.0f} GB HBM{}\n",
+        pk.total_bytes() / 1e9, pk.pp_rank, (pk.weights_bytes + pk.grads_bytes + pk.optimizer_bytes) / 1e9,
+        pk.activation_bytes / 1e9, mem.capacity_bytes / 1e9, mem.exceeds() ? "  ** exceeds the GPU's memory **" : "");
+  }
   out << fmt::format("collectives: {}   flows: {}\n", res.collectives.size(), res.flows);
   // Per (op, communicator size, bytes): count, mean time, mean busbw. Size-1 communicators are
   // no-ops and only counted.
@@ -920,6 +929,19 @@ RunResult run_simulation(const RunOptions& opt, MPI_Comm comm, const std::string
       j["model_flops"] = gen.stats.model_flops;
       j["tflops_per_gpu"] = tflops_per_gpu;
       j["mfu"] = mfu;
+      if (!gen.stats.memory.stages.empty()) {
+        const auto& mem = gen.stats.memory;
+        const auto& pk = mem.peak();
+        j["memory_per_gpu"] = {{"estimate_bytes", pk.total_bytes()},
+                               {"pp_rank", pk.pp_rank},
+                               {"weights_bytes", pk.weights_bytes},
+                               {"grads_bytes", pk.grads_bytes},
+                               {"optimizer_bytes", pk.optimizer_bytes},
+                               {"activation_bytes", pk.activation_bytes},
+                               {"inflight_microbatches", pk.inflight},
+                               {"hbm_bytes", mem.capacity_bytes},
+                               {"exceeds_hbm", mem.exceeds()}};
+      }
     }
     j["collectives"] = nlohmann::json::array();
     for (const auto& c : res.collectives) {

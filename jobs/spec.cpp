@@ -5,6 +5,7 @@
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <set>
@@ -13,6 +14,7 @@
 
 #include "engine/errors.hpp"
 #include "engine/units.hpp"
+#include "kernels/gpu_specs.hpp"
 #include "models/topology_file.hpp"
 
 namespace fabricsim::jobs {
@@ -39,6 +41,8 @@ const std::vector<SpecKey>& spec_keys() {
       {"workload.generator.vp", "int", "1", "virtual pipeline stages per rank (interleaved 1F1B)"},
       {"workload.generator.gpus", "int", "0", "world size to check against tp*pp*dp*cp (0 = no check)"},
       {"workload.generator.sequence_parallel", "bool", "true", "Megatron sequence parallelism with TP"},
+      {"workload.generator.account_for_embedding_in_pipeline_split", "bool", "false", "Megatron-Core: the embedding counts as one layer in the pipeline split (the first virtual stage builds one transformer layer fewer)"},
+      {"workload.generator.account_for_loss_in_pipeline_split", "bool", "false", "Megatron-Core: the output layer + loss count as one layer in the pipeline split (the last virtual stage builds one transformer layer fewer)"},
       {"workload.generator.tp_comm_overlap", "bool", "false", "TransformerEngine userbuffers TP overlap (needs SP): SP all-gathers as TP-1 ring-exchange send/recv steps (one shard each, to TP rank t+1) under the chunked GEMM, reduce-scatters pipelined in 4 chunks"},
       {"workload.generator.tp_comm_overlap_rs_sms", "uint", "24", "with tp_comm_overlap: SMs the pipelined reduce-scatter takes from the proj/fc2 forward GEMMs (TE set_sm_margin; NeMo presets 8-24); must be below the GPU's SM count, 0 for GPUs without one (H20, GB300); an error when tp_comm_overlap is false"},
       {"workload.generator.micro_batch", "int", "1", "sequences per micro-batch"},
@@ -85,7 +89,7 @@ const std::vector<SpecKey>& spec_keys() {
       {"cluster.nic_latency", "time", "500ns", "NIC <-> leaf propagation delay"},
       {"cluster.fabric_bandwidth", "rate", "400Gbps", "leaf <-> spine link rate per direction"},
       {"cluster.fabric_latency", "time", "500ns", "leaf <-> spine propagation delay"},
-      {"cluster.nvlink_bandwidth", "rate", "3600Gbps", "GPU <-> NVSwitch rate per direction (H100: 450 GB/s)"},
+      {"cluster.nvlink_bandwidth", "rate", "3600Gbps", "GPU <-> NVSwitch rate per direction (H100: 450 GB/s); with workload.generator.gpu, that GPU's rate (A100 2400Gbps, B200 7200Gbps)"},
       {"cluster.nvls_bandwidth", "rate", "2448Gbps", "NVLink SHARP: rate of a GPU's multimem (NVLS) traffic to its NVSwitch per direction; 306 GB/s from NCCL 2.28's H100 NVLS model (docs/simccl.md)"},
       {"cluster.nvlink_latency", "time", "100ns", "GPU <-> NVSwitch latency"},
       {"cluster.mtu", "bytes", "4KiB", "network packet payload, 256B..16MiB (RoCEv2 path MTUs 256..4096 B, Ethernet jumbo frames ~9 KB; larger values coarse-grain the packet rung)"},
@@ -534,6 +538,15 @@ Spec load_spec(const std::string& path, const std::vector<std::string>& sets) {
   rate("cluster.core_bandwidth", c.core_bps);
   time("cluster.core_latency", c.core_latency_ps);
   rate("cluster.nvlink_bandwidth", c.nvlink_bps);
+  // Without cluster.nvlink_bandwidth, a generated job's GPUs get their own NVLink rate (half the
+  // bidirectional scale-up figure of kernels/gpu_specs, e.g. A100 600 GB/s -> 2400 Gb/s per
+  // direction) instead of the H100 default.
+  if (!str("cluster.nvlink_bandwidth")) {
+    if (const auto g = s.generator.find("gpu"); g != s.generator.end()) {
+      const kernels::GpuSpec& gpu = kernels::find_gpu(g->second, s.generator_file["gpu"], "workload.generator.gpu");
+      if (gpu.scaleup_gbps_bidir > 0) c.nvlink_bps = static_cast<std::uint64_t>(std::llround(gpu.scaleup_gbps_bidir / 2 * 8e9));
+    }
+  }
   rate("cluster.nvls_bandwidth", c.nvls_bps);
   time("cluster.nvlink_latency", c.nvlink_latency_ps);
   mtu("cluster.mtu", c.mtu_bytes);

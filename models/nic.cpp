@@ -118,7 +118,7 @@ void Nic::add_qp(Qp q, std::uint64_t line_bps, std::uint32_t mtu) {
 }
 
 Nic::Layout Nic::layout() {
-  return Layout{sizeof(TxPart), sizeof(Qp), sizeof(RelQp), sizeof(RxQp), sizeof(RxDesc), sizeof(NvlsKey)};
+  return Layout{sizeof(TxPart), sizeof(TxRun), sizeof(Qp), sizeof(RelQp), sizeof(RxQp), sizeof(RxDesc), sizeof(NvlsKey)};
 }
 
 double Nic::qp_rate_bps(std::uint32_t qp) const {
@@ -134,16 +134,31 @@ std::uint64_t Nic::unit_of(const Qp& q, std::uint64_t bytes) const {
   return std::clamp<std::uint64_t>(want, floor_unit, mtu);
 }
 
-void Nic::queue_part(std::uint32_t qi, TxPart part, const char* fix) {
+void Nic::queue_part(std::uint32_t qi, TxPart part, const char* fix, const NvlsKey* nvls) {
   Qp& q = qps_[qi];
   const std::uint32_t npkts = npkts_of(q, part.bytes());
   if (static_cast<std::uint64_t>(q.next_psn) + npkts > 0xFFFFFFF0ull) {
     throw engine::InputError(params_.source, "workload",
                              "more than 2^32 packets on one queue pair (gpu " + std::to_string(id_) + ")", fix);
   }
-  if (q.parts.empty()) q.head_psn = q.next_psn;
-  q.parts.push_back(part);
+  // After the check above, which may throw: the queued part holds the key's reference.
+  if (nvls != nullptr) part.key = nvls_key(nvls->group, nvls->instance, nvls->arg, nvls->slot);
+  if (q.parts.empty()) {
+    q.head_psn = q.next_psn;
+    tx_parts_.push(q.parts, TxRun{part});
+  } else if (!tx_parts_.back(q.parts).append(part)) {
+    tx_parts_.push(q.parts, TxRun{part});
+  }
   q.next_psn += npkts;
+}
+
+void Nic::pop_part(Qp& q) {
+  TxRun& r = tx_parts_.front(q.parts);
+  if (r.count > 1) {
+    r.pop_front();
+  } else {
+    tx_parts_.pop(q.parts);
+  }
 }
 
 std::uint32_t Nic::nvls_key(std::uint32_t group, std::uint32_t instance, std::uint64_t arg, std::uint32_t slot) {
@@ -285,9 +300,12 @@ void Nic::send_nvls(std::uint32_t dst, std::uint64_t bytes, const MsgMeta& meta,
   part.set_bytes(bytes);
   part.done_idx = meta.done_idx;
   part.word = static_cast<std::uint32_t>(meta.tag);
-  queue_part(qi, part, "raise cluster.nvlink_mtu");
-  // After the check above, which may throw: the queued part holds the key's reference.
-  qps_[qi].parts[qps_[qi].parts.size() - 1].key = nvls_key(meta.group, meta.instance, arg, meta.done_slot);
+  NvlsKey nk;
+  nk.group = meta.group;
+  nk.instance = meta.instance;
+  nk.arg = arg;
+  nk.slot = meta.done_slot;
+  queue_part(qi, part, "raise cluster.nvlink_mtu", &nk);
   const MsgDesc d = message_desc(meta, bytes, bytes, ctx.now(), qi, 0);
   // Receivers learn of the message after the two NVLink hops' propagation (no later than the
   // first packet): the owner of a reduced shard, or every multicast member.
@@ -438,17 +456,22 @@ void Nic::send_data(std::uint32_t qi, Context& ctx) {
   const SimTime now = ctx.now();
   const std::uint32_t psn = q.snd_nxt;
   // The part holding `psn`: PSNs are consecutive over the queued parts from head_psn on.
-  std::size_t pi = 0;
-  std::uint32_t first_psn = q.head_psn;
-  std::uint64_t unit = unit_of(q, q.parts[0].bytes());
-  std::uint32_t npkts = static_cast<std::uint32_t>(std::max<std::uint64_t>(1, (q.parts[0].bytes() + unit - 1) / unit));
-  while (first_psn + npkts <= psn) {
-    first_psn += npkts;
-    ++pi;
-    unit = unit_of(q, q.parts[pi].bytes());
-    npkts = static_cast<std::uint32_t>(std::max<std::uint64_t>(1, (q.parts[pi].bytes() + unit - 1) / unit));
+  // The parts of a run have one size, hence one unit and packet count: a run is skipped whole.
+  TxFifos::Pos pi = tx_parts_.begin(q.parts);
+  std::uint64_t first_psn = q.head_psn;
+  const TxRun* run = &tx_parts_.at(pi);
+  std::uint64_t unit = unit_of(q, run->first.bytes());
+  std::uint64_t npkts = std::max<std::uint64_t>(1, (run->first.bytes() + unit - 1) / unit);
+  while (first_psn + npkts * run->count <= psn) {
+    first_psn += npkts * run->count;
+    tx_parts_.next(pi);
+    run = &tx_parts_.at(pi);
+    unit = unit_of(q, run->first.bytes());
+    npkts = std::max<std::uint64_t>(1, (run->first.bytes() + unit - 1) / unit);
   }
-  const TxPart part = q.parts[pi];
+  const auto in_run = static_cast<std::uint32_t>((psn - first_psn) / npkts);
+  first_psn += in_run * npkts;
+  const TxPart part = run->part(in_run);
   const std::uint64_t off = static_cast<std::uint64_t>(psn - first_psn) * unit;
   WirePacket p;
   p.src = id_;
@@ -506,8 +529,8 @@ void Nic::send_data(std::uint32_t qi, Context& ctx) {
     q.snd_una = q.snd_nxt;
     if (last) {
       if (q.nvls != kNvlsNone) release_part(part);
-      q.head_psn += npkts;
-      q.parts.pop_front();
+      q.head_psn += static_cast<std::uint32_t>(npkts);
+      pop_part(q);
     }
   } else {
     RelQp& r = *rel;
@@ -601,7 +624,7 @@ bool Nic::handle(const engine::Event& ev, Context& ctx) {
       r.tag = d.tag;
       r.group = d.group;
       r.instance = d.instance;
-      rxq_[static_cast<std::size_t>(ri)].descs.push_back(r);
+      rx_descs_.push(rxq_[static_cast<std::size_t>(ri)].descs, r);
       return true;
     }
     case kEvQpTimer: {
@@ -711,8 +734,8 @@ void Nic::on_data(const WirePacket& p, Context& ctx) {
       if (r.descs.empty()) {
         throw engine::InternalError("gpu " + std::to_string(id_) + ": message part without descriptor");
       }
-      const RxDesc d = r.descs.front();
-      r.descs.pop_front();
+      const RxDesc d = rx_descs_.front(r.descs);
+      rx_descs_.pop(r.descs);
       if (r.got != d.part_bytes) {
         throw engine::InternalError("gpu " + std::to_string(id_) + ": part of flow " + std::to_string(d.flow_id) +
                                     " has " + std::to_string(r.got) + " bytes, expected " + std::to_string(d.part_bytes));
@@ -809,10 +832,10 @@ void Nic::acked_to(std::uint32_t qi, std::uint32_t psn, Context& ctx) {
   rel_[q.rel].last_progress = ctx.now();
   if (q.snd_nxt < q.snd_una) q.snd_nxt = q.snd_una;
   while (!q.parts.empty()) {
-    const std::uint32_t n = npkts_of(q, q.parts.front().bytes());
+    const std::uint32_t n = npkts_of(q, tx_parts_.front(q.parts).first.bytes());
     if (q.head_psn + n > q.snd_una) break;
     q.head_psn += n;
-    q.parts.pop_front();
+    pop_part(q);
   }
 }
 

@@ -14,6 +14,7 @@
 #include "engine/lp.hpp"
 #include "models/cluster.hpp"
 #include "models/fabric_params.hpp"
+#include "models/fifo_pool.hpp"
 #include "models/flat_index.hpp"
 #include "models/link_sampler.hpp"
 #include "models/packet.hpp"
@@ -132,12 +133,56 @@ class Nic {
       bytes_hi = static_cast<std::uint32_t>(b >> 32) & 0xFFu;
     }
   };
+  /// Consecutive parts of a send QP stored as one record (issue 7, memory per simulated GPU):
+  /// `count` parts equal to `first` but for done_idx and word, which advance by `step_idx` and
+  /// `step_word` per part (modulo 2^32). An NVLS QP's window of parts (NCCL_STEPS = 8 slices of
+  /// one collective: same size and key, done index and tag in steps) is one 28-byte run instead
+  /// of 8 x 16 B; a part that does not continue the last run starts a new one. Public for tests.
+  struct TxRun {
+    TxPart first;                ///< the oldest part of the run
+    std::uint32_t count = 1;     ///< parts in the run (>= 1 while queued)
+    std::uint32_t step_idx = 0;  ///< done_idx of part i = first.done_idx + i x step_idx
+    std::uint32_t step_word = 0; ///< word of part i = first.word + i x step_word
+    /// Part i of the run (i < count).
+    TxPart part(std::uint32_t i) const {
+      TxPart p = first;
+      p.done_idx += i * step_idx;
+      p.word += i * step_word;
+      return p;
+    }
+    /// Appends `p` if it continues the run (same bytes, multi and key; done_idx and word at the
+    /// run's steps, which a run of one part takes from `p`); false (run unchanged) otherwise or
+    /// when the run holds 2^32 - 1 parts.
+    bool append(const TxPart& p) {
+      if (p.bytes_lo != first.bytes_lo || p.bytes_hi != first.bytes_hi || p.multi != first.multi ||
+          p.key != first.key || count == ~std::uint32_t{0}) {
+        return false;
+      }
+      if (count == 1) {
+        step_idx = p.done_idx - first.done_idx;
+        step_word = p.word - first.word;
+      } else if (p.done_idx != first.done_idx + count * step_idx || p.word != first.word + count * step_word) {
+        return false;
+      }
+      ++count;
+      return true;
+    }
+    /// Drops the oldest part (count > 1).
+    void pop_front() {
+      first = part(1);
+      --count;
+    }
+  };
+  /// Send QPs' queued parts as runs, one run per block of the NIC's pool (a QP holds 1-2 runs at
+  /// a time in the NVLSTree AllReduce).
+  using TxFifos = FifoPool<TxRun, 0>;
   /// Distinct NVLS keys a NIC can hold at once (TxPart::key is 23 bits).
   static constexpr std::uint32_t kMaxNvlsKeys = 1u << 23;
   /// Bytes of the NIC's per-QP and per-message records (issue 7, memory per simulated GPU); the
   /// sizes are a contract checked by static_assert here and by tests/fabric/nic_layout_test.cpp.
   struct Layout {
     std::size_t tx_part;   ///< per message part queued on a send QP (was 48)
+    std::size_t tx_run;    ///< per run of such parts (TxRun), what a send QP's queue stores
     std::size_t qp;        ///< per send QP (was 176 with the CC state inline)
     std::size_t rel_qp;    ///< per acknowledged (RoCE) send QP, in addition
     std::size_t rx_qp;     ///< per receive QP (was 80 plus ~32 of unordered_map node and bucket)
@@ -171,7 +216,7 @@ class Nic {
     std::uint32_t slot = 0;  // MsgMeta::done_slot
     std::uint32_t refs = 0;
   };
-  /// Send queue pair: 64 B (was 176 B with the congestion-control state inline; issue 7). The
+  /// Send queue pair: 56 B (was 176 B with the congestion-control state inline; issue 7). The
   /// state only acknowledged (RoCE) QPs use lives in rel_ (index `rel`); NVLink and NVLS QPs,
   /// unacknowledged and without CC, have none (~130 NVLS QPs per GPU in the NVLSTree benchmark).
   struct Qp {
@@ -183,7 +228,7 @@ class Nic {
     std::uint8_t nvls : 2 = 0;  // NvlsMode of every message on this QP (NVLS QPs carry nothing else)
     std::uint8_t noack : 1 = 0;
     std::uint8_t active : 1 = 0;
-    SmallFifo<TxPart> parts;  // unacknowledged parts in PSN order
+    TxFifos::Fifo parts;  // unacknowledged parts in PSN order, as runs (elements in tx_parts_)
     std::uint32_t head_psn = 0;  // first PSN of parts.front()
     std::uint32_t snd_una = 0, snd_nxt = 0, next_psn = 0;
     engine::SimTime next_tx = 0;  // pacing / staggered start: earliest start of the next data packet
@@ -227,7 +272,11 @@ class Nic {
     std::uint32_t group = 0;
     std::uint32_t instance = 0;
   };
-  /// Receive state of one (source GPU, source QP): 40 B (was 80 B plus an unordered_map node
+  /// Announced parts of the receive QPs: one descriptor per block from the NIC's pool (issue 7:
+  /// most receive QPs hold 0-2 at a time, and the NIC's peak is ~128 at once in the 64 MiB
+  /// NVLSTree AllReduce; with blocks of 2 the pool held 1.5x the bytes there).
+  using RxFifos = FifoPool<RxDesc, 0>;
+  /// Receive state of one (source GPU, source QP): 32 B (was 80 B plus an unordered_map node
   /// and bucket; issue 7). Packets held out of order (adaptive routing, spraying) wait in
   /// rx_ooo_, DCQCN's per-QP CNP time in rx_last_cnp_.
   struct RxQp {
@@ -236,7 +285,7 @@ class Nic {
     std::uint64_t got : 40 = 0;  // bytes of the current part so far (a part is below 2^40 B)
     std::uint64_t nack_sent : 1 = 0;
     std::uint64_t held : 1 = 0;  // has an rx_ooo_ entry
-    SmallFifo<RxDesc> descs;
+    RxFifos::Fifo descs;  // announced parts not yet received (elements in rx_descs_)
   };
   struct NicPort {
     engine::SimTime busy_until = 0;
@@ -263,9 +312,13 @@ class Nic {
     const std::uint64_t unit = unit_of(q, bytes);
     return static_cast<std::uint32_t>(std::max<std::uint64_t>(1, (bytes + unit - 1) / unit));
   }
-  /// Queues a part of `bytes` on QP `qi` (its PSNs follow the queued parts').
+  /// Queues `part` on QP `qi` (its PSNs follow the queued parts'). With `nvls` (the part's NVLS
+  /// switch key: group, instance, arg, done slot), the part takes a reference to that key once
+  /// the check has passed.
   /// @throws engine::InputError past 2^32 packets on the QP (`fix` names the key to raise).
-  void queue_part(std::uint32_t qi, TxPart part, const char* fix);
+  void queue_part(std::uint32_t qi, TxPart part, const char* fix, const NvlsKey* nvls = nullptr);
+  /// Removes the oldest queued part of `q` (non-empty).
+  void pop_part(Qp& q);
   /// Index of the shared NVLS key (group, instance, arg, done slot) in nvls_keys_, one more
   /// reference held.
   std::uint32_t nvls_key(std::uint32_t group, std::uint32_t instance, std::uint64_t arg, std::uint32_t slot);
@@ -311,6 +364,7 @@ class Nic {
   std::uint32_t ack_interval_ = 1;
   std::vector<NicPort> ports_;
   std::deque<Qp> qps_;  // deque: references stay valid when a callback creates a QP
+  TxFifos tx_parts_;    // elements of every Qp::parts
   std::vector<RelQp> rel_;       // acknowledged QPs only (Qp::rel)
   // nic.flow_start = staggered: activations per QP (index as qps_; the start offset's hash input).
   std::vector<std::uint32_t> activations_;
@@ -327,6 +381,7 @@ class Nic {
   // replaces cost ~112 B per entry in node, bucket and allocator overhead).
   FlatIndex rx_index_;
   std::deque<RxQp> rxq_;  // receive QPs in order of first descriptor
+  RxFifos rx_descs_;      // elements of every RxQp::descs
   // nic.cc = dcqcn: last CNP sent, per receive QP (index in rxq_) that has sent one (none: -1).
   std::unordered_map<std::uint32_t, engine::SimTime> rx_last_cnp_;
   // Receive QPs (index in rxq_) with packets held out of order:
@@ -340,9 +395,10 @@ class Nic {
   LinkSampler sampler_;
 
   static_assert(sizeof(TxPart) == 16);
-  static_assert(sizeof(Qp) == 64);
+  static_assert(sizeof(TxRun) == 28);
+  static_assert(sizeof(Qp) == 56);
   static_assert(sizeof(RelQp) == 88);
-  static_assert(sizeof(RxQp) == 40);
+  static_assert(sizeof(RxQp) == 32);
   static_assert(sizeof(RxDesc) == 48);
   static_assert(sizeof(NvlsKey) == 24);
 };

@@ -6,7 +6,10 @@
 /// its map when it is constructed, so every receive QP with two deques held ~1.2 KB even when
 /// idle (massif: 73 KB per GPU at 128 GPUs with NCCL Tree plans). This ring grows by doubling a
 /// power-of-two buffer (first one element of 32 bytes or more, else four) on the first push and
-/// on overflow, and frees nothing until destroyed.
+/// on overflow, and frees nothing until destroyed. The NIC now keeps it only for out-of-order
+/// receive buffers (which need resize and indexed writes); send parts and receive descriptors
+/// moved to per-NIC block pools (models/fifo_pool.hpp), since per-QP buffers that never shrink
+/// held the sum of every QP's own peak (2.4x the descriptors ever queued at once).
 #include <cstdint>
 #include <memory>
 #include <type_traits>

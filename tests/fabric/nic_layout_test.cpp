@@ -7,9 +7,11 @@
 #include <mpi.h>
 
 #include <cstdint>
+#include <deque>
 #include <string>
 #include <vector>
 
+#include "engine/rng.hpp"
 #include "jobs/run.hpp"
 #include "models/nic.hpp"
 #include "models/packet.hpp"
@@ -22,9 +24,10 @@ TEST(NicLayout, RecordSizesAreTheDocumentedBytes) {
   const Nic::Layout l = Nic::layout();
   // Sums of the documented fields (models/nic.hpp), rounded up to the record's alignment.
   EXPECT_EQ(l.tx_part, 16u);   // 4 x 4 B: bytes low, bytes high/multi/key, done index, tag or done slot
-  EXPECT_EQ(l.qp, 64u);        // 16 B of ids and flags + 24 B SmallFifo + 4 x 4 B PSNs + 8 B next_tx
+  EXPECT_EQ(l.tx_run, 28u);    // a TxPart + count + the two 4 B steps
+  EXPECT_EQ(l.qp, 56u);        // 16 B of ids and flags + 16 B FifoPool handle + 4 x 4 B PSNs + 8 B next_tx
   EXPECT_EQ(l.rel_qp, 88u);    // only acknowledged (RoCE) QPs
-  EXPECT_EQ(l.rx_qp, 40u);     // 4 + 4 + 8 B counters + 24 B SmallFifo of descriptors
+  EXPECT_EQ(l.rx_qp, 32u);     // 4 + 4 + 8 B counters + 16 B FifoPool handle of descriptors
   EXPECT_EQ(l.rx_desc, 48u);   // flow id, bytes|aux, part bytes, start, tag: 8 B each; group, instance
   EXPECT_EQ(l.nvls_key, 24u);
   // What they replaced (issue 7 baseline): TxPart 48 B, Qp 176 B, MsgDesc kept whole (64 B).
@@ -87,6 +90,84 @@ TEST(NicLayout, PartAbove4GiBArrivesWholeAtTheClosedForm) {
   EXPECT_EQ(res.flow_records[0].bytes, bytes);
   const long long n = 5 * 1024, t = 2'048'000, lat = 100'000;
   EXPECT_EQ(res.flow_records[0].fct_ps, (n + 1) * t + 2 * lat);
+}
+
+
+// TxRun against a std::deque<TxPart> as the reference: parts in arithmetic steps (as an NVLS
+// QP's window: done index +20, tag +4), with random breaks (another size, key, multi flag or
+// step), steps that wrap modulo 2^32 and random pops give back every part exactly, in order; an
+// unbroken sequence is one run, and the runs never outnumber the breaks + 1.
+TEST(NicLayout, TxRunsGiveBackEveryPartInOrder) {
+  std::deque<Nic::TxPart> ref;
+  std::deque<Nic::TxRun> runs;
+  engine::CounterRng rng(77, 3);
+  auto same = [](const Nic::TxPart& a, const Nic::TxPart& b) {
+    return a.bytes() == b.bytes() && a.multi == b.multi && a.key == b.key && a.done_idx == b.done_idx &&
+           a.word == b.word;
+  };
+  auto check_all = [&] {
+    std::size_t i = 0;
+    for (const Nic::TxRun& r : runs) {
+      ASSERT_GE(r.count, 1u);
+      for (std::uint32_t k = 0; k < r.count; ++k, ++i) {
+        ASSERT_LT(i, ref.size());
+        ASSERT_TRUE(same(r.part(k), ref[i])) << "part " << i;
+      }
+    }
+    ASSERT_EQ(i, ref.size());
+  };
+  Nic::TxPart next;
+  next.set_bytes(65536);
+  next.done_idx = 0xFFFFFFF0u;  // wraps within the first run
+  next.word = 3;
+  std::uint32_t step_idx = 20, step_word = 0xFFFFFFFCu;  // word steps by -4 (mod 2^32)
+  std::size_t breaks = 0;
+  for (int step = 0; step < 20000; ++step) {
+    if (rng.next_below(3) != 0) {
+      if (rng.next_below(10) == 0) {  // a part that does not continue the sequence
+        ++breaks;
+        switch (rng.next_below(4)) {
+          case 0: next.set_bytes(rng.next_below(std::uint64_t{1} << 40)); break;
+          case 1: next.key = static_cast<std::uint32_t>(rng.next_below(Nic::kMaxNvlsKeys)); break;
+          case 2: next.multi ^= 1u; break;
+          default:
+            step_idx = static_cast<std::uint32_t>(rng.next_u64());
+            step_word = static_cast<std::uint32_t>(rng.next_u64());
+            break;
+        }
+      }
+      ref.push_back(next);
+      if (runs.empty() || !runs.back().append(next)) runs.push_back(Nic::TxRun{next});
+      next.done_idx += step_idx;
+      next.word += step_word;
+    } else if (!ref.empty()) {
+      ASSERT_TRUE(same(runs.front().part(0), ref.front()));
+      if (runs.front().count > 1) {
+        runs.front().pop_front();
+      } else {
+        runs.pop_front();
+      }
+      ref.pop_front();
+    }
+    if (step % 97 == 0) check_all();
+    // Each break starts at most one run (a new size, key or flag: the part with it; new steps:
+    // the first part on them), whose steps come from the part after it.
+    ASSERT_LE(runs.size(), breaks + 1);
+  }
+  check_all();
+  // An unbroken arithmetic sequence is one run of 28 bytes, whatever its length.
+  std::deque<Nic::TxRun> one;
+  Nic::TxPart p;
+  p.set_bytes(1 << 20);
+  for (std::uint32_t i = 0; i < 1000; ++i) {
+    p.done_idx = 5 + 20 * i;
+    p.word = 4 * i;
+    if (one.empty() || !one.back().append(p)) one.push_back(Nic::TxRun{p});
+  }
+  ASSERT_EQ(one.size(), 1u);
+  EXPECT_EQ(one.front().count, 1000u);
+  EXPECT_EQ(one.front().part(999).done_idx, 5u + 20u * 999u);
+  EXPECT_EQ(one.front().part(999).word, 4u * 999u);
 }
 
 }  // namespace

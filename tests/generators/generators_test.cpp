@@ -357,6 +357,140 @@ TEST(Generators, BadConfigsAreInputErrors) {
   EXPECT_NE(error_of(c).find("132 SMs is not below the 132 SMs of H100"), std::string::npos);
 }
 
+// Context parallelism (Megatron-Core + TransformerEngine, cp_comm_type p2p): CP ranks split each
+// sequence, so the same job on CP x the GPUs keeps its model FLOPs (the closed form) and every
+// per-token collective shrinks by CP; attention runs as a ring of CP steps whose P2P sends carry
+// K and V of s/CP tokens (forward) and K, V, dK, dV (backward); gradients are reduced over the
+// DP·CP ranks. Rank order tp-cp-dp-pp.
+TEST(Generators, ContextParallelismSplitsTokensAndRingsKeyValueChunks) {
+  TrainConfig c;
+  c.model = find_model("llama3-8b", "", "");
+  c.model.layers = 4;
+  c.tp = 2;
+  c.pp = 2;
+  c.dp = 2;
+  c.seq_len = 8192;
+  c.global_batch = 4;  // 2 micro-batches per DP rank
+  const auto one = generate_training(c, empty_db());
+  c.cp = 4;
+  const auto g = generate_training(c, empty_db());
+  ASSERT_EQ(g.workload.ranks, 2u * 2 * 2 * 4);
+  const double tokens = 4.0 * 8192;
+  EXPECT_EQ(g.stats.tokens, tokens);
+  EXPECT_NEAR(g.stats.model_flops / one.stats.model_flops, 1.0, 1e-9);
+  EXPECT_NEAR(g.stats.model_flops / closed_form_model_flops(c.model, tokens, c.seq_len), 1.0, 0.01);
+  // TP all-gathers (SP) of a rank: s/CP·b·h·B each.
+  const double B = 2;
+  EXPECT_DOUBLE_EQ(coll_bytes(g, 0, "tp", CollOp::kAllGather), coll_bytes(one, 0, "tp", CollOp::kAllGather) / 4);
+  // The KV ring of rank r = t + TP·(c + CP·(d + DP·p)): t 1, c 2, d 1, p 0 -> 1 + 2·(2 + 4·1) = 13.
+  const std::uint32_t r = 13;
+  const std::uint32_t next = 1 + 2 * (3 + 4 * 1), prev = 1 + 2 * (1 + 4 * 1);
+  const double kv = 8192.0 / 4 * 1 * (double(c.model.kv_heads) / 2) * double(c.model.head_dim * 2) * B;
+  double tx_f = 0, tx_b = 0, rx = 0;
+  std::uint32_t steps_f = 0, kernels_f = 0;
+  for (const auto& n : g.workload.programs[r]) {
+    const bool fwd = n.name.find(".attn.cptx") != std::string::npos, bwd = n.name.find(".attn.b.cptx") != std::string::npos;
+    if (n.type == NodeType::kSend && (fwd || bwd)) {
+      EXPECT_EQ(n.peer, static_cast<std::int32_t>(next)) << n.name;
+      (bwd ? tx_b : tx_f) += double(n.bytes);
+      steps_f += fwd;
+    }
+    if (n.type == NodeType::kRecv && n.name.find(".cprx") != std::string::npos) {
+      EXPECT_EQ(n.peer, static_cast<std::int32_t>(prev)) << n.name;
+      rx += double(n.bytes);
+    }
+    if (n.type == NodeType::kCompute && n.name.find(".attn.cp") != std::string::npos) ++kernels_f;
+  }
+  // Stage 0 holds 2 layers, 2 micro-batches: (CP-1) steps per layer and micro-batch each way.
+  const double per = 2 * 2 * 3;
+  EXPECT_EQ(steps_f, per);
+  EXPECT_DOUBLE_EQ(tx_f, per * kv);
+  EXPECT_DOUBLE_EQ(tx_b, per * 2 * kv);
+  EXPECT_DOUBLE_EQ(rx, tx_f + tx_b);
+  EXPECT_EQ(kernels_f, 2u * 2 * 4);  // CP fused-attention steps per layer and micro-batch, forward
+  // DP gradient reduction over the DP·CP = 8 ranks of (t, p): same bytes per rank as CP 1.
+  for (const auto& grp : g.workload.groups) {
+    if (grp.name.rfind("dp", 0) == 0) {
+      EXPECT_EQ(grp.ranks.size(), 8u) << grp.name;
+    }
+  }
+  EXPECT_DOUBLE_EQ(coll_bytes(g, r, "dp", CollOp::kAllReduce), coll_bytes(one, 1 + 2 * (1 + 2 * 0), "dp", CollOp::kAllReduce));
+  // Refused: unfused attention, a sequence not divisible by 2·CP, MoE layers.
+  TrainConfig u = c;
+  u.flash_attention = false;
+  EXPECT_NE(error_of(u).find("workload.generator.cp: context parallelism runs TransformerEngine's fused attention"),
+            std::string::npos);
+  u = c;
+  u.seq_len = 8188;
+  EXPECT_NE(error_of(u).find("not divisible by 2·CP = 8"), std::string::npos);
+  TrainConfig m;
+  m.model = find_model("mixtral-8x7b", "", "");
+  m.cp = 2;
+  m.dp = 8;
+  m.ep = 8;
+  EXPECT_NE(error_of(m).find("with MoE layers is not modelled"), std::string::npos);
+}
+
+// Megatron-Core's account_for_embedding/loss_in_pipeline_split: Llama 3.1 405B's 126 layers + 2
+// over PP 8 x VP 8 = 2 units per virtual stage, so the first and last virtual stages build one
+// layer and the others two; the stages cover every layer once, in order.
+TEST(Generators, EmbeddingAndLossAccountedInThePipelineSplit) {
+  TrainConfig c;
+  c.model = find_model("llama3-405b", "", "");
+  ASSERT_EQ(c.model.layers, 126u);
+  c.tp = 8;
+  c.pp = 8;
+  c.vp = 8;
+  c.dp = 1;
+  c.global_batch = 8;
+  EXPECT_NE(error_of(c).find("126 layers are not divisible by PP 8 x VP 8"), std::string::npos);
+  c.pp_split_embedding = c.pp_split_loss = true;
+  EXPECT_EQ(error_of(c), "no error");
+  std::uint32_t next = 0;
+  for (std::uint32_t v = 0; v < 64; ++v) {
+    const auto [b, e] = chunk_layers(c, v);
+    EXPECT_EQ(b, next) << v;
+    EXPECT_EQ(e - b, (v == 0 || v == 63) ? 1u : 2u) << v;
+    next = e;
+  }
+  EXPECT_EQ(next, 126u);
+  // Only the embedding accounted: 127 units over 127 stages would be one each; 6 layers + 1
+  // over PP 7: stage 0 has none, the others one.
+  TrainConfig s = c;
+  s.model = find_model("gpt3-13b", "", "");
+  s.model.layers = 6;
+  s.tp = 1;
+  s.pp = 7;
+  s.vp = 1;
+  s.pp_split_loss = false;
+  EXPECT_EQ(chunk_layers(s, 0), (std::pair<std::uint32_t, std::uint32_t>{0, 0}));
+  EXPECT_EQ(chunk_layers(s, 6), (std::pair<std::uint32_t, std::uint32_t>{5, 6}));
+  // End to end on a small model: the FLOPs still match the closed form and every layer's
+  // kernels appear exactly once per micro-batch.
+  TrainConfig g;
+  g.model = find_model("gpt3-13b", "", "");
+  g.model.layers = 6;
+  g.pp = 2;
+  g.vp = 2;
+  g.dp = 1;
+  g.global_batch = 2;
+  g.pp_split_embedding = g.pp_split_loss = true;  // (6 + 2) / 4 = 2: layers 0 | 1-2 | 3-4 | 5
+  const auto w = generate_training(g, empty_db());
+  EXPECT_NEAR(w.stats.model_flops / closed_form_model_flops(g.model, 2.0 * 2048, 2048), 1.0, 0.01);
+  std::map<std::string, int> qkv;
+  for (std::uint32_t r = 0; r < 2; ++r) {
+    for (const auto& n : w.workload.programs[r]) {
+      if (n.type == NodeType::kCompute && n.name.size() > 4 && n.name.find(".qkv") != std::string::npos &&
+          n.name.find(".qkv.") == std::string::npos) {
+        ++qkv[std::to_string(r) + ":" + n.name.substr(0, n.name.find('.'))];
+      }
+    }
+  }
+  // Rank 0 holds virtual stages 0 and 2 (layers 0, 3, 4), rank 1 stages 1 and 3 (1, 2, 5).
+  EXPECT_EQ(qkv.size(), 6u);
+  for (const char* k : {"0:L0", "0:L3", "0:L4", "1:L1", "1:L2", "1:L5"}) EXPECT_EQ(qkv[k], 2) << k;
+}
+
 /// The InputError text of loading `path` with `sets` and validating the generator config.
 std::string spec_error(const std::string& path, const std::vector<std::string>& sets) {
   try {

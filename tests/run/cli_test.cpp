@@ -207,6 +207,29 @@ TEST_F(Cli, GeneratorWorldSizeTraceRangeShorthandAndGeneratePrefix) {
   EXPECT_TRUE(fs::exists(prefix + ".15.et"));  // the earlier trace is untouched
 }
 
+// `generate --memory`: the estimate per pipeline rank (no DAG), the peak marked; a job that cannot
+// fit (GPT-3 175B, TP 8 on 8 H100: ~360 GB) gets one warning line; --memory with -o is refused.
+TEST_F(Cli, GenerateMemoryEstimatesPerPipelineRankAndWarnsWhenTooBig) {
+  const std::string fit = "--set workload.generator.model=gpt3-175b --set workload.generator.tp=8 "
+                          "--set workload.generator.pp=8 --set workload.generator.dp=16 "
+                          "--set workload.generator.global_batch=1536 --set workload.generator.recompute=selective";
+  const Outcome ok = run_cli("generate --memory " + fit, dir_.string());
+  EXPECT_EQ(ok.code, 0) << ok.err;
+  EXPECT_EQ(count_lines(ok.out), 2 + 8) << ok.out;  // title, header, 8 pipeline ranks
+  EXPECT_NE(ok.out.find("<- peak"), std::string::npos) << ok.out;
+  EXPECT_TRUE(ok.err.empty()) << ok.err;
+  const Outcome big = run_cli("generate --memory --set workload.generator.model=gpt3-175b --set workload.generator.tp=8",
+                              dir_.string());
+  EXPECT_EQ(big.code, 0) << big.err;
+  EXPECT_EQ(count_lines(big.err), 1) << big.err;
+  EXPECT_NE(big.err.find("run out of memory"), std::string::npos) << big.err;
+  const Outcome both = run_cli("generate --memory --set workload.generator.model=gpt3-13b -o " + (dir_ / "t").string(),
+                               dir_.string());
+  EXPECT_EQ(both.code, 2) << both.err;
+  EXPECT_EQ(count_lines(both.err), 1) << both.err;
+  EXPECT_NE(both.err.find("--memory"), std::string::npos) << both.err;
+}
+
 // An unknown option followed by a value: the option is named, not the value as a missing spec.
 TEST_F(Cli, UnknownOptionWithValueNamesTheOption) {
   expect_bad("run --bogus 3", {"--bogus", "not expected"});
