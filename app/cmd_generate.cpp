@@ -33,6 +33,11 @@ Action add_generate(CLI::App& app) {
                 "docs/generators.md \"Memory per GPU\")");
   return [sub, o]() -> int {
     if (!*sub) return -1;
+    // `-o ''` (an unset shell variable) printed the summary and exited 0 without writing a trace.
+    if (sub->count("-o") > 0 && o->prefix.empty()) {
+      throw engine::InputError("<cli>", "-o", "the output prefix is empty",
+                               "give a prefix, e.g. -o /tmp/l8b (writes /tmp/l8b.<rank>.et), or drop -o to only print");
+    }
     const jobs::Spec spec = jobs::load_spec(o->spec, o->sets);
     const auto cfg = jobs::train_config_from_spec(spec);
     if (o->memory) {

@@ -5,6 +5,7 @@
 #include <memory>
 
 #include "app/commands.hpp"
+#include "jobs/output_path.hpp"
 #include "jobs/regress.hpp"
 
 namespace fabricsim::app {
@@ -27,11 +28,14 @@ Action add_regress(CLI::App& app) {
     if (!*sub) return -1;
     o->ro.version = FABRICSIM_VERSION;
     o->ro.git_commit = FABRICSIM_GIT_COMMIT;
+    // --report is checked before the cases run (they may take long): empty, a directory, an
+    // uncreatable file or a missing directory is one line, exit 2.
+    if (sub->count("--report") > 0) jobs::check_output_path(o->report_csv, "--report", {});
     const jobs::RegressSuite suite = jobs::load_suite(o->dir);
     const jobs::RegressReport rep = jobs::run_regress(suite, o->ro, MPI_COMM_WORLD);
     if (is_root()) {
       std::cout << rep.text << std::flush;
-      if (!o->report_csv.empty()) rep.table.write_csv(o->report_csv);
+      if (!o->report_csv.empty() && !jobs::is_null_device(o->report_csv)) rep.table.write_csv(o->report_csv);
     }
     return (rep.drifted || rep.errors) ? 1 : 0;
   };

@@ -77,7 +77,7 @@ Action add_run(CLI::App& app) {
 
 Action add_validate(CLI::App& app) {
   auto opt = std::make_shared<jobs::RunOptions>();
-  CLI::App* sub = app.add_subcommand("validate", "check a spec and its workload without simulating");
+  CLI::App* sub = app.add_subcommand("validate", "run every check of `run` (spec, workload, topology, partition, NCCL settings, schedules, output paths) without simulating");
   add_common(sub, *opt);
   return [sub, opt]() -> int {
     if (!*sub) return -1;

@@ -144,6 +144,26 @@ int main(int argc, char** argv) {
   };
   set_footers(&app, "");
 
+  // `fabricsim nonsense` said only "A subcommand is required": name the word and list the
+  // subcommands (one line, exit 2). Options (-h, --version, ...) go to CLI11 as before.
+  {
+    std::string names;
+    bool known = false;
+    for (const CLI::App* s : app.get_subcommands([](CLI::App*) { return true; })) {
+      names += (names.empty() ? "" : ", ") + s->get_name();
+      if (argc > 1 && s->get_name() == argv[1]) known = true;
+    }
+    if (argc < 2 || (argv[1][0] != '-' && !known)) {
+      if (root) {
+        std::cerr << "fabricsim: error: <cli>: "
+                  << (argc < 2 ? std::string("a subcommand is required")
+                               : "'" + std::string(argv[1]) + "' is not a subcommand")
+                  << "; use one of " << names << " (fabricsim --help)\n";
+      }
+      MPI_Finalize();
+      return 2;
+    }
+  }
   try {
     app.parse(argc, argv);
   } catch (const CLI::ValidationError& e) {

@@ -400,6 +400,8 @@ std::string run_nccl_tests(const NcclTestsOptions& opt, MPI_Comm comm, const std
     const std::uint64_t bytes = size / unit * unit;
     NcclTestsRow row;
     row.bytes = bytes;
+    // unit is 4 B x ranks where the NCCL call takes a per-rank count (NcclTestsRow::count).
+    row.count = bytes / unit;
     if (bytes > 0 && n > 1) {
       const models::Workload w = nccl_tests_workload(opt.collective, n, bytes, opt.root);
       ro.workload_data = &w;
@@ -424,7 +426,7 @@ std::string run_nccl_tests(const NcclTestsOptions& opt, MPI_Comm comm, const std
     }
     const int root = ci.rooted ? static_cast<int>(opt.root) : -1;
     const std::string half = fmt::format("  {:7.2f}  {:6.2f}  {:6.2f}  {:>5}", row.time_us, row.algbw_GBps, row.busbw_GBps, "N/A");
-    out << fmt::format("{:12}  {:12}  {:>8}  {:>6}  {:6}", bytes, bytes / 4, "float", ci.redop, root) << half << half
+    out << fmt::format("{:12}  {:12}  {:>8}  {:>6}  {:6}", bytes, row.count, "float", ci.redop, root) << half << half
         << "\n";
     if (opt.explain && !row.choice.empty()) out << "#   simccl: " << row.choice << "\n";
     bus_sum += row.busbw_GBps;

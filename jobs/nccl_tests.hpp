@@ -28,7 +28,13 @@ struct NcclTestsOptions {
 
 /// One row of the table.
 struct NcclTestsRow {
-  std::uint64_t bytes = 0;  ///< nccl-tests "size"
+  std::uint64_t bytes = 0;  ///< nccl-tests "size": the larger of the send and receive buffers, bytes
+  /// nccl-tests "count" (elements of 4-byte float): the count passed to the NCCL call, which is
+  /// per rank for all_gather / reduce_scatter / alltoall (size / 4 / ranks) and the whole buffer
+  /// for the others (size / 4). nccl-tests common.cu prints args->nbytes / wordSize with nbytes =
+  /// paramcount x wordSize; all_gather.cu, reduce_scatter.cu and alltoall.cu set paramcount to
+  /// count / nranks.
+  std::uint64_t count = 0;
   double time_us = 0;       ///< simulated time of the collective
   double algbw_GBps = 0;
   double busbw_GBps = 0;

@@ -4,10 +4,16 @@
 /// renames it into place (no partial output), which would replace a symbolic link by a file and a
 /// device, pipe or socket by a regular file (as root, `-o /dev/null` replaced the machine's
 /// /dev/null).
+#include <fcntl.h>
 #include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
 
 #include <filesystem>
 #include <string>
+#include <vector>
 
 #include "engine/errors.hpp"
 
@@ -46,6 +52,58 @@ inline std::string resolve_output_file(const std::string& path, const std::strin
                              "give a regular file path (without -q the summary is printed on stdout)");
   }
   return out;
+}
+
+/// Checks an output path before anything runs: not empty, not a directory, in an existing
+/// writable directory (a probe file is created and removed: access() says yes to root on
+/// read-only and pseudo file systems), and not one of `inputs`. `path` is resolved through links
+/// (resolve_output_file). `field` names the option in the error ("-o", "--report").
+/// @throws engine::InputError ("<cli>", field and path) naming what is wrong.
+inline void check_output_path(std::string& path, const std::string& field, const std::vector<std::string>& inputs) {
+  namespace fs = std::filesystem;
+  if (path.empty()) throw engine::InputError("<cli>", field, "the path is empty", "give a file name");
+  path = resolve_output_file(path, field);
+  if (is_null_device(path)) return;  // discarded: nothing is created next to it
+  const fs::path abs = fs::absolute(path);
+  if (fs::is_directory(abs)) throw engine::InputError("<cli>", field + " " + path, "is a directory", "give a file name");
+  const fs::path dir = abs.parent_path();
+  if (!fs::is_directory(dir)) {
+    throw engine::InputError("<cli>", field + " " + path, "directory " + dir.string() + " does not exist",
+                     "create it or choose another output path");
+  }
+  if (::access(dir.c_str(), W_OK) != 0) {
+    throw engine::InputError("<cli>", field + " " + path, "directory " + dir.string() + " is not writable",
+                     "choose a writable directory");
+  }
+  {
+    // access() says yes to root everywhere, also on read-only and pseudo file systems (/proc,
+    // /sys); creating and removing a probe file is the test that the results can be written.
+    const fs::path probe = dir / (".fabricsim-probe." + std::to_string(::getpid()));
+    const int fd = ::open(probe.c_str(), O_WRONLY | O_CREAT | O_EXCL, 0600);
+    if (fd < 0) {
+      const int e = errno;
+      if (e != EEXIST) {
+        throw engine::InputError("<cli>", field + " " + path,
+                         "cannot create a file in " + dir.string() + " (" + std::strerror(e) + ")",
+                         "choose a writable directory on a regular file system");
+      }
+    } else {
+      ::close(fd);
+      ::unlink(probe.c_str());
+    }
+  }
+  std::error_code ec;
+  const fs::path canon = fs::weakly_canonical(abs, ec);
+  for (const auto& in : inputs) {
+    if (in.empty()) continue;
+    std::error_code ec2;
+    for (const fs::path& cand : {fs::path(in), fs::path(in + ".0.et")}) {
+      if (fs::exists(cand, ec2) && fs::weakly_canonical(fs::absolute(cand), ec2) == canon) {
+        throw engine::InputError("<cli>", field + " " + path, "is the same file as " + cand.string() + " (an input or the other output)",
+                         "choose another output path");
+      }
+    }
+  }
 }
 
 }  // namespace fabricsim::jobs

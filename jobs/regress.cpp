@@ -14,6 +14,7 @@
 
 #include "engine/errors.hpp"
 #include "jobs/run.hpp"
+#include "jobs/spec.hpp"
 
 namespace fabricsim::jobs {
 
@@ -153,6 +154,9 @@ RegressReport run_regress(const RegressSuite& suite, const RegressOptions& opt, 
       throw InputError(suite.file, "--case " + o, "no such case", "see the names under cases:");
     }
   }
+  // A --set key that does not exist is bad input (exit 2), found before anything runs; it used to
+  // fail every case as a run error (exit 1 with rebaseline advice).
+  check_set_keys(opt.sets);
   MPI_Barrier(comm);  // every process sees the same reference files
   // References first: a missing one is bad input, found before anything runs.
   std::map<std::string, nlohmann::json> refs;

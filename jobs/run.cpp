@@ -268,54 +268,6 @@ void bcast_error(MPI_Comm comm, std::string err, const std::string& field) {
   if (len > 0) throw InputError("<cli>", field, err, "check free space and permissions, or choose another path");
 }
 
-// Checks an output path before anything is simulated: not empty, not a directory, in an existing
-// writable directory, and not one of the inputs.
-void check_output_path(std::string& path, const std::string& field, const std::vector<std::string>& inputs) {
-  if (path.empty()) throw InputError("<cli>", field, "the path is empty", "give a file name");
-  path = resolve_output_file(path, field);
-  if (is_null_device(path)) return;  // discarded: nothing is created next to it
-  const fs::path abs = fs::absolute(path);
-  if (fs::is_directory(abs)) throw InputError("<cli>", field + " " + path, "is a directory", "give a file name");
-  const fs::path dir = abs.parent_path();
-  if (!fs::is_directory(dir)) {
-    throw InputError("<cli>", field + " " + path, "directory " + dir.string() + " does not exist",
-                     "create it or choose another output path");
-  }
-  if (::access(dir.c_str(), W_OK) != 0) {
-    throw InputError("<cli>", field + " " + path, "directory " + dir.string() + " is not writable",
-                     "choose a writable directory");
-  }
-  {
-    // access() says yes to root everywhere, also on read-only and pseudo file systems (/proc,
-    // /sys); creating and removing a probe file is the test that the results can be written.
-    const fs::path probe = dir / (".fabricsim-probe." + std::to_string(::getpid()));
-    const int fd = ::open(probe.c_str(), O_WRONLY | O_CREAT | O_EXCL, 0600);
-    if (fd < 0) {
-      const int e = errno;
-      if (e != EEXIST) {
-        throw InputError("<cli>", field + " " + path,
-                         "cannot create a file in " + dir.string() + " (" + std::strerror(e) + ")",
-                         "choose a writable directory on a regular file system");
-      }
-    } else {
-      ::close(fd);
-      ::unlink(probe.c_str());
-    }
-  }
-  std::error_code ec;
-  const fs::path canon = fs::weakly_canonical(abs, ec);
-  for (const auto& in : inputs) {
-    if (in.empty()) continue;
-    std::error_code ec2;
-    for (const fs::path& cand : {fs::path(in), fs::path(in + ".0.et")}) {
-      if (fs::exists(cand, ec2) && fs::weakly_canonical(fs::absolute(cand), ec2) == canon) {
-        throw InputError("<cli>", field + " " + path, "is the same file as " + cand.string() + " (an input or the other output)",
-                         "choose another output path");
-      }
-    }
-  }
-}
-
 /// The planner's algorithm, protocol and channels for a collective record (NCCL planner: its cost
 /// model's decision for the call; ring planner: its fixed schedule, one channel, Simple).
 void describe_algorithm(const models::CollectivePlanner& planner, const models::Workload& w, models::CollOp op,
@@ -421,16 +373,11 @@ void collect_link_series(const models::Topology& topo, const std::vector<std::un
 
 }  // namespace
 
-std::string validate_only(const RunOptions& opt) {
-  std::vector<std::string> sets = opt.sets;
-  Spec spec = load_spec(opt.spec_path, sets);
-  if (!opt.workload.empty()) spec.workload_path = opt.workload;
-  if (opt.gpus) spec.workload_gpus = opt.gpus;
-  models::Workload w = load_spec_workload(spec, nullptr);
-  check_workload(w);
-  const models::ClusterSpec c = resolve_cluster(spec, w.ranks);
-  models::Topology topo(c);
-  return "workload: " + workload_desc(w) + "\ncluster: " + cluster_desc(topo) + "\n";
+std::string validate_only(const RunOptions& opt, MPI_Comm comm) {
+  RunOptions o = opt;
+  o.dry_run = true;
+  o.write_h5 = false;
+  return run_simulation(o, comm, "", "").summary_text;
 }
 
 RunResult run_simulation(const RunOptions& opt, MPI_Comm comm, const std::string& version,
@@ -463,6 +410,9 @@ RunResult run_simulation(const RunOptions& opt, MPI_Comm comm, const std::string
   const std::vector<std::string> inputs = {spec.workload_path, spec.comm_groups, opt.spec_path};
   // The null device as an output discards it (the writers would rename a temporary file onto it).
   bool write_h5 = opt.write_h5;
+  // validate: the HDF5 path only when one was named (the default is the working directory's
+  // fabricsim_results.h5, which `validate` should not require to be writable).
+  if (opt.dry_run && spec.output_h5 != "fabricsim_results.h5") write_h5 = true;
   if (write_h5) check_output_path(spec.output_h5, "-o", inputs);
   if (write_h5 && is_null_device(spec.output_h5)) write_h5 = false;
   if (!spec.summary_json.empty()) {
@@ -578,11 +528,16 @@ RunResult run_simulation(const RunOptions& opt, MPI_Comm comm, const std::string
                              "the placement cuts a zero-latency link, so no conservative window exists",
                              "keep such links inside one process/thread (sim.partition: topology or metis)");
   }
-  if (!spec.save_partition.empty() && rank == 0) partition::write_partition(spec.save_partition, placement, static_cast<std::uint32_t>(nprocs));
+  if (!spec.save_partition.empty() && rank == 0 && !opt.dry_run) partition::write_partition(spec.save_partition, placement, static_cast<std::uint32_t>(nprocs));
 
   simccl::PlannerBuild planned =
       simccl::make_planner(spec.planner, spec.nccl, spec.file, spec.gpu_sm, cspec, true, spec.simccl_extras);
   for (const auto& warning : planned.warnings) log->warn("{}", warning);
+  // NCCL_* taken from the shell changed the run: record them with the spec (HDF5 spec_text,
+  // summary JSON nccl_env) so the results file says what it was run with.
+  std::vector<std::pair<std::string, std::string>> nccl_env;
+  for (const auto& a : planned.from_env) nccl_env.emplace_back(a.name, a.value);
+  spec.text = spec_text_with_env_nccl(spec.text, nccl_env);
   log->info("planner {}; fabric: cc {}, pfc {}, ecn {}, routing {}, {} QP(s) per connection", spec.planner,
             models::cc_name(spec.fabric.nic.cc), spec.fabric.sw.pfc, spec.fabric.sw.ecn,
             models::routing_name(spec.fabric.sw.routing), spec.fabric.nic.qps_per_connection);
@@ -592,6 +547,11 @@ RunResult run_simulation(const RunOptions& opt, MPI_Comm comm, const std::string
     spec.fabric.nic.split_data_on_qps = planned.ib_split_data_on_qps;
   }
   simccl::check_workload_plans(planner, w);
+  if (opt.dry_run) {
+    RunResult r;
+    r.summary_text = "workload: " + workload_desc(w) + "\ncluster: " + cluster_desc(topo) + "\n";
+    return r;
+  }
   // Flow records are kept only where they are read: the HDF5 /flows table (output.flows) or
   // RunResult::flow_records; the digest needs none of them (io/digest.hpp).
   const bool keep_flow_records = opt.keep_flows || (write_h5 && spec.output_flows);
@@ -1007,6 +967,8 @@ RunResult run_simulation(const RunOptions& opt, MPI_Comm comm, const std::string
     j["workload"] = w.source;
     j["format"] = w.format;
     j["digest"] = res.digest;
+    j["nccl_env"] = nlohmann::json::object();
+    for (const auto& [name, value] : nccl_env) j["nccl_env"][name] = value;
     j["flows"] = res.flows;
     {
       const FabricTotals& f = res.fabric;

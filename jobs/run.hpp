@@ -27,7 +27,12 @@ struct RunOptions {
   /// --log-level: error | warn (default: reader/NCCL warnings) | info (phases with wall times,
   /// sizes) | debug (also partition and fabric details). Rank 0 logs to stderr.
   std::string log_level = "warn";
-  bool write_h5 = true;                ///< false for `validate`
+  bool write_h5 = true;                ///< false: no HDF5 file (tests, nccl-tests, ladder)
+  /// `fabricsim validate`: every check of a run (spec, workload, output paths, topology,
+  /// partition, planner and its NCCL settings, schedules, plans) on the same code path, then stop
+  /// before the engine is built; nothing is written. RunResult::summary_text holds the
+  /// description. The HDF5 path is checked only when output.h5 was given (spec or --set).
+  bool dry_run = false;
   /// In-memory workload (e.g. `fabricsim nccl-tests`); when set, --workload/workload.path are not read.
   const models::Workload* workload_data = nullptr;
   /// Keep every flow record in RunResult::flow_records (tests, small runs).
@@ -90,8 +95,11 @@ models::Workload load_workload(const std::string& path, const std::string& forma
 RunResult run_simulation(const RunOptions& opt, MPI_Comm comm, const std::string& version,
                          const std::string& git_commit);
 
-/// Parses and checks a spec and its workload without simulating (`fabricsim validate`).
-/// @returns a one-paragraph description. @throws engine::InputError.
-std::string validate_only(const RunOptions& opt);
+/// Checks a spec and its workload exactly as run_simulation does, without simulating
+/// (`fabricsim validate`; RunOptions::dry_run on `comm`). A partition file is checked against the
+/// process count of `comm`, as a run on it would.
+/// @returns the description ("workload: ...\ncluster: ...\n"). @throws engine::InputError with
+/// the line `run` would give for the same spec.
+std::string validate_only(const RunOptions& opt, MPI_Comm comm = MPI_COMM_WORLD);
 
 }  // namespace fabricsim::jobs

@@ -79,7 +79,7 @@ const std::vector<SpecKey>& spec_keys() {
       {"cluster.gpus_per_host", "int", "8", "GPUs per host (one NIC each, all behind one NVSwitch)"},
       {"cluster.topology", "enum", "rail_optimized", "rail_optimized, leaf_spine, rail_only, torus, mesh or file (docs/topology.md)"},
       {"cluster.topology_file", "string", "", "topology file (fabricsim text format or SimAI ns-3 format); implies topology: file; relative to the spec file"},
-      {"cluster.nics_per_leaf", "auto-int", "auto", "leaf (torus/mesh: switch) NIC ports; auto = min(hosts, 32) for rail_optimized/rail_only, min(NICs, 32) for leaf_spine, NICs/switches for torus/mesh"},
+      {"cluster.nics_per_leaf", "auto-int", "auto", "leaf (torus/mesh: switch) NIC ports; auto = min(hosts, 32) for rail_optimized/rail_only, min(NICs, 32) for leaf_spine, NICs/switches for torus/mesh; a leaf has at most 4096 ports (NIC ports + one per spine)"},
       {"cluster.spines", "auto-int", "auto", "spine switches (per pod, per plane; per rail for rail_only), one uplink per leaf each; auto = nics_per_leaf (non-blocking) or from cluster.oversubscription"},
       {"cluster.tiers", "int", "2", "Clos tiers: 2 (leaf, spine) or 3 (leaf, spine/aggregation per pod, core)"},
       {"cluster.pods", "int", "1", "tiers 3: pods (leaf-spine blocks) joined by the core; must divide the leaves"},
@@ -87,7 +87,7 @@ const std::vector<SpecKey>& spec_keys() {
       {"cluster.core_bandwidth", "rate", "fabric_bandwidth", "spine <-> core link rate per direction"},
       {"cluster.core_latency", "time", "fabric_latency", "spine <-> core propagation delay"},
       {"cluster.dual_plane", "bool", "false", "each NIC has two ports (nic_bandwidth/2 each) to leaves of two separate planes (Alibaba HPN)"},
-      {"cluster.nvlink_domain", "auto-int", "auto", "GPUs per NVLink (scale-up) domain with one NVSwitch each, e.g. 72; auto = gpus_per_host"},
+      {"cluster.nvlink_domain", "auto-int", "auto", "GPUs per NVLink (scale-up) domain with one NVSwitch each, e.g. 72; a multiple of gpus_per_host (whole hosts) or a divisor of it; auto = gpus_per_host"},
       {"cluster.dims", "string", "", "torus/mesh switch grid, e.g. \"4x4\" or \"4x4x2\" (first dimension slowest in LP order)"},
       {"cluster.nic_bandwidth", "rate", "400Gbps", "NIC <-> leaf link rate per direction"},
       {"cluster.nic_latency", "time", "500ns", "NIC <-> leaf propagation delay"},
@@ -96,8 +96,8 @@ const std::vector<SpecKey>& spec_keys() {
       {"cluster.nvlink_bandwidth", "rate", "3600Gbps", "GPU <-> NVSwitch rate per direction (H100: 450 GB/s); with workload.generator.gpu, that GPU's rate (A100 2400Gbps, B200 7200Gbps)"},
       {"cluster.nvls_bandwidth", "rate", "2448Gbps", "NVLink SHARP: rate of a GPU's multimem (NVLS) traffic to its NVSwitch per direction; 306 GB/s from NCCL 2.28's H100 NVLS model (docs/simccl.md)"},
       {"cluster.nvlink_latency", "time", "100ns", "GPU <-> NVSwitch latency"},
-      {"cluster.mtu", "bytes", "4KiB", "network packet payload"},
-      {"cluster.nvlink_mtu", "bytes", "4KiB", "largest NVLink transfer unit; a message is cut into >= 8 units of >= 4 KiB when this allows (docs/fabric.md)"},
+      {"cluster.mtu", "bytes", "4KiB", "network packet payload, 256B..16MiB (RoCEv2 path MTUs 256..4096 B, Ethernet jumbo frames ~9 KB; larger values coarse-grain the packet rung)"},
+      {"cluster.nvlink_mtu", "bytes", "4KiB", "largest NVLink transfer unit, 256B..16MiB; a message is cut into >= 8 units of >= 4 KiB when this allows (docs/fabric.md)"},
       {"cluster.nvswitch_cut_through", "bool", "false", "NVSwitches forward cut-through, so the NVLink unit adds no per-hop delay (packet rung only; with it a 64KiB nvlink_mtu keeps NVLink timing and cuts events, docs/fabric.md)"},
       {"compute.scale", "double", "1.0", "multiplies every compute duration from the trace"},
       {"sim.seed", "int", "1", "seed of every random choice (ECMP hashes)"},
@@ -278,6 +278,37 @@ std::string Spec::file_of_any(std::initializer_list<const char*> keys) const {
   return file;
 }
 
+void check_set_keys(const std::vector<std::string>& sets) {
+  for (const std::string& kv : sets) {
+    const auto eq = kv.find('=');
+    if (eq == std::string::npos || eq == 0) {
+      throw InputError("<cli>", "--set " + kv, "expected key=value", "write e.g. --set cluster.hosts=4");
+    }
+    if (!find_key(kv.substr(0, eq))) unknown_key("<cli>", kv.substr(0, eq));
+  }
+}
+
+std::string spec_text_with_env_nccl(const std::string& text,
+                                    const std::vector<std::pair<std::string, std::string>>& entries) {
+  if (entries.empty()) return text;
+  YAML::Node root;
+  try {
+    root = YAML::Load(text);
+  } catch (const YAML::Exception& e) {
+    throw InputError("<spec>", "spec_text", "not YAML: " + e.msg, "report this as a bug");
+  }
+  if (!root || !root.IsMap()) root = YAML::Node(YAML::NodeType::Map);
+  if (!root["nccl"] || !root["nccl"].IsMap()) root["nccl"] = YAML::Node(YAML::NodeType::Map);
+  std::string names;
+  for (const auto& [name, value] : entries) {
+    root["nccl"][name] = value;
+    names += (names.empty() ? "" : ", ") + name;
+  }
+  YAML::Emitter out;
+  out << root;
+  return std::string(out.c_str()) + "\n# nccl: " + names + " taken from the environment (<env>)\n";
+}
+
 Spec load_spec(const std::string& path, const std::vector<std::string>& sets) {
   Spec s;
   YAML::Node root;
@@ -297,14 +328,11 @@ Spec load_spec(const std::string& path, const std::vector<std::string>& sets) {
   if (!root || root.IsNull()) root = YAML::Node(YAML::NodeType::Map);
   check_keys(root, "", s.file);
   std::vector<std::string> set_keys;
+  check_set_keys(sets);
   for (const std::string& kv : sets) {
     const auto eq = kv.find('=');
-    if (eq == std::string::npos || eq == 0) {
-      throw InputError("<cli>", "--set " + kv, "expected key=value", "write e.g. --set cluster.hosts=4");
-    }
     const std::string key = kv.substr(0, eq);
     const std::string value = kv.substr(eq + 1);
-    if (!find_key(key)) unknown_key("<cli>", key);
     std::stringstream ss(key);
     std::string part;
     std::vector<std::string> parts;
@@ -493,11 +521,16 @@ Spec load_spec(const std::string& path, const std::vector<std::string>& sets) {
       }
     }
   };
-  auto bytes = [&](const std::string& key, std::uint32_t& field) {
+  // MTUs: 256 B (smallest RoCEv2/IB path MTU) .. 16 MiB (coarse-grained packets); see
+  // models::ClusterSpec::kMinMtuBytes / kMaxMtuBytes for the sources.
+  auto mtu = [&](const std::string& key, std::uint32_t& field) {
     if (auto v = str(key)) {
       const std::uint64_t b = engine::parse_bytes(*v, file_of(key), key);
-      if (b == 0 || b > (1u << 30)) {
-        throw InputError(file_of(key), key, "'" + *v + "' must be between 1 B and 1 GiB", "use e.g. 4KiB");
+      if (b < models::ClusterSpec::kMinMtuBytes || b > models::ClusterSpec::kMaxMtuBytes) {
+        throw InputError(file_of(key), key,
+                         "'" + *v + "' is outside 256 B .. 16 MiB (RoCEv2 path MTUs are 256..4096 B, Ethernet "
+                         "jumbo frames about 9 KB; larger units only coarse-grain the packet rung)",
+                         "use e.g. 4KiB, or sim.fidelity: flow for coarser runs");
       }
       field = static_cast<std::uint32_t>(b);
     }
@@ -520,8 +553,8 @@ Spec load_spec(const std::string& path, const std::vector<std::string>& sets) {
   }
   rate("cluster.nvls_bandwidth", c.nvls_bps);
   time("cluster.nvlink_latency", c.nvlink_latency_ps);
-  bytes("cluster.mtu", c.mtu_bytes);
-  bytes("cluster.nvlink_mtu", c.nvlink_mtu_bytes);
+  mtu("cluster.mtu", c.mtu_bytes);
+  mtu("cluster.nvlink_mtu", c.nvlink_mtu_bytes);
   if (auto v = str("compute.scale")) {
     char* end = nullptr;
     s.compute_scale = std::strtod(v->c_str(), &end);

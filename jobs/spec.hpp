@@ -77,6 +77,18 @@ struct Spec {
 /// @throws engine::InputError naming the file and key, with a fix (closest key for typos).
 Spec load_spec(const std::string& path, const std::vector<std::string>& sets);
 
+/// Checks that every `--set` entry is "key=value" with a known key, without applying it (so a
+/// command running many specs, e.g. `regress`, refuses a typo before anything runs).
+/// @throws engine::InputError ("<cli>", naming the key and the closest known one) as load_spec.
+void check_set_keys(const std::vector<std::string>& sets);
+
+/// `text` (an effective spec as YAML, Spec::text) with each (NCCL name, value) of `entries` added
+/// to its `nccl:` map, followed by a comment naming them as taken from the environment: the
+/// recorded spec then reproduces a run that NCCL_* environment variables changed.
+/// @throws engine::InputError only if `text` is not YAML (never for a Spec::text).
+std::string spec_text_with_env_nccl(const std::string& text,
+                                    const std::vector<std::pair<std::string, std::string>>& entries);
+
 /// Fills the auto cluster fields for `ranks` GPUs and checks the cluster can hold them.
 /// @throws engine::InputError if ranks exceed the cluster's GPUs.
 models::ClusterSpec resolve_cluster(const Spec& spec, std::uint32_t ranks);

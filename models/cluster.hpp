@@ -52,8 +52,28 @@ struct ClusterSpec {
   /// = 272 GB/s, and an NVLS AllReduce moves (1 + 1/8) x algBw per port and direction). Not fitted
   /// to nccl-tests data (docs/simccl.md compares with it).
   std::uint64_t nvls_bps = 2'448'000'000'000;
-  std::uint32_t mtu_bytes = 4096;              ///< network packet payload
-  std::uint32_t nvlink_mtu_bytes = 4096;       ///< NVLink transfer unit (largest; docs/fabric.md)
+  /// Network packet payload (bytes), kMinMtuBytes..kMaxMtuBytes.
+  std::uint32_t mtu_bytes = 4096;
+  /// NVLink transfer unit (largest; docs/fabric.md), kMinMtuBytes..kMaxMtuBytes.
+  std::uint32_t nvlink_mtu_bytes = 4096;
+  /// Smallest cluster.mtu / cluster.nvlink_mtu (bytes): 256 B, the smallest InfiniBand path MTU,
+  /// which RoCEv2 uses (IBTA InfiniBand Architecture Specification Vol. 1, PMTU 256/512/1024/
+  /// 2048/4096; NVLink packets also carry at most 256 B of data). Below it no real fabric runs,
+  /// and the packet count (one event chain per packet) grows so large that a run seems to hang
+  /// (cluster.mtu=1 cuts every byte into a packet).
+  static constexpr std::uint32_t kMinMtuBytes = 256;
+  /// Largest cluster.mtu / cluster.nvlink_mtu (bytes): 16 MiB. Real frames stop at Ethernet jumbo
+  /// frames of 9,000-9,216 B; larger units are a coarse-graining device of the packet rung (whole
+  /// messages store-and-forward), used up to 16 MiB by docs/validation_iterations.md and
+  /// tests/generators. Coarser than that, the flow rung (sim.fidelity: flow) is the model to use.
+  static constexpr std::uint32_t kMaxMtuBytes = 16u << 20;
+  /// Most ports of one generated Ethernet switch (a leaf's nics_per_leaf + one uplink per spine,
+  /// a torus/mesh switch's NIC ports): 4,096, four times the largest single-chip switches (a
+  /// 102.4 Tb/s chip of 100G lanes, e.g. Broadcom Tomahawk 6, has 1,024 ports; 51.2 Tb/s
+  /// Tomahawk 5 512), leaving room for a modular chassis modelled as one switch. More is not a
+  /// switch: cluster.nics_per_leaf=100000 also made 100,000 auto spines. Large fabrics grow in
+  /// leaves, spines per pod and pods, which stay unbounded here.
+  static constexpr std::uint32_t kMaxSwitchPorts = 4096;
   /// NVSwitches forward cut-through (egress starts at a unit's first bit) instead of
   /// store-and-forward; the flow and analytical rungs still assume store-and-forward.
   bool nvswitch_cut_through = false;

@@ -45,6 +45,24 @@ void check_spec(const ClusterSpec &s) {
     throw InputError(f, "cluster.pods", "pods need a core layer",
                      "set cluster.tiers: 3 (or cluster.pods: 1)");
   }
+  // A scale-up domain holds whole hosts (NVL72: 18 trays of 4 GPUs) or a host holds whole
+  // domains; a domain taking part of a host would put that host's GPUs behind two NVSwitches.
+  if (s.nvlink_domain != 0 && s.nvlink_domain % s.gpus_per_host != 0 &&
+      s.gpus_per_host % s.nvlink_domain != 0) {
+    throw InputError(f, "cluster.nvlink_domain",
+                     std::to_string(s.nvlink_domain) + " GPUs per NVLink domain with " +
+                         std::to_string(s.gpus_per_host) +
+                         " GPUs per host: a domain would take part of a host",
+                     "give a multiple of cluster.gpus_per_host (whole hosts per domain, e.g. 72 "
+                     "with 4) or a divisor of it");
+  }
+  if (s.nics_per_leaf > ClusterSpec::kMaxSwitchPorts) {
+    throw InputError(f, "cluster.nics_per_leaf",
+                     std::to_string(s.nics_per_leaf) + " NIC ports on one switch is more than " +
+                         std::to_string(ClusterSpec::kMaxSwitchPorts),
+                     "give the leaf's real downlink count (e.g. 32 or 64); a larger fabric has "
+                     "more leaves, not larger ones");
+  }
   if (s.oversub_leaf < 0 || s.oversub_spine < 0) {
     throw InputError(f, "cluster.oversubscription", "ratios must be > 0",
                      "write e.g. \"3:1\" or \"1:1,4:1\"");
@@ -118,6 +136,15 @@ struct Clos {
     }
     if (!need_spines)
       spines = 0; // a single leaf (per rail) needs no spine layer
+    // One uplink per spine: a leaf has nics_per_leaf + spines ports (per plane).
+    if (static_cast<std::uint64_t>(s.nics_per_leaf) + spines > ClusterSpec::kMaxSwitchPorts) {
+      throw InputError(f, s.oversub_leaf > 0 ? "cluster.oversubscription" : "cluster.spines",
+                       std::to_string(spines) + " spines give each leaf " +
+                           std::to_string(static_cast<std::uint64_t>(s.nics_per_leaf) + spines) +
+                           " ports (" + std::to_string(s.nics_per_leaf) + " NIC ports + one uplink per spine), more than " +
+                           std::to_string(ClusterSpec::kMaxSwitchPorts),
+                       "give fewer spines or fewer NIC ports per leaf (auto spines = nics_per_leaf, non-blocking)");
+    }
     core_bps = s.core_bps ? s.core_bps : s.fabric_bps;
     core_lat = s.core_latency_ps ? s.core_latency_ps : s.fabric_latency_ps;
     if (s.tiers == 3 && spines > 0) {

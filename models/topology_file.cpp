@@ -43,6 +43,23 @@ std::vector<std::vector<Token>> lines_of(const std::string &text) {
 
 std::string at_line(std::size_t n) { return "line " + std::to_string(n); }
 
+// Refuses a second link between the same two nodes (either direction): builders never make
+// parallel links, routing counts one port per neighbour pair, and in a hand-written or generated
+// file a repeated line is a mistake that silently doubles the pair's capacity. `seen` maps the
+// unordered pair to the line that first linked it.
+void check_duplicate_link(std::unordered_map<std::uint64_t, std::size_t> &seen, std::uint32_t a,
+                          std::uint32_t b, std::size_t line, const std::string &path,
+                          const std::string &what) {
+  const std::uint64_t key = (std::uint64_t{std::min(a, b)} << 32) | std::max(a, b);
+  const auto [it, fresh] = seen.emplace(key, line);
+  if (!fresh) {
+    throw InputError(path, at_line(line),
+                     "duplicate link " + what + " (already linked on line " +
+                         std::to_string(it->second) + ")",
+                     "remove one of them; for more capacity give one link with the summed rate");
+  }
+}
+
 std::uint64_t rate_of(const Token &t, const std::string &path) {
   const std::uint64_t r = engine::parse_rate_bps(t.text, path, at_line(t.line));
   if (r == 0)
@@ -175,9 +192,10 @@ TopoGraph parse_fabricsim_topology(const std::string &text, const std::string &p
       l.latency_ps = latency_of(t[4], path);
       if (t.size() == 6) {
         const std::uint64_t m = engine::parse_bytes(t[5].text, path, where);
-        if (m == 0 || m > (1u << 30))
-          throw InputError(path, where, "MTU '" + t[5].text + "' outside 1 B .. 1 GiB",
-                           "e.g. 4KiB");
+        // The bounds of cluster.mtu (ClusterSpec::kMinMtuBytes/kMaxMtuBytes, with their sources).
+        if (m < ClusterSpec::kMinMtuBytes || m > ClusterSpec::kMaxMtuBytes)
+          throw InputError(path, where, "MTU '" + t[5].text + "' outside 256 B .. 16 MiB",
+                           "e.g. 4KiB (RoCEv2 path MTUs are 256..4096 B)");
         l.mtu_bytes = static_cast<std::uint32_t>(m);
       }
       links.push_back(l);
@@ -187,6 +205,7 @@ TopoGraph parse_fabricsim_topology(const std::string &text, const std::string &p
                        "lines start with 'node' or 'link' (# for comments)");
     }
   }
+  std::unordered_map<std::uint64_t, std::size_t> seen;
   for (std::size_t i = 0; i < links.size(); ++i) {
     const auto &[a, b] = ends[i].second;
     for (const auto *name : {&a, &b}) {
@@ -201,6 +220,8 @@ TopoGraph parse_fabricsim_topology(const std::string &text, const std::string &p
     if (links[i].a == links[i].b)
       throw InputError(path, at_line(ends[i].first), "link from '" + a + "' to itself",
                        "remove it");
+    check_duplicate_link(seen, links[i].a, links[i].b, ends[i].first, path,
+                         "between '" + a + "' and '" + b + "'");
     if (links[i].mtu_bytes == 0) {
       const bool nvl =
           r.kind[links[i].a] == NodeKind::kNvSwitch || r.kind[links[i].b] == NodeKind::kNvSwitch;
@@ -262,6 +283,7 @@ TopoGraph parse_simai_topology(const std::string &text, const std::string &path,
   }
   std::vector<TopoGraph::Link> links;
   std::vector<std::vector<std::uint32_t>> adj(n);
+  std::unordered_map<std::uint64_t, std::size_t> seen;
   for (std::uint32_t i = 0; i < nl; ++i) {
     const std::size_t line = pos < tok.size() ? tok[pos].line : 0;
     TopoGraph::Link l;
@@ -270,6 +292,8 @@ TopoGraph parse_simai_topology(const std::string &text, const std::string &path,
     if (l.a == l.b)
       throw InputError(path, at_line(line), "link from node " + std::to_string(l.a) + " to itself",
                        "remove it");
+    check_duplicate_link(seen, l.a, l.b, line, path,
+                         "between nodes " + std::to_string(l.a) + " and " + std::to_string(l.b));
     l.rate_bps = rate_of(field("link rate"), path);
     l.latency_ps = latency_of(field("link delay"), path);
     field("link error rate");

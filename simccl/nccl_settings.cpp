@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cctype>
 #include <cstdlib>
+#include <initializer_list>
 #include <map>
 
 #include "engine/errors.hpp"
@@ -155,25 +156,29 @@ const std::vector<KnownName>& known_names() {
       {"NCCL_MIN_P2P_NCHANNELS", "minimum p2p channels", true},
       {"NCCL_MAX_P2P_NCHANNELS", "maximum p2p channels", true},
       // Known to NCCL; no effect on the simulation.
-      {"NCCL_DEBUG", "logging (no effect)", false},
+      {"NCCL_DEBUG", "logging: VERSION, WARN, INFO, ABORT or TRACE (no effect)", false},
       {"NCCL_DEBUG_SUBSYS", "logging (no effect)", false},
       {"NCCL_DEBUG_FILE", "logging (no effect)", false},
       {"NCCL_SOCKET_IFNAME", "bootstrap interface (no effect)", false},
       {"NCCL_IB_HCA", "NIC selection (no effect: one NIC per GPU)", false},
-      {"NCCL_IB_GID_INDEX", "RoCE GID (no effect)", false},
-      {"NCCL_IB_TC", "traffic class (no effect yet)", false},
-      {"NCCL_IB_SL", "service level (no effect yet)", false},
-      {"NCCL_IB_TIMEOUT", "IB timeout (no effect)", false},
-      {"NCCL_IB_RETRY_CNT", "IB retries (no effect)", false},
-      {"NCCL_NET_GDR_LEVEL", "GPUDirect RDMA level (no effect)", false},
+      {"NCCL_IB_GID_INDEX", "RoCE GID index, -1 (auto) .. 1023 (no effect)", false},
+      {"NCCL_IB_TC", "traffic class, -1 (unset) .. 255 (no effect yet)", false},
+      {"NCCL_IB_SL", "service level, -1 (unset) .. 15 (no effect yet)", false},
+      {"NCCL_IB_TIMEOUT", "IB timeout exponent 1..31 (no effect)", false},
+      {"NCCL_IB_RETRY_CNT", "IB retries 0..7 (no effect)", false},
+      {"NCCL_NET_GDR_LEVEL", "GPUDirect RDMA level: LOC, PIX, PXB, PHB, SYS or 0..5 (no effect)", false},
+      {"NCCL_P2P_LEVEL", "P2P transport cutoff: LOC, NVL, PIX, PXB, PHB, SYS or 0..5 (no effect: GPUs of an NVLink domain use NVLink)", false},
+      {"NCCL_P2P_DISABLE", "0/1: disable the P2P transport (no effect: GPUs of an NVLink domain use NVLink)", false},
+      {"NCCL_SHM_DISABLE", "0/1: disable the shared-memory transport (no effect)", false},
+      {"NCCL_IB_DISABLE", "0/1: disable the IB/RoCE transport (no effect: the network is RoCEv2)", false},
       {"NCCL_TOPO_FILE", "topology XML: GPUs, NVLink bandwidth, NICs and their GPU affinity for the cost model", true},
       {"NCCL_TOPO_DUMP_FILE", "topology dump (no effect)", false},
       {"NCCL_GRAPH_FILE", "graph XML (not read yet)", false},
-      {"NCCL_NTHREADS", "threads per CTA (no effect on flows)", false},
-      {"NCCL_LL128_NTHREADS", "LL128 threads per CTA (no effect on flows)", false},
+      {"NCCL_NTHREADS", "threads per CTA, a multiple of 32 in 64..512 (no effect on flows)", false},
+      {"NCCL_LL128_NTHREADS", "LL128 threads per CTA, a multiple of 32 in 160..640 (no effect on flows)", false},
       {"NCCL_TUNER_PLUGIN", "tuner plugin (not loaded)", false},
       {"NCCL_NET_PLUGIN", "net plugin (not loaded)", false},
-      {"NCCL_LAUNCH_MODE", "launch mode (no effect)", false},
+      {"NCCL_LAUNCH_MODE", "PARALLEL or GROUP (no effect)", false},
   };
   return k;
 }
@@ -195,6 +200,79 @@ std::int64_t parse_int(const RawSetting& s, std::int64_t lo, std::int64_t hi) {
                      "give a value between " + std::to_string(lo) + " and " + std::to_string(hi));
   }
   return v;
+}
+
+// One of `allowed` (case-insensitive, as NCCL compares them with strcasecmp) or, when `int_hi`
+// >= 0, an integer 0..int_hi; the error names the setting, where it came from and the values.
+void check_word(const RawSetting& s, std::initializer_list<const char*> allowed, int int_hi) {
+  const std::string v = lower(trim(s.value));
+  for (const char* a : allowed) {
+    if (v == lower(a)) return;
+  }
+  std::string list;
+  for (const char* a : allowed) list += (list.empty() ? "" : ", ") + std::string(a);
+  if (int_hi >= 0) {
+    std::size_t pos = 0;
+    long long n = -1;
+    try {
+      n = std::stoll(v, &pos, 10);
+    } catch (...) {
+      pos = 0;
+    }
+    if (pos != 0 && pos == v.size() && n >= 0 && n <= int_hi) return;
+    list += " or 0.." + std::to_string(int_hi);
+  }
+  throw InputError(s.origin, s.name, "'" + s.value + "' is not an allowed value", "use " + list);
+}
+
+// Values of the NCCL_* names simccl knows but does not model. NCCL itself reads them (and would
+// reject or misread a bad one), so a bad value is an input error here too: the run would claim a
+// configuration NCCL would not have run. Allowed values: NCCL user guide, "Environment Variables"
+// (NCCL 2.28), and ../shared/reference/nccl.md (NTHREADS: multiple of 32 in 64..512; LL128:
+// 160..640, src/init.cc / device.h NCCL_LL128_MAX_NTHREADS 640). IB fields: ibverbs widths
+// (service level 4 bits, traffic class 8 bits, timeout exponent 5 bits, retry count 3 bits).
+void check_unmodelled(const RawSetting& r) {
+  const std::string& n = r.name;
+  auto threads = [&](long long lo, long long hi) {
+    std::size_t pos = 0;
+    long long t = -1;
+    try {
+      t = std::stoll(r.value, &pos, 10);
+    } catch (...) {
+      pos = 0;
+    }
+    if (pos == 0 || pos != r.value.size() || t < lo || t > hi || t % 32 != 0) {
+      throw InputError(r.origin, n, "'" + r.value + "' is not a thread count NCCL accepts",
+                       "give a multiple of 32 (the warp size) between " + std::to_string(lo) + " and " +
+                           std::to_string(hi));
+    }
+  };
+  if (n == "NCCL_DEBUG") {
+    check_word(r, {"VERSION", "WARN", "INFO", "ABORT", "TRACE"}, -1);
+  } else if (n == "NCCL_P2P_LEVEL") {
+    check_word(r, {"LOC", "NVL", "PIX", "PXB", "PHB", "SYS"}, 5);
+  } else if (n == "NCCL_NET_GDR_LEVEL") {
+    check_word(r, {"LOC", "PIX", "PXB", "PHB", "SYS"}, 5);
+  } else if (n == "NCCL_LAUNCH_MODE") {
+    check_word(r, {"PARALLEL", "GROUP"}, -1);
+  } else if (n == "NCCL_P2P_DISABLE" || n == "NCCL_SHM_DISABLE" || n == "NCCL_IB_DISABLE") {
+    parse_int(r, 0, 1);
+  } else if (n == "NCCL_NTHREADS") {
+    threads(64, 512);
+  } else if (n == "NCCL_LL128_NTHREADS") {
+    threads(160, 640);
+  } else if (n == "NCCL_IB_GID_INDEX") {
+    parse_int(r, -1, 1023);
+  } else if (n == "NCCL_IB_TC") {
+    parse_int(r, -1, 255);
+  } else if (n == "NCCL_IB_SL") {
+    parse_int(r, -1, 15);
+  } else if (n == "NCCL_IB_TIMEOUT") {
+    parse_int(r, 1, 31);
+  } else if (n == "NCCL_IB_RETRY_CNT") {
+    parse_int(r, 0, 7);
+  }
+  // The rest are names of files, interfaces, devices or plugins: any text.
 }
 
 }  // namespace
@@ -256,6 +334,7 @@ NcclSettings load_nccl_settings(const std::vector<std::pair<std::string, std::st
     }
     s.applied.push_back(r);
     if (!known->modelled) {
+      check_unmodelled(r);
       if (name == "NCCL_GRAPH_FILE" || name == "NCCL_TUNER_PLUGIN") {
         s.warnings.push_back(r.origin + ": " + name + ": not read by simccl yet, ignored");
       }
@@ -322,18 +401,25 @@ NcclSettings load_nccl_settings(const std::vector<std::pair<std::string, std::st
       s.max_p2p_nchannels = static_cast<int>(parse_int(r, 1, 64));
     }
   }
+  // Where a setting came from (spec file, "<cli>" or "<env>"), for the checks across settings.
+  auto origin_of = [&](std::initializer_list<const char*> names) {
+    for (const char* n : names) {
+      if (const auto it = raw.find(n); it != raw.end()) return it->second.origin;
+    }
+    return spec_file;
+  };
   if (s.min_nchannels && s.max_nchannels && s.min_nchannels > s.max_nchannels) {
-    throw InputError(spec_file, "NCCL_MIN_NCHANNELS",
+    throw InputError(origin_of({"NCCL_MIN_NCHANNELS", "NCCL_MIN_CTAS"}), "NCCL_MIN_NCHANNELS",
                      std::to_string(s.min_nchannels) + " is above NCCL_MAX_NCHANNELS " + std::to_string(s.max_nchannels),
                      "make NCCL_MIN_NCHANNELS <= NCCL_MAX_NCHANNELS");
   }
   if (s.collnet_enable == 1) {
-    throw InputError(spec_file, "NCCL_COLLNET_ENABLE",
+    throw InputError(origin_of({"NCCL_COLLNET_ENABLE"}), "NCCL_COLLNET_ENABLE",
                      "CollNet (SHARP in-network reduction) is not modelled by simccl",
                      "remove NCCL_COLLNET_ENABLE or set it to 0");
   }
   if (s.pat_enable == 1) {
-    throw InputError(spec_file, "NCCL_PAT_ENABLE", "the PAT algorithm is not modelled by simccl",
+    throw InputError(origin_of({"NCCL_PAT_ENABLE"}), "NCCL_PAT_ENABLE", "the PAT algorithm is not modelled by simccl",
                      "remove NCCL_PAT_ENABLE or set it to 0 or 2 (auto, treated as unsupported)");
   }
   return s;

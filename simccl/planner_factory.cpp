@@ -59,8 +59,9 @@ PlannerBuild make_planner(const std::string& kind, const std::vector<std::pair<s
   // run can be reproduced from its log (the spec's nccl: section wins over the environment).
   for (const auto& a : cfg.settings.applied) {
     if (a.origin == "<env>") {
+      out.from_env.push_back(a);
       out.warnings.push_back("<env>: " + a.name + "=" + a.value +
-                             ": NCCL setting taken from the environment (put it in the spec's nccl: section to record it)");
+                             ": NCCL setting taken from the environment (recorded in the results' spec_text; put it in the spec's nccl: section to keep it)");
     }
   }
   // The transport settings apply to the NIC whichever planner plans the collectives.

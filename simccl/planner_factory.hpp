@@ -10,6 +10,7 @@
 #include "models/cluster.hpp"
 #include "models/comm_plan.hpp"
 #include "models/workload.hpp"
+#include "simccl/nccl_settings.hpp"
 #include "simccl/nccl_topo.hpp"
 
 namespace fabricsim::simccl {
@@ -26,6 +27,9 @@ struct PlannerBuild {
   /// The node topology the NCCL planner assumed: NCCL_TOPO_FILE, its fallback, or none
   /// (`path` empty and `fallback` false: the cluster spec's one NIC per GPU behind an NVSwitch).
   NcclTopo topo;
+  /// NCCL settings taken from the process environment (not overridden by the spec), in name
+  /// order: a run records them with its spec (io::RunMeta::spec_text, summary JSON `nccl_env`).
+  std::vector<RawSetting> from_env;
 };
 
 /// Planner inputs beyond NCCL_* settings (spec `simccl:` keys).

@@ -30,22 +30,55 @@ except ImportError as e:  # pragma: no cover - depends on the machine
 PS_PER_US = 1e6
 
 
+def one_line(e):
+    """An exception's message on one line (h5py's can span several)."""
+    return " ".join(str(e).split())
+
+
 def load(path):
-    """The file's tables as numpy structured arrays plus /meta as a dict."""
+    """The file's tables as numpy structured arrays plus /meta as a dict.
+
+    Every read happens here, so a damaged file (truncated, bytes overwritten: h5py raises OSError,
+    or KeyError/ValueError/RuntimeError for broken object headers) is one line naming the file,
+    exit 2, instead of an internal error half way through a plot."""
     if not os.path.isfile(path):
         fail(path, "no such file", "give the HDF5 file written by fabricsim run -o")
     try:
         f = h5py.File(path, "r")
     except OSError as e:
-        fail(path, f"not an HDF5 file ({e})", "give the HDF5 file written by fabricsim run -o")
-    with f:
-        if "meta" not in f or "ranks" not in f:
-            fail(path, "has no /meta or /ranks", "give a fabricsim results file (docs/hdf5_schema.md)")
-        meta = {k: (v.decode() if isinstance(v, bytes) else v) for k, v in f["meta"].attrs.items()}
-        d = {"meta": meta, "path": path}
-        for name in ("ranks", "collectives", "flows", "links", "queues"):
-            d[name] = f[name][:] if name in f else None
-        return d
+        msg = one_line(e)
+        what = "a truncated HDF5 file" if "truncated file" in msg else "not a readable HDF5 file"
+        fail(path, f"{what} ({msg})", "give the complete HDF5 file written by fabricsim run -o")
+    try:
+        with f:
+            if "meta" not in f or "ranks" not in f:
+                fail(path, "has no /meta or /ranks", "give a fabricsim results file (docs/hdf5_schema.md)")
+            meta = {k: (v.decode() if isinstance(v, bytes) else v) for k, v in f["meta"].attrs.items()}
+            d = {"meta": meta, "path": path}
+            for name in ("ranks", "collectives", "flows", "links", "queues"):
+                d[name] = f[name][:] if name in f else None
+    except (OSError, KeyError, ValueError, RuntimeError, TypeError, UnicodeDecodeError) as e:
+        fail(path, f"the HDF5 file is damaged: reading it failed ({type(e).__name__}: {one_line(e)})",
+             "the file is corrupt or was cut short; run fabricsim run -o again to rewrite it")
+    for name, cols in REQUIRED_COLUMNS.items():
+        t = d[name]
+        if t is None:
+            continue
+        missing = [c for c in cols if t.dtype.names is None or c not in t.dtype.names]
+        if missing:
+            fail(path, f"/{name} has no column {missing[0]}",
+                 "give a fabricsim results file (docs/hdf5_schema.md); the file may be damaged")
+    return d
+
+
+# Columns report/compare read from each table (docs/hdf5_schema.md).
+REQUIRED_COLUMNS = {
+    "ranks": ("rank", "compute_ps", "comm_ps", "exposed_comm_ps"),
+    "collectives": ("op", "bytes", "ranks", "busbw_GBps"),
+    "flows": ("src", "dst", "start_ps", "fct_ps"),
+    "links": ("link_id", "tier", "bin_start_ps", "bytes", "utilization"),
+    "queues": ("link_id", "tier", "from_node", "to_node", "bin_start_ps", "max_queue_bytes"),
+}
 
 
 def pct(a, q):

@@ -178,7 +178,8 @@ Errors crosscheck(const std::string& name, const m::ClusterSpec& spec) {
   const std::vector<double> cap = index.capacities(topo);
 
   // SimGrid input: the links the flows use and each flow's sharing phase.
-  const std::string dir = fabricsim::testing::scratch_dir("simgrid_" + name);
+  const fabricsim::testing::ScratchDir scratch("simgrid_" + name);  // kept if the test fails
+  const std::string dir = scratch.path();
   const std::string in = dir + "/flows.txt", out = dir + "/simgrid.txt";
   std::vector<m::FlowPath> paths;
   std::vector<m::TransferTiming> timing;
@@ -257,11 +258,6 @@ Errors crosscheck(const std::string& name, const m::ClusterSpec& spec) {
               name.c_str(), err.flows, err.shared, err.spine, static_cast<unsigned long long>(err.solves),
               err.max_phase, err.mean_phase, err.max_fct, err.mean_fct, err.max_phase_nic, err.worst, w.kind, w.src, w.dst,
               paths[err.worst].hops, static_cast<unsigned long long>(w.bytes));
-  if (!::testing::Test::HasFailure()) {
-    std::filesystem::remove_all(dir);
-  } else {
-    std::printf("inputs and SimGrid output kept in %s\n", dir.c_str());
-  }
   return err;
 }
 

@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <vector>
 
 #include "engine/errors.hpp"
 #include "kernels/kernel_db.hpp"
@@ -21,9 +22,20 @@ std::string source_dir() {
 
 KernelDb shipped() { return KernelDb::load(source_dir() + "/kernels/data/kernels.csv"); }
 
+// Files written by write_tmp, removed when the test program ends (they were left in /tmp).
+struct TmpFiles {
+  std::vector<std::filesystem::path> paths;
+  ~TmpFiles() {
+    std::error_code ec;
+    for (const auto& p : paths) std::filesystem::remove(p, ec);
+  }
+};
+TmpFiles g_tmp_files;
+
 std::string write_tmp(const std::string& name, const std::string& text) {
   const auto p = std::filesystem::temp_directory_path() / ("fabricsim_kdb_" + std::to_string(::getpid()) + "_" + name);
   std::ofstream(p) << text;
+  g_tmp_files.paths.push_back(p);
   return p.string();
 }
 

@@ -13,7 +13,8 @@ usage: results_test.py FABRICSIM SOURCE_DIR MPIEXEC
 4. the trace-event JSON is valid, every event has ph/ts/dur/pid/tid, and per rank the compute
    durations sum to /ranks.compute_ps and the union of comm events is /ranks.comm_ps;
 5. `fabricsim report` writes every PNG + index.html (skipped, with the reason, without matplotlib);
-   `fabricsim compare` shows 0% differences for identical runs;
+   `fabricsim compare` shows 0% differences for identical runs; a damaged (bytes overwritten,
+   truncated) file is one line naming it, exit 2, for report and compare;
 6. read-only output directory -> exit 2 for run and report; SIGTERM half way -> no output file;
 7. a packet run that provokes PFC (incast into an oversubscribed leaf, small buffer): the /links
    PFC/ECN/drop columns sum to the /meta fabric totals (pfc_pauses = pause_frames, pause_ps =
@@ -22,6 +23,7 @@ usage: results_test.py FABRICSIM SOURCE_DIR MPIEXEC
 """
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -271,6 +273,24 @@ check(r.returncode == 0 and "iteration time" in r.stdout and "+0.00%" in r.stdou
 r = run(["compare", h1, os.path.join(tmp, "missing.h5")])
 check(r.returncode == 2, f"compare missing file rc {r.returncode}")
 
+# Damaged results files: bytes overwritten in the middle (the compressed table chunks fail to
+# inflate) and a file cut in half. Each is one line naming the file, exit 2 (was exit 3 with an
+# h5py OSError for the overwritten one).
+raw = open(h1, "rb").read()
+flipped = bytearray(raw)
+for i in range(len(raw) // 4, 3 * len(raw) // 4):
+    flipped[i] ^= 0xFF
+bad_h5 = {"flipped": os.path.join(tmp, "flipped.h5"), "truncated": os.path.join(tmp, "truncated.h5")}
+open(bad_h5["flipped"], "wb").write(bytes(flipped))
+open(bad_h5["truncated"], "wb").write(raw[: len(raw) // 2])
+for kind, path in bad_h5.items():
+    for args in (["compare", h1, path], ["compare", path, h1], ["report", path, "-o", os.path.join(tmp, "rep_" + kind)]):
+        r = run(args)
+        one = r.stderr.strip()
+        check(r.returncode == 2 and one.count("\n") == 0 and one.startswith("fabricsim: error: " + path + ": ")
+              and "Traceback" not in one, f"{args[0]} of a {kind} file: rc {r.returncode} {r.stderr!r}")
+    check(not os.path.exists(os.path.join(tmp, "rep_" + kind)), f"report of a {kind} file left a directory")
+
 # 6. Read-only output directory -> exit 2. As root, permissions do not bind; /proc refuses new files.
 ro = os.path.join(tmp, "ro")
 os.mkdir(ro)
@@ -363,4 +383,5 @@ os.chmod(ro, 0o755)
 if failures:
     print(f"{len(failures)} failures; files in {tmp}")
     sys.exit(1)
+shutil.rmtree(tmp, ignore_errors=True)  # kept above when something failed
 print("OK")

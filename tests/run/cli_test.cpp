@@ -406,3 +406,92 @@ TEST_F(Cli, KernelsLookupWithoutWorkOrWithNonFiniteShapesIsRefused) {
   }
   EXPECT_EQ(run_cli("kernels lookup --gpu H100 --m 4096 --n 4096 --k 4096", dir_.string()).code, 0);
 }
+
+// QA: `validate` goes through run's checks (RunOptions::dry_run), so a spec `run` refuses is
+// refused by `validate` with the same line: a bad NCCL_ALGO, a missing schedule, partition or
+// NCCL topology file, an output path that cannot be created. validate writes nothing, not even
+// sim.save_partition.
+TEST_F(Cli, ValidateRefusesWhatRunRefusesWithTheSameLine) {
+  const std::string spec = fabricsim::testing::source_dir() + "/examples/quickstart.yaml";
+  const std::vector<std::string> bad = {"nccl.NCCL_ALGO=bogus",
+                                        "simccl.schedule=" + (dir_ / "missing.json").string(),
+                                        "sim.partition=" + (dir_ / "missing.part").string(),
+                                        "nccl.NCCL_TOPO_FILE=" + (dir_ / "missing.xml").string(),
+                                        "output.summary_json=/proc/fabricsim_qa.json",
+                                        "output.h5=/proc/fabricsim_qa.h5"};
+  for (const auto& set : bad) {
+    const Outcome v = run_cli("validate " + spec + " --set " + set, dir_.string());
+    const Outcome r = run_cli("run " + spec + " -q --set " + set, dir_.string());
+    EXPECT_EQ(v.code, 2) << set << ": " << v.err;
+    EXPECT_EQ(r.code, 2) << set << ": " << r.err;
+    EXPECT_EQ(count_lines(v.err), 1) << set << ": " << v.err;
+    EXPECT_EQ(v.err, r.err) << set;
+    EXPECT_EQ(v.out, "") << set;
+  }
+  const std::string part = (dir_ / "saved.part").string();
+  const Outcome ok = run_cli("validate " + spec + " --set sim.save_partition=" + part, dir_.string());
+  EXPECT_EQ(ok.code, 0) << ok.err;
+  EXPECT_EQ(ok.out.rfind("ok\nworkload: ", 0), 0u) << ok.out;
+  EXPECT_FALSE(fs::exists(part)) << "validate wrote the partition file";
+}
+
+// QA: cluster.mtu=1 was accepted and the run then cut every byte into a packet (it seemed to
+// hang). Both MTUs are bounded to 256 B (the smallest RoCEv2/IB path MTU) .. 16 MiB
+// (coarse-grained packets); the bounds themselves are accepted.
+TEST_F(Cli, MtuOutsideItsBoundsIsRefused) {
+  const std::string spec = fabricsim::testing::source_dir() + "/examples/quickstart.yaml";
+  for (const char* key : {"cluster.mtu", "cluster.nvlink_mtu"}) {
+    for (const char* v : {"1", "255B", "16777217", "1GiB"}) {
+      expect_bad("run " + spec + " --set " + key + "=" + v,
+                 {std::string("<cli>: ") + key, std::string("'") + v + "' is outside 256 B .. 16 MiB"});
+    }
+    for (const char* v : {"256B", "9216B", "16MiB"}) {
+      const Outcome o = run_cli("validate " + spec + " --set " + key + "=" + v, dir_.string());
+      EXPECT_EQ(o.code, 0) << key << "=" << v << ": " << o.err;
+    }
+  }
+}
+
+// QA: `regress --set` with an unknown key failed every case as a run error (exit 1, rebaseline
+// advice); it is bad input like `run --set` (exit 2, one line). An unwritable --report is refused
+// before the cases run (nothing on stdout: no case ran).
+TEST_F(Cli, RegressRefusesUnknownSetKeyAndUnwritableReportUpFront) {
+  const std::string suite = fabricsim::testing::source_dir() + "/tests/regress";
+  const std::vector<std::pair<std::string, std::string>> bad = {
+      {"--set bogus.key=1", "<cli>: bogus.key: unknown key"},
+      {"--set cluster.mtu", "--set cluster.mtu: expected key=value"},
+      {"--report /proc/fabricsim_qa.csv", "--report /proc/fabricsim_qa.csv: cannot create a file in /proc"},
+      {"--report " + (dir_ / "missing" / "r.csv").string(), "does not exist"},
+      {"--report " + dir_.string(), "is a directory"},
+      {"--report ''", "--report: the path is empty"}};
+  for (const auto& [args, needle] : bad) {
+    const Outcome o = run_cli("regress " + suite + " " + args, dir_.string());
+    EXPECT_EQ(o.code, 2) << args << ": " << o.err;
+    EXPECT_EQ(count_lines(o.err), 1) << args << ": " << o.err;
+    EXPECT_EQ(o.err.rfind("fabricsim: error: ", 0), 0u) << o.err;
+    EXPECT_NE(o.err.find(needle), std::string::npos) << args << ": " << o.err;
+    EXPECT_EQ(o.out, "") << args;
+  }
+}
+
+// QA: `generate -o ''` printed the summary and exited 0 without writing anything; an unknown
+// subcommand (and none at all) said only "A subcommand is required". Both are one line, exit 2;
+// the second names the word and lists every subcommand.
+TEST_F(Cli, EmptyGeneratePrefixAndUnknownSubcommandAreRefused) {
+  const Outcome g = run_cli("generate --set workload.generator.model=llama3-8b -o ''", dir_.string());
+  EXPECT_EQ(g.code, 2) << g.err;
+  EXPECT_EQ(g.out, "");
+  EXPECT_EQ(g.err, "fabricsim: error: <cli>: -o: the output prefix is empty; give a prefix, e.g. -o /tmp/l8b "
+                   "(writes /tmp/l8b.<rank>.et), or drop -o to only print\n");
+  const std::string all = "run, validate, describe, sweep, regress, nccl-tests, plan, kernels, generate, report, "
+                          "compare, ladder, topo";
+  const Outcome n = run_cli("nonsense", dir_.string());
+  EXPECT_EQ(n.code, 2);
+  EXPECT_EQ(n.err, "fabricsim: error: <cli>: 'nonsense' is not a subcommand; use one of " + all + " (fabricsim --help)\n");
+  const Outcome none = run_cli("", dir_.string());
+  EXPECT_EQ(none.code, 2);
+  EXPECT_EQ(none.err, "fabricsim: error: <cli>: a subcommand is required; use one of " + all + " (fabricsim --help)\n");
+  // Options still reach the parser; a real subcommand still runs.
+  EXPECT_EQ(run_cli("--version", dir_.string()).code, 0);
+  EXPECT_EQ(run_cli("describe spec", dir_.string()).code, 0);
+}

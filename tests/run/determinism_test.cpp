@@ -119,10 +119,10 @@ TEST(Determinism, MetisAndPartitionFileMatchTopologyPlacement) {
     if (std::string(base.name) != "hybrid_tp8_dp4" && std::string(base.name) != "allreduce16") continue;
     SCOPED_TRACE(base.name);
     const auto ref = run_on(MPI_COMM_SELF, base, 1);
+    const fabricsim::testing::ScratchDir scratch(std::string("part_") + base.name);
     for (unsigned threads : {1u, 2u}) {
       SCOPED_TRACE("threads=" + std::to_string(threads) + " processes=" + std::to_string(procs));
-      const std::string file = ::testing::TempDir() + "fabricsim_part_" + base.name + "_" + std::to_string(procs) +
-                               "x" + std::to_string(threads) + ".txt";
+      const std::string file = scratch.path() + "/" + std::to_string(procs) + "x" + std::to_string(threads) + ".txt";
       Input metis = base;
       metis.sets.push_back("sim.partition=metis");
       metis.sets.push_back("sim.save_partition=" + file);

@@ -50,7 +50,8 @@ class RingClosedForm : public ::testing::TestWithParam<Case> {};
 
 TEST_P(RingClosedForm, MatchesWithinOnePercent) {
   const Case c = GetParam();
-  const std::string dir = fabricsim::testing::scratch_dir("ring");
+  const fabricsim::testing::ScratchDir scratch("ring");
+  const std::string dir = scratch.path();
   fabricsim::jobs::RunOptions opt;
   opt.workload = fabricsim::testing::micro_workload(dir, "ALLREDUCE", c.bytes);
   opt.gpus = c.n;

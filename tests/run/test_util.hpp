@@ -1,8 +1,12 @@
 #pragma once
 // Helpers shared by the end-to-end tests: paths and temporary workload files.
+#include <gtest/gtest.h>
 #include <mpi.h>
+#include <unistd.h>
 
+#include <cstdio>
 #include <cstdlib>
+#include <exception>
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -32,17 +36,49 @@ inline std::string source_dir() {
 
 inline std::string data(const std::string& rel) { return source_dir() + "/tests/data/" + rel; }
 
-/// A per-test scratch directory, the same on every MPI process (rank 0 picks it).
-inline std::string scratch_dir(const std::string& name) {
-  int rank = 0;
-  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-  long long id = rank == 0 ? static_cast<long long>(::getpid()) : 0;
-  MPI_Bcast(&id, 1, MPI_LONG_LONG, 0, MPI_COMM_WORLD);
-  const auto dir = std::filesystem::temp_directory_path() / ("fabricsim_" + name + "_" + std::to_string(id));
-  if (rank == 0) std::filesystem::create_directories(dir);
-  MPI_Barrier(MPI_COMM_WORLD);
-  return dir.string();
-}
+/// A per-test scratch directory, the same on every MPI process (rank 0 picks and creates it),
+/// removed with its contents when the guard goes out of scope, unless the running test has
+/// failed on any process: then it is kept for debugging and named on stderr. Construct and
+/// destroy it on every process (both are collective). Tests used to leave one
+/// /tmp/fabricsim_NAME_PID directory per run.
+class ScratchDir {
+ public:
+  explicit ScratchDir(const std::string& name) {
+    int rank = 0;
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    long long id = rank == 0 ? static_cast<long long>(::getpid()) : 0;
+    MPI_Bcast(&id, 1, MPI_LONG_LONG, 0, MPI_COMM_WORLD);
+    const auto dir = std::filesystem::temp_directory_path() / ("fabricsim_" + name + "_" + std::to_string(id));
+    if (rank == 0) std::filesystem::create_directories(dir);
+    MPI_Barrier(MPI_COMM_WORLD);
+    path_ = dir.string();
+  }
+  ~ScratchDir() {
+    int finalized = 0;
+    MPI_Finalized(&finalized);
+    if (finalized) return;
+    // Every process is done with the directory here; keep it if the test failed anywhere (an
+    // exception leaving the test body counts: gtest records it only after this unwinding).
+    int failed = ::testing::Test::HasFailure() || std::uncaught_exceptions() > 0 ? 1 : 0;
+    MPI_Allreduce(MPI_IN_PLACE, &failed, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+    int rank = 0;
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    if (rank != 0) return;
+    if (failed) {
+      std::fprintf(stderr, "scratch directory kept (the test failed): %s\n", path_.c_str());
+    } else {
+      std::error_code ec;
+      std::filesystem::remove_all(path_, ec);
+    }
+  }
+  ScratchDir(const ScratchDir&) = delete;
+  ScratchDir& operator=(const ScratchDir&) = delete;
+  /// The directory's path.
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
 
 /// Writes a SimAI MICRO workload with one collective of `bytes` (compute 0) and returns its path.
 inline std::string micro_workload(const std::string& dir, const std::string& comm, unsigned long long bytes) {

@@ -34,7 +34,7 @@ namespace {
 
 using fabricsim::engine::InputError;
 using fabricsim::testing::data;
-using fabricsim::testing::scratch_dir;
+using fabricsim::testing::ScratchDir;
 namespace simccl = fabricsim::simccl;
 namespace models = fabricsim::models;
 
@@ -157,7 +157,8 @@ TEST(CustomSchedule, MscclRingAllReduceParses) {
 }
 
 TEST(CustomSchedule, BadSchedulesAreInputErrors) {
-  const std::string dir = scratch_dir("bad_schedule");
+  const ScratchDir scratch("bad_schedule");
+  const std::string dir = scratch.path();
   auto write = [&](const std::string& name, const std::string& text) {
     std::ofstream(dir + "/" + name) << text;
     return dir + "/" + name;
@@ -193,7 +194,8 @@ TEST(CustomSchedule, BadSchedulesAreInputErrors) {
 
 TEST(CustomSchedule, TecclMesh4ReplaysInEightEpochs) {
   if (procs() > 1) GTEST_SKIP() << "sequential only";
-  const std::string dir = scratch_dir("teccl_mesh");
+  const ScratchDir scratch("teccl_mesh");
+  const std::string dir = scratch.path();
   const double epoch_us = 1e6 / 50e9 * 1e6;  // 1 MB chunk on a 50 GB/s link = 20 us
   // "No latency": 1 ps links (the engine needs a positive lookahead).
   const double teccl = all_gather_us(mesh_topology(dir, "1ps"), {"simccl.schedule=" + data(kMesh4)});

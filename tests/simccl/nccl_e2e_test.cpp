@@ -247,4 +247,29 @@ TEST(NcclInput, GroupWithMissingRankIsInputError) {
   }
 }
 
+// QA: NCCL settings taken from the environment change the run exactly as the spec's nccl: keys
+// do, and the run records them: the effective spec (HDF5 spec_text) lists them under nccl:.
+TEST(NcclInput, EnvironmentSettingsActLikeSpecKeysAndAreRecorded) {
+  const Case base{"allreduce_2x4", "all_reduce", 3u << 20, 4, 2, {}};
+  Case in_spec = base;
+  in_spec.sets = {"nccl.NCCL_ALGO=Tree", "nccl.NCCL_PROTO=Simple"};
+  const auto plain = run_case(base, MPI_COMM_WORLD, 1);
+  const auto spec = run_case(in_spec, MPI_COMM_WORLD, 1);
+  ::setenv("NCCL_ALGO", "Tree", 1);
+  ::setenv("NCCL_PROTO", "Simple", 1);
+  ::setenv("NCCL_DEBUG", "WARN", 1);
+  const auto env = run_case(base, MPI_COMM_WORLD, 1);
+  ::unsetenv("NCCL_ALGO");
+  ::unsetenv("NCCL_PROTO");
+  ::unsetenv("NCCL_DEBUG");
+  EXPECT_NE(plain.digest, spec.digest) << "forcing Tree/Simple changed nothing: the test shows nothing";
+  EXPECT_EQ(env.digest, spec.digest);
+  const std::string& t = env.meta.spec_text;
+  for (const char* line : {"nccl:\n", "  NCCL_ALGO: Tree\n", "  NCCL_DEBUG: WARN\n", "  NCCL_PROTO: Simple\n",
+                           "# nccl: NCCL_ALGO, NCCL_DEBUG, NCCL_PROTO taken from the environment (<env>)\n"}) {
+    EXPECT_NE(t.find(line), std::string::npos) << "missing '" << line << "' in:\n" << t;
+  }
+  EXPECT_EQ(plain.meta.spec_text.find("NCCL_"), std::string::npos) << plain.meta.spec_text;
+}
+
 }  // namespace

@@ -101,4 +101,71 @@ TEST(NcclSettings, BadValuesAreErrors) {
   EXPECT_NO_THROW(load_nccl_settings({{"NCCL_NVLS_ENABLE", "0"}, {"NCCL_DEBUG", "INFO"}}, "s", false));
 }
 
+// QA: every NCCL_* value simccl reads is parsed strictly, also the names it does not model
+// (NCCL_NTHREADS=abc was accepted, NCCL_P2P_LEVEL=bogus dropped), from the spec and from the
+// environment alike; the error names where the value came from, the name and the allowed values.
+TEST(NcclSettings, EveryKnownValueIsParsedStrictlyFromSpecAndEnvironment) {
+  using fabricsim::engine::InputError;
+  struct Bad {
+    const char* name;
+    const char* value;
+    const char* allowed;  // part of the fix the error must give
+  };
+  const Bad bad[] = {{"NCCL_NTHREADS", "abc", "multiple of 32 (the warp size) between 64 and 512"},
+                     {"NCCL_NTHREADS", "100", "multiple of 32"},
+                     {"NCCL_NTHREADS", "1024", "between 64 and 512"},
+                     {"NCCL_LL128_NTHREADS", "128", "between 160 and 640"},
+                     {"NCCL_P2P_LEVEL", "bogus", "LOC, NVL, PIX, PXB, PHB, SYS or 0..5"},
+                     {"NCCL_P2P_LEVEL", "6", "or 0..5"},
+                     {"NCCL_NET_GDR_LEVEL", "NVL", "LOC, PIX, PXB, PHB, SYS or 0..5"},
+                     {"NCCL_DEBUG", "LOUD", "VERSION, WARN, INFO, ABORT, TRACE"},
+                     {"NCCL_LAUNCH_MODE", "serial", "PARALLEL, GROUP"},
+                     {"NCCL_P2P_DISABLE", "yes", "between 0 and 1"},
+                     {"NCCL_IB_SL", "16", "between -1 and 15"},
+                     {"NCCL_IB_TC", "x", "between -1 and 255"},
+                     {"NCCL_IB_TIMEOUT", "0", "between 1 and 31"},
+                     {"NCCL_IB_RETRY_CNT", "8", "between 0 and 7"},
+                     {"NCCL_IB_GID_INDEX", "-2", "between -1 and 1023"},
+                     {"NCCL_MAX_NCHANNELS", "4 ", "between 1 and 64"}};
+  for (const Bad& b : bad) {
+    const std::string head = std::string(b.name) + ": '" + b.value + "'";
+    try {
+      load_nccl_settings({{b.name, b.value}}, "spec.yaml", false);
+      ADD_FAILURE() << head << " accepted from the spec";
+    } catch (const InputError& e) {
+      const std::string m = e.what();
+      EXPECT_EQ(m.rfind("spec.yaml: " + head, 0), 0u) << m;
+      EXPECT_NE(m.find(b.allowed), std::string::npos) << m;
+    }
+    ::setenv(b.name, b.value, 1);
+    try {
+      load_nccl_settings({}, "spec.yaml", true);
+      ADD_FAILURE() << head << " accepted from the environment";
+    } catch (const InputError& e) {
+      const std::string m = e.what();
+      EXPECT_EQ(m.rfind("<env>: " + head, 0), 0u) << m;
+      EXPECT_NE(m.find(b.allowed), std::string::npos) << m;
+    }
+    ::unsetenv(b.name);
+  }
+  // Values NCCL documents are accepted (names compared case-insensitively, as NCCL does).
+  const std::vector<std::pair<std::string, std::string>> good = {
+      {"NCCL_NTHREADS", "256"},   {"NCCL_LL128_NTHREADS", "640"}, {"NCCL_P2P_LEVEL", "nvl"},
+      {"NCCL_NET_GDR_LEVEL", "3"}, {"NCCL_DEBUG", "WARN"},        {"NCCL_LAUNCH_MODE", "GROUP"},
+      {"NCCL_IB_TC", "106"},      {"NCCL_IB_SL", "-1"},           {"NCCL_SOCKET_IFNAME", "=eth0"},
+      {"NCCL_IB_HCA", "mlx5_0:1,mlx5_1:1"}};
+  const NcclSettings s = load_nccl_settings(good, "spec.yaml", false);
+  EXPECT_EQ(s.applied.size(), good.size());
+  EXPECT_TRUE(s.warnings.empty()) << s.warnings.front();
+  // A check across settings names where they came from (was always the spec file).
+  ::setenv("NCCL_MIN_NCHANNELS", "8", 1);
+  try {
+    load_nccl_settings({{"NCCL_MAX_NCHANNELS", "4"}}, "spec.yaml", true);
+    ADD_FAILURE() << "MIN > MAX accepted";
+  } catch (const InputError& e) {
+    EXPECT_EQ(std::string(e.what()).rfind("<env>: NCCL_MIN_NCHANNELS", 0), 0u) << e.what();
+  }
+  ::unsetenv("NCCL_MIN_NCHANNELS");
+}
+
 }  // namespace

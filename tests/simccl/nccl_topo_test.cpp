@@ -72,7 +72,8 @@ TEST(NcclTopo, AzureSkeletonPairsByPciSwitch) {
 }
 
 TEST(NcclTopo, NoGpuAndMissingFileAreErrors) {
-  const std::string dir = fabricsim::testing::scratch_dir("nccl_topo");
+  const fabricsim::testing::ScratchDir scratch("nccl_topo");
+  const std::string dir = scratch.path();
   const std::string nogpu = dir + "/nogpu.xml";
   std::ofstream(nogpu) << R"(<system version="1"><cpu numaid="0"><pci busid="0000:01:00.0" class="0x020000">
     <nic><net name="mlx5_0" dev="0" speed="200000"/></nic></pci></cpu></system>)";

@@ -314,3 +314,39 @@ TEST(SimcclCli, PlanBelowOneElementSaysWhy) {
   EXPECT_EQ(out.find("nothing to plan"), std::string::npos) << out;
   std::filesystem::remove_all(dir);
 }
+
+namespace {
+
+// QA: the nccl-tests "count" column is the count the NCCL call takes (nccl-tests common.cu prints
+// paramcount): per rank for all_gather, reduce_scatter and alltoall (size / 4 B / ranks), the whole
+// buffer for all_reduce, broadcast, reduce and sendrecv (size / 4 B). It showed size / 4 for all.
+TEST(SimcclCli, NcclTestsCountColumnIsTheCountOfTheNcclCall) {
+  const auto dir = std::filesystem::temp_directory_path() / ("fabricsim_nccl_count_" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  const unsigned ranks = 8;
+  const std::pair<std::string, unsigned> colls[] = {{"all_gather", ranks}, {"reduce_scatter", ranks}, {"alltoall", ranks},
+                                                    {"all_reduce", 1},     {"broadcast", 1},        {"reduce", 1},
+                                                    {"sendrecv", 1}};
+  for (const auto& [coll, per_rank_divisor] : colls) {
+    std::string out;
+    const Outcome o = run_stdout("nccl-tests " + coll + " -b 1K -e 64K -f 8 -g 8 --fidelity analytical", dir.string(), &out);
+    ASSERT_EQ(o.code, 0) << coll << ": " << o.err;
+    std::istringstream lines(out);
+    std::string line;
+    int rows = 0;
+    while (std::getline(lines, line)) {
+      if (line.empty() || line[0] == '#') continue;
+      std::istringstream f(line);
+      unsigned long long size = 0, count = 0;
+      std::string type;
+      ASSERT_TRUE(f >> size >> count >> type) << line;
+      EXPECT_EQ(type, "float") << line;
+      EXPECT_EQ(count, size / 4 / per_rank_divisor) << coll << ": " << line;
+      ++rows;
+    }
+    EXPECT_EQ(rows, 3) << coll << ":\n" << out;  // 1K, 8K, 64K
+  }
+  std::filesystem::remove_all(dir);
+}
+
+}  // namespace

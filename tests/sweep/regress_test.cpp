@@ -16,9 +16,8 @@ namespace {
 namespace fs = std::filesystem;
 using namespace fabricsim::jobs;
 
-std::string make_suite(const std::string& extra_case_fields) {
-  const std::string dir = fabricsim::testing::scratch_dir("regress_" +
-                                                          std::string(::testing::UnitTest::GetInstance()->current_test_info()->name()));
+// Writes the suite into `dir` (a ScratchDir of the test) and returns `dir`.
+std::string make_suite(const std::string& dir, const std::string& extra_case_fields) {
   int rank = 0;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   if (rank == 0) {
@@ -45,7 +44,8 @@ TEST(Regress, WithinIsRelative) {
 }
 
 TEST(Regress, PassThenDriftOnChangedParameter) {
-  const std::string dir = make_suite("");
+  const fabricsim::testing::ScratchDir scratch("regress_drift");
+  const std::string dir = make_suite(scratch.path(), "");
   const RegressSuite s = load_suite(dir);
   ASSERT_EQ(s.cases.size(), 2u);
   RegressOptions opt;
@@ -75,7 +75,8 @@ TEST(Regress, PassThenDriftOnChangedParameter) {
 
 TEST(Regress, ToleranceAbsorbsSmallChange) {
   // 400 -> 399 Gbps changes times by ~0.25%: drift at tolerance 0, none at 5 %.
-  const std::string dir = make_suite("    tolerances: {iteration_time_ps: 0.05, comm_ps_mean: 0.05, exposed_comm_ps_mean: 0.05, "
+  const fabricsim::testing::ScratchDir scratch("regress_tolerance");
+  const std::string dir = make_suite(scratch.path(), "    tolerances: {iteration_time_ps: 0.05, comm_ps_mean: 0.05, exposed_comm_ps_mean: 0.05, "
                                      "busbw_all_reduce_GBps: 0.05, events: 0.05}\n");
   const RegressSuite s = load_suite(dir);
   RegressOptions opt;
@@ -92,13 +93,35 @@ TEST(Regress, ToleranceAbsorbsSmallChange) {
 }
 
 TEST(Regress, BadSuiteIsInputError) {
-  const std::string dir = fabricsim::testing::scratch_dir("regress_bad");
+  const fabricsim::testing::ScratchDir scratch("regress_bad");
+  const std::string dir = scratch.path();
   int rank = 0;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   if (rank == 0) std::ofstream(fs::path(dir) / "suite.yaml") << "name: x\ncases:\n  - name: a b\n    workload: w\n";
   MPI_Barrier(MPI_COMM_WORLD);
   EXPECT_THROW(load_suite(dir), fabricsim::engine::InputError);
   EXPECT_THROW(load_suite(dir + "/missing"), fabricsim::engine::InputError);
+}
+
+// QA: test scratch directories are removed at the end of their scope (they were left behind in
+// /tmp, one per test run); the same path on every process, gone on every process afterwards.
+TEST(ScratchDir, RemovedWhenTheGuardGoesOutOfScope) {
+  std::string path;
+  {
+    const fabricsim::testing::ScratchDir scratch("scratch_guard");
+    path = scratch.path();
+    EXPECT_TRUE(fs::is_directory(path));
+    int rank = 0;
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    if (rank == 0) {
+      fs::create_directories(fs::path(path) / "sub");
+      std::ofstream(fs::path(path) / "sub" / "f.txt") << "x";
+    }
+    MPI_Barrier(MPI_COMM_WORLD);
+    EXPECT_TRUE(fs::exists(fs::path(path) / "sub" / "f.txt"));
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+  EXPECT_FALSE(fs::exists(path)) << path;
 }
 
 }  // namespace

@@ -456,6 +456,67 @@ TEST(Topology, BadFilesNameTheLineAndProblem) {
   }
 }
 
+// QA: a repeated link (either direction) in a topology file, an NVLink domain that takes part of
+// a host, and a leaf of more ports than any switch were accepted. Each is refused naming the
+// line or field; legitimate shapes (NVL72 over 4-GPU hosts, 2 domains per host, a 3-tier
+// multi-pod fabric of 1,024-port counts) still build.
+TEST(Topology, DuplicateLinksStraddlingDomainsAndAbsurdRadixAreRefused) {
+  const std::string head = "fabricsim-topology 1\nnode g0 gpu\nnode s0 switch 1\nnode s1 switch 2\n"
+                           "link g0 s0 400Gbps 1us\nlink s0 s1 400Gbps 1us\n";
+  EXPECT_NE(error_of(head + "link s1 s0 400Gbps 1us\n")
+                .find("t.topo: line 7: duplicate link between 's1' and 's0' (already linked on line 6)"),
+            std::string::npos)
+      << error_of(head + "link s1 s0 400Gbps 1us\n");
+  EXPECT_NE(error_of(head + "link g0 s0 100Gbps 1us\n").find("line 7: duplicate link"), std::string::npos);
+  EXPECT_EQ(error_of(head), "");
+  // SimAI format: header "nodes gpus_per_server nvswitches switches links gpu_type".
+  const std::string simai = "3 1 0 1 3 H100\n2\n0 2 400Gbps 0.0005ms 0\n1 2 400Gbps 0.0005ms 0\n"
+                            "2 0 400Gbps 0.0005ms 0\n";
+  try {
+    parse_simai_topology(simai, "s.topo", ClusterSpec{});
+    ADD_FAILURE() << "duplicate SimAI link accepted";
+  } catch (const engine::InputError &e) {
+    EXPECT_NE(std::string(e.what()).find("s.topo: line 5: duplicate link between nodes 2 and 0 (already linked on line 3)"),
+              std::string::npos)
+        << e.what();
+  }
+
+  auto error_field = [](const ClusterSpec &c) -> std::string {
+    try {
+      Topology t(c);
+    } catch (const engine::InputError &e) {
+      return e.field();
+    }
+    return "";
+  };
+  ClusterSpec c = spec(FabricKind::kRailOptimized, 4, 8, 4, 4);
+  for (std::uint32_t d : {3u, 12u, 20u}) {  // neither a multiple nor a divisor of 8
+    c.nvlink_domain = d;
+    EXPECT_EQ(error_field(c), "cluster.nvlink_domain") << d;
+  }
+  for (std::uint32_t d : {1u, 2u, 4u, 8u, 16u, 32u}) {
+    c.nvlink_domain = d;
+    EXPECT_EQ(error_field(c), "") << d;
+  }
+  ClusterSpec nvl72 = spec(FabricKind::kRailOptimized, 36, 4, 18, 18);
+  nvl72.nvlink_domain = 72;
+  EXPECT_EQ(error_field(nvl72), "");
+  // Radix: nics_per_leaf + spines ports per leaf, at most ClusterSpec::kMaxSwitchPorts (4,096).
+  EXPECT_EQ(error_field(spec(FabricKind::kRailOptimized, 2, 8, 100000, 2)), "cluster.nics_per_leaf");
+  EXPECT_EQ(error_field(spec(FabricKind::kRailOptimized, 2, 8, 2, 100000)), "cluster.spines");
+  EXPECT_EQ(error_field(spec(FabricKind::kRailOptimized, 2, 8, 2, 4094)), "");  // 4,096 ports: the bound
+  EXPECT_EQ(error_field(spec(FabricKind::kRailOptimized, 2, 8, 2, 4095)), "cluster.spines");
+  ClusterSpec torus = spec(FabricKind::kTorus, 4, 8, 100000, 0);
+  torus.dims = {2, 2};
+  EXPECT_EQ(error_field(torus), "cluster.nics_per_leaf");
+  // A large multi-pod fabric (16 pods, 3 tiers; 4,096 GPUs here, the same shape as the
+  // 102,400-GPU benchmark) still builds.
+  ClusterSpec big = spec(FabricKind::kRailOptimized, 512, 8, 32, 32);
+  big.tiers = 3;
+  big.pods = 16;
+  EXPECT_EQ(error_field(big), "");
+}
+
 TEST(Topology, BadSpecsNameTheField) {
   auto field_of = [](const ClusterSpec &c) -> std::string {
     try {
