@@ -956,18 +956,8 @@ class Builder {
   }
 
   // ---- parameters held per rank --------------------------------------------------------------
-  double layer_dense_params(std::uint32_t l) const {
-    double p = double(m_.attention_params()) / c_.tp + 2.0 * double(m_.hidden);
-    if (m_.moe_layer(l)) {
-      p += double(m_.hidden) * m_.experts + double(m_.shared_experts) * double(m_.ffn_params(m_.expert_ffn_hidden));
-    } else {
-      p += double(m_.ffn_params(m_.ffn_hidden)) / c_.tp;
-    }
-    return p;
-  }
-  double layer_expert_params(std::uint32_t l) const {
-    return m_.moe_layer(l) ? double(m_.experts / c_.ep) * double(m_.ffn_params(m_.expert_ffn_hidden)) : 0.0;
-  }
+  double layer_dense_params(std::uint32_t l) const { return rank_layer_params(c_, l).dense; }
+  double layer_expert_params(std::uint32_t l) const { return rank_layer_params(c_, l).expert; }
   double emb_params() const { return double(m_.vocab) * double(m_.hidden) / c_.tp; }
 
   // ---- DP gradient buckets -------------------------------------------------------------------
@@ -1570,6 +1560,19 @@ std::string inference_memory_warning(const TrainConfig& c, const MemoryEstimate&
       "memory; raise tp/pp, lower batch or the context, or use dtype: fp8 (docs/generators.md, \"Inference\")",
       c.file, s.total_bytes() / 1e9, s.pp_rank, s.weights_bytes / 1e9, s.activation_bytes / 1e9, c.gpu,
       m.capacity_bytes / 1e9);
+}
+
+LayerParams rank_layer_params(const TrainConfig& c, std::uint32_t l) {
+  const ModelConfig& m = c.model;
+  LayerParams r;
+  r.dense = double(m.attention_params()) / c.tp + 2.0 * double(m.hidden);
+  if (m.moe_layer(l)) {
+    r.dense += double(m.hidden) * m.experts + double(m.shared_experts) * double(m.ffn_params(m.expert_ffn_hidden));
+    r.expert = double(m.experts / c.ep) * double(m.ffn_params(m.expert_ffn_hidden));
+  } else {
+    r.dense += double(m.ffn_params(m.ffn_hidden)) / c.tp;
+  }
+  return r;
 }
 
 std::pair<std::uint32_t, std::uint32_t> chunk_layers(const TrainConfig& c, std::uint32_t v) {

@@ -191,6 +191,16 @@ double closed_form_inference_flops(const ModelConfig& m, std::uint32_t batch, st
 /// without FP8, ZeRO stage > 3.
 void validate_train(const TrainConfig& c);
 
+/// Parameters of transformer layer l (0-based) that one rank holds: `dense` = attention / TP +
+/// the two norms, plus the dense FFN / TP, or for an MoE layer the router (hidden x experts) and
+/// the shared experts (replicated over TP); `expert` = the routed experts of its EP rank
+/// (experts / EP FFNs, expert TP = 1). The generator's DP gradient buckets and the memory
+/// estimate both use it.
+struct LayerParams {
+  double dense = 0, expert = 0;
+};
+LayerParams rank_layer_params(const TrainConfig& c, std::uint32_t l);
+
 /// Transformer layers [first, second) of virtual pipeline stage v (0 .. PP·VP-1; virtual stage
 /// v = chunk·PP + pp_rank): L/(PP·VP) each, or with the embedding/loss accounted (TrainConfig::
 /// pp_split_embedding / pp_split_loss) (L + e + l)/(PP·VP) units each, the embedding taking the

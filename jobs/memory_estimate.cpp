@@ -70,24 +70,6 @@ double activation_bytes_per_layer(const TrainConfig& c, bool moe) {
   return (sp ? replicated / t : replicated) + split / t;
 }
 
-namespace {
-
-/// Parameters of layer l held by one rank (the generator's split: attention and dense FFN by
-/// TP, norms and the router replicated, routed experts by EP).
-double layer_params(const TrainConfig& c, std::uint32_t l, double* expert) {
-  const ModelConfig& m = c.model;
-  double p = double(m.attention_params()) / c.tp + 2.0 * double(m.hidden);
-  *expert = 0;
-  if (m.moe_layer(l)) {
-    p += double(m.hidden) * m.experts + double(m.shared_experts) * double(m.ffn_params(m.expert_ffn_hidden));
-    *expert = double(m.experts / c.ep) * double(m.ffn_params(m.expert_ffn_hidden));
-  } else {
-    p += double(m.ffn_params(m.ffn_hidden)) / c.tp;
-  }
-  return p;
-}
-
-}  // namespace
 
 MemoryEstimate estimate_memory(const TrainConfig& c) {
   const ModelConfig& m = c.model;
@@ -119,9 +101,9 @@ MemoryEstimate estimate_memory(const TrainConfig& c) {
       const std::uint32_t v = ch * c.pp + p;
       const auto [l0, l1] = chunk_layers(c, v);
       for (std::uint32_t l = l0; l < l1; ++l) {
-        double e = 0;
-        dense += layer_params(c, l, &e);
-        expert += e;
+        const LayerParams lp = rank_layer_params(c, l);
+        dense += lp.dense;
+        expert += lp.expert;
         act_layers += m.moe_layer(l) ? act_moe : act_dense;
         act_max_layer = std::max(act_max_layer, activation_bytes_per_layer(unrecomputed, m.moe_layer(l)));
         ++nlayers;
