@@ -459,6 +459,7 @@ TEST_F(Cli, RegressRefusesUnknownSetKeyAndUnwritableReportUpFront) {
   const std::string suite = fabricsim::testing::source_dir() + "/tests/regress";
   const std::vector<std::pair<std::string, std::string>> bad = {
       {"--set bogus.key=1", "<cli>: bogus.key: unknown key"},
+      {"--set cluster.mtu=1", "<cli>: cluster.mtu: '1' is outside"},  // a known key, a bad value
       {"--set cluster.mtu", "--set cluster.mtu: expected key=value"},
       {"--report /proc/fabricsim_qa.csv", "--report /proc/fabricsim_qa.csv: cannot create a file in /proc"},
       {"--report " + (dir_ / "missing" / "r.csv").string(), "does not exist"},
