@@ -208,6 +208,15 @@ RegressReport run_regress(const RegressSuite& suite, const RegressOptions& opt, 
     Metrics m;
     std::string digest;
     double wall = 0;
+    // A case that could not run is one ERROR row (the report goes on with the other cases).
+    const auto run_error = [&](const char* what) {
+      ++rep.errors;
+      const std::size_t row = t.add_row();
+      t.strings("case")[row] = c->name;
+      t.strings("metric")[row] = "<run>";
+      t.strings("status")[row] = std::string("ERROR: ") + what;
+      out << fmt::format("  {:<28} {:<28} ERROR: {}\n", c->name, "<run>", what);
+    };
     try {
       const RunResult r = run_simulation(ro, comm, opt.version, opt.git_commit);
       m = metrics_of(r);
@@ -222,20 +231,10 @@ RegressReport run_regress(const RegressSuite& suite, const RegressOptions& opt, 
           })) {
         throw;
       }
-      ++rep.errors;
-      const std::size_t row = t.add_row();
-      t.strings("case")[row] = c->name;
-      t.strings("metric")[row] = "<run>";
-      t.strings("status")[row] = std::string("ERROR: ") + e.what();
-      out << fmt::format("  {:<28} {:<28} ERROR: {}\n", c->name, "<run>", e.what());
+      run_error(e.what());
       continue;
     } catch (const std::exception& e) {
-      ++rep.errors;
-      const std::size_t row = t.add_row();
-      t.strings("case")[row] = c->name;
-      t.strings("metric")[row] = "<run>";
-      t.strings("status")[row] = std::string("ERROR: ") + e.what();
-      out << fmt::format("  {:<28} {:<28} ERROR: {}\n", c->name, "<run>", e.what());
+      run_error(e.what());
       continue;
     }
     if (opt.rebaseline) {
