@@ -574,20 +574,11 @@ class Builder {
     const double bytes = T_ * kvh / c_.tp * double(m_.qk_head_dim() + m_.head_dim) * B_ * (bwd ? 2.0 : 1.0);
     std::vector<std::uint32_t> step_deps;
     add_dep(step_deps, R.last);
-    std::int64_t rx = -1;
     const std::string base_name = L + (bwd ? ".attn.b" : ".attn");
-    for (std::uint32_t j = 0; j < n; ++j) {
-      std::int64_t next_rx = -1;
-      if (j + 1 < n) {
-        const std::vector<std::uint32_t> d = j == 0 ? step_deps : deps_of({rx});
-        const std::int64_t tg = ring_tag_base_ + R.ring_steps++;
-        ring_p2p(R, true, next, bytes, tg, fmt::format("{}.cptx{}", base_name, j + 1), d);
-        next_rx = ring_p2p(R, false, prev, bytes, tg, fmt::format("{}.cprx{}", base_name, j + 1), d);
-      }
-      comp(R, fmt::format("{}.cp{}", base_name, j), flash_k(bwd), j == 0 ? std::vector<std::uint32_t>{} : deps_of({rx}),
-           recompute);
-      rx = next_rx;
-    }
+    ring_steps(R, n, next, prev, bytes, base_name + ".cptx", base_name + ".cprx", std::move(step_deps), {},
+               [&](std::uint32_t j, std::vector<std::uint32_t> deps) {
+                 comp(R, fmt::format("{}.cp{}", base_name, j), flash_k(bwd), std::move(deps), recompute);
+               });
   }
   void attn_core_fwd(Rank& R, const std::string& L, bool recompute) {
     if (c_.cp > 1) {
@@ -673,19 +664,29 @@ class Builder {
     const double shard_bytes = T_ * double(m_.hidden) * B_ / double(n);  // T_ % TP == 0 (SP check)
     const std::uint32_t next = rank_of((R.t + 1) % n, R.d, R.p), prev = rank_of((R.t + n - 1) % n, R.d, R.p);
     if (R.last >= 0) step_deps.push_back(static_cast<std::uint32_t>(R.last));
+    ring_steps(R, n, next, prev, shard_bytes, name + ".tx", name + ".rx", std::move(step_deps), std::move(first),
+               [&](std::uint32_t j, std::vector<std::uint32_t> deps) {
+                 comp(R, fmt::format("{}.c{}", name, j), chunk(T_ / n), std::move(deps), recompute);
+               });
+  }
+  /// n ring steps (TP-overlap all-gathers, CP ring attention): step j's `compute(j, deps)` runs
+  /// after receive j (deps = `first` for j = 0); before it, send/receive j+1 forwards what step j
+  /// received (the own chunk first) to `next` and takes one from `prev`, posted after
+  /// `step_deps` (j = 0) or receive j. Tags: one per step from the rank's ring counter, the same
+  /// sequence on every rank of the ring. Node names `<tx><j+1>` / `<rx><j+1>`.
+  void ring_steps(Rank& R, std::uint32_t n, std::uint32_t next, std::uint32_t prev, double bytes, const std::string& tx,
+                  const std::string& rx_name, std::vector<std::uint32_t> step_deps, std::vector<std::uint32_t> first,
+                  const std::function<void(std::uint32_t, std::vector<std::uint32_t>)>& compute) {
     std::int64_t rx = -1;
     for (std::uint32_t j = 0; j < n; ++j) {
       std::int64_t next_rx = -1;
       if (j + 1 < n) {
-        // Step j+1 forwards what step j received (the own shard first); the receive is posted
-        // with it. Tags: one per step, the same sequence on every rank of the TP group.
         const std::vector<std::uint32_t> d = j == 0 ? step_deps : deps_of({rx});
         const std::int64_t tg = ring_tag_base_ + R.ring_steps++;
-        ring_p2p(R, true, next, shard_bytes, tg, fmt::format("{}.tx{}", name, j + 1), d);
-        next_rx = ring_p2p(R, false, prev, shard_bytes, tg, fmt::format("{}.rx{}", name, j + 1), d);
+        ring_p2p(R, true, next, bytes, tg, tx + std::to_string(j + 1), d);
+        next_rx = ring_p2p(R, false, prev, bytes, tg, rx_name + std::to_string(j + 1), d);
       }
-      std::vector<std::uint32_t> deps = j == 0 ? std::move(first) : deps_of({rx});
-      comp(R, fmt::format("{}.c{}", name, j), chunk(T_ / n), std::move(deps), recompute);
+      compute(j, j == 0 ? std::move(first) : deps_of({rx}));
       rx = next_rx;
     }
   }

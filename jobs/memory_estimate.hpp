@@ -41,7 +41,9 @@
 /// forward_backward_pipelining_with/without_interleaving): 1F1B keeps min(PP - p, m) forward
 /// activations; interleaved keeps min(2·(PP - p - 1) + (VP - 1)·PP + 1, m·VP) model-chunk
 /// micro-batches of L/(PP·VP) layers each (rank 0: (1 + (PP-1)/(PP·VP)) times the 1F1B memory,
-/// Korthikanti Sec. 4.2.3).
+/// Korthikanti Sec. 4.2.3). A model chunk's activations are the rank's mean per chunk (exact when
+/// its chunks hold equal layers; with the embedding/loss accounted in the pipeline split the first
+/// and last chunk hold one layer fewer, so the mean is slightly high for them).
 ///
 /// Not counted (the estimate is a lower bound): the CUDA context and library workspaces
 /// (~1-3 GB), NCCL buffers, allocator fragmentation, temporary buffers of a kernel.
