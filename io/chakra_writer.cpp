@@ -114,7 +114,7 @@ std::string write_chakra(const models::Workload& w, const std::string& prefix) {
     src->set_name("fabricsim_source");
     src->set_string_val(w.source);
     google::protobuf::util::SerializeDelimitedToOstream(meta, &out);
-    const auto& prog = w.programs[r];
+    const auto& prog = w.program(r);
     ChakraProtoMsg::Node n;
     for (std::size_t i = 0; i < prog.size(); ++i) {
       const models::WorkNode& wn = prog[i];
@@ -137,13 +137,14 @@ std::string write_chakra(const models::Workload& w, const std::string& prefix) {
           attr_i64(n, "comm_size", static_cast<std::int64_t>(wn.bytes));
           auto* pg = n.add_attr();
           pg->set_name("pg_name");
-          pg->set_string_val(wn.group == 0 ? std::string() : w.groups[static_cast<std::size_t>(wn.group)].name);
+          const std::int32_t group = w.group_of(r, wn);
+          pg->set_string_val(group == 0 ? std::string() : w.groups[static_cast<std::size_t>(group)].name);
           break;
         }
         case NodeType::kSend:
         case NodeType::kRecv:
           n.set_type(wn.type == NodeType::kSend ? ChakraProtoMsg::COMM_SEND_NODE : ChakraProtoMsg::COMM_RECV_NODE);
-          attr_i64(n, wn.type == NodeType::kSend ? "comm_dst" : "comm_src", wn.peer);
+          attr_i64(n, wn.type == NodeType::kSend ? "comm_dst" : "comm_src", w.peer_of(r, wn));
           attr_i64(n, "comm_size", static_cast<std::int64_t>(wn.bytes));
           attr_i64(n, "comm_tag", wn.tag);
           break;

@@ -1,5 +1,6 @@
 #include "jobs/generators.hpp"
 
+#include <array>
 #include <algorithm>
 #include <functional>
 #include <cmath>
@@ -430,6 +431,38 @@ class Builder {
     std::int64_t ring_steps = 0;  ///< ring-exchange steps emitted so far (their p2p tags)
   };
 
+  // ---- shared programs (TrainConfig::share_programs) -----------------------------------------
+  /// The communicators a rank can name, as group slots: tp, dp, ep, edp, emb (RankGroups order).
+  static constexpr std::uint32_t kGroupSlots = 5;
+  static std::array<std::int32_t, kGroupSlots> group_table(const RankGroups& g) { return {g.tp, g.dp, g.ep, g.edp, g.emb}; }
+  /// The peers a rank can name, as peer slots: the rank of the same (t, d) in each pipeline stage
+  /// q = 0..PP-1, then its CP ring's next and previous rank, then its TP ring's next and previous
+  /// rank (cp_attention, ag_gemm).
+  std::vector<std::uint32_t> peer_table(std::uint32_t t, std::uint32_t d, std::uint32_t p) const {
+    std::vector<std::uint32_t> v;
+    for (std::uint32_t q = 0; q < c_.pp; ++q) v.push_back(rank_of(t, d, q));
+    const std::uint32_t n = c_.cp, c = d % n, base = d - c;
+    v.push_back(rank_of(t, base + (c + 1) % n, p));
+    v.push_back(rank_of(t, base + (c + n - 1) % n, p));
+    v.push_back(rank_of((t + 1) % c_.tp, d, p));
+    v.push_back(rank_of((t + c_.tp - 1) % c_.tp, d, p));
+    return v;
+  }
+  std::int32_t group_slot(const Rank& R, std::int32_t g) const {
+    const auto t = group_table(rg_[R.r]);
+    for (std::uint32_t i = 0; i < kGroupSlots; ++i) {
+      if (t[i] == g) return static_cast<std::int32_t>(i);
+    }
+    throw engine::InternalError("generator: rank " + std::to_string(R.r) + " names communicator " + std::to_string(g) +
+                                ", which is none of its group slots");
+  }
+  std::int32_t peer_slot(std::uint32_t peer) const {
+    for (std::size_t i = 0; i < peers_.size(); ++i) {
+      if (peers_[i] == peer) return static_cast<std::int32_t>(i);
+    }
+    throw engine::InternalError("generator: a rank names peer " + std::to_string(peer) + ", which is none of its peer slots");
+  }
+
   std::uint32_t push(Rank& R, WorkNode n) {
     const auto idx = static_cast<std::uint32_t>(R.prog->size());
     n.source_id = idx;
@@ -481,7 +514,7 @@ class Builder {
     n.type = NodeType::kCollective;
     n.op = op;
     n.bytes = u64(bytes);
-    n.group = g;
+    n.group = share_ ? group_slot(R, g) : g;
     n.deps = std::move(deps);
     return push(R, std::move(n));
   }
@@ -697,7 +730,7 @@ class Builder {
     WorkNode nd;
     nd.name = name;
     nd.type = send ? NodeType::kSend : NodeType::kRecv;
-    nd.peer = static_cast<std::int32_t>(peer);
+    nd.peer = share_ ? peer_slot(peer) : static_cast<std::int32_t>(peer);
     nd.bytes = u64(bytes);
     nd.tag = tg;
     nd.deps = std::move(deps);
@@ -1443,6 +1476,26 @@ class Builder {
       infer_.phase_flops.assign(c_.output_tokens, 0.0);
       infer_.phase_end_nodes.assign(w.ranks, {});
     }
+    share_ = c_.share_programs && !plan_only_;
+    if (share_) {
+      // One program per class of ranks whose DAGs differ only in the communicators and peers they
+      // name: the same pipeline stage and CP position, the same communicators present and the
+      // same coincidences among their peers (TP 2: next == previous). The builder emits nothing
+      // else that depends on the rank's t or d (tested: Generators.SharedProgramsEqualPerRankOnes).
+      w.programs.clear();
+      w.program_of.assign(w.ranks, 0);
+      w.group_width = kGroupSlots;
+      w.peer_width = c_.pp + 4;
+      w.group_slots.assign(std::size_t{w.ranks} * w.group_width, -1);
+      w.peer_slots.assign(std::size_t{w.ranks} * w.peer_width, -1);
+    }
+    struct Class {
+      std::uint32_t program = 0;
+      GenStats delta;                    // what building one rank of the class added to stats_
+      std::vector<double> phase_flops;   // ... and to infer_.phase_flops
+      std::vector<std::uint32_t> phase_end_nodes;
+    };
+    std::map<std::vector<std::int64_t>, Class> classes;
     for (std::uint32_t r = 0; r < w.ranks; ++r) {
       if (plan_only_ && r > 0) break;
       Rank R;
@@ -1450,13 +1503,62 @@ class Builder {
       R.t = r % c_.tp;
       R.d = (r / c_.tp) % dpx_;
       R.p = r / (c_.tp * dpx_);
-      R.prog = &w.programs[r];
-      if (c_.inference) {
-        build_inference_rank(R);
-      } else {
-        build_rank(R);
+      if (!share_) {
+        R.prog = &w.programs[r];
+        if (c_.inference) {
+          build_inference_rank(R);
+        } else {
+          build_rank(R);
+        }
+        stats_.nodes += w.programs[r].size();
+        continue;
       }
-      stats_.nodes += w.programs[r].size();
+      const auto groups = group_table(rg_[r]);
+      peers_ = peer_table(R.t, R.d, R.p);
+      std::vector<std::int64_t> key = {R.p, R.d % c_.cp};
+      for (std::uint32_t i = 0; i < kGroupSlots; ++i) {
+        w.group_slots[std::size_t{r} * kGroupSlots + i] = groups[i];
+        key.push_back(groups[i] >= 0);
+      }
+      for (std::size_t i = 0; i < peers_.size(); ++i) {
+        w.peer_slots[std::size_t{r} * w.peer_width + i] = static_cast<std::int32_t>(peers_[i]);
+        key.push_back(std::find(peers_.begin(), peers_.end(), peers_[i]) - peers_.begin());
+      }
+      auto it = classes.find(key);
+      if (it == classes.end()) {
+        Class cl;
+        cl.program = static_cast<std::uint32_t>(w.programs.size());
+        w.programs.emplace_back();
+        R.prog = &w.programs.back();
+        const GenStats before = stats_;
+        const std::vector<double> flops_before = infer_.phase_flops;
+        if (c_.inference) {
+          build_inference_rank(R);
+        } else {
+          build_rank(R);
+        }
+        cl.delta.model_flops = stats_.model_flops - before.model_flops;
+        cl.delta.hw_flops = stats_.hw_flops - before.hw_flops;
+        cl.delta.kernels_measured = stats_.kernels_measured - before.kernels_measured;
+        cl.delta.kernels_scaled = stats_.kernels_scaled - before.kernels_scaled;
+        cl.delta.kernels_modelled = stats_.kernels_modelled - before.kernels_modelled;
+        cl.phase_flops = infer_.phase_flops;
+        for (std::size_t k = 0; k < cl.phase_flops.size(); ++k) cl.phase_flops[k] -= flops_before[k];
+        if (c_.inference) cl.phase_end_nodes = infer_.phase_end_nodes[r];
+        it = classes.emplace(std::move(key), std::move(cl)).first;
+      } else {
+        // Another rank of the class: the class's program and its contribution to the totals.
+        const Class& cl = it->second;
+        stats_.model_flops += cl.delta.model_flops;
+        stats_.hw_flops += cl.delta.hw_flops;
+        stats_.kernels_measured += cl.delta.kernels_measured;
+        stats_.kernels_scaled += cl.delta.kernels_scaled;
+        stats_.kernels_modelled += cl.delta.kernels_modelled;
+        for (std::size_t k = 0; k < cl.phase_flops.size(); ++k) infer_.phase_flops[k] += cl.phase_flops[k];
+        if (c_.inference) infer_.phase_end_nodes[r] = cl.phase_end_nodes;
+      }
+      w.program_of[r] = it->second.program;
+      stats_.nodes += w.programs[it->second.program].size();
     }
     stats_.microbatches = mbs_;
     stats_.params = m_.total_params();
@@ -1493,6 +1595,8 @@ class Builder {
   std::int64_t ring_tag_base_ = 0;  ///< first p2p tag of the TP ring-exchange steps (ag_gemm)
   std::uint64_t bucket_ = 0;
   std::vector<RankGroups> rg_;
+  bool share_ = false;               ///< emitting a shared program: groups and peers are slots
+  std::vector<std::uint32_t> peers_;  ///< shared programs: the peer slots of the rank being built
   std::vector<std::uint32_t> last_wgrads_;
   bool final_flush_ = false;
   std::vector<double> pending_dense_, pending_expert_;

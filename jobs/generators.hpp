@@ -105,6 +105,11 @@ struct TrainConfig {
   std::uint32_t grad_bytes = 2;        ///< bytes per gradient element in DP reductions
   std::uint32_t iterations = 1;
   std::uint32_t expected_gpus = 0;     ///< if > 0, must equal TP·PP·DP·CP
+  /// Ranks whose DAGs differ only in the communicators and peers they name share one program
+  /// (models::Workload::program_of; one per pipeline stage and CP position): memory and
+  /// generation time per pipeline stage instead of per rank. false builds one program per rank
+  /// (the same DAGs, with global groups and peers; tests compare the two).
+  bool share_programs = true;
   /// Inference instead of a training iteration (`mode: inference`; docs/generators.md
   /// "Inference"): each of the DP independent replicas (TP·PP GPUs) serves `batch` requests of
   /// `prompt_tokens` prompt tokens at once: one prefill, then output_tokens - 1 decode steps (the

@@ -142,32 +142,54 @@ void check_workload(const models::Workload& w) {
       }
     }
   }
+  w.check_shared();
   for (std::uint32_t r = 0; r < w.ranks; ++r) {
-    for (const auto& n : w.programs[r]) {
+    for (const auto& n : w.program(r)) {
       if (n.type == models::NodeType::kSend || n.type == models::NodeType::kRecv) {
-        if (n.peer < 0 || static_cast<std::uint32_t>(n.peer) >= w.ranks || static_cast<std::uint32_t>(n.peer) == r) {
+        const std::int32_t peer = w.peer_of(r, n);
+        if (peer < 0 || static_cast<std::uint32_t>(peer) >= w.ranks || static_cast<std::uint32_t>(peer) == r) {
           throw InputError(w.source, "rank " + std::to_string(r) + " node " + std::to_string(n.source_id) +
                                          " ('" + n.name + "') peer",
-                           "peer rank " + std::to_string(n.peer) + " is not another rank of the " +
+                           "peer rank " + std::to_string(peer) + " is not another rank of the " +
                                std::to_string(w.ranks) + "-rank workload",
                            "fix comm_src/comm_dst in the trace");
         }
       }
-      if (n.type == models::NodeType::kCollective &&
-          (n.group < 0 || static_cast<std::size_t>(n.group) >= w.groups.size())) {
-        throw engine::InternalError("reader produced a collective with no group");
+      if (n.type == models::NodeType::kCollective) {
+        const std::int32_t g = w.group_of(r, n);
+        if (g < 0 || static_cast<std::size_t>(g) >= w.groups.size()) {
+          throw engine::InternalError("reader produced a collective with no group");
+        }
       }
     }
   }
   // Every member of a communicator must issue the same collectives (op, size, root) in the same
   // order; otherwise the run would deadlock or mix sizes. Checked before simulating so the error
   // names the rank and node that disagree with the communicator's first member.
-  std::vector<std::vector<std::vector<std::uint32_t>>> per_group(
-      w.groups.size(), std::vector<std::vector<std::uint32_t>>(w.ranks));
+  // per_group[g][k]: the collective nodes of the group's k-th member on it, in program order
+  // (memory: one entry per collective node and one list per membership, not groups x ranks).
+  std::vector<std::vector<std::pair<std::uint32_t, std::uint32_t>>> member_of(w.ranks);  // rank -> (group, k)
+  for (std::size_t g = 0; g < w.groups.size(); ++g) {
+    const auto& members = w.groups[g].ranks;
+    for (std::size_t k = 0; k < members.size(); ++k) {
+      member_of[members[k]].emplace_back(static_cast<std::uint32_t>(g), static_cast<std::uint32_t>(k));
+    }
+  }
+  std::vector<std::vector<std::vector<std::uint32_t>>> per_group(w.groups.size());
+  for (std::size_t g = 0; g < w.groups.size(); ++g) per_group[g].resize(w.groups[g].ranks.size());
   for (std::uint32_t r = 0; r < w.ranks; ++r) {
-    for (std::uint32_t i = 0; i < w.programs[r].size(); ++i) {
-      const auto& n = w.programs[r][i];
-      if (n.type == models::NodeType::kCollective) per_group[static_cast<std::size_t>(n.group)][r].push_back(i);
+    const auto& prog = w.program(r);
+    for (std::uint32_t i = 0; i < prog.size(); ++i) {
+      const auto& n = prog[i];
+      if (n.type != models::NodeType::kCollective) continue;
+      const auto g = static_cast<std::uint32_t>(w.group_of(r, n));
+      const auto it = std::find_if(member_of[r].begin(), member_of[r].end(), [g](const auto& e) { return e.first == g; });
+      if (it == member_of[r].end()) {
+        throw InputError(w.source, "rank " + std::to_string(r) + " node " + std::to_string(n.source_id) + " ('" + n.name + "')",
+                         "issues a collective on communicator '" + w.groups[g].name + "', which does not list the rank",
+                         "add the rank to the communicator or move the collective to one that holds it");
+      }
+      per_group[g][it->second].push_back(i);
     }
   }
   for (std::size_t g = 0; g < w.groups.size(); ++g) {
@@ -180,13 +202,14 @@ void check_workload(const models::Workload& w) {
             ? "make every member issue the same collectives in the same order, or give the trace's communicators "
               "with workload.comm_groups (fabricsim generate writes PREFIX.comm_groups.json)"
             : "make every member issue the same collectives in the same order";
-    const auto& ref = per_group[g][first];
-    for (std::uint32_t r : members) {
-      const auto& got = per_group[g][r];
+    const auto& ref = per_group[g][0];
+    for (std::size_t m = 0; m < members.size(); ++m) {
+      const std::uint32_t r = members[m];
+      const auto& got = per_group[g][m];
       const std::size_t common = std::min(ref.size(), got.size());
       for (std::size_t k = 0; k < common; ++k) {
-        const auto& a = w.programs[first][ref[k]];
-        const auto& b = w.programs[r][got[k]];
+        const auto& a = w.program(first)[ref[k]];
+        const auto& b = w.program(r)[got[k]];
         if (a.op != b.op || a.bytes != b.bytes || a.root != b.root) {
           throw InputError(w.source, "rank " + std::to_string(r) + " node " + std::to_string(b.source_id) + " ('" +
                                          b.name + "')",
@@ -207,8 +230,7 @@ void check_workload(const models::Workload& w) {
 }
 
 std::string workload_desc(const models::Workload& w) {
-  std::size_t nodes = 0;
-  for (const auto& p : w.programs) nodes += p.size();
+  const std::uint64_t nodes = w.total_nodes();
   return fmt::format("{} ({}, {} ranks, {} nodes, {} communicators)", w.source, w.format, w.ranks, nodes,
                      w.groups.size());
 }
@@ -466,7 +488,7 @@ RunResult run_simulation(const RunOptions& opt, MPI_Comm comm, const std::string
   check_workload(w);
   for (const auto& warning : w.warnings) log->warn("{}", warning);
   log->info("workload {}: {} ranks, {} nodes ({:.3f} s)", w.source, w.ranks,
-            [&] { std::size_t n = 0; for (const auto& p : w.programs) n += p.size(); return n; }(), now_s() - t0);
+            w.total_nodes(), now_s() - t0);
   for (auto& prog : w.programs) {
     for (auto& n : prog) n.duration_ps = kernels::scaled_duration(n.duration_ps, spec.compute_scale);
   }
@@ -646,7 +668,7 @@ RunResult run_simulation(const RunOptions& opt, MPI_Comm comm, const std::string
   const auto all_stuck = allgather_pod(comm, std::vector<Stuck>{local_stuck});
   for (const Stuck& s : all_stuck) {
     if (s.rank < 0) continue;
-    const auto& node = w.programs[static_cast<std::size_t>(s.rank)][static_cast<std::size_t>(s.node)];
+    const auto& node = w.program(static_cast<std::uint32_t>(s.rank))[static_cast<std::size_t>(s.node)];
     throw InputError(w.source, "rank " + std::to_string(s.rank) + " node " + std::to_string(node.source_id) +
                                    " ('" + node.name + "')",
                      "never completed: its collective or receive has no matching peer",

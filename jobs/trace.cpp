@@ -38,7 +38,7 @@ std::string trace_json(const std::vector<models::TraceInterval>& intervals, cons
                         {"args", {{"sort_index", iv.rank}}}});
       meta("thread_name", iv.rank, 0, "compute");
     }
-    const models::WorkNode& node = w.programs[iv.rank][iv.node];
+    const models::WorkNode& node = w.program(iv.rank)[iv.node];
     nlohmann::json e{{"ph", "X"}, {"pid", iv.rank}, {"ts", us(iv.start_ps)}, {"dur", us(iv.end_ps - iv.start_ps)}};
     nlohmann::json args{{"node", node.source_id}, {"start_ps", iv.start_ps}, {"end_ps", iv.end_ps}};
     if (iv.kind == models::TraceInterval::kCompute) {
@@ -56,7 +56,7 @@ std::string trace_json(const std::vector<models::TraceInterval>& intervals, cons
       e["tid"] = lane + 1;
       e["cat"] = "comm";
       if (iv.kind == models::TraceInterval::kCollective) {
-        const auto g = static_cast<std::uint32_t>(node.group);
+        const auto g = static_cast<std::uint32_t>(w.group_of(iv.rank, node));
         const std::string& gname = w.groups[g].name;
         e["name"] = std::string(models::coll_op_name(node.op)) + " " + std::to_string(node.bytes) + "B g" +
                     std::to_string(g);
@@ -74,8 +74,8 @@ std::string trace_json(const std::vector<models::TraceInterval>& intervals, cons
       } else {
         const bool send = iv.kind == models::TraceInterval::kSend;
         e["name"] = std::string(send ? "send " : "recv ") + std::to_string(node.bytes) + "B " +
-                    (send ? "to " : "from ") + std::to_string(node.peer);
-        args["peer"] = node.peer;
+                    (send ? "to " : "from ") + std::to_string(w.peer_of(iv.rank, node));
+        args["peer"] = w.peer_of(iv.rank, node);
         args["bytes"] = node.bytes;
         args["tag"] = node.tag;
       }

@@ -42,7 +42,7 @@ decltype(auto) with_dag(const RankPlan& p, F&& f) {
 GpuRankLp::GpuRankLp(const Topology& topo, engine::LpId id, const Workload* workload,
                      const CollectivePlanner& planner, const FabricParams& fabric)
     : topo_(topo), id_(id), workload_(workload), planner_(planner), nic_(topo, id, fabric, *this) {
-  if (workload_ != nullptr && id < workload_->ranks) program_ = &workload_->programs[id];
+  if (workload_ != nullptr && id < workload_->ranks) program_ = &workload_->program(id);
   const std::uint32_t n = nodes_size();
   waiting_.assign(n, 0);
   instance_.assign(n, 0);
@@ -56,7 +56,7 @@ GpuRankLp::GpuRankLp(const Topology& topo, engine::LpId id, const Workload* work
     const WorkNode& node = (*program_)[i];
     waiting_[i] = static_cast<std::uint32_t>(node.deps.size());
     for (std::uint32_t d : node.deps) ++dep_begin_[d + 1];
-    if (node.type == NodeType::kCollective) instance_[i] = per_group[static_cast<std::size_t>(node.group)]++;
+    if (node.type == NodeType::kCollective) instance_[i] = per_group[static_cast<std::size_t>(group_of(node))]++;
   }
   for (std::uint32_t i = 0; i < n; ++i) dep_begin_[i + 1] += dep_begin_[i];
   dep_index_.resize(dep_begin_[n]);
@@ -104,7 +104,7 @@ void GpuRankLp::node_ready(std::uint32_t n, Context& ctx) {
       if (trace_on_) node_start_[n] = ctx.now();
       account(ctx.now());
       ++comm_active_;
-      const P2pKey key{static_cast<std::uint32_t>(node.peer), node.tag};
+      const P2pKey key{static_cast<std::uint32_t>(peer_of(node)), node.tag};
       auto it = arrived_.find(key);
       if (it != arrived_.end()) {
         if (--it->second == 0) arrived_.erase(it);
@@ -121,7 +121,7 @@ void GpuRankLp::node_ready(std::uint32_t n, Context& ctx) {
 
 void GpuRankLp::start_send(std::uint32_t n, Context& ctx) {
   const WorkNode& node = (*program_)[n];
-  const auto dst = static_cast<std::uint32_t>(node.peer);
+  const auto dst = static_cast<std::uint32_t>(peer_of(node));
   const P2pRoute r = planner_.p2p_route(id_, dst, node.bytes);
   // A relay is used only where it is one: same scale-up domain as this GPU, the receiver outside
   // it (a peer reachable over NVLink goes there directly whatever the planner assumed).
@@ -206,11 +206,11 @@ std::uint32_t GpuRankLp::slot_of(std::uint32_t group, std::uint32_t instance) {
 
 void GpuRankLp::start_collective(std::uint32_t n, Context& ctx) {
   const WorkNode& node = (*program_)[n];
-  const auto& members = workload_->groups[static_cast<std::size_t>(node.group)].ranks;
+  const auto& members = workload_->groups[static_cast<std::size_t>(group_of(node))].ranks;
   const auto pos = std::find(members.begin(), members.end(), id_);
   if (pos == members.end()) {
     throw engine::InternalError("rank " + std::to_string(id_) + " runs a collective of group " +
-                                std::to_string(node.group) + " it is not a member of");
+                                std::to_string(group_of(node)) + " it is not a member of");
   }
   CollRequest req;
   req.op = node.op;
@@ -218,7 +218,7 @@ void GpuRankLp::start_collective(std::uint32_t n, Context& ctx) {
   req.ranks = &members;
   req.my_index = static_cast<std::uint32_t>(pos - members.begin());
   req.root_index = static_cast<std::uint32_t>(std::max(0, node.root));
-  const auto group = static_cast<std::uint32_t>(node.group);
+  const auto group = static_cast<std::uint32_t>(group_of(node));
   const std::uint32_t inst = instance_[n];
   CollectivePartial part{group, inst, node.op, node.bytes,
                          static_cast<std::uint32_t>(members.size()), ctx.now(), ctx.now()};
@@ -461,7 +461,7 @@ void GpuRankLp::channel_send(std::uint32_t slot, std::uint32_t c, Context& ctx) 
   std::uint64_t need = 0;
   if (r.waits_for(c, cur, need) && !(st.ring_got[st.got_word[c] + need / 64] >> (need % 64) & 1u)) return;
   st.in_flight[c] = 1;  // before start_flow: a completion may come back synchronously
-  start_flow(r.next[c], r.wire(r.send_data(c, cur)), static_cast<std::uint32_t>((*program_)[st.node].group),
+  start_flow(r.next[c], r.wire(r.send_data(c, cur)), static_cast<std::uint32_t>(group_of((*program_)[st.node])),
              instance_[st.node], r.tag(c, cur.l, cur.k, cur.j), slot, c, ctx, static_cast<std::uint16_t>(c));
 }
 
@@ -496,7 +496,7 @@ void GpuRankLp::op_ready(std::uint32_t slot, std::uint32_t op, Context& ctx) {
   const std::uint32_t n = state(slot).node;
   const WorkNode& node = (*program_)[n];
   const P2pOp& o = state(slot).plan.ops[op];
-  const auto group = static_cast<std::uint32_t>(node.group);
+  const auto group = static_cast<std::uint32_t>(group_of(node));
   if (o.is_send) {
     start_flow(o.peer, o.bytes, group, instance_[n], o.tag, slot, op, ctx, o.channel, 0, o.nvls);
     return;
@@ -613,10 +613,10 @@ void GpuRankLp::finish_collective(std::uint32_t slot, Context& ctx) {
     account(ctx.now());
     --comm_active_;
     trace_add(st2.node, TraceInterval::kCollective, instance_[st2.node], st2.start, ctx.now());
-    partials_.push_back(CollectivePartial{static_cast<std::uint32_t>(node.group), instance_[st2.node],
+    partials_.push_back(CollectivePartial{static_cast<std::uint32_t>(group_of(node)), instance_[st2.node],
                                           node.op, node.bytes,
                                           static_cast<std::uint32_t>(
-                                              workload_->groups[static_cast<std::size_t>(node.group)].ranks.size()),
+                                              workload_->groups[static_cast<std::size_t>(group_of(node))].ranks.size()),
                                           st2.start, ctx.now()});
     st2.plan.release();
     std::vector<std::uint32_t>().swap(st2.state);
@@ -629,7 +629,7 @@ void GpuRankLp::finish_collective(std::uint32_t slot, Context& ctx) {
     std::vector<std::uint64_t>().swap(st2.got_word);
     std::vector<std::uint8_t>().swap(st2.in_flight);
     std::vector<std::uint8_t>().swap(st2.tree_state);
-    coll_slot_.erase((static_cast<std::uint64_t>(static_cast<std::uint32_t>(node.group)) << 32) | instance_[st2.node]);
+    coll_slot_.erase((static_cast<std::uint64_t>(static_cast<std::uint32_t>(group_of(node))) << 32) | instance_[st2.node]);
     last_slot_key_ = ~std::uint64_t{0};
     retired_slots_.push_back(slot);
     has_retired_ = true;

@@ -167,6 +167,10 @@ class GpuRankLp final : public engine::Lp, private NicOwner {
   std::uint32_t nodes_size() const {
     return program_ ? static_cast<std::uint32_t>(program_->size()) : 0;
   }
+  /// Global communicator / peer rank of one of this rank's nodes (Workload::group_of/peer_of:
+  /// a shared program names slots).
+  std::int32_t group_of(const WorkNode& n) const { return workload_->group_of(id_, n); }
+  std::int32_t peer_of(const WorkNode& n) const { return workload_->peer_of(id_, n); }
   void account(engine::SimTime now);
   void node_ready(std::uint32_t n, engine::Context& ctx);
   void node_done(std::uint32_t n, engine::Context& ctx);

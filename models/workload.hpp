@@ -52,13 +52,53 @@ struct CommGroup {
 };
 
 /// A whole workload: one DAG per rank and the communicators they name.
+///
+/// Shared programs (generated workloads at scale, issue 9): ranks whose DAGs differ only in the
+/// communicators and peers they name run one program. Then `program_of[r]` says which program
+/// rank r runs, and in a shared program a collective's `group` and a send/receive's `peer` are
+/// slots: the rank's global group index is group_slots[r * group_width + group] and its global
+/// peer rank peer_slots[r * peer_width + peer]. A 9,216-GPU MoE iteration has 75 M DAG nodes as
+/// per-rank programs (~15 GB) and 12 x 8,200 as shared ones. Consumers read programs through
+/// program(), group_of() and peer_of(), which also serve unshared workloads (program_of empty:
+/// programs[r] with global values), or call unshare() first.
 struct Workload {
   std::string source;   ///< file or ET prefix it came from
   std::string format;   ///< "chakra" | "simai"
   std::uint32_t ranks = 0;
   std::vector<CommGroup> groups;                ///< groups[0] is always the world
-  std::vector<std::vector<WorkNode>> programs;  ///< programs[rank]; nodes in topological order
+  std::vector<std::vector<WorkNode>> programs;  ///< programs[rank], or the shared programs (program_of)
   std::vector<std::string> warnings;            ///< reader warnings (printed on stderr by `run`)
-};
+  std::vector<std::uint32_t> program_of;        ///< empty, or rank -> index into programs (shared)
+  std::uint32_t group_width = 0;                ///< group slots per rank (shared programs)
+  std::uint32_t peer_width = 0;                 ///< peer slots per rank (shared programs)
+  std::vector<std::int32_t> group_slots;        ///< ranks x group_width global group indices
+  std::vector<std::int32_t> peer_slots;         ///< ranks x peer_width global ranks
 
+  /// True if programs are shared (program_of is set).
+  bool shared() const { return !program_of.empty(); }
+  /// The DAG rank `r` runs (nodes in topological order).
+  const std::vector<WorkNode>& program(std::uint32_t r) const {
+    return program_of.empty() ? programs[r] : programs[program_of[r]];
+  }
+  /// Global communicator index of collective node `n` of rank `r`'s program (n.group for other
+  /// node types and unshared programs).
+  std::int32_t group_of(std::uint32_t r, const WorkNode& n) const {
+    if (program_of.empty() || n.type != NodeType::kCollective) return n.group;
+    return group_slots[std::size_t{r} * group_width + static_cast<std::uint32_t>(n.group)];
+  }
+  /// Global peer rank of send/receive node `n` of rank `r`'s program (n.peer for other node
+  /// types and unshared programs).
+  std::int32_t peer_of(std::uint32_t r, const WorkNode& n) const {
+    if (program_of.empty() || (n.type != NodeType::kSend && n.type != NodeType::kRecv) || n.peer < 0) return n.peer;
+    return peer_slots[std::size_t{r} * peer_width + static_cast<std::uint32_t>(n.peer)];
+  }
+  /// DAG nodes over all ranks (a shared program counts once per rank that runs it).
+  std::uint64_t total_nodes() const;
+  /// Rewrites shared programs as one program per rank with global groups and peers (tools and
+  /// writers that need them; memory: every rank's DAG). No-op when not shared.
+  void unshare();
+  /// Checks the sharing tables: program_of, the slot tables' sizes and every slot a program
+  /// names within its width. @throws engine::InternalError naming the first inconsistency.
+  void check_shared() const;
+};
 }  // namespace fabricsim::models

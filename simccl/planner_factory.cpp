@@ -100,11 +100,12 @@ void check_workload_plans(const models::CollectivePlanner& planner, const models
   if (nccl == nullptr) return;
   const auto* custom = dynamic_cast<const CustomPlanner*>(&planner);
   std::set<std::tuple<std::int32_t, models::CollOp, std::uint64_t>> seen;
-  for (const auto& prog : w.programs) {
-    for (const auto& node : prog) {
+  for (std::uint32_t r = 0; r < w.ranks; ++r) {
+    for (const auto& node : w.program(r)) {
       if (node.type != models::NodeType::kCollective || node.bytes == 0) continue;
-      if (!seen.emplace(node.group, node.op, node.bytes).second) continue;
-      const auto& ranks = w.groups[static_cast<std::size_t>(node.group)].ranks;
+      const std::int32_t group = w.group_of(r, node);
+      if (!seen.emplace(group, node.op, node.bytes).second) continue;
+      const auto& ranks = w.groups[static_cast<std::size_t>(group)].ranks;
       if (ranks.size() <= 1) continue;
       models::CollRequest req;
       req.op = node.op;

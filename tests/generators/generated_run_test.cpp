@@ -79,7 +79,8 @@ TEST(GeneratedRun, TpCommOverlapRingExchangeCompletes) {
   const auto res = simulate(sets);
   ASSERT_EQ(res.ranks.size(), 8u);
   for (const auto& r : res.ranks) EXPECT_GT(r.finish_ps, 0);
-  const auto g = generate_training(train_config_from_spec(load_spec("", selene(sets))), load_kernel_db(""));
+  auto g = generate_training(train_config_from_spec(load_spec("", selene(sets))), load_kernel_db(""));
+  g.workload.unshare();
   std::size_t sends = 0;
   for (const auto& n : g.workload.programs[0]) sends += n.type == models::NodeType::kSend ? 1 : 0;
   // 2 layers x 2 micro-batches x (qkv, fc1, proj dgrad, fc2 dgrad) x 7 steps.

@@ -31,6 +31,15 @@ using models::NodeType;
 
 kernels::KernelDb empty_db() { return kernels::KernelDb{}; }
 
+/// generate_training with every rank's program written out (Workload::unshare): these tests
+/// read programs[r] and global group/peer values. Generators.SharedProgramsEqualPerRankOnes
+/// checks that this equals generating without sharing.
+Generated generate_per_rank(const TrainConfig& c, const kernels::KernelDb& db) {
+  Generated g = generate_training(c, db);
+  g.workload.unshare();
+  return g;
+}
+
 TrainConfig gpt3_175b(std::uint32_t tp, std::uint32_t pp, std::uint32_t dp, std::uint32_t gbs) {
   TrainConfig c;
   c.model = find_model("gpt3-175b", "<test>", "model");
@@ -61,7 +70,7 @@ double coll_bytes(const Generated& g, std::uint32_t r, const std::string& prefix
 // Narayanan et al. SC'21 eq. (3) without recompute: F = 72·B·s·l·h²·(1 + s/(6h) + V/(12·l·h)),
 // i.e. 6·params·tokens + the attention term (Issue 5, must show 2).
 TEST(Generators, Gpt3FlopsMatchMegatronClosedForm) {
-  const auto g = generate_training(gpt3_175b(8, 8, 2, 16), empty_db());
+  const auto g = generate_per_rank(gpt3_175b(8, 8, 2, 16), empty_db());
   const double B = 16, s = 2048, l = 96, h = 12288, V = 51200;
   const double closed = 72 * B * s * l * h * h * (1 + s / (6 * h) + V / (12 * l * h));
   EXPECT_NEAR(g.stats.model_flops / closed, 1.0, 0.01);
@@ -75,7 +84,7 @@ TEST(Generators, Gpt3FlopsMatchMegatronClosedForm) {
 TEST(Generators, FullRecomputeAddsOneForwardOfEveryLayer) {
   TrainConfig c = gpt3_175b(8, 4, 1, 4);
   c.recompute = Recompute::kFull;
-  const auto g = generate_training(c, empty_db());
+  const auto g = generate_per_rank(c, empty_db());
   const double B = 4, s = 2048, l = 96, h = 12288, V = 51200;
   // eq. (3) of Narayanan et al. with recompute: 96·B·s·l·h²·(1 + s/(6h) + V/(16·l·h)).
   const double closed = 96 * B * s * l * h * h * (1 + s / (6 * h) + V / (16 * l * h));
@@ -100,7 +109,7 @@ TEST(Generators, TensorParallelBytesPerLayer) {
   c.micro_batch = 2;
   c.sequence_parallel = false;
   const double s = 2048, b = 2, h = 12288, B = 2;
-  auto g = generate_training(c, empty_db());
+  auto g = generate_per_rank(c, empty_db());
   double fwd = 0;
   for (const auto& n : g.workload.programs[3]) {
     if (n.type == NodeType::kCollective && n.name.rfind("L1.ar", 0) == 0) fwd += double(n.bytes);
@@ -115,7 +124,7 @@ TEST(Generators, TensorParallelBytesPerLayer) {
   }
   EXPECT_DOUBLE_EQ(bwd, 2 * s * b * h * B);
   c.sequence_parallel = true;
-  g = generate_training(c, empty_db());
+  g = generate_per_rank(c, empty_db());
   double ag = 0, rs = 0;
   for (const auto& n : g.workload.programs[0]) {
     if (n.type != NodeType::kCollective) continue;
@@ -139,9 +148,9 @@ TEST(Generators, TpCommOverlapConservesBytesAndFlopsAndChainsChunks) {
   c.model.layers = 4;
   c.micro_batch = 2;
   const double s = 2048, b = 2, h = 12288, B = 2, tp = 8;
-  const auto plain = generate_training(c, empty_db());
+  const auto plain = generate_per_rank(c, empty_db());
   c.tp_comm_overlap = true;
-  const auto ovl = generate_training(c, empty_db());
+  const auto ovl = generate_per_rank(c, empty_db());
   EXPECT_DOUBLE_EQ(ovl.stats.model_flops, plain.stats.model_flops);
   EXPECT_DOUBLE_EQ(ovl.stats.hw_flops, plain.stats.hw_flops);
   const auto& prog = ovl.workload.programs[0];
@@ -227,7 +236,7 @@ TEST(Generators, TpCommOverlapConservesBytesAndFlopsAndChainsChunks) {
   // SM count; 24 = the tp_comm_overlap_rs_sms default), so a chunk takes 132/108 of the same
   // chunk generated with a zero margin; the ring-exchange chunks keep all SMs.
   c.tp_comm_overlap_rs_sms = 0;
-  const auto nomargin = generate_training(c, empty_db());
+  const auto nomargin = generate_per_rank(c, empty_db());
   std::map<std::string, std::uint32_t> at0;
   for (std::uint32_t i = 0; i < nomargin.workload.programs[0].size(); ++i) at0[nomargin.workload.programs[0][i].name] = i;
   const double with = double(prog[at.at("L1.proj.c1")].duration_ps);
@@ -253,7 +262,7 @@ TEST(Generators, EmbeddingBackwardWritesTheDenseGradient) {
 
 // DP gradient bytes per rank per iteration = parameters held / (TP·PP) × grad bytes.
 TEST(Generators, DataParallelGradientBytes) {
-  const auto g = generate_training(gpt3_175b(8, 8, 2, 8), empty_db());
+  const auto g = generate_per_rank(gpt3_175b(8, 8, 2, 8), empty_db());
   const double h = 12288, l = 96, tp = 8, pp = 8;
   // A middle stage (no embedding): 12 layers of (12h²/TP + 2h norm) parameters, bf16 grads.
   const std::uint32_t r = 3 * 8 * 2 + 5;  // stage 3, dp 0, tp 5
@@ -263,7 +272,7 @@ TEST(Generators, DataParallelGradientBytes) {
   // ZeRO-1 (distributed optimizer): the same bytes reduce-scattered, then all-gathered.
   TrainConfig c = gpt3_175b(8, 8, 2, 8);
   c.zero = 1;
-  const auto z = generate_training(c, empty_db());
+  const auto z = generate_per_rank(c, empty_db());
   EXPECT_DOUBLE_EQ(coll_bytes(z, r, "dp", CollOp::kReduceScatter), exact);
   EXPECT_DOUBLE_EQ(coll_bytes(z, r, "dp", CollOp::kAllGather, "dp.ag"), exact);
   EXPECT_DOUBLE_EQ(coll_bytes(z, r, "dp", CollOp::kAllReduce), 0.0);
@@ -278,7 +287,7 @@ TEST(Generators, ExpertParallelAllToAllBytes) {
   c.ep = 8;
   c.seq_len = 4096;
   c.global_batch = 16;  // 2 micro-batches per DP rank
-  const auto g = generate_training(c, empty_db());
+  const auto g = generate_per_rank(c, empty_db());
   const double tokens = 4096, k = 2, h = 4096, B = 2, L = 32, mbs = 2;
   EXPECT_DOUBLE_EQ(coll_bytes(g, 5, "ep", CollOp::kAllToAll), L * mbs * 4 * tokens * k * h * B);
   // Expert gradients reduced over the expert-DP group: TP·DP/EP = 1 rank here -> none.
@@ -295,7 +304,7 @@ TEST(Generators, OneFOneBScheduleAndPointToPoint) {
   c.model.kv_heads = 8;  // MHA
   c.model.head_dim = 128;
   c.model.ffn_hidden = 4096;
-  const auto g = generate_training(c, empty_db());
+  const auto g = generate_per_rank(c, empty_db());
   // Every stage but the last sends one activation per micro-batch forward, every stage but the
   // first one gradient per micro-batch backward: s·b·h·B bytes each.
   for (std::uint32_t p = 0; p < 4; ++p) {
@@ -310,7 +319,7 @@ TEST(Generators, OneFOneBScheduleAndPointToPoint) {
   }
   // Interleaved: 2 virtual stages per rank doubles the stage-boundary traffic.
   c.vp = 2;
-  const auto gi = generate_training(c, empty_db());
+  const auto gi = generate_per_rank(c, empty_db());
   int sends = 0;
   for (const auto& n : gi.workload.programs[1]) sends += n.type == NodeType::kSend;
   EXPECT_EQ(sends, 8 * 2 * 2);
@@ -372,9 +381,9 @@ TEST(Generators, ContextParallelismSplitsTokensAndRingsKeyValueChunks) {
   c.dp = 2;
   c.seq_len = 8192;
   c.global_batch = 4;  // 2 micro-batches per DP rank
-  const auto one = generate_training(c, empty_db());
+  const auto one = generate_per_rank(c, empty_db());
   c.cp = 4;
-  const auto g = generate_training(c, empty_db());
+  const auto g = generate_per_rank(c, empty_db());
   ASSERT_EQ(g.workload.ranks, 2u * 2 * 2 * 4);
   const double tokens = 4.0 * 8192;
   EXPECT_EQ(g.stats.tokens, tokens);
@@ -476,7 +485,7 @@ TEST(Generators, EmbeddingAndLossAccountedInThePipelineSplit) {
   g.dp = 1;
   g.global_batch = 2;
   g.pp_split_embedding = g.pp_split_loss = true;  // (6 + 2) / 4 = 2: layers 0 | 1-2 | 3-4 | 5
-  const auto w = generate_training(g, empty_db());
+  const auto w = generate_per_rank(g, empty_db());
   EXPECT_NEAR(w.stats.model_flops / closed_form_model_flops(g.model, 2.0 * 2048, 2048), 1.0, 0.01);
   std::map<std::string, int> qkv;
   for (std::uint32_t r = 0; r < 2; ++r) {
@@ -579,7 +588,7 @@ TEST(Generators, ShapeOverridesAreCheckedAndNamed) {
   const auto src = [](std::initializer_list<std::string> extra) {
     std::vector<std::string> sets = gen({"model=gpt3-13b", "layers=2", "tp=8", "gpu=H100"});
     for (const auto& e : extra) sets.push_back("workload.generator." + e);
-    return generate_training(train_config_from_spec(load_spec("", sets)), empty_db()).workload.source;
+    return generate_per_rank(train_config_from_spec(load_spec("", sets)), empty_db()).workload.source;
   };
   const std::string base = src({});
   EXPECT_NE(base.find("gpt3-13b[modified:layers=2]"), std::string::npos) << base;
@@ -634,7 +643,7 @@ TEST(Generators, SpecKeysBuildTheConfig) {
   EXPECT_EQ(c.recompute, Recompute::kFull);
   const Spec bad = load_spec("", {"workload.generator.model=llama3-70b", "workload.generator.tp=8",
                                   "workload.generator.gpus=16"});
-  EXPECT_THROW(generate_training(train_config_from_spec(bad), empty_db()), engine::InputError);
+  EXPECT_THROW(generate_per_rank(train_config_from_spec(bad), empty_db()), engine::InputError);
   EXPECT_THROW(load_spec("", {"workload.generator.modle=x"}), engine::InputError);
 }
 
@@ -687,7 +696,7 @@ TrainConfig small_mixtral() {
 TEST(Generators, ChakraExportThatFailsLeavesNoFiles) {
   int rank = 0;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-  const auto g = generate_training(small_mixtral(), kernels::KernelDb{});
+  const auto g = generate_per_rank(small_mixtral(), kernels::KernelDb{});
   const auto dir = std::filesystem::temp_directory_path() /
                    ("fabricsim_et_full_" + std::to_string(::getpid()) + "_" + std::to_string(rank));
   std::filesystem::remove_all(dir);
@@ -720,7 +729,7 @@ TEST(Generators, ChakraRoundTrip) {
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   TrainConfig c = small_mixtral();
   c.zero = 1;
-  const auto g = generate_training(c, kernels::KernelDb{});
+  const auto g = generate_per_rank(c, kernels::KernelDb{});
   const auto dir = std::filesystem::temp_directory_path() /
                    ("fabricsim_et_rt_" + std::to_string(::getpid()) + "_" + std::to_string(rank));
   std::filesystem::create_directories(dir);
@@ -795,7 +804,7 @@ TEST(Generators, InferenceFlopsMatchClosedForm) {
   const double h = 8192, L = 80, heads = 64, kv = 8, d = 128, ffn = 28672, V = 128256, b = 4, P = 512;
   const double per_layer = h * (heads + 2 * kv) * d + heads * d * h + 3 * h * ffn;
   for (auto [tp, pp, dp] : {std::tuple{8u, 1u, 1u}, {4u, 2u, 2u}}) {
-    const auto g = generate_training(inference("llama3-70b", tp, pp, dp, 1, 4, 512, 5), empty_db());
+    const auto g = generate_per_rank(inference("llama3-70b", tp, pp, dp, 1, 4, 512, 5), empty_db());
     ASSERT_TRUE(g.infer.used);
     ASSERT_EQ(g.infer.phase_flops.size(), 5u);
     for (std::uint32_t k = 0; k < 5; ++k) {
@@ -808,7 +817,7 @@ TEST(Generators, InferenceFlopsMatchClosedForm) {
     EXPECT_GT(g.infer.phase_flops[4], g.infer.phase_flops[1]);  // the context grew by 3 tokens
   }
   // TP 16 > 8 KV heads: vLLM replicates each KV head on 2 ranks; the replicated work is not model FLOPs.
-  const auto g16 = generate_training(inference("llama3-8b", 16, 1, 1, 1, 2, 256, 2), empty_db());
+  const auto g16 = generate_per_rank(inference("llama3-8b", 16, 1, 1, 1, 2, 256, 2), empty_db());
   const double h8 = 4096, per8 = h8 * (32 + 2 * 8) * 128 + 32 * 128 * h8 + 3 * h8 * 14336;
   EXPECT_NEAR(g16.infer.phase_flops[0] / inference_closed_form(32, per8, 32, 128, 128256, h8, 2, 256, 0), 1.0, 0.01);
 }
@@ -820,7 +829,7 @@ TEST(Generators, InferenceMoeFlopsAreTheActiveParameters) {
   const double h = 4096, L = 32, heads = 32, kv = 8, d = 128, fe = 14336, V = 32000, b = 4, P = 256;
   const double per_layer = h * (heads + 2 * kv) * d + heads * d * h + 2 * 3 * h * fe + h * 8;
   for (auto [tp, dp, ep] : {std::tuple{2u, 1u, 1u}, {2u, 1u, 2u}, {1u, 4u, 4u}}) {
-    const auto g = generate_training(inference("mixtral-8x7b", tp, 1, dp, ep, 4, 256, 3), empty_db());
+    const auto g = generate_per_rank(inference("mixtral-8x7b", tp, 1, dp, ep, 4, 256, 3), empty_db());
     for (std::uint32_t k = 0; k < 3; ++k) {
       EXPECT_NEAR(g.infer.phase_flops[k] / (dp * inference_closed_form(L, per_layer, heads, d, V, h, b, P, k)), 1.0, 0.01)
           << "tp " << tp << " dp " << dp << " ep " << ep << " phase " << k;
@@ -834,7 +843,7 @@ TEST(Generators, InferenceMoeFlopsAreTheActiveParameters) {
 // batch in a decode step.
 TEST(Generators, InferenceTensorParallelBytes) {
   const double h = 8192, L = 80, V = 128256, B = 2, b = 4, P = 512, steps = 2;
-  const auto g = generate_training(inference("llama3-70b", 8, 1, 1, 1, 4, 512, 3), empty_db());
+  const auto g = generate_per_rank(inference("llama3-70b", 8, 1, 1, 1, 4, 512, 3), empty_db());
   const double prefill = (2 * L + 1) * b * P * h * B, decode = steps * (2 * L + 1) * b * h * B;
   EXPECT_DOUBLE_EQ(coll_bytes(g, 3, "tp", CollOp::kAllReduce, "pre."), prefill);
   EXPECT_DOUBLE_EQ(coll_bytes(g, 3, "tp", CollOp::kAllReduce), prefill + decode);
@@ -842,7 +851,7 @@ TEST(Generators, InferenceTensorParallelBytes) {
   // PP 2: stage 0 (rank 0) has 40 layers and the embedding, stage 1 (rank 4) 40 layers and the
   // logits; activations of T·h·B go from stage 0 to 1 once per phase, token ids (4 B per request)
   // back before each decode step.
-  const auto p = generate_training(inference("llama3-70b", 4, 2, 1, 1, 4, 512, 3), empty_db());
+  const auto p = generate_per_rank(inference("llama3-70b", 4, 2, 1, 1, 4, 512, 3), empty_db());
   const double half = L / 2;
   EXPECT_DOUBLE_EQ(coll_bytes(p, 0, "tp", CollOp::kAllReduce), (2 * half + 1) * b * h * B * (P + steps));
   EXPECT_DOUBLE_EQ(coll_bytes(p, 4, "tp", CollOp::kAllReduce), 2 * half * b * h * B * (P + steps));
@@ -864,16 +873,16 @@ TEST(Generators, InferenceTensorParallelBytes) {
 // each way); with EP = TP = 2 its T/TP share, and the TP ranks AllGather(T·h·B) the MoE output.
 TEST(Generators, InferenceExpertParallelAllToAllBytes) {
   const double h = 4096, L = 32, k = 2, B = 2, b = 4, P = 256, steps = 2;
-  const auto g = generate_training(inference("mixtral-8x7b", 1, 1, 4, 4, 4, 256, 3), empty_db());
+  const auto g = generate_per_rank(inference("mixtral-8x7b", 1, 1, 4, 4, 4, 256, 3), empty_db());
   EXPECT_DOUBLE_EQ(coll_bytes(g, 2, "ep", CollOp::kAllToAll, "pre."), L * 2 * b * P * k * h * B);
   EXPECT_DOUBLE_EQ(coll_bytes(g, 2, "ep", CollOp::kAllToAll, "d2."), L * 2 * b * k * h * B);
   EXPECT_DOUBLE_EQ(coll_bytes(g, 2, "tp", CollOp::kAllReduce), 0.0);
-  const auto t = generate_training(inference("mixtral-8x7b", 2, 1, 1, 2, 4, 256, 3), empty_db());
+  const auto t = generate_per_rank(inference("mixtral-8x7b", 2, 1, 1, 2, 4, 256, 3), empty_db());
   EXPECT_DOUBLE_EQ(coll_bytes(t, 1, "ep", CollOp::kAllToAll), L * 2 * (b / 2) * k * h * B * (P + steps));
   EXPECT_DOUBLE_EQ(coll_bytes(t, 1, "tp", CollOp::kAllGather, ".moe.ag"), L * b * h * B * (P + steps));
   EXPECT_DOUBLE_EQ(coll_bytes(t, 1, "tp", CollOp::kAllReduce), (L + 1) * b * h * B * (P + steps));
   // EP 1 with TP 2: experts TP-sharded, no AllToAll, the MLP's AllReduce instead.
-  const auto s = generate_training(inference("mixtral-8x7b", 2, 1, 1, 1, 4, 256, 3), empty_db());
+  const auto s = generate_per_rank(inference("mixtral-8x7b", 2, 1, 1, 1, 4, 256, 3), empty_db());
   EXPECT_DOUBLE_EQ(coll_bytes(s, 1, "ep", CollOp::kAllToAll), 0.0);
   EXPECT_DOUBLE_EQ(coll_bytes(s, 1, "tp", CollOp::kAllReduce), (2 * L + 1) * b * h * B * (P + steps));
 }
@@ -882,12 +891,12 @@ TEST(Generators, InferenceExpertParallelAllToAllBytes) {
 // bytes per layer, context = prompt + k in step k. Llama 3 70B, TP 4 (2 KV heads per rank), PP 2
 // (40 layers on rank 0), batch 3, prompt 1000, 6 output tokens = 5 decode steps.
 TEST(Generators, InferenceDecodeReadsTheKvCache) {
-  const auto g = generate_training(inference("llama3-70b", 4, 2, 1, 1, 3, 1000, 6), empty_db());
+  const auto g = generate_per_rank(inference("llama3-70b", 4, 2, 1, 1, 3, 1000, 6), empty_db());
   double expect = 0;
   for (int k = 1; k <= 5; ++k) expect += 40.0 * 3 * 2 * 2 * 128 * (1000 + k) * 2;
   EXPECT_DOUBLE_EQ(g.infer.kv_read_bytes_rank0, expect);
   // TP 16 on Llama 3 8B (8 KV heads): one replicated KV head per rank.
-  const auto r = generate_training(inference("llama3-8b", 16, 1, 1, 1, 1, 100, 3), empty_db());
+  const auto r = generate_per_rank(inference("llama3-8b", 16, 1, 1, 1, 1, 100, 3), empty_db());
   EXPECT_DOUBLE_EQ(r.infer.kv_read_bytes_rank0, 32.0 * 1 * 2 * 1 * 128 * (101 + 102) * 2);
 }
 
@@ -920,8 +929,100 @@ TEST(Generators, InferenceMemoryIsWeightsAndKvCache) {
   const double emb = 2.0 * 128256 * 8192 / 8 * 2;  // embedding + LM head, 16-bit, per rank
   EXPECT_NEAR((fp8 - emb) / ((s.weights_bytes - emb) / 2), 1.0, 1e-3);
   // generate_training attaches it (not the training estimate with gradients and Adam states).
-  const auto g = generate_training(inference("llama3-8b", 2, 1, 1, 1, 2, 128, 2), empty_db());
+  const auto g = generate_per_rank(inference("llama3-8b", 2, 1, 1, 1, 2, 128, 2), empty_db());
   EXPECT_EQ(g.stats.memory.peak().optimizer_bytes, 0.0);
+}
+
+// Shared programs (TrainConfig::share_programs, the default): every rank's DAG, read through
+// Workload::program/group_of/peer_of, equals the DAG generated for that rank alone (share off),
+// node for node and field for field, and the totals agree; the run's executor reads only these.
+// Covers MoE (EP, expert DP), interleaved 1F1B (VP), tied embeddings over PP, CP 2 rings,
+// TP-overlap rings (TP 4: next != previous), ZeRO 3, and inference pipelines.
+TEST(Generators, SharedProgramsEqualPerRankOnes) {
+  std::vector<std::pair<std::string, TrainConfig>> cases;
+  {
+    TrainConfig c;
+    c.model = find_model("mixtral-8x7b", "", "");
+    c.model.layers = 8;
+    c.gpu = "H100";
+    c.tp = 2;
+    c.pp = 4;
+    c.vp = 2;
+    c.dp = 4;
+    c.ep = 4;
+    c.zero = 1;
+    c.seq_len = 1024;
+    c.global_batch = 16;
+    cases.emplace_back("moe tp2 pp4 vp2 dp4 ep4", c);
+  }
+  {
+    TrainConfig c = gpt3_175b(4, 2, 2, 8);  // tied embeddings: emb groups on stages 0 and 1
+    c.model.layers = 4;
+    c.cp = 2;
+    c.tp_comm_overlap = true;
+    c.zero = 3;
+    cases.emplace_back("gpt3 tp4 pp2 dp2 cp2 tp-overlap zero3", c);
+  }
+  cases.emplace_back("inference tp2 pp2 dp2", inference("llama3-70b", 2, 2, 2, 1, 2, 128, 3));
+  for (auto& [name, c] : cases) {
+    c.share_programs = true;
+    const Generated sh = generate_training(c, empty_db());
+    c.share_programs = false;
+    const Generated pr = generate_training(c, empty_db());
+    const models::Workload& a = sh.workload;
+    const models::Workload& b = pr.workload;
+    ASSERT_TRUE(a.shared()) << name;
+    ASSERT_FALSE(b.shared()) << name;
+    EXPECT_NO_THROW(a.check_shared()) << name;
+    ASSERT_EQ(a.ranks, b.ranks) << name;
+    // One program per pipeline stage and CP position (nothing else tells the ranks apart here).
+    EXPECT_EQ(a.programs.size(), std::size_t{c.pp} * c.cp) << name;
+    ASSERT_EQ(a.groups.size(), b.groups.size()) << name;
+    for (std::size_t g = 0; g < a.groups.size(); ++g) {
+      EXPECT_EQ(a.groups[g].name, b.groups[g].name);
+      EXPECT_EQ(a.groups[g].ranks, b.groups[g].ranks);
+    }
+    EXPECT_EQ(a.total_nodes(), b.total_nodes()) << name;
+    EXPECT_EQ(sh.stats.nodes, pr.stats.nodes) << name;
+    EXPECT_NEAR(sh.stats.model_flops / pr.stats.model_flops, 1.0, 1e-12) << name;
+    EXPECT_NEAR(sh.stats.hw_flops / pr.stats.hw_flops, 1.0, 1e-12) << name;
+    EXPECT_EQ(sh.stats.kernels_modelled + sh.stats.kernels_scaled + sh.stats.kernels_measured,
+              pr.stats.kernels_modelled + pr.stats.kernels_scaled + pr.stats.kernels_measured) << name;
+    EXPECT_EQ(sh.stats.compute_ps_rank0, pr.stats.compute_ps_rank0) << name;
+    EXPECT_EQ(sh.infer.phase_end_nodes, pr.infer.phase_end_nodes) << name;
+    for (std::size_t k = 0; k < pr.infer.phase_flops.size(); ++k) {
+      EXPECT_NEAR(sh.infer.phase_flops[k] / pr.infer.phase_flops[k], 1.0, 1e-12) << name;
+    }
+    std::uint64_t colls = 0, p2p = 0;
+    for (std::uint32_t r = 0; r < a.ranks; ++r) {
+      const auto& pa = a.program(r);
+      const auto& pb = b.programs[r];
+      ASSERT_EQ(pa.size(), pb.size()) << name << " rank " << r;
+      for (std::size_t i = 0; i < pa.size(); ++i) {
+        const auto& x = pa[i];
+        const auto& y = pb[i];
+        ASSERT_TRUE(x.name == y.name && x.type == y.type && x.op == y.op && x.bytes == y.bytes && x.tag == y.tag &&
+                    x.duration_ps == y.duration_ps && x.deps == y.deps && x.root == y.root && x.source_id == y.source_id)
+            << name << " rank " << r << " node " << i << " " << y.name;
+        ASSERT_EQ(a.group_of(r, x), y.group) << name << " rank " << r << " node " << i << " " << y.name;
+        ASSERT_EQ(a.peer_of(r, x), y.peer) << name << " rank " << r << " node " << i << " " << y.name;
+        colls += y.type == NodeType::kCollective;
+        p2p += y.type == NodeType::kSend || y.type == NodeType::kRecv;
+      }
+    }
+    EXPECT_GT(colls, 0u) << name;
+    EXPECT_GT(p2p, 0u) << name;
+    // unshare() gives the per-rank workload back.
+    models::Workload u = a;
+    u.unshare();
+    ASSERT_FALSE(u.shared());
+    for (std::uint32_t r = 0; r < u.ranks; ++r) {
+      for (std::size_t i = 0; i < u.programs[r].size(); ++i) {
+        ASSERT_EQ(u.programs[r][i].group, b.programs[r][i].group);
+        ASSERT_EQ(u.programs[r][i].peer, b.programs[r][i].peer);
+      }
+    }
+  }
 }
 
 TEST(Generators, InferenceBadConfigsAreInputErrors) {
