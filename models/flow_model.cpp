@@ -223,20 +223,30 @@ void FlowSource::post(const Topology& topo, engine::LpId net_lp, const Packet& h
     const std::uint64_t bytes = coarse_part_bytes(head, topo);
     Entry& e = cache_[(head.flow_hash ^ head.dst_rank) & 3u];
     if (e.hash != head.flow_hash || e.dst != head.dst_rank || e.bytes != bytes) {
-      const FlowPath path = route_path(topo, nullptr, head.src_rank, head.dst_rank, head.flow_hash);
-      const TransferTiming t = transfer_timing(path, bytes);
       e.hash = head.flow_hash;
       e.dst = head.dst_rank;
       e.bytes = bytes;
-      e.port = static_cast<std::uint16_t>(path.first_port);
-      const SimTime delay = t.head_ps + t.tail_ps;
-      e.delay_ps = static_cast<std::uint32_t>(std::min<SimTime>(delay, 0xFFFFFFFF));
-      e.ser_ps = static_cast<std::uint32_t>(std::min<SimTime>(t.last_first_ps, 0xFFFFFFFF));
-      // The network LP sends this arrival at t0 + D with delay delay_ps - D; from here it is
-      // sent at t0 with delay_ps, which must not undercut the lookahead (<= D, jobs/run.cpp).
-      // (Times of 2^32 ps = 4.3 ms and more, ports beyond 65,535: through the network LP.)
-      e.direct = t.rest_bytes == 0 && delay >= d && delay > 0 && delay < 0xFFFFFFFF &&
-                 t.last_first_ps < 0xFFFFFFFF && path.first_port <= 0xFFFF;
+      // The egress port is route_path's first hop. A flow of more than one packet (beyond that
+      // link's MTU: transfer_timing's rest_bytes > 0) always goes to the network LP, so only the
+      // port is needed; the whole route and its timing only for a single packet. (An all-to-all
+      // rank posts to 15 peers in turn, more than the 4 entries hold: walking whole routes for
+      // those was ~2% of a MoE run.)
+      const std::uint32_t first = topo.route(head.src_rank, head.dst_rank, head.flow_hash);
+      e.port = static_cast<std::uint16_t>(first);
+      e.direct = false;
+      e.delay_ps = e.ser_ps = 0;
+      if (bytes <= topo.ports(head.src_rank)[first].mtu_bytes) {
+        const FlowPath path = route_path(topo, nullptr, head.src_rank, head.dst_rank, head.flow_hash);
+        const TransferTiming t = transfer_timing(path, bytes);
+        const SimTime delay = t.head_ps + t.tail_ps;
+        e.delay_ps = static_cast<std::uint32_t>(std::min<SimTime>(delay, 0xFFFFFFFF));
+        e.ser_ps = static_cast<std::uint32_t>(std::min<SimTime>(t.last_first_ps, 0xFFFFFFFF));
+        // The network LP sends this arrival at t0 + D with delay delay_ps - D; from here it is
+        // sent at t0 with delay_ps, which must not undercut the lookahead (<= D, jobs/run.cpp).
+        // (Times of 2^32 ps = 4.3 ms and more, ports beyond 65,535: through the network LP.)
+        e.direct = t.rest_bytes == 0 && delay >= d && delay > 0 && delay < 0xFFFFFFFF &&
+                   t.last_first_ps < 0xFFFFFFFF && path.first_port <= 0xFFFF;
+      }
     }
     SimTime& clock = port_free(e.port);
     at = std::max(at, clock);
@@ -281,9 +291,11 @@ FlowNetLp::FlowNetLp(const Topology& topo, engine::LpId id)
   port_free_.assign(index_.link(topo.num_gpus(), 0), 0);
   nvls_gen_.assign(topo.num_gpus(), 1);
   nvls_next_.assign(topo.num_gpus(), 0);
-  // Eight entries per GPU (a connection's QPs have their own routes), at most 16,384 (~1.8 MB).
+  // 32 entries per GPU (a connection's QPs have their own routes; a MoE rank keeps ~20 peers'
+  // routes in use: EP all-to-all, DP ring, TP, PP), at most 2^20 (~150 MB at 32,768+ GPUs). At
+  // 8 per GPU, capped at 16,384, a 9,216-GPU MoE iteration missed most look-ups.
   std::size_t n = 64;
-  while (n < 8 * std::size_t{topo.num_gpus()} && n < 16384) n *= 2;
+  while (n < 32 * std::size_t{topo.num_gpus()} && n < (std::size_t{1} << 20)) n *= 2;
   routes_.resize(n);
 }
 
