@@ -79,6 +79,10 @@ Action add_validate(CLI::App& app) {
   auto opt = std::make_shared<jobs::RunOptions>();
   CLI::App* sub = app.add_subcommand("validate", "run every check of `run` (spec, workload, topology, partition, NCCL settings, schedules, output paths) without simulating");
   add_common(sub, *opt);
+  sub->add_option("--processes", opt->validate_processes,
+                  "check the partition (sim.partition file, or the placement and its lookahead) for a run on N MPI "
+                  "processes (default: the processes validate runs on)")
+      ->check(CLI::PositiveNumber);
   return [sub, opt]() -> int {
     if (!*sub) return -1;
     opt->write_h5 = false;

@@ -530,8 +530,11 @@ RunResult run_simulation(const RunOptions& opt, MPI_Comm comm, const std::string
     ++lp_weight[edges[i].b];
   }
   engine::Placement placement;
+  // validate --processes N: place (or read the partition file) for N processes.
+  const auto part_procs = opt.dry_run && opt.validate_processes > 0 ? opt.validate_processes
+                                                                    : static_cast<std::uint32_t>(nprocs);
   if (spec.partition == "topology") {
-    placement = partition::place_blocks(num_lps, blocks, loose, static_cast<std::uint32_t>(nprocs), threads);
+    placement = partition::place_blocks(num_lps, blocks, loose, part_procs, threads);
     // Leaves (ToRs, rail switches) join the unit holding most of their hosts' GPUs; spines and
     // cores stay dealt round robin (they are wired to every leaf of their pod).
     std::vector<engine::LpId> leaves;
@@ -539,10 +542,9 @@ RunResult run_simulation(const RunOptions& opt, MPI_Comm comm, const std::string
     partition::attach_to_neighbors(placement, leaves, edges);
   } else if (spec.partition == "metis") {
     // Links below 1 ns stay inside one unit: a window that short would make the run crawl.
-    placement = partition::place_metis(num_lps, edges, edge_weight, lp_weight, static_cast<std::uint32_t>(nprocs),
-                                       threads, 1000);
+    placement = partition::place_metis(num_lps, edges, edge_weight, lp_weight, part_procs, threads, 1000);
   } else {
-    placement = partition::read_partition(spec.partition, num_lps, static_cast<std::uint32_t>(nprocs), threads);
+    placement = partition::read_partition(spec.partition, num_lps, part_procs, threads);
   }
   const engine::SimTime w_ps = partition::lookahead(placement, edges);
   if (w_ps < 1) {
@@ -571,7 +573,9 @@ RunResult run_simulation(const RunOptions& opt, MPI_Comm comm, const std::string
   simccl::check_workload_plans(planner, w);
   if (opt.dry_run) {
     RunResult r;
-    r.summary_text = "workload: " + workload_desc(w) + "\ncluster: " + cluster_desc(topo) + "\n";
+    r.summary_text = "workload: " + workload_desc(w) + "\ncluster: " + cluster_desc(topo) + "\n" +
+                     fmt::format("partition: {} process(es) x {} thread(s), lookahead {}\n", part_procs, threads,
+                                 w_ps >= engine::kInfinity ? std::string("none (nothing cut)") : engine::format_time(w_ps));
     return r;
   }
   // Flow records are kept only where they are read: the HDF5 /flows table (output.flows) or

@@ -33,6 +33,10 @@ struct RunOptions {
   /// before the engine is built; nothing is written. RunResult::summary_text holds the
   /// description. The HDF5 path is checked only when output.h5 was given (spec or --set).
   bool dry_run = false;
+  /// `fabricsim validate --processes N`: check the partition (a sim.partition file, or the
+  /// topology/metis placement and its lookahead) for a run on N MPI processes instead of the
+  /// processes validate itself runs on (0: those). Only with dry_run.
+  std::uint32_t validate_processes = 0;
   /// In-memory workload (e.g. `fabricsim nccl-tests`); when set, --workload/workload.path are not read.
   const models::Workload* workload_data = nullptr;
   /// Keep every flow record in RunResult::flow_records (tests, small runs).

@@ -435,6 +435,48 @@ TEST_F(Cli, ValidateRefusesWhatRunRefusesWithTheSameLine) {
   EXPECT_FALSE(fs::exists(part)) << "validate wrote the partition file";
 }
 
+// QA: a partition file saved by a 2-process run could not be validated without mpiexec (validate
+// checked it against its own 1 process). `validate --processes 2` checks it for 2; without it
+// the file is refused as made for another process count; --processes 0 is bad input.
+TEST_F(Cli, ValidateChecksAPartitionFileForTheGivenProcessCount) {
+  const std::string spec = fabricsim::testing::source_dir() + "/examples/quickstart.yaml";
+  const std::string one = (dir_ / "one.part").string(), two = (dir_ / "two.part").string();
+  ASSERT_EQ(run_cli("run " + spec + " -q -o " + (dir_ / "r.h5").string() + " --set sim.save_partition=" + one, dir_.string()).code, 0);
+  // The same placement with LP 0 moved to a second process: a 2-process partition file.
+  std::ifstream in(one);
+  std::ofstream out(two);
+  std::string line;
+  ASSERT_TRUE(std::getline(in, line));
+  const auto at = line.find(" procs 1 ");
+  ASSERT_NE(at, std::string::npos) << line;
+  out << line.substr(0, at) << " procs 2 " << line.substr(at + 9) << "\n";
+  bool moved = false;
+  while (std::getline(in, line)) {
+    if (!moved && line.rfind("0 0 ", 0) == 0) {
+      out << "0 1 " << line.substr(4) << "\n";
+      moved = true;
+    } else {
+      out << line << "\n";
+    }
+  }
+  out.close();
+  ASSERT_TRUE(moved);
+  const Outcome plain = run_cli("validate " + spec + " --set sim.partition=" + two, dir_.string());
+  EXPECT_EQ(plain.code, 2) << plain.err;
+  EXPECT_NE(plain.err.find("line 1"), std::string::npos) << plain.err;
+  const Outcome for2 = run_cli("validate " + spec + " --processes 2 --set sim.partition=" + two, dir_.string());
+  EXPECT_EQ(for2.code, 0) << for2.err;
+  EXPECT_NE(for2.out.find("partition: 2 process(es) x 1 thread(s), lookahead "), std::string::npos) << for2.out;
+  EXPECT_EQ(for2.out.find("lookahead none"), std::string::npos) << for2.out;  // LP 0's links are cut
+  const Outcome one_ok = run_cli("validate " + spec + " --set sim.partition=" + one, dir_.string());
+  EXPECT_EQ(one_ok.code, 0) << one_ok.err;
+  EXPECT_NE(one_ok.out.find("partition: 1 process(es) x 1 thread(s), lookahead none (nothing cut)"), std::string::npos)
+      << one_ok.out;
+  const Outcome zero = run_cli("validate " + spec + " --processes 0", dir_.string());
+  EXPECT_EQ(zero.code, 2) << zero.err;
+  EXPECT_EQ(count_lines(zero.err), 1) << zero.err;
+}
+
 // QA: cluster.mtu=1 was accepted and the run then cut every byte into a packet (it seemed to
 // hang). Both MTUs are bounded to 256 B (the smallest RoCEv2/IB path MTU) .. 16 MiB
 // (coarse-grained packets); the bounds themselves are accepted.
