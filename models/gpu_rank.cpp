@@ -237,6 +237,7 @@ void GpuRankLp::start_collective(std::uint32_t n, Context& ctx) {
   st.start = ctx.now();
   st.group = group;
   st.instance = inst;
+  st.ring_index = req.my_index;
   if (st.plan.lazy_ring) {
     st.ring = true;
     st.ring_steps = st.plan.lazy_ring->steps;
@@ -323,6 +324,10 @@ void GpuRankLp::begin_collective(std::uint32_t slot, Context& ctx) {
 void GpuRankLp::start_lazy_ring(std::uint32_t slot, Context& ctx) {
   CollState& st = state(slot);
   const LazyRing& r = *st.plan.lazy_ring;
+  if (ring_flows_ == RingFlows::kStream && fidelity_ != Fidelity::kPacket && r.steps >= 2 && r.recv_bytes &&
+      start_ring_stream(slot, ctx)) {
+    return;
+  }
   st.ring_got.assign((std::size_t{r.steps} + 63) / 64, 0);
   std::vector<std::uint64_t> early;
   early.swap(st.early);
@@ -343,6 +348,54 @@ void GpuRankLp::start_lazy_ring(std::uint32_t slot, Context& ctx) {
   const std::uint32_t steps = r.steps;
   for (std::uint32_t k = 0; k < steps && !st.completed; ++k) {
     if (st.ring_has(k)) op_done(slot, 2 * k + 1, ctx);
+  }
+}
+
+// Streamed ring (ring_stream.hpp): the rank's one flow to next carries every step's bytes (tag
+// 0, op 0 for its send completion); the one flow from prev is the only receive.
+bool GpuRankLp::start_ring_stream(std::uint32_t slot, Context& ctx) {
+  CollState& st = state(slot);
+  const LazyRing& r = *st.plan.lazy_ring;
+  std::uint64_t out_bytes = 0, in_bytes = 0, min_step = ~std::uint64_t{0};
+  for (std::uint32_t k = 0; k < r.steps; ++k) {
+    const std::uint64_t o = r.step_bytes(k), i = r.recv_bytes(k);
+    out_bytes += o;
+    in_bytes += i;
+    min_step = std::min({min_step, o, i});
+  }
+  const auto& members = workload_->groups[st.group].ranks;
+  auto it = ring_links_.find(st.group);
+  if (it == ring_links_.end()) it = ring_links_.emplace(st.group, RingLinkClasses(topo_, members)).first;
+  if (!ring_streams(it->second, min_step)) return false;
+  const RingStreamTiming t =
+      ring_stream_timing(topo_, members, it->second, st.ring_index, r.steps, r.recv_bytes(r.steps - 1), in_bytes, out_bytes);
+  st.stream = true;
+  st.stream_in = -1;
+  st.stream_out = -1;
+  st.stream_wait = std::max<SimTime>(0, t.chain_ps - t.in_ps);
+  st.stream_floor_at = ctx.now() + t.floor_ps;
+  std::vector<std::uint64_t> early;
+  early.swap(st.early);
+  for (std::uint64_t key : early) {
+    if ((key >> 32) != r.prev || (key & 0xFFFFFFFFu) != 0 || st.stream_in >= 0) {
+      throw engine::InternalError("rank " + std::to_string(id_) + ": message from rank " + std::to_string(key >> 32) +
+                                  " tag " + std::to_string(key & 0xFFFFFFFFu) +
+                                  " matches no receive of streamed ring collective node " + std::to_string(st.node));
+    }
+    st.stream_in = st.early_at;  // the only message that can have come early
+  }
+  start_flow(st.ring_next, out_bytes, st.group, st.instance, 0, slot, 0, ctx);
+  return true;
+}
+
+void GpuRankLp::ring_stream_check(std::uint32_t slot, Context& ctx) {
+  CollState& st = state(slot);
+  if (st.completed || st.stream_in < 0 || st.stream_out < 0) return;
+  const SimTime at = std::max({st.stream_in + st.stream_wait, st.stream_out, st.stream_floor_at});
+  if (at > ctx.now()) {
+    ctx.send(id_, at, kEvRingStreamDone, slot);
+  } else {
+    finish_collective(slot, ctx);
   }
 }
 
@@ -523,11 +576,22 @@ void GpuRankLp::coll_message(std::uint32_t slot, std::uint64_t key, Context& ctx
   CollState& st = state(slot);
   if (!st.started) {
     st.early.push_back(key);
+    st.early_at = ctx.now();
     return;
   }
   if (st.completed) {
     throw engine::InternalError("rank " + std::to_string(id_) + ": message from rank " + std::to_string(key >> 32) +
                                 " for collective node " + std::to_string(st.node) + " after it completed");
+  }
+  if (st.stream) {
+    if ((key >> 32) != st.ring_prev || (key & 0xFFFFFFFFu) != 0 || st.stream_in >= 0) {
+      throw engine::InternalError("rank " + std::to_string(id_) + ": message from rank " + std::to_string(key >> 32) +
+                                  " tag " + std::to_string(key & 0xFFFFFFFFu) +
+                                  " matches no open receive of streamed ring collective node " + std::to_string(st.node));
+    }
+    st.stream_in = ctx.now();
+    ring_stream_check(slot, ctx);
+    return;
   }
   if (st.ring) {
     const std::uint64_t k = key & 0xFFFFFFFFu;
@@ -564,6 +628,11 @@ void GpuRankLp::coll_message(std::uint32_t slot, std::uint64_t key, Context& ctx
 
 void GpuRankLp::op_done(std::uint32_t slot, std::uint32_t op, Context& ctx) {
   CollState& st2 = state(slot);  // deque: stays valid while slots are added
+  if (st2.stream) {  // the stream's send completed (its only op besides the receive)
+    st2.stream_out = ctx.now();
+    ring_stream_check(slot, ctx);
+    return;
+  }
   if (st2.ring) {
     // Lazy ring: op 2k+1 (receive of step k) readies op 2k+2 (send of step k+1).
     ++st2.done_ops;
@@ -887,6 +956,9 @@ void GpuRankLp::handle(const engine::Event& ev, Context& ctx) {
     }
     case kEvCollLaunch:
       begin_collective(ev.get<std::uint32_t>(), ctx);
+      return;
+    case kEvRingStreamDone:
+      finish_collective(ev.get<std::uint32_t>(), ctx);
       return;
     case kEvComputeDone:
       account(ctx.now());
