@@ -293,3 +293,32 @@ TEST(RingStream, BadValueIsInputErrorNamingTheField) {
 }
 
 }  // namespace
+
+namespace {
+// Start skew: rank 3 computes `delay` before an AllGather of C = 1 MiB per rank on an uncongested
+// ring of equal links. Step-wise, rank 2's last receive is the end of the chain that starts at
+// rank 3 (S = n - 1 steps), so the collective ends at delay + S T(C); streamed, rank 4's incoming
+// stream leaves rank 3 at `delay` and completes at delay + T_in(B_in) + (P1 - T_in(B_in)) =
+// delay + S T(C), the same instant (the other ranks end earlier than step-wise: the stream does
+// not forward the late start around the ring, docs/fidelity.md). T(1 MiB) = 256 s + s + 1 us.
+TEST(RingStream, LateRankEndsTheRingAtTheSameInstant) {
+  const SimTime s = serialization_ps(4096, 400'000'000'000);
+  const SimTime t = 256 * s + s + 2 * 500'000;
+  for (const std::uint32_t n : {8u, 16u}) {
+    for (const SimTime delay : {SimTime{1'000'000}, SimTime{100'000'000}}) {
+      m::Workload w = collective(n, m::CollOp::kAllGather, std::uint64_t{n} << 20);
+      m::WorkNode c;
+      c.name = "compute";
+      c.type = m::NodeType::kCompute;
+      c.duration_ps = delay;
+      auto& p = w.programs[3];
+      p.insert(p.begin(), c);
+      p[1].deps = {0};
+      SCOPED_TRACE("n=" + std::to_string(n) + " delay=" + std::to_string(delay));
+      const SimTime closed = delay + static_cast<SimTime>(n - 1) * t;
+      EXPECT_EQ(iteration(run(&w, "flow", "step", one_leaf(n))), closed);
+      EXPECT_EQ(iteration(run(&w, "flow", "stream", one_leaf(n))), closed);
+    }
+  }
+}
+}  // namespace
