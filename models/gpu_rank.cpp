@@ -368,12 +368,12 @@ bool GpuRankLp::start_ring_stream(std::uint32_t slot, Context& ctx) {
   if (it == ring_links_.end()) it = ring_links_.emplace(st.group, RingLinkClasses(topo_, members)).first;
   if (!ring_streams(it->second, min_step)) return false;
   const RingStreamTiming t =
-      ring_stream_timing(topo_, members, it->second, st.ring_index, r.steps, r.recv_bytes(r.steps - 1), in_bytes, out_bytes);
+      ring_stream_timing(topo_, members, it->second, st.ring_index, r.steps, r.recv_bytes(r.steps - 1), in_bytes);
   st.stream = true;
   st.stream_in = -1;
   st.stream_out = -1;
   st.stream_wait = std::max<SimTime>(0, t.chain_ps - t.in_ps);
-  st.stream_floor_at = ctx.now() + t.floor_ps;
+  st.token_rounds = static_cast<std::uint8_t>(ring_token_rounds(static_cast<std::uint32_t>(members.size())));
   std::vector<std::uint64_t> early;
   early.swap(st.early);
   for (std::uint64_t key : early) {
@@ -390,13 +390,56 @@ bool GpuRankLp::start_ring_stream(std::uint32_t slot, Context& ctx) {
 
 void GpuRankLp::ring_stream_check(std::uint32_t slot, Context& ctx) {
   CollState& st = state(slot);
-  if (st.completed || st.stream_in < 0 || st.stream_out < 0) return;
-  const SimTime at = std::max({st.stream_in + st.stream_wait, st.stream_out, st.stream_floor_at});
-  if (at > ctx.now()) {
-    ctx.send(id_, at, kEvRingStreamDone, slot);
+  if (st.completed || st.own_known || st.stream_in < 0 || st.stream_out < 0) return;
+  st.own_known = true;
+  st.stream_value = std::max({st.stream_value, st.stream_in + st.stream_wait, st.stream_out});
+  ring_token_advance(slot, ctx);
+}
+
+// Round r (0 <= r < R = ceil(log2 n)): this rank sends the largest completion term it knows to
+// ring position index + 2^r once it knows its own term and received round r - 1 (from position
+// index - 2^(r-1)); after R rounds it knows the maximum over all n positions (those within
+// 2^R - 1 >= n - 1 hops upstream).
+void GpuRankLp::ring_token_advance(std::uint32_t slot, Context& ctx) {
+  CollState& st = state(slot);
+  if (!st.own_known || st.completed) return;
+  const auto& members = workload_->groups[st.group].ranks;
+  const auto n = static_cast<std::uint32_t>(members.size());
+  while (true) {
+    const std::uint32_t r = st.token_round;
+    if (r > 0) {
+      if (st.tokens.size() < r || st.tokens[r - 1] < 0) return;  // round r - 1 not in yet
+      st.stream_value = std::max(st.stream_value, st.tokens[r - 1]);
+    }
+    if (r == st.token_rounds) break;
+    const std::uint32_t to = members[(st.ring_index + (std::uint32_t{1} << r)) % n];
+    ctx.send(to, ctx.now() + ring_token_delay_ps(topo_, fidelity_, id_, to), kEvRingToken,
+             RingToken{st.group, st.instance, r, st.stream_value});
+    ++st.token_round;
+  }
+  st.token_round = static_cast<std::uint8_t>(st.token_rounds + 1);  // done: no more rounds
+  if (st.stream_value > ctx.now()) {
+    ctx.send(id_, st.stream_value, kEvRingStreamDone, slot);
   } else {
     finish_collective(slot, ctx);
   }
+}
+
+void GpuRankLp::ring_token(const engine::Event& ev, Context& ctx) {
+  const RingToken tok = ev.get<RingToken>();
+  const std::uint32_t slot = slot_of(tok.group, tok.instance);
+  CollState& st = state(slot);
+  if (tok.round >= kMaxRingTokenRounds || st.completed) {
+    throw engine::InternalError("rank " + std::to_string(id_) + ": ring token of round " + std::to_string(tok.round) +
+                                " for a collective that cannot take it");
+  }
+  if (st.tokens.empty()) st.tokens.assign(kMaxRingTokenRounds, -1);
+  if (st.tokens[tok.round] >= 0) {
+    throw engine::InternalError("rank " + std::to_string(id_) + ": duplicate ring token of round " +
+                                std::to_string(tok.round));
+  }
+  st.tokens[tok.round] = tok.value;
+  if (st.started && st.stream) ring_token_advance(slot, ctx);
 }
 
 // Lazy NCCL ring family. Same order of sends as the materialized plan: at the start every
@@ -959,6 +1002,9 @@ void GpuRankLp::handle(const engine::Event& ev, Context& ctx) {
       return;
     case kEvRingStreamDone:
       finish_collective(ev.get<std::uint32_t>(), ctx);
+      return;
+    case kEvRingToken:
+      ring_token(ev, ctx);
       return;
     case kEvComputeDone:
       account(ctx.now());

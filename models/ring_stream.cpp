@@ -24,6 +24,14 @@ FlowPath ring_link_path(const Topology& topo, std::uint32_t from, std::uint32_t 
   return route_path(topo, nullptr, from, to, Nic::qp_flow_hash(from, to, 0, topo.spec().seed));
 }
 
+SimTime ring_token_delay_ps(const Topology& topo, Fidelity fidelity, std::uint32_t from, std::uint32_t to) {
+  if (fidelity == Fidelity::kFlow) return coarse_offset_ps(topo);
+  const FlowPath p = ring_link_path(topo, from, to);
+  SimTime l = 0;
+  for (std::uint32_t h = 0; h < p.hops; ++h) l += p.latency_ps[h];
+  return l;
+}
+
 namespace {
 bool same_timing(const FlowPath& a, const FlowPath& b) {
   if (a.hops != b.hops || a.mtu_bytes != b.mtu_bytes) return false;
@@ -53,12 +61,6 @@ SimTime RingLinkClasses::sum_ps(std::uint64_t bytes) const {
   return s;
 }
 
-SimTime RingLinkClasses::max_ps(std::uint64_t bytes) const {
-  SimTime m = 0;
-  for (const Class& c : classes_) m = std::max(m, lone_transfer_ps(c.path, bytes));
-  return m;
-}
-
 std::uint32_t RingLinkClasses::max_mtu() const {
   std::uint32_t m = 0;
   for (const Class& c : classes_) m = std::max(m, c.path.mtu_bytes);
@@ -67,7 +69,7 @@ std::uint32_t RingLinkClasses::max_mtu() const {
 
 RingStreamTiming ring_stream_timing(const Topology& topo, const std::vector<std::uint32_t>& members,
                                     const RingLinkClasses& links, std::uint32_t index, std::uint32_t steps,
-                                    std::uint64_t chain_bytes, std::uint64_t in_bytes, std::uint64_t out_bytes) {
+                                    std::uint64_t chain_bytes, std::uint64_t in_bytes) {
   const auto n = static_cast<std::uint32_t>(members.size());
   if (n < 2 || index >= n) throw engine::InternalError("ring_stream_timing: index outside the ring");
   auto link_ps = [&](std::uint32_t l, std::uint64_t bytes) {
@@ -90,7 +92,6 @@ RingStreamTiming ring_stream_timing(const Topology& topo, const std::vector<std:
     }
   }
   t.in_ps = link_ps(index + n - 1, in_bytes);
-  t.floor_ps = links.max_ps(out_bytes);
   return t;
 }
 

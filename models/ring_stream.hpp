@@ -15,14 +15,16 @@
 /// waiting for a link or its queue pair it arrives at
 ///     begin + P1,   P1 = sum over the S links before rank i (links i-1, i-2, ..., i-S mod n) of T_l(c).
 /// The stream from prev (B_in = the sum of prev's step bytes) arrives alone at
-/// begin + T_{i-1}(B_in), so the rank completes at
-///     F = max(A_in + max(0, P1 - T_{i-1}(B_in)),  E_out,  begin + P2)
-/// with A_in the stream's arrival, E_out its own stream's send completion and
-/// P2 = max over ring links of T_l(B_out) (no ring finishes before its slowest link has carried
-/// a whole stream: the throughput bound of a ring whose links differ, e.g. NVLink and NIC hops,
-/// where P1 alone would let ranks downstream of fast links finish early).
-/// Equal links, equal chunks, uncongested: P1 = S T(c) >= T(S c) = P2 and F = begin + S T(c),
-/// the step-wise time to the picosecond (tests/fidelity/ring_stream_test.cpp).
+/// begin + T_{i-1}(B_in), so the rank's own completion term is
+///     own_i = max(A_in + max(0, P1 - T_{i-1}(B_in)),  E_out)
+/// with A_in the stream's arrival and E_out its own stream's send completion, and every rank of
+/// the ring completes at max_j own_j (learnt through tokens, RingToken below): the step-wise
+/// ring's chains pass through every rank, so a late start or a congested edge anywhere delays
+/// them all, and a ring whose links differ (NVLink and NIC hops) runs at its slowest link, whose
+/// downstream rank's A_in carries it (T_slow(B), the slow link busy back to back).
+/// Equal links, equal chunks, uncongested: own_i = begin + S T(c) on every rank, the step-wise
+/// time to the picosecond (tests/fidelity/ring_stream_test.cpp), as long as the tokens arrive
+/// within the slack P1 - T(B) (see RingToken).
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -62,8 +64,6 @@ class RingLinkClasses {
   RingLinkClasses(const Topology& topo, const std::vector<std::uint32_t>& members);
   /// Sum over all n links of T_l(bytes) (ps).
   engine::SimTime sum_ps(std::uint64_t bytes) const;
-  /// Max over all links of T_l(bytes) (ps).
-  engine::SimTime max_ps(std::uint64_t bytes) const;
   /// Largest first-hop MTU of the ring's links (bytes): a step of at most this many bytes may
   /// be a single-packet flow, which at the flow rung holds no max-min share.
   std::uint32_t max_mtu() const;
@@ -75,6 +75,36 @@ class RingLinkClasses {
   };
   std::vector<Class> classes_;
 };
+
+/// Ring-wide completion (GpuRankLp): each rank's own term is
+///     own_i = max(A_in + max(0, P1 - T_{i-1}(B_in)),  E_out),
+/// and every rank completes at max_j own_j (the step-wise ring's ranks complete within a step of
+/// each other: its chains pass through every rank, so a late start or a congested edge anywhere
+/// delays all of them). The maximum travels in R = ceil(log2 n) rounds of tokens (recursive
+/// doubling along the ring: in round r rank i sends the largest term it knows to i + 2^r once it
+/// knows its own and round r-1's), n R engine events per collective instead of n S flows. A
+/// token takes ring_token_delay_ps, so a rank completes at max(max_j own_j, its last token's
+/// arrival): exact whenever the tokens arrive within the latency slack P1 - T(B) (uncongested
+/// rings of equal links: (S - 1) per-step latencies >= R token delays).
+struct RingToken {
+  std::uint32_t group = 0;     ///< the collective's communicator
+  std::uint32_t instance = 0;  ///< its instance on that communicator
+  std::uint32_t round = 0;     ///< 0 .. R-1
+  engine::SimTime value = 0;   ///< the largest completion term the sender knows (ps)
+};
+/// Most token rounds a ring can need (n < 2^32).
+inline constexpr std::uint32_t kMaxRingTokenRounds = 32;
+/// R = ceil(log2 n) for n >= 2.
+inline std::uint32_t ring_token_rounds(std::uint32_t n) {
+  std::uint32_t r = 0;
+  while ((std::uint64_t{1} << r) < n) ++r;
+  return r;
+}
+/// Delay of a token from GPU `from` to GPU `to` (ps): at the flow rung D = coarse_offset_ps
+/// (no more than the lookahead allows: with `from` and `to` in different partitions one of
+/// them is cut from the network LP by an edge of latency D); at the analytical rung the latency
+/// of the route (the cut edge between them, if any, lies on it).
+engine::SimTime ring_token_delay_ps(const Topology& topo, Fidelity fidelity, std::uint32_t from, std::uint32_t to);
 
 /// Whether a ring streams: only when every step of every rank is more than one packet, i.e.
 /// `min_step_bytes` (the least step of the ring: over a rank's sends and receives together,
@@ -92,12 +122,12 @@ inline bool ring_streams(const RingLinkClasses& links, std::uint64_t min_step_by
 struct RingStreamTiming {
   engine::SimTime chain_ps = 0;   ///< P1: the step-wise chain to the last receive, uncongested
   engine::SimTime in_ps = 0;      ///< T_{i-1}(B_in): the incoming stream alone
-  engine::SimTime floor_ps = 0;   ///< P2: the slowest ring link's stream of B_out bytes alone
 };
 /// @param chain_bytes c, the bytes of the last step's incoming message (the chunk of the chain).
-/// @param in_bytes B_in, @param out_bytes B_out (the two streams' bytes).
+/// @param in_bytes B_in (the incoming stream's bytes).
+/// @throws engine::InternalError if index >= n or n < 2.
 RingStreamTiming ring_stream_timing(const Topology& topo, const std::vector<std::uint32_t>& members,
                                     const RingLinkClasses& links, std::uint32_t index, std::uint32_t steps,
-                                    std::uint64_t chain_bytes, std::uint64_t in_bytes, std::uint64_t out_bytes);
+                                    std::uint64_t chain_bytes, std::uint64_t in_bytes);
 
 }  // namespace fabricsim::models
