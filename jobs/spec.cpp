@@ -106,8 +106,9 @@ const std::vector<SpecKey>& spec_keys() {
       {"sim.save_partition", "string", "", "write the placement used to this file (reuse it with sim.partition: FILE)"},
       {"sim.fidelity", "enum", "packet", "network rung: packet (MTU packets, FIFO switches), flow (max-min fair flows) or analytical (alpha-beta, no sharing)"},
       {"sim.ring_flows", "enum", "step", "ring planner's AllReduce/AllGather/ReduceScatter at the flow and analytical rungs: step (one flow per ring step, "
-                         "each after the previous step's receive) or stream (one flow per rank with all steps' bytes, completion corrected to the "
-                         "uncongested step-wise time; exact for equal links, approximate under congestion: docs/fidelity.md); the packet rung ignores it"},
+                         "each after the previous step's receive) or stream (one flow per rank with all steps' bytes; every rank completes at the "
+                         "ring-wide step-wise instant, exact uncongested with equal links, approximate under congestion: docs/fidelity.md "
+                         "\"Streamed rings\"); the packet rung ignores it"},
       {"output.h5", "string", "fabricsim_results.h5", "HDF5 results file (relative to the working directory)"},
       {"output.flows", "bool", "true", "write one /flows row per flow into the HDF5 file (false: an empty /flows table and no per-flow memory; the digest is unchanged)"},
       {"output.summary_json", "string", "", "summary JSON file (none if empty)"},
