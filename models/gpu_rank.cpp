@@ -402,7 +402,7 @@ void GpuRankLp::ring_stream_check(std::uint32_t slot, Context& ctx) {
 // 2^R - 1 >= n - 1 hops upstream).
 void GpuRankLp::ring_token_advance(std::uint32_t slot, Context& ctx) {
   CollState& st = state(slot);
-  if (!st.own_known || st.completed) return;
+  if (!st.own_known || st.completed || st.token_round > st.token_rounds) return;  // not yet, or done
   const auto& members = workload_->groups[st.group].ranks;
   const auto n = static_cast<std::uint32_t>(members.size());
   while (true) {

@@ -28,7 +28,7 @@ SimTime ring_token_delay_ps(const Topology& topo, Fidelity fidelity, std::uint32
   if (fidelity == Fidelity::kFlow) return coarse_offset_ps(topo);
   const FlowPath p = ring_link_path(topo, from, to);
   SimTime l = 0;
-  for (std::uint32_t h = 0; h < p.hops; ++h) l += p.latency_ps[h];
+  for (std::uint32_t h = 0; h < p.hops; ++h) l = std::max(l, p.latency_ps[h]);
   return l;
 }
 

@@ -102,8 +102,9 @@ inline std::uint32_t ring_token_rounds(std::uint32_t n) {
 }
 /// Delay of a token from GPU `from` to GPU `to` (ps): at the flow rung D = coarse_offset_ps
 /// (no more than the lookahead allows: with `from` and `to` in different partitions one of
-/// them is cut from the network LP by an edge of latency D); at the analytical rung the latency
-/// of the route (the cut edge between them, if any, lies on it).
+/// them is cut from the network LP by an edge of latency D); at the analytical rung the largest
+/// latency of one link of the route (with `from` and `to` in different partitions a cut edge,
+/// whose latency is at least the lookahead, lies on the route). The same for any partition.
 engine::SimTime ring_token_delay_ps(const Topology& topo, Fidelity fidelity, std::uint32_t from, std::uint32_t to);
 
 /// Whether a ring streams: only when every step of every rank is more than one packet, i.e.

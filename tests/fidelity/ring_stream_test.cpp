@@ -95,11 +95,13 @@ std::uint32_t steps_of(m::CollOp op, std::uint32_t n) { return op == m::CollOp::
 const m::CollOp kOps[] = {m::CollOp::kAllReduce, m::CollOp::kAllGather, m::CollOp::kReduceScatter};
 
 // Must-show 1: exact when uncongested with equal chunks (flow and analytical rungs), and the
-// stream is one flow per rank.
+// stream is one flow per rank (AllGather / ReduceScatter of 2 ranks are one step: step-wise).
 TEST(RingStream, UncongestedEqualChunksEqualStepwiseAndClosedForm) {
   const SimTime s = serialization_ps(4096, 400'000'000'000);
   ASSERT_EQ(s, 81'920);
-  for (const std::uint32_t n : {4u, 8u, 16u}) {
+  // n = 2 and 3 too: their AllReduce chains take whole turns of the ring plus few links
+  // (ring_stream_timing's other branch).
+  for (const std::uint32_t n : {2u, 3u, 4u, 8u, 16u}) {
     for (const m::CollOp op : kOps) {
       // Chunks of 16 KiB and 64 KiB (whole packets); AllGather/ReduceScatter sizes are the total.
       for (const std::uint64_t chunk : {std::uint64_t{16384}, std::uint64_t{65536}}) {
