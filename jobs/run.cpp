@@ -508,6 +508,7 @@ RunResult run_simulation(const RunOptions& opt, MPI_Comm comm, const std::string
   // talks to it with its smallest port latency at least, which is the lookahead across the cut.
   const models::Fidelity fidelity = models::parse_fidelity(spec.fidelity, spec.file, "sim.fidelity");
   const bool net_lp = fidelity == models::Fidelity::kFlow;
+  const models::RingFlows ring_flows = models::parse_ring_flows(spec.ring_flows, spec.file, "sim.ring_flows");
   const engine::LpId net_id = topo.num_nodes();
   if (net_lp) loose.push_back(net_id);
   const std::uint32_t num_lps = topo.num_nodes() + (net_lp ? 1 : 0);
@@ -589,6 +590,7 @@ RunResult run_simulation(const RunOptions& opt, MPI_Comm comm, const std::string
     if (topo.kind(id) == models::NodeKind::kGpu) {
       gpus.push_back(std::make_unique<models::GpuRankLp>(topo, id, &w, planner, spec.fabric));
       gpus.back()->set_fidelity(fidelity, net_id);
+      gpus.back()->set_ring_flows(ring_flows);
       gpus.back()->keep_flows(keep_flow_records);
       if (write_h5 || opt.keep_flows || !spec.trace_path.empty()) gpus.back()->enable_sampling(spec.sample_interval_ps);
       if (!spec.trace_path.empty() && id < w.ranks && id >= spec.trace_rank_lo && id <= spec.trace_rank_hi) {
@@ -850,7 +852,10 @@ RunResult run_simulation(const RunOptions& opt, MPI_Comm comm, const std::string
   out << "fabricsim " << version << "\n";
   out << "workload:  " << workload_desc(w) << "\n";
   out << "cluster:   " << cluster_desc(topo) << "\n";
-  if (fidelity != models::Fidelity::kPacket) out << "fidelity:  " << models::fidelity_name(fidelity) << "\n";
+  if (fidelity != models::Fidelity::kPacket) {
+    out << "fidelity:  " << models::fidelity_name(fidelity)
+        << (ring_flows == models::RingFlows::kStream ? " (ring flows: stream)" : "") << "\n";
+  }
   // Inference: time to first token (end of the prefill), time per output token (mean decode step,
   // as vLLM's benchmark counts TPOT: (end-to-end - TTFT) / (output tokens - 1)), throughput.
   const std::uint32_t decode_steps = gen.infer.used ? gen.output_tokens - 1 : 0;

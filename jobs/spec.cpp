@@ -105,6 +105,10 @@ const std::vector<SpecKey>& spec_keys() {
       {"sim.partition", "string", "topology", "LP placement: topology (hosts whole, each leaf with most of its hosts, spines and cores dealt round-robin), metis (LP graph weighted by link bandwidth) or a partition file"},
       {"sim.save_partition", "string", "", "write the placement used to this file (reuse it with sim.partition: FILE)"},
       {"sim.fidelity", "enum", "packet", "network rung: packet (MTU packets, FIFO switches), flow (max-min fair flows) or analytical (alpha-beta, no sharing)"},
+      {"sim.ring_flows", "enum", "step", "ring planner's AllReduce/AllGather/ReduceScatter at the flow and analytical rungs: step (one flow per ring step, "
+                         "each after the previous step's receive) or stream (one flow per rank with all steps' bytes; every rank completes at the "
+                         "ring-wide step-wise instant, exact uncongested with equal links, approximate under congestion: docs/fidelity.md "
+                         "\"Streamed rings\"); the packet rung ignores it"},
       {"output.h5", "string", "fabricsim_results.h5", "HDF5 results file (relative to the working directory)"},
       {"output.flows", "bool", "true", "write one /flows row per flow into the HDF5 file (false: an empty /flows table and no per-flow memory; the digest is unchanged)"},
       {"output.summary_json", "string", "", "summary JSON file (none if empty)"},
@@ -593,6 +597,12 @@ Spec load_spec(const std::string& path, const std::vector<std::string>& sets) {
       throw InputError(file_of("sim.fidelity"), "sim.fidelity", "'" + *v + "' is not a fidelity", "use packet, flow or analytical");
     }
     s.fidelity = *v;
+  }
+  if (auto v = str("sim.ring_flows")) {
+    if (*v != "step" && *v != "stream") {
+      throw InputError(file_of("sim.ring_flows"), "sim.ring_flows", "'" + *v + "' is not a ring flow mode", "use step or stream");
+    }
+    s.ring_flows = *v;
   }
   if (auto v = str("simccl.planner")) {
     if (*v != "nccl" && *v != "ring") {

@@ -49,6 +49,8 @@ struct Spec {
   std::string partition = "topology";  ///< sim.partition: topology | metis | a partition file (issue 7)
   std::string save_partition;           ///< sim.save_partition: write the placement used here ("" = no)
   std::string fidelity = "packet";  ///< sim.fidelity: packet | flow | analytical (models/flow_model.hpp)
+  /// sim.ring_flows: step | stream (models/ring_stream.hpp; flow and analytical rungs only).
+  std::string ring_flows = "step";
   std::string output_h5;
   bool output_flows = true;  ///< output.flows: write the HDF5 /flows table (keeps every flow record until then)
   std::string summary_json;

@@ -237,6 +237,7 @@ void GpuRankLp::start_collective(std::uint32_t n, Context& ctx) {
   st.start = ctx.now();
   st.group = group;
   st.instance = inst;
+  st.ring_index = req.my_index;
   if (st.plan.lazy_ring) {
     st.ring = true;
     st.ring_steps = st.plan.lazy_ring->steps;
@@ -323,6 +324,10 @@ void GpuRankLp::begin_collective(std::uint32_t slot, Context& ctx) {
 void GpuRankLp::start_lazy_ring(std::uint32_t slot, Context& ctx) {
   CollState& st = state(slot);
   const LazyRing& r = *st.plan.lazy_ring;
+  if (ring_flows_ == RingFlows::kStream && fidelity_ != Fidelity::kPacket && r.steps >= 2 && r.recv_bytes &&
+      start_ring_stream(slot, ctx)) {
+    return;
+  }
   st.ring_got.assign((std::size_t{r.steps} + 63) / 64, 0);
   std::vector<std::uint64_t> early;
   early.swap(st.early);
@@ -344,6 +349,97 @@ void GpuRankLp::start_lazy_ring(std::uint32_t slot, Context& ctx) {
   for (std::uint32_t k = 0; k < steps && !st.completed; ++k) {
     if (st.ring_has(k)) op_done(slot, 2 * k + 1, ctx);
   }
+}
+
+// Streamed ring (ring_stream.hpp): the rank's one flow to next carries every step's bytes (tag
+// 0, op 0 for its send completion); the one flow from prev is the only receive.
+bool GpuRankLp::start_ring_stream(std::uint32_t slot, Context& ctx) {
+  CollState& st = state(slot);
+  const LazyRing& r = *st.plan.lazy_ring;
+  std::uint64_t out_bytes = 0, in_bytes = 0, min_step = ~std::uint64_t{0};
+  for (std::uint32_t k = 0; k < r.steps; ++k) {
+    const std::uint64_t o = r.step_bytes(k), i = r.recv_bytes(k);
+    out_bytes += o;
+    in_bytes += i;
+    min_step = std::min({min_step, o, i});
+  }
+  const auto& members = workload_->groups[st.group].ranks;
+  auto it = ring_links_.find(st.group);
+  if (it == ring_links_.end()) it = ring_links_.emplace(st.group, RingLinkClasses(topo_, members)).first;
+  if (!ring_streams(it->second, min_step)) return false;
+  const RingStreamTiming t =
+      ring_stream_timing(topo_, members, it->second, st.ring_index, r.steps, r.recv_bytes(r.steps - 1), in_bytes);
+  st.stream = true;
+  st.stream_in = -1;
+  st.stream_out = -1;
+  st.stream_wait = std::max<SimTime>(0, t.chain_ps - t.in_ps);
+  st.token_rounds = static_cast<std::uint8_t>(ring_token_rounds(static_cast<std::uint32_t>(members.size())));
+  std::vector<std::uint64_t> early;
+  early.swap(st.early);
+  for (std::uint64_t key : early) {
+    if ((key >> 32) != r.prev || (key & 0xFFFFFFFFu) != 0 || st.stream_in >= 0) {
+      throw engine::InternalError("rank " + std::to_string(id_) + ": message from rank " + std::to_string(key >> 32) +
+                                  " tag " + std::to_string(key & 0xFFFFFFFFu) +
+                                  " matches no receive of streamed ring collective node " + std::to_string(st.node));
+    }
+    st.stream_in = st.early_at;  // the only message that can have come early
+  }
+  start_flow(st.ring_next, out_bytes, st.group, st.instance, 0, slot, 0, ctx);
+  return true;
+}
+
+void GpuRankLp::ring_stream_check(std::uint32_t slot, Context& ctx) {
+  CollState& st = state(slot);
+  if (st.completed || st.own_known || st.stream_in < 0 || st.stream_out < 0) return;
+  st.own_known = true;
+  st.stream_value = std::max({st.stream_value, st.stream_in + st.stream_wait, st.stream_out});
+  ring_token_advance(slot, ctx);
+}
+
+// Round r (0 <= r < R = ceil(log2 n)): this rank sends the largest completion term it knows to
+// ring position index + 2^r once it knows its own term and received round r - 1 (from position
+// index - 2^(r-1)); after R rounds it knows the maximum over all n positions (those within
+// 2^R - 1 >= n - 1 hops upstream).
+void GpuRankLp::ring_token_advance(std::uint32_t slot, Context& ctx) {
+  CollState& st = state(slot);
+  if (!st.own_known || st.completed || st.token_round > st.token_rounds) return;  // not yet, or done
+  const auto& members = workload_->groups[st.group].ranks;
+  const auto n = static_cast<std::uint32_t>(members.size());
+  while (true) {
+    const std::uint32_t r = st.token_round;
+    if (r > 0) {
+      if (st.tokens.size() < r || st.tokens[r - 1] < 0) return;  // round r - 1 not in yet
+      st.stream_value = std::max(st.stream_value, st.tokens[r - 1]);
+    }
+    if (r == st.token_rounds) break;
+    const std::uint32_t to = members[(st.ring_index + (std::uint32_t{1} << r)) % n];
+    ctx.send(to, ctx.now() + ring_token_delay_ps(topo_, fidelity_, id_, to), kEvRingToken,
+             RingToken{st.group, st.instance, r, st.stream_value});
+    ++st.token_round;
+  }
+  st.token_round = static_cast<std::uint8_t>(st.token_rounds + 1);  // done: no more rounds
+  if (st.stream_value > ctx.now()) {
+    ctx.send(id_, st.stream_value, kEvRingStreamDone, slot);
+  } else {
+    finish_collective(slot, ctx);
+  }
+}
+
+void GpuRankLp::ring_token(const engine::Event& ev, Context& ctx) {
+  const RingToken tok = ev.get<RingToken>();
+  const std::uint32_t slot = slot_of(tok.group, tok.instance);
+  CollState& st = state(slot);
+  if (tok.round >= kMaxRingTokenRounds || st.completed) {
+    throw engine::InternalError("rank " + std::to_string(id_) + ": ring token of round " + std::to_string(tok.round) +
+                                " for a collective that cannot take it");
+  }
+  if (st.tokens.empty()) st.tokens.assign(kMaxRingTokenRounds, -1);
+  if (st.tokens[tok.round] >= 0) {
+    throw engine::InternalError("rank " + std::to_string(id_) + ": duplicate ring token of round " +
+                                std::to_string(tok.round));
+  }
+  st.tokens[tok.round] = tok.value;
+  if (st.started && st.stream) ring_token_advance(slot, ctx);
 }
 
 // Lazy NCCL ring family. Same order of sends as the materialized plan: at the start every
@@ -523,11 +619,22 @@ void GpuRankLp::coll_message(std::uint32_t slot, std::uint64_t key, Context& ctx
   CollState& st = state(slot);
   if (!st.started) {
     st.early.push_back(key);
+    st.early_at = ctx.now();
     return;
   }
   if (st.completed) {
     throw engine::InternalError("rank " + std::to_string(id_) + ": message from rank " + std::to_string(key >> 32) +
                                 " for collective node " + std::to_string(st.node) + " after it completed");
+  }
+  if (st.stream) {
+    if ((key >> 32) != st.ring_prev || (key & 0xFFFFFFFFu) != 0 || st.stream_in >= 0) {
+      throw engine::InternalError("rank " + std::to_string(id_) + ": message from rank " + std::to_string(key >> 32) +
+                                  " tag " + std::to_string(key & 0xFFFFFFFFu) +
+                                  " matches no open receive of streamed ring collective node " + std::to_string(st.node));
+    }
+    st.stream_in = ctx.now();
+    ring_stream_check(slot, ctx);
+    return;
   }
   if (st.ring) {
     const std::uint64_t k = key & 0xFFFFFFFFu;
@@ -564,6 +671,11 @@ void GpuRankLp::coll_message(std::uint32_t slot, std::uint64_t key, Context& ctx
 
 void GpuRankLp::op_done(std::uint32_t slot, std::uint32_t op, Context& ctx) {
   CollState& st2 = state(slot);  // deque: stays valid while slots are added
+  if (st2.stream) {  // the stream's send completed (its only op besides the receive)
+    st2.stream_out = ctx.now();
+    ring_stream_check(slot, ctx);
+    return;
+  }
   if (st2.ring) {
     // Lazy ring: op 2k+1 (receive of step k) readies op 2k+2 (send of step k+1).
     ++st2.done_ops;
@@ -887,6 +999,12 @@ void GpuRankLp::handle(const engine::Event& ev, Context& ctx) {
     }
     case kEvCollLaunch:
       begin_collective(ev.get<std::uint32_t>(), ctx);
+      return;
+    case kEvRingStreamDone:
+      finish_collective(ev.get<std::uint32_t>(), ctx);
+      return;
+    case kEvRingToken:
+      ring_token(ev, ctx);
       return;
     case kEvComputeDone:
       account(ctx.now());

@@ -17,6 +17,7 @@
 #include "models/link_sampler.hpp"
 #include "models/nic.hpp"
 #include "models/packet.hpp"
+#include "models/ring_stream.hpp"
 #include "models/workload.hpp"
 
 namespace fabricsim::models {
@@ -79,6 +80,14 @@ class GpuRankLp final : public engine::Lp, private NicOwner {
     fidelity_ = f;
     net_lp_ = net_lp;
   }
+  /// sim.ring_flows: how a LazyRing (the ring planner's AllReduce / AllGather / ReduceScatter)
+  /// becomes flows. kStream applies at the flow and analytical rungs only (the packet rung
+  /// always runs the ring step by step): one flow per rank with every step's bytes, and every
+  /// rank completes at the ring-wide instant ring_stream.hpp derives (exact for an uncongested
+  /// ring of equal links), learnt through ceil(log2 n) rounds of tokens (kEvRingToken). Rings
+  /// of one step, and rings with single-packet steps (ring_streams), stay step-wise.
+  /// Call before init().
+  void set_ring_flows(RingFlows f) { ring_flows_ = f; }
   /// Starts sampling the NVLink (port 0) and NIC (port 1) egress bytes in bins of `bin_ps` (ps).
   void enable_sampling(engine::SimTime bin_ps) { nic_.enable_sampling(bin_ps); }
   const LinkSampler& sampler() const { return nic_.sampler(); }
@@ -113,6 +122,20 @@ class GpuRankLp final : public engine::Lp, private NicOwner {
     std::uint32_t ring_prev = 0;
     std::uint32_t group = 0;       ///< the collective node's group and instance
     std::uint32_t instance = 0;
+    std::uint32_t ring_index = 0;  ///< this rank's position in the communicator (ring order)
+    /// Streamed ring (RingFlows::kStream): one flow each way; the rank's own completion term
+    /// is max(stream_in + stream_wait, stream_out), the ring completes at the maximum of its
+    /// ranks' terms, learnt through ceil(log2 n) rounds of tokens (ring_stream.hpp).
+    bool stream = false;
+    bool own_known = false;            ///< stream_value holds the own term; tokens may go
+    std::uint8_t token_round = 0;      ///< next token round to send
+    std::uint8_t token_rounds = 0;     ///< ceil(log2 n)
+    engine::SimTime stream_in = -1;    ///< the incoming stream arrived (ps), -1 before
+    engine::SimTime stream_out = -1;   ///< the own stream's send completed (ps), -1 before
+    engine::SimTime stream_wait = 0;   ///< max(0, P1 - T_in(B_in)) (ps)
+    engine::SimTime stream_value = -1; ///< the largest completion term known here (ps)
+    engine::SimTime early_at = -1;     ///< arrival of the last message that came before the start
+    std::vector<engine::SimTime> tokens;  ///< value received in each token round, -1 before (may come before the start)
     /// Lazy ring: the word of ring_got that the last message touched, kept here (its copy in
     /// ring_got is stale) so that a ring's in-order steps touch ring_got once per 64 steps.
     std::uint32_t ring_word_idx = 0;
@@ -194,6 +217,16 @@ class GpuRankLp final : public engine::Lp, private NicOwner {
   void on_message(const Packet& p, engine::Context& ctx);
   void coll_message(std::uint32_t slot, std::uint64_t key, engine::Context& ctx);
   void start_lazy_ring(std::uint32_t slot, engine::Context& ctx);
+  /// Streamed ring (RingFlows::kStream): posts the one flow to next; ring_stream_check
+  /// completes the collective once both streams are through (at the instant ring_stream.hpp gives).
+  /// @returns false (nothing done) for a ring that stays step-wise (ring_streams).
+  bool start_ring_stream(std::uint32_t slot, engine::Context& ctx);
+  void ring_stream_check(std::uint32_t slot, engine::Context& ctx);
+  /// Streamed ring: sends the token rounds whose inputs are in; completes the collective after
+  /// the last round.
+  void ring_token_advance(std::uint32_t slot, engine::Context& ctx);
+  /// A streamed ring's token (kEvRingToken) arrived.
+  void ring_token(const engine::Event& ev, engine::Context& ctx);
   void start_lazy_channels(std::uint32_t slot, engine::Context& ctx);
   void start_lazy_tree(std::uint32_t slot, engine::Context& ctx);
   /// Lazy Tree / NVLS / NVLSTree (LazyTree, LazyNvls): op_ready / op_done / a message for its
@@ -231,6 +264,10 @@ class GpuRankLp final : public engine::Lp, private NicOwner {
   // whose parts were all sent are dropped from the front). 12 B per message between the oldest
   // in flight and the newest.
   Fidelity fidelity_ = Fidelity::kPacket;
+  RingFlows ring_flows_ = RingFlows::kStep;
+  /// Streamed rings: each communicator's ring links in timing classes, built at its first
+  /// streamed collective on this rank (n route look-ups once per communicator).
+  std::unordered_map<std::uint32_t, RingLinkClasses> ring_links_;
   engine::LpId net_lp_ = 0;
   struct CoarseSend {
     std::uint32_t slot = 0, idx = 0;

@@ -24,15 +24,19 @@ std::uint32_t mod(std::int64_t a, std::uint32_t n) {
 
 // Ring of `steps` steps: at step k the rank sends chunk send_chunk(k) to next and receives from
 // prev; the send of step k waits for the receive of step k-1 (the data it forwards or reduces).
-// Lazy (models::LazyRing): O(1) memory per rank whatever the ring's length.
-template <class ChunkOf>
-RankPlan ring(std::uint32_t steps, std::uint32_t next, std::uint32_t prev, ChunkOf send_bytes) {
+// Lazy (models::LazyRing): O(1) memory per rank whatever the ring's length. `bytes_at(j)` gives
+// the step-bytes function of ring position j: this rank's sends (j = i) and its predecessor's
+// (j = i - 1, what this rank receives; the streamed rings of sim.ring_flows need it).
+template <class BytesAt>
+RankPlan ring(std::uint32_t steps, std::uint32_t next, std::uint32_t prev, std::uint32_t i, std::uint32_t n,
+              BytesAt bytes_at) {
   RankPlan p;
   auto r = std::make_shared<models::LazyRing>();
   r->steps = steps;
   r->next = next;
   r->prev = prev;
-  r->step_bytes = send_bytes;
+  r->step_bytes = bytes_at(i);
+  r->recv_bytes = bytes_at((i + n - 1) % n);
   p.lazy_ring = std::move(r);
   return p;
 }
@@ -69,18 +73,20 @@ RankPlan RingPlanner::plan(const models::CollRequest& req) const {
   switch (req.op) {
     case CollOp::kAllReduce:
       // Reduce-scatter: step k sends chunk (i-k); all-gather: step t sends chunk (i+1-t).
-      return ring(2 * (n - 1), next, prev, [s, n, i](std::uint32_t k) {
-        const std::int64_t c = k < n - 1 ? static_cast<std::int64_t>(i) - k
-                                         : static_cast<std::int64_t>(i) + 1 - (k - (n - 1));
-        return chunk_bytes(s, n, mod(c, n));
+      return ring(2 * (n - 1), next, prev, i, n, [s, n](std::uint32_t j) {
+        return [s, n, j](std::uint32_t k) {
+          const std::int64_t c = k < n - 1 ? static_cast<std::int64_t>(j) - k
+                                           : static_cast<std::int64_t>(j) + 1 - (k - (n - 1));
+          return chunk_bytes(s, n, mod(c, n));
+        };
       });
     case CollOp::kAllGather:
-      return ring(n - 1, next, prev, [s, n, i](std::uint32_t k) {
-        return chunk_bytes(s, n, mod(static_cast<std::int64_t>(i) - k, n));
+      return ring(n - 1, next, prev, i, n, [s, n](std::uint32_t j) {
+        return [s, n, j](std::uint32_t k) { return chunk_bytes(s, n, mod(static_cast<std::int64_t>(j) - k, n)); };
       });
     case CollOp::kReduceScatter:
-      return ring(n - 1, next, prev, [s, n, i](std::uint32_t k) {
-        return chunk_bytes(s, n, mod(static_cast<std::int64_t>(i) - k - 1, n));
+      return ring(n - 1, next, prev, i, n, [s, n](std::uint32_t j) {
+        return [s, n, j](std::uint32_t k) { return chunk_bytes(s, n, mod(static_cast<std::int64_t>(j) - k - 1, n)); };
       });
     case CollOp::kBroadcast:
       return chain(s, n, mod(static_cast<std::int64_t>(i) - req.root_index, n), next, prev);
