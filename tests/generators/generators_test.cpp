@@ -734,7 +734,11 @@ TEST(Generators, ChakraRoundTrip) {
                    ("fabricsim_et_rt_" + std::to_string(::getpid()) + "_" + std::to_string(rank));
   std::filesystem::create_directories(dir);
   const std::string prefix = (dir / "gen").string();
-  const std::string groups = io::write_chakra(g.workload, prefix);
+  // Written from the shared-program workload, as `fabricsim generate` writes it (global groups
+  // and peers through Workload::group_of/peer_of), read back and compared with per-rank programs.
+  const auto shared = generate_training(c, kernels::KernelDb{});
+  ASSERT_TRUE(shared.workload.shared());
+  const std::string groups = io::write_chakra(shared.workload, prefix);
   ASSERT_FALSE(groups.empty());
   const auto back = io::read_chakra(prefix, groups);
   ASSERT_EQ(back.ranks, g.workload.ranks);
