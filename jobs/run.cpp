@@ -584,11 +584,19 @@ RunResult run_simulation(const RunOptions& opt, MPI_Comm comm, const std::string
   const bool keep_flow_records = opt.keep_flows || (write_h5 && spec.output_flows);
   engine::Simulator sim(comm, placement, w_ps);
   std::vector<std::unique_ptr<models::GpuRankLp>> gpus;
+  // Ranks of one shared program share its executor index (models::ProgramIndex).
+  std::vector<std::shared_ptr<const models::ProgramIndex>> shared_index(w.shared() ? w.programs.size() : 0);
   std::vector<std::unique_ptr<models::SwitchLp>> switches;
   for (engine::LpId id = 0; id < topo.num_nodes(); ++id) {
     if (!sim.is_local(id)) continue;
     if (topo.kind(id) == models::NodeKind::kGpu) {
-      gpus.push_back(std::make_unique<models::GpuRankLp>(topo, id, &w, planner, spec.fabric));
+      std::shared_ptr<const models::ProgramIndex> index;
+      if (id < w.ranks && models::ProgramIndex::shareable(w, id)) {
+        auto& shared = shared_index[w.program_of[id]];
+        if (!shared) shared = models::ProgramIndex::of_shared(w, w.program_of[id]);
+        index = shared;
+      }
+      gpus.push_back(std::make_unique<models::GpuRankLp>(topo, id, &w, planner, spec.fabric, std::move(index)));
       gpus.back()->set_fidelity(fidelity, net_id);
       gpus.back()->set_ring_flows(ring_flows);
       gpus.back()->keep_flows(keep_flow_records);

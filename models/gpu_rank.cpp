@@ -39,31 +39,71 @@ decltype(auto) with_dag(const RankPlan& p, F&& f) {
 }
 }  // namespace
 
+ProgramIndex ProgramIndex::build(const std::vector<WorkNode>& prog, std::size_t groups,
+                                 const std::function<std::int32_t(const WorkNode&)>& group_key) {
+  // Dependents in CSR form (two counting passes): 4 B per node + 4 B per edge, no allocation per
+  // node (a vector per node cost ~56 B per node, the largest per-rank item at 9,216 GPUs).
+  // Within a node's list, dependents stay in increasing node order.
+  ProgramIndex x;
+  const auto n = static_cast<std::uint32_t>(prog.size());
+  x.instance.assign(n, 0);
+  x.dep_begin.assign(n + std::size_t{1}, 0);
+  std::vector<std::uint32_t> per_group(groups, 0);
+  for (std::uint32_t i = 0; i < n; ++i) {
+    const WorkNode& node = prog[i];
+    for (std::uint32_t d : node.deps) ++x.dep_begin[d + 1];
+    if (node.type == NodeType::kCollective) {
+      const auto g = static_cast<std::size_t>(group_key(node));
+      if (g >= groups) throw engine::InternalError("executor: collective node " + std::to_string(i) + " names group " + std::to_string(g));
+      x.instance[i] = per_group[g]++;
+    }
+  }
+  for (std::uint32_t i = 0; i < n; ++i) x.dep_begin[i + 1] += x.dep_begin[i];
+  x.dep_index.resize(x.dep_begin[n]);
+  std::vector<std::uint32_t> fill(x.dep_begin.begin(), x.dep_begin.end() - 1);
+  for (std::uint32_t i = 0; i < n; ++i) {
+    for (std::uint32_t d : prog[i].deps) x.dep_index[fill[d]++] = i;
+  }
+  return x;
+}
+
+std::shared_ptr<const ProgramIndex> ProgramIndex::of_shared(const Workload& w, std::uint32_t program) {
+  return std::make_shared<const ProgramIndex>(
+      build(w.programs.at(program), w.group_width, [](const WorkNode& n) { return n.group; }));
+}
+
+bool ProgramIndex::shareable(const Workload& w, std::uint32_t r) {
+  if (!w.shared()) return false;
+  const std::int32_t* s = w.group_slots.data() + std::size_t{r} * w.group_width;
+  for (std::uint32_t i = 0; i < w.group_width; ++i) {
+    for (std::uint32_t j = 0; j < i; ++j) {
+      if (s[i] >= 0 && s[i] == s[j]) return false;
+    }
+  }
+  return true;
+}
+
 GpuRankLp::GpuRankLp(const Topology& topo, engine::LpId id, const Workload* workload,
-                     const CollectivePlanner& planner, const FabricParams& fabric)
+                     const CollectivePlanner& planner, const FabricParams& fabric,
+                     std::shared_ptr<const ProgramIndex> index)
     : topo_(topo), id_(id), workload_(workload), planner_(planner), nic_(topo, id, fabric, *this) {
   if (workload_ != nullptr && id < workload_->ranks) program_ = &workload_->program(id);
   const std::uint32_t n = nodes_size();
   waiting_.assign(n, 0);
-  instance_.assign(n, 0);
   done_flag_.assign(n, 0);
-  // Dependents in CSR form (two counting passes): 4 B per node + 4 B per edge, no allocation per
-  // node (a vector per node cost ~56 B per node, the largest per-rank item at 9,216 GPUs).
-  // Within a node's list, dependents stay in increasing node order.
-  dep_begin_.assign(n + 1, 0);
-  std::vector<std::uint32_t> per_group(workload_ ? workload_->groups.size() : 0, 0);
-  for (std::uint32_t i = 0; i < n; ++i) {
-    const WorkNode& node = (*program_)[i];
-    waiting_[i] = static_cast<std::uint32_t>(node.deps.size());
-    for (std::uint32_t d : node.deps) ++dep_begin_[d + 1];
-    if (node.type == NodeType::kCollective) instance_[i] = per_group[static_cast<std::size_t>(group_of(node))]++;
+  for (std::uint32_t i = 0; i < n; ++i) waiting_[i] = static_cast<std::uint32_t>((*program_)[i].deps.size());
+  if (index != nullptr) {
+    if (index->instance.size() != n) throw engine::InternalError("executor: a program index of another program");
+    index_ = std::move(index);
+  } else if (n > 0) {
+    index_ = std::make_shared<const ProgramIndex>(ProgramIndex::build(
+        *program_, workload_->groups.size(), [this](const WorkNode& node) { return group_of(node); }));
+  } else {
+    index_ = std::make_shared<const ProgramIndex>(ProgramIndex{{0}, {}, {}});
   }
-  for (std::uint32_t i = 0; i < n; ++i) dep_begin_[i + 1] += dep_begin_[i];
-  dep_index_.resize(dep_begin_[n]);
-  std::vector<std::uint32_t> fill(dep_begin_.begin(), dep_begin_.end() - 1);
-  for (std::uint32_t i = 0; i < n; ++i) {
-    for (std::uint32_t d : (*program_)[i].deps) dep_index_[fill[d]++] = i;
-  }
+  dep_begin_ = index_->dep_begin.data();
+  dep_index_ = index_->dep_index.data();
+  instance_ = index_->instance.data();
 }
 
 void GpuRankLp::init(Context& ctx) {

@@ -21,6 +21,7 @@
 #include "io/chakra_reader.hpp"
 #include "io/chakra_writer.hpp"
 #include "jobs/generators.hpp"
+#include "models/gpu_rank.hpp"
 #include "jobs/spec.hpp"
 
 namespace fabricsim::jobs {
@@ -1016,6 +1017,17 @@ TEST(Generators, SharedProgramsEqualPerRankOnes) {
     }
     EXPECT_GT(colls, 0u) << name;
     EXPECT_GT(p2p, 0u) << name;
+    // The executor's shared index (instances counted per group slot) equals each rank's own
+    // (counted per communicator), so the ranks of a program can share it.
+    for (std::uint32_t r = 0; r < a.ranks; ++r) {
+      ASSERT_TRUE(models::ProgramIndex::shareable(a, r)) << name << " rank " << r;
+      const auto shared_index = models::ProgramIndex::of_shared(a, a.program_of[r]);
+      const auto own = models::ProgramIndex::build(b.programs[r], b.groups.size(),
+                                                   [](const models::WorkNode& n) { return n.group; });
+      ASSERT_EQ(shared_index->instance, own.instance) << name << " rank " << r;
+      ASSERT_EQ(shared_index->dep_begin, own.dep_begin) << name << " rank " << r;
+      ASSERT_EQ(shared_index->dep_index, own.dep_index) << name << " rank " << r;
+    }
     // unshare() gives the per-rank workload back.
     models::Workload u = a;
     u.unshare();
