@@ -291,12 +291,15 @@ FlowNetLp::FlowNetLp(const Topology& topo, engine::LpId id)
   port_free_.assign(index_.link(topo.num_gpus(), 0), 0);
   nvls_gen_.assign(topo.num_gpus(), 1);
   nvls_next_.assign(topo.num_gpus(), 0);
-  // 32 entries per GPU (a connection's QPs have their own routes; a MoE rank keeps ~20 peers'
-  // routes in use: EP all-to-all, DP ring, TP, PP), at most 2^20 (~150 MB at 32,768+ GPUs). At
-  // 8 per GPU, capped at 16,384, a 9,216-GPU MoE iteration missed most look-ups.
+  // Eight entries per GPU to start (a ring needs one route per GPU); route_of doubles the cache
+  // while more than 1/8 of its look-ups miss, up to 32 per GPU and 2^20 entries (a MoE rank keeps
+  // ~20 peers' routes in use: EP all-to-all, DP ring, TP, PP; at a fixed 8 per GPU capped at
+  // 16,384 a 9,216-GPU MoE iteration missed most look-ups).
   std::size_t n = 64;
-  while (n < 32 * std::size_t{topo.num_gpus()} && n < (std::size_t{1} << 20)) n *= 2;
+  while (n < 8 * std::size_t{topo.num_gpus()} && n < 16384) n *= 2;
   routes_.resize(n);
+  route_cap_ = n;
+  while (route_cap_ < 32 * std::size_t{topo.num_gpus()} && route_cap_ < (std::size_t{1} << 20)) route_cap_ *= 2;
 }
 
 std::size_t FlowNetLp::route_set(const Packet& head) const {
@@ -317,6 +320,12 @@ void FlowNetLp::set_route(RouteEntry& e, const FlowPath& path, std::uint64_t byt
 }
 
 const FlowNetLp::RouteEntry& FlowNetLp::route_of(const Packet& head, std::uint64_t bytes) {
+  // Growth: per 2^20 look-ups, double while more than 1/8 missed (the entries are recomputed on
+  // demand: a pure cache, results do not depend on its size).
+  if (++route_lookups_ == (std::uint64_t{1} << 20)) {
+    if (route_misses_ * 8 > route_lookups_ && routes_.size() < route_cap_) routes_.assign(routes_.size() * 2, RouteEntry{});
+    route_lookups_ = route_misses_ = 0;
+  }
   // Two-way set associative: a route evicts the less recently used of its set's two entries.
   const std::size_t set = route_set(head);
   auto hit = [&](const RouteEntry& x) {
@@ -332,6 +341,7 @@ const FlowNetLp::RouteEntry& FlowNetLp::route_of(const Packet& head, std::uint64
     routes_[set].recent = false;
     return routes_[set + 1];
   }
+  ++route_misses_;
   RouteEntry& e = routes_[set].recent ? routes_[set + 1] : routes_[set];
   routes_[set].recent = false;
   routes_[set + 1].recent = false;

@@ -454,6 +454,8 @@ class FlowNetLp final : public engine::Lp {
   TimeSet ticks_;
   std::vector<std::uint32_t> seeds_, solved_;
   std::vector<RouteEntry> routes_;  // power-of-two size, indexed by the flow hash
+  std::size_t route_cap_ = 0;        // the most entries routes_ may grow to (route_of)
+  std::uint64_t route_lookups_ = 0, route_misses_ = 0;  // since the last growth check
   std::vector<std::uint64_t> link_bytes_;
   std::uint64_t flows_total_ = 0, solves_ = 0, resolved_ = 0;
   // D = coarse_offset_ps: delay of kEvFlowStart and of kEvFlowSent. The packet level's send
