@@ -19,6 +19,21 @@ void add_common(CLI::App* sub, jobs::RunOptions& opt) {
   sub->add_option("--gpus", opt.gpus, "world size for SimAI/AICB files without all_gpus (SimAI's -g)")
       ->check(CLI::Range(1u, 1u << 24));
   sub->add_option("--set", opt.sets, "override a spec key: --set cluster.nic_bandwidth=200Gbps (repeatable)");
+  sub->add_option("--threads", opt.threads, "engine threads per MPI process (default: sim.threads or OMP_NUM_THREADS)")
+      ->check(CLI::Range(1u, 256u));
+}
+
+/// --threads unset: OMP_NUM_THREADS in 1..256 gives the engine threads (run and validate alike).
+void threads_from_env(jobs::RunOptions& opt) {
+  if (opt.threads != 0) return;
+  if (const char* omp = std::getenv("OMP_NUM_THREADS")) {
+    const int t = std::atoi(omp);
+    if (t >= 1 && t <= 256) {
+      opt.threads = static_cast<std::uint32_t>(t);
+    } else if (is_root()) {
+      std::fprintf(stderr, "fabricsim: warning: OMP_NUM_THREADS=%s is not in 1..256; using sim.threads\n", omp);
+    }
+  }
 }
 
 }  // namespace
@@ -29,8 +44,6 @@ Action add_run(CLI::App& app) {
   add_common(run, *opt);
   run->add_option("-o,--output", opt->out_h5, "HDF5 results file (default: output.h5 key, fabricsim_results.h5)");
   run->add_option("--summary-json", opt->summary_json, "write the summary as JSON");
-  run->add_option("--threads", opt->threads, "engine threads per MPI process (default: sim.threads or OMP_NUM_THREADS)")
-      ->check(CLI::Range(1u, 256u));
   run->add_flag("--stats", opt->stats, "print engine statistics (events, windows, events/s, remote events, sync time)");
   run->add_flag("-q,--quiet", opt->quiet, "no summary on stdout");
   run->add_option("--log-level", opt->log_level, "stderr log: error, warn (default), info (phases, wall times) or debug")
@@ -59,16 +72,7 @@ Action add_run(CLI::App& app) {
     if (run->count("--summary-json") > 0 && opt->summary_json.empty()) {
       throw engine::InputError("<cli>", "--summary-json", "the path is empty", "give a file name");
     }
-    if (opt->threads == 0) {
-      if (const char* omp = std::getenv("OMP_NUM_THREADS")) {
-        const int t = std::atoi(omp);
-        if (t >= 1 && t <= 256) {
-          opt->threads = static_cast<std::uint32_t>(t);
-        } else if (is_root()) {
-          std::fprintf(stderr, "fabricsim: warning: OMP_NUM_THREADS=%s is not in 1..256; using sim.threads\n", omp);
-        }
-      }
-    }
+    threads_from_env(*opt);
     const auto res = jobs::run_simulation(*opt, MPI_COMM_WORLD, FABRICSIM_VERSION, FABRICSIM_GIT_COMMIT);
     if (is_root() && !opt->quiet) std::cout << res.summary_text << std::flush;
     return 0;
@@ -81,11 +85,12 @@ Action add_validate(CLI::App& app) {
   add_common(sub, *opt);
   sub->add_option("--processes", opt->validate_processes,
                   "check the partition (sim.partition file, or the placement and its lookahead) for a run on N MPI "
-                  "processes (default: the processes validate runs on)")
-      ->check(CLI::PositiveNumber);
+                  "processes, 1..1048576 (default: the processes validate runs on)")
+      ->check(CLI::Range(1u, 1u << 20));
   return [sub, opt]() -> int {
     if (!*sub) return -1;
     opt->write_h5 = false;
+    threads_from_env(*opt);
     const std::string d = jobs::validate_only(*opt);
     if (is_root()) std::cout << "ok\n" << d;
     return 0;

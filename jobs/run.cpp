@@ -509,6 +509,14 @@ RunResult run_simulation(const RunOptions& opt, MPI_Comm comm, const std::string
   const models::Fidelity fidelity = models::parse_fidelity(spec.fidelity, spec.file, "sim.fidelity");
   const bool net_lp = fidelity == models::Fidelity::kFlow;
   const models::RingFlows ring_flows = models::parse_ring_flows(spec.ring_flows, spec.file, "sim.ring_flows");
+  // sim.ring_flows: stream changes only the ring planner's rings at the coarse rungs: say so
+  // where it does nothing (the summary line then leaves it out too).
+  const bool stream_applies = fidelity != models::Fidelity::kPacket && spec.planner == "ring";
+  if (ring_flows == models::RingFlows::kStream && !stream_applies && rank == 0) {
+    log->warn("{}: sim.ring_flows: stream has no effect {} (it streams the ring planner's rings at the flow and "
+              "analytical rungs)", spec.file_of("sim.ring_flows"),
+              fidelity == models::Fidelity::kPacket ? "at the packet rung" : "with simccl.planner: " + spec.planner);
+  }
   const engine::LpId net_id = topo.num_nodes();
   if (net_lp) loose.push_back(net_id);
   const std::uint32_t num_lps = topo.num_nodes() + (net_lp ? 1 : 0);
@@ -862,7 +870,7 @@ RunResult run_simulation(const RunOptions& opt, MPI_Comm comm, const std::string
   out << "cluster:   " << cluster_desc(topo) << "\n";
   if (fidelity != models::Fidelity::kPacket) {
     out << "fidelity:  " << models::fidelity_name(fidelity)
-        << (ring_flows == models::RingFlows::kStream ? " (ring flows: stream)" : "") << "\n";
+        << (ring_flows == models::RingFlows::kStream && stream_applies ? " (ring flows: stream)" : "") << "\n";
   }
   // Inference: time to first token (end of the prefill), time per output token (mean decode step,
   // as vLLM's benchmark counts TPOT: (end-to-end - TTFT) / (output tokens - 1)), throughput.

@@ -37,7 +37,7 @@ const std::vector<SpecKey>& spec_keys() {
       {"workload.generator.pp", "int", "1", "pipeline-parallel stages"},
       {"workload.generator.dp", "int", "1", "data-parallel size"},
       {"workload.generator.ep", "int", "1", "expert-parallel size (MoE; folds into TP x DP)"},
-      {"workload.generator.cp", "int", "1", "context-parallel size (only 1 is modelled)"},
+      {"workload.generator.cp", "int", "1", "context-parallel size: p2p ring attention over CP ranks (docs/generators.md, \"Context parallelism\")"},
       {"workload.generator.vp", "int", "1", "virtual pipeline stages per rank (interleaved 1F1B)"},
       {"workload.generator.gpus", "int", "0", "world size to check against tp*pp*dp*cp (0 = no check)"},
       {"workload.generator.sequence_parallel", "bool", "true", "Megatron sequence parallelism with TP"},

@@ -29,9 +29,10 @@ std::string binary() {
   return b ? b : "fabricsim";
 }
 
-Outcome run_cli(const std::string& args, const std::string& dir) {
+/// Runs `fabricsim ARGS` in `dir`; `env` (e.g. "OMP_NUM_THREADS=2") is set for that process.
+Outcome run_cli(const std::string& args, const std::string& dir, const std::string& env = "") {
   const std::string err_file = dir + "/stderr.txt";
-  const std::string cmd = binary() + " " + args + " 2>" + err_file;
+  const std::string cmd = (env.empty() ? "" : "env " + env + " ") + binary() + " " + args + " 2>" + err_file;
   Outcome o;
   FILE* p = popen(cmd.c_str(), "r");
   if (!p) return o;
@@ -472,9 +473,38 @@ TEST_F(Cli, ValidateChecksAPartitionFileForTheGivenProcessCount) {
   EXPECT_EQ(one_ok.code, 0) << one_ok.err;
   EXPECT_NE(one_ok.out.find("partition: 1 process(es) x 1 thread(s), lookahead none (nothing cut)"), std::string::npos)
       << one_ok.out;
-  const Outcome zero = run_cli("validate " + spec + " --processes 0", dir_.string());
-  EXPECT_EQ(zero.code, 2) << zero.err;
-  EXPECT_EQ(count_lines(zero.err), 1) << zero.err;
+  for (const char* bad : {"0", "1048577", "4294967295"}) {  // 1..2^20 (validate's work grows with N)
+    const Outcome o = run_cli("validate " + spec + " --processes " + bad, dir_.string());
+    EXPECT_EQ(o.code, 2) << bad << ": " << o.err;
+    EXPECT_EQ(count_lines(o.err), 1) << o.err;
+    EXPECT_NE(o.err.find("not in range 1 to 1048576"), std::string::npos) << o.err;
+  }
+  // QA: validate takes the run's thread count (--threads, OMP_NUM_THREADS) for the partition check.
+  const std::string threads2 = (dir_ / "threads2.part").string();
+  ASSERT_EQ(run_cli("run " + spec + " -q --threads 2 -o " + (dir_ / "t.h5").string() + " --set sim.save_partition=" + threads2,
+                    dir_.string()).code, 0);
+  EXPECT_EQ(run_cli("validate " + spec + " --set sim.partition=" + threads2, dir_.string()).code, 2);
+  EXPECT_EQ(run_cli("validate " + spec + " --threads 2 --set sim.partition=" + threads2, dir_.string()).code, 0);
+  EXPECT_EQ(run_cli("validate " + spec + " --set sim.partition=" + threads2, dir_.string(), "OMP_NUM_THREADS=2").code, 0);
+}
+
+// QA: sim.ring_flows: stream where it changes nothing (packet rung, NCCL planner) says so in one
+// warning line and the summary does not claim it.
+TEST_F(Cli, RingFlowsStreamWarnsWhereItHasNoEffect) {
+  const std::string spec = fabricsim::testing::source_dir() + "/examples/quickstart.yaml";
+  const Outcome packet = run_cli("run " + spec + " -o " + (dir_ / "p.h5").string() + " --set sim.ring_flows=stream", dir_.string());
+  EXPECT_EQ(packet.code, 0) << packet.err;
+  EXPECT_NE(packet.err.find("sim.ring_flows: stream has no effect at the packet rung"), std::string::npos) << packet.err;
+  const Outcome nccl = run_cli("run " + spec + " --fidelity flow --set simccl.planner=nccl -o " + (dir_ / "n.h5").string() +
+                                   " --set sim.ring_flows=stream", dir_.string());
+  EXPECT_EQ(nccl.code, 0) << nccl.err;
+  EXPECT_NE(nccl.err.find("has no effect with simccl.planner: nccl"), std::string::npos) << nccl.err;
+  EXPECT_EQ(nccl.out.find("ring flows: stream"), std::string::npos) << nccl.out;
+  const Outcome ring = run_cli("run " + spec + " --fidelity flow --set simccl.planner=ring -o " + (dir_ / "r.h5").string() +
+                                   " --set sim.ring_flows=stream", dir_.string());
+  EXPECT_EQ(ring.code, 0) << ring.err;
+  EXPECT_EQ(ring.err.find("no effect"), std::string::npos) << ring.err;
+  EXPECT_NE(ring.out.find("(ring flows: stream)"), std::string::npos) << ring.out;
 }
 
 // QA: cluster.mtu=1 was accepted and the run then cut every byte into a packet (it seemed to
