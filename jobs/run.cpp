@@ -930,12 +930,14 @@ RunResult run_simulation(const RunOptions& opt, MPI_Comm comm, const std::string
         mem.capacity_bytes / 1e9, mem.exceeds() ? "  ** exceeds the GPU's memory **" : "");
   }
   out << fmt::format("collectives: {}   flows: {}\n", res.collectives.size(), res.flows);
-  // Per (op, communicator size, bytes): count, mean time, mean busbw. Size-1 communicators are
-  // no-ops and only counted.
+  // Per (op, communicator size, bytes): count, mean time, and the bus bandwidth of that mean
+  // time (as nccl-tests computes busbw from its average time; a mean of per-instance busbw would
+  // disagree with the mean time whenever instances differ). Size-1 communicators are no-ops and
+  // only counted.
   struct Agg {
     std::uint64_t count = 0;
     double time_s = 0;
-    double busbw = 0;
+    double factor = 0;  // busbw / algbw of the op at this size (nccl-tests factors)
   };
   std::map<std::tuple<std::string, std::uint32_t, std::uint64_t>, Agg> agg;
   std::uint64_t trivial = 0;
@@ -947,7 +949,7 @@ RunResult run_simulation(const RunOptions& opt, MPI_Comm comm, const std::string
     Agg& a = agg[{c.op, c.ranks, c.bytes}];
     ++a.count;
     a.time_s += static_cast<double>(c.end_ps - c.start_ps) * 1e-12;
-    a.busbw += c.busbw_GBps;
+    if (c.algbw_GBps > 0) a.factor = c.busbw_GBps / c.algbw_GBps;
   }
   if (!agg.empty()) {
     out << fmt::format("  {:<15} {:>6} {:>14} {:>6} {:>14} {:>11}\n", "op", "ranks", "bytes", "count",
@@ -960,14 +962,16 @@ RunResult run_simulation(const RunOptions& opt, MPI_Comm comm, const std::string
         break;
       }
       const double n = static_cast<double>(a.count);
+      const double mean_s = a.time_s / n;
+      const double busbw = mean_s > 0 ? static_cast<double>(std::get<2>(k)) / mean_s / 1e9 * a.factor : 0.0;
       out << fmt::format("  {:<15} {:>6} {:>14} {:>6} {:>14} {:>11.2f}\n", std::get<0>(k), std::get<1>(k),
-                         std::get<2>(k), a.count,
-                         engine::format_time(static_cast<engine::SimTime>(a.time_s / n * 1e12)), a.busbw / n);
+                         std::get<2>(k), a.count, engine::format_time(static_cast<engine::SimTime>(mean_s * 1e12)),
+                         busbw);
     }
   }
   if (!agg.empty()) {
     out << "  (time: first rank's start to last rank's end, so it includes waiting for late ranks; "
-           "busbw from that span, nccl-tests factors)\n";
+           "busbw from the mean time, nccl-tests factors)\n";
   }
   if (trivial) out << fmt::format("  ({} collectives on single-rank communicators take no time)\n", trivial);
   if (fidelity == models::Fidelity::kPacket && res.fabric.nic_data_packets > 0) {
