@@ -140,6 +140,20 @@ std::string human_bytes(double b) {
   return fmt::format("{:.4g} {}", b, units[u]);
 }
 
+/// nccl-tests and plan size the cluster from -g and -n: a --set of the same keys would be
+/// overridden without a word. @throws InputError naming the key.
+void refuse_cluster_size_sets(const std::vector<std::string>& sets) {
+  for (const std::string& s : sets) {
+    for (const char* key : {"cluster.gpus_per_host", "cluster.hosts"}) {
+      const std::string k = key;
+      if (s.rfind(k, 0) == 0 && s.size() > k.size() && (s[k.size()] == '=' || s[k.size()] == ' ')) {
+        throw InputError("<cli>", "--set " + k, "is set by -g (GPUs per node) and -n (nodes) here",
+                         "give -g/-n instead of --set " + k);
+      }
+    }
+  }
+}
+
 }  // namespace
 
 std::string plan_report(const NcclTestsOptions& opt, std::uint64_t bytes) {
@@ -149,6 +163,7 @@ std::string plan_report(const NcclTestsOptions& opt, std::uint64_t bytes) {
     throw InputError("<cli>", "-r " + std::to_string(opt.root), "root is not a rank of the " + std::to_string(n) + "-rank run",
                      "give -r below " + std::to_string(n));
   }
+  refuse_cluster_size_sets(opt.sets);
   std::vector<std::string> sets = opt.sets;
   sets.push_back("cluster.gpus_per_host=" + std::to_string(opt.gpus_per_node));
   sets.push_back("cluster.hosts=" + std::to_string(opt.nodes));
@@ -350,6 +365,7 @@ std::string run_nccl_tests(const NcclTestsOptions& opt, MPI_Comm comm, const std
     throw InputError("<cli>", "-r " + std::to_string(opt.root), "root is not a rank of the " + std::to_string(n) + "-rank run",
                      "give -r below " + std::to_string(n));
   }
+  refuse_cluster_size_sets(opt.sets);
   RunOptions ro;
   ro.spec_path = opt.spec_path;
   ro.sets = opt.sets;

@@ -488,6 +488,21 @@ TEST_F(Cli, ValidateChecksAPartitionFileForTheGivenProcessCount) {
   EXPECT_EQ(run_cli("validate " + spec + " --set sim.partition=" + threads2, dir_.string(), "OMP_NUM_THREADS=2").code, 0);
 }
 
+// QA: nccl-tests and plan size the cluster from -g/-n; a --set of cluster.gpus_per_host or
+// cluster.hosts was overridden without a word. Now one line naming the key, exit 2.
+TEST_F(Cli, NcclTestsRefuseClusterSizeSets) {
+  for (const std::string args : {"nccl-tests all_reduce -b 1M -e 1M -g 16 --set cluster.gpus_per_host=4",
+                                 "nccl-tests all_reduce -b 1M -e 1M -g 8 --set cluster.hosts=2",
+                                 "plan all_reduce 1G -g 8 -n 2 --set cluster.hosts=3"}) {
+    const Outcome o = run_cli(args, dir_.string());
+    EXPECT_EQ(o.code, 2) << args << ": " << o.err;
+    EXPECT_EQ(count_lines(o.err), 1) << o.err;
+    EXPECT_NE(o.err.find("give -g/-n instead"), std::string::npos) << o.err;
+    EXPECT_EQ(o.out, "") << args;
+  }
+  EXPECT_EQ(run_cli("nccl-tests all_reduce -b 1M -e 1M -g 8 --set cluster.nic_bandwidth=200Gbps", dir_.string()).code, 0);
+}
+
 // QA: sim.ring_flows: stream where it changes nothing (packet rung, NCCL planner) says so in one
 // warning line and the summary does not claim it.
 TEST_F(Cli, RingFlowsStreamWarnsWhereItHasNoEffect) {
