@@ -189,9 +189,13 @@ void validate_train(const TrainConfig& c) {
         "make global_batch a multiple of micro_batch*dp", {"micro_batch", "dp"});
   }
   const std::uint32_t mbs = gb / (c.micro_batch * c.dp);
-  if (c.vp > 1 && (c.pp == 1 || mbs % c.pp != 0)) {
+  if (c.vp > 1 && c.pp == 1) {
+    bad(c, "vp", fmt::format("interleaved schedule (vp {}) needs pipeline parallelism, but pp is 1", c.vp),
+        "use vp: 1, or pp > 1", {"pp"});
+  }
+  if (c.vp > 1 && mbs % c.pp != 0) {
     bad(c, "vp",
-        fmt::format("interleaved schedule needs PP > 1 and micro-batches ({}{}) divisible by PP {}", mbs,
+        fmt::format("interleaved schedule needs micro-batches ({}{}) divisible by PP {}", mbs,
                     c.global_batch ? "" : fmt::format(": global_batch 0 means micro_batch x dp = {}", gb), c.pp),
         "use vp: 1 or a global batch giving a multiple of pp micro-batches",
         {"pp", "global_batch", "micro_batch", "dp"});

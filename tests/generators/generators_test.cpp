@@ -347,6 +347,13 @@ TEST(Generators, BadConfigsAreInputErrors) {
   EXPECT_NE(error_of(c).find("world size 1000 is not TP·PP·DP·CP"), std::string::npos);
   c = gpt3_175b(8, 8, 2, 15);
   EXPECT_NE(error_of(c).find("global batch 15"), std::string::npos);
+  // Interleaving: the two reasons apart (QA: one message listed both, one of them true).
+  c = gpt3_175b(8, 1, 2, 16);
+  c.vp = 2;
+  EXPECT_NE(error_of(c).find("interleaved schedule (vp 2) needs pipeline parallelism, but pp is 1"), std::string::npos);
+  c = gpt3_175b(8, 8, 2, 12);  // 6 micro-batches per pipeline
+  c.vp = 2;
+  EXPECT_NE(error_of(c).find("needs micro-batches (6) divisible by PP 8"), std::string::npos);
   TrainConfig m;
   m.model = find_model("mixtral-8x7b", "", "");
   m.dp = 16;
