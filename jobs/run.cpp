@@ -70,6 +70,20 @@ models::Workload load_workload(const std::string& path, const std::string& forma
 
 namespace {
 
+/// How this process's heap is paged (the `run` info line; app/main.cpp asks glibc for
+/// transparent huge pages when the kernel's THP mode is "madvise").
+std::string heap_pages_note() {
+  std::ifstream mode("/sys/kernel/mm/transparent_hugepage/enabled");
+  std::string line;
+  if (!std::getline(mode, line)) return "4 KiB (no transparent huge pages)";
+  if (line.find("[always]") != std::string::npos) return "huge (kernel THP always)";
+  if (line.find("[never]") != std::string::npos) return "4 KiB (kernel THP never)";
+  const char* tun = std::getenv("GLIBC_TUNABLES");
+  if (tun != nullptr && std::strstr(tun, "glibc.malloc.hugetlb=1") != nullptr) return "huge (THP madvise, glibc.malloc.hugetlb=1)";
+  return "4 KiB (THP madvise without glibc.malloc.hugetlb=1; FABRICSIM_HUGEPAGES=0?)";
+}
+
+
 /// What the workload generator reported (for the MFU line of the summary).
 struct GenInfo {
   bool used = false;
@@ -655,8 +669,8 @@ RunResult run_simulation(const RunOptions& opt, MPI_Comm comm, const std::string
       progress_printed = true;
     });
   }
-  log->info("simulating on {} process(es) x {} thread(s), lookahead {}", nprocs, threads,
-            w_ps == engine::kInfinity ? std::string("none") : engine::format_time(w_ps));
+  log->info("simulating on {} process(es) x {} thread(s), lookahead {}, heap pages: {}", nprocs, threads,
+            w_ps == engine::kInfinity ? std::string("none") : engine::format_time(w_ps), heap_pages_note());
   try {
     sim.run();
   } catch (const InputError& e) {

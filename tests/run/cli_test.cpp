@@ -583,3 +583,36 @@ TEST_F(Cli, EmptyGeneratePrefixAndUnknownSubcommandAreRefused) {
   EXPECT_EQ(run_cli("--version", dir_.string()).code, 0);
   EXPECT_EQ(run_cli("describe spec", dir_.string()).code, 0);
 }
+
+// Huge pages (app/main.cpp): under the kernel's THP mode "madvise" fabricsim runs itself again
+// with glibc.malloc.hugetlb=1; FABRICSIM_HUGEPAGES=0 keeps 4 KiB pages. The info line says which,
+// and the results do not depend on it (same digest). A tunable the user gave is kept.
+TEST_F(Cli, HugePagesAreRequestedUnderThpMadviseAndNeverChangeResults) {
+  const std::string spec = fabricsim::testing::source_dir() + "/examples/quickstart.yaml";
+  std::ifstream mode("/sys/kernel/mm/transparent_hugepage/enabled");
+  std::string line;
+  std::getline(mode, line);
+  const bool madvise = line.find("[madvise]") != std::string::npos;
+  auto digest_of = [](const std::string& out) {
+    const auto at = out.find("results digest: ");
+    return at == std::string::npos ? std::string() : out.substr(at + 16, 16);
+  };
+  const Outcome on = run_cli("run " + spec + " --log-level info -o " + (dir_ / "on.h5").string(), dir_.string());
+  ASSERT_EQ(on.code, 0) << on.err;
+  const Outcome off = run_cli("run " + spec + " --log-level info -o " + (dir_ / "off.h5").string(), dir_.string(),
+                              "FABRICSIM_HUGEPAGES=0");
+  ASSERT_EQ(off.code, 0) << off.err;
+  const Outcome user = run_cli("run " + spec + " --log-level info -o " + (dir_ / "user.h5").string(), dir_.string(),
+                               "GLIBC_TUNABLES=glibc.malloc.hugetlb=0");
+  ASSERT_EQ(user.code, 0) << user.err;
+  EXPECT_FALSE(digest_of(on.out).empty()) << on.out;
+  EXPECT_EQ(digest_of(on.out), digest_of(off.out));
+  EXPECT_EQ(digest_of(on.out), digest_of(user.out));
+  if (madvise) {
+    EXPECT_NE(on.err.find("heap pages: huge (THP madvise, glibc.malloc.hugetlb=1)"), std::string::npos) << on.err;
+    EXPECT_NE(off.err.find("heap pages: 4 KiB"), std::string::npos) << off.err;
+    EXPECT_NE(user.err.find("heap pages: 4 KiB"), std::string::npos) << user.err;  // the user's =0 is kept
+  } else {
+    EXPECT_NE(on.err.find("heap pages: "), std::string::npos) << on.err;
+  }
+}
