@@ -9,8 +9,18 @@
 
 namespace fabricsim::models {
 
-MaxMinSolver::MaxMinSolver(std::vector<double> capacity_bps)
-    : ls_(capacity_bps.size()), on_link_(capacity_bps.size()), pop_share_(capacity_bps.size(), 0) {
+void MaxMinSolver::LinkState::push(std::uint32_t f) {
+  if (n == (heap_cap ? heap_cap : kInlineFlows)) {
+    const std::uint32_t grown = 2 * n;
+    auto bigger = std::make_unique<std::uint32_t[]>(grown);
+    std::copy(ids(), ids() + n, bigger.get());
+    more = std::move(bigger);
+    heap_cap = grown;
+  }
+  ids()[n++] = f;
+}
+
+MaxMinSolver::MaxMinSolver(std::vector<double> capacity_bps) : ls_(capacity_bps.size()) {
   for (std::size_t l = 0; l < ls_.size(); ++l) ls_[l].cap = capacity_bps[l];
 }
 
@@ -23,19 +33,17 @@ std::uint32_t MaxMinSolver::add_flow(const std::uint32_t* links, std::uint32_t n
   } else {
     f = static_cast<std::uint32_t>(flows_.size());
     flows_.emplace_back();
-    flow_mark_.push_back(0);
-    rate_.push_back(0);
-    fresh_.push_back(0);
+    hot_.emplace_back();
   }
   Flow& fl = flows_[f];
   fl.n = n;
-  rate_[f] = 0;
+  hot_[f].rate = 0;
   fl.active = true;
-  fresh_[f] = 1;
+  hot_[f].fresh = 1;
   for (std::uint32_t i = 0; i < n; ++i) {
     fl.links[i] = links[i];
-    fl.pos[i] = static_cast<std::uint32_t>(on_link_[links[i]].size());
-    on_link_[links[i]].push_back(f);
+    fl.pos[i] = ls_[links[i]].n;
+    ls_[links[i]].push(f);
   }
   return f;
 }
@@ -43,11 +51,12 @@ std::uint32_t MaxMinSolver::add_flow(const std::uint32_t* links, std::uint32_t n
 void MaxMinSolver::remove_flow(std::uint32_t f) {
   Flow& fl = flows_[f];
   for (std::uint32_t i = 0; i < fl.n; ++i) {
-    auto& v = on_link_[fl.links[i]];
+    LinkState& L = ls_[fl.links[i]];
+    std::uint32_t* v = L.ids();
     const std::uint32_t p = fl.pos[i];
-    const std::uint32_t moved = v.back();
+    const std::uint32_t moved = v[L.n - 1];
     v[p] = moved;
-    v.pop_back();
+    --L.n;
     if (moved != f) {
       Flow& m = flows_[moved];
       for (std::uint32_t j = 0; j < m.n; ++j) {
@@ -56,9 +65,9 @@ void MaxMinSolver::remove_flow(std::uint32_t f) {
     }
   }
   fl.active = false;
-  fresh_[f] = 0;
+  hot_[f].fresh = 0;
   fl.n = 0;
-  rate_[f] = 0;
+  hot_[f].rate = 0;
   free_.push_back(f);
 }
 
@@ -68,7 +77,7 @@ constexpr double kSlack = 1e-9;
 }  // namespace
 
 void MaxMinSolver::take(std::uint32_t f) {
-  flow_mark_[f] = epoch_;
+  hot_[f].mark = epoch_;
   component_.push_back(f);
   const Flow& fl = flows_[f];
   for (std::uint32_t j = 0; j < fl.n; ++j) {
@@ -84,15 +93,15 @@ bool MaxMinSolver::held_valid(std::uint32_t f) const {
   const Flow& fl = flows_[f];
   for (std::uint32_t j = 0; j < fl.n; ++j) {
     const std::uint32_t k = fl.links[j];
-    if (ls_[k].saturated && rate_[f] >= ls_[k].max_rate * (1.0 - kSlack)) return true;
+    if (ls_[k].saturated && hot_[f].rate >= ls_[k].max_rate * (1.0 - kSlack)) return true;
   }
   return false;
 }
 
 std::size_t MaxMinSolver::recompute(const std::vector<std::uint32_t>& seed_links,
                                     std::vector<std::uint32_t>* solved) {
-  // Marks: flow_mark_ == epoch_: in S, not frozen in this round's filling; == epoch_ + 1: in S,
-  // frozen; older: held. link_mark_ == epoch_: in links_.
+  // Marks: hot_[f].mark == epoch_: in S, not frozen in this round's filling; == epoch_ + 1: in S,
+  // frozen; older: held. ls_[l].mark == epoch_: in links_.
   epoch_ += 2;
   component_.clear();
   links_.clear();
@@ -106,13 +115,14 @@ std::size_t MaxMinSolver::recompute(const std::vector<std::uint32_t>& seed_links
     // removed there changes their share (they would join S in the first check anyway).
     const bool sat = L.saturated;
     const double top = L.max_rate * (1.0 - kSlack);
-    for (std::uint32_t f : on_link_[l]) {
-      if (flow_mark_[f] != epoch_ && (fresh_[f] || (sat && rate_[f] >= top))) take(f);
+    for (std::uint32_t f : L.flows()) {
+      const FlowHot& h = hot_[f];
+      if (h.mark != epoch_ && (h.fresh || (sat && h.rate >= top))) take(f);
     }
   }
   const std::uint32_t frozen_stamp = epoch_ + 1;
   for (;;) {
-    for (std::uint32_t f : component_) flow_mark_[f] = epoch_;
+    for (std::uint32_t f : component_) hot_[f].mark = epoch_;
     // Progressive filling over S: repeatedly saturate the link with the smallest fair share
     // (capacity left to S / unfrozen flows of S); ties go to the lowest link id. Held flows keep
     // their rates: a link's capacity for S is its capacity minus theirs.
@@ -126,15 +136,16 @@ std::size_t MaxMinSolver::recompute(const std::vector<std::uint32_t>& seed_links
       L.popped = 0;
       double held = 0, held_max = 0;
       std::uint32_t n = 0;
-      for (std::uint32_t f : on_link_[l]) {
-        if (flow_mark_[f] == epoch_) {
+      for (std::uint32_t f : L.flows()) {
+        const FlowHot& h = hot_[f];
+        if (h.mark == epoch_) {
           ++n;
         } else {
-          held += rate_[f];
-          held_max = std::max(held_max, rate_[f]);
+          held += h.rate;
+          held_max = std::max(held_max, h.rate);
         }
       }
-      L.rem_cap = n == on_link_[l].size() ? L.cap : std::max(0.0, L.cap - held);
+      L.rem_cap = n == L.n ? L.cap : std::max(0.0, L.cap - held);
       L.unfrozen = n;
       L.in_s = n;
       L.sum = held;  // S's rates are added below, after the filling
@@ -151,12 +162,13 @@ std::size_t MaxMinSolver::recompute(const std::vector<std::uint32_t>& seed_links
       LinkState& L = ls_[l];
       if (L.unfrozen == 0 || share != L.rem_cap / L.unfrozen) continue;  // stale entry
       L.popped = 1;
-      pop_share_[l] = share;
-      for (std::uint32_t f : on_link_[l]) {
-        if (flow_mark_[f] != epoch_) continue;  // frozen already, or held
-        flow_mark_[f] = frozen_stamp;
+      L.pop_share = share;
+      for (std::uint32_t f : L.flows()) {
+        FlowHot& h = hot_[f];
+        if (h.mark != epoch_) continue;  // frozen already, or held
+        h.mark = frozen_stamp;
         const Flow& fl = flows_[f];
-        rate_[f] = share;
+        h.rate = share;
         for (std::uint32_t j = 0; j < fl.n; ++j) {
           const std::uint32_t k = fl.links[j];
           if (k == l) continue;
@@ -179,8 +191,8 @@ std::size_t MaxMinSolver::recompute(const std::vector<std::uint32_t>& seed_links
       const Flow& fl = flows_[f];
       for (std::uint32_t j = 0; j < fl.n; ++j) {
         LinkState& K = ls_[fl.links[j]];
-        K.sum += rate_[f];
-        K.new_max = std::max(K.new_max, rate_[f]);
+        K.sum += hot_[f].rate;
+        K.new_max = std::max(K.new_max, hot_[f].rate);
       }
     }
     // A held flow can lose its bottleneck only on a link that is no longer saturated or whose
@@ -191,22 +203,23 @@ std::size_t MaxMinSolver::recompute(const std::vector<std::uint32_t>& seed_links
       LinkState& L = ls_[l];
       const bool sat = L.popped || L.sum >= L.cap * (1.0 - kSlack);
       const bool worse = (L.saturated && !sat) || L.new_max > L.max_rate * (1.0 + kSlack);
-      const bool over = L.popped && L.held_max > pop_share_[l] * (1.0 + kSlack);
+      const bool over = L.popped && L.held_max > L.pop_share * (1.0 + kSlack);
       L.saturated = sat ? 1 : 0;
       L.max_rate = L.new_max;
-      if ((worse || over) && L.in_s < on_link_[l].size()) check_.push_back(l);
+      if ((worse || over) && L.in_s < L.n) check_.push_back(l);
     }
     const std::size_t before = component_.size();
     for (std::uint32_t l : check_) {
-      for (std::uint32_t f : on_link_[l]) {
-        if (flow_mark_[f] == epoch_ || flow_mark_[f] == frozen_stamp) continue;  // in S
-        const double r = rate_[f];
-        if ((ls_[l].popped && r > pop_share_[l] * (1.0 + kSlack)) || !held_valid(f)) take(f);
+      const LinkState& L = ls_[l];
+      for (std::uint32_t f : L.flows()) {
+        const FlowHot& h = hot_[f];
+        if (h.mark == epoch_ || h.mark == frozen_stamp) continue;  // in S
+        if ((L.popped && h.rate > L.pop_share * (1.0 + kSlack)) || !held_valid(f)) take(f);
       }
     }
     if (component_.size() == before) break;
   }
-  for (std::uint32_t f : component_) fresh_[f] = 0;
+  for (std::uint32_t f : component_) hot_[f].fresh = 0;
   ++epoch_;  // the frozen stamp was epoch_+1; the next call starts above it
   solved->insert(solved->end(), component_.begin(), component_.end());
   return component_.size();

@@ -4,6 +4,8 @@
 /// recomputation limited to the connected component of the links that changed.
 #include <array>
 #include <cstdint>
+#include <memory>
+#include <span>
 #include <utility>
 #include <vector>
 
@@ -52,17 +54,18 @@ class MaxMinSolver {
   /// Every flow added since the last call must have one of its links among the seeds.
   std::size_t recompute(const std::vector<std::uint32_t>& seed_links, std::vector<std::uint32_t>* solved);
   /// Rate of flow f (bits/s) from the last recompute that reached it.
-  double rate(std::uint32_t f) const { return rate_[f]; }
+  double rate(std::uint32_t f) const { return hot_[f].rate; }
   std::uint32_t num_links() const { return static_cast<std::uint32_t>(ls_.size()); }
-  /// Flows currently on link l.
-  const std::vector<std::uint32_t>& flows_on(std::uint32_t l) const { return on_link_[l]; }
+  /// Flows currently on link l, in the order they joined it (a removed flow's place is taken by
+  /// the link's last flow). Valid until the next add_flow/remove_flow.
+  std::span<const std::uint32_t> flows_on(std::uint32_t l) const { return ls_[l].flows(); }
   std::uint32_t hops(std::uint32_t f) const { return flows_[f].n; }
   std::uint32_t link(std::uint32_t f, std::uint32_t i) const { return flows_[f].links[i]; }
 
  private:
   struct Flow {
     std::array<std::uint32_t, kMaxHops> links{};
-    std::array<std::uint32_t, kMaxHops> pos{};  // index of this flow in on_link_[links[i]]
+    std::array<std::uint32_t, kMaxHops> pos{};  // index of this flow in its link's flows (LinkState::ids)
     std::uint32_t n = 0;
     bool active = false;
   };
@@ -70,9 +73,13 @@ class MaxMinSolver {
   void take(std::uint32_t f);
   /// Flow f (not in S) still has a bottleneck: a saturated link where no flow is faster.
   bool held_valid(std::uint32_t f) const;
-  /// Per-link state, one 64-byte line per link: a re-solve touches every field of each link it
-  /// visits (~35-60 links per round in the MoE runs), and as separate arrays that was a dozen
-  /// cache lines per link.
+  /// Per-link state, two 64-byte lines per link: the first holds what a re-solve computes (it
+  /// touches every field of each link it visits, ~35-60 links per round in the MoE runs; as
+  /// separate arrays that was a dozen cache lines per link), the second the link's flows: up to
+  /// kInlineFlows ids in place, more in one heap array (as a separate std::vector per link, every
+  /// visit also missed on the vector's own allocation: at 9,216 GPUs the solver ran 1.5-2x slower
+  /// per flow than at 768, on cache misses).
+  static constexpr std::uint32_t kInlineFlows = 10;
   struct alignas(64) LinkState {
     double cap = 0;        // capacity (bits/s)
     double rem_cap = 0;    // the filling's capacity left to S's unfrozen flows (round)
@@ -85,19 +92,30 @@ class MaxMinSolver {
     std::uint32_t mark = 0;      // == epoch_: in links_ (this call)
     std::uint8_t saturated = 0;  // after the last solve that reached it
     std::uint8_t popped = 0;     // the filling stopped on it (round)
+    // Second line.
+    double pop_share = 0;        // the share the filling stopped at (round)
+    std::uint32_t n = 0;         // flows on the link
+    std::uint32_t heap_cap = 0;  // capacity of `more` (0: the ids are in `inl`)
+    std::unique_ptr<std::uint32_t[]> more;
+    std::uint32_t inl[kInlineFlows] = {};
+    std::span<const std::uint32_t> flows() const { return {heap_cap ? more.get() : inl, n}; }
+    std::uint32_t* ids() { return heap_cap ? more.get() : inl; }
+    void push(std::uint32_t f);
   };
+  static_assert(sizeof(LinkState) == 128);
   std::vector<LinkState> ls_;
-  std::vector<std::vector<std::uint32_t>> on_link_;
   std::vector<Flow> flows_;
-  // By flow, apart from Flow: the scans over a link's flows read only these (and flow_mark_), so
-  // they touch 8 + 1 bytes per flow instead of Flow's two cache lines.
-  std::vector<double> rate_;          // bits/s, from the last solve that reached the flow
-  std::vector<std::uint8_t> fresh_;   // added and not solved yet
+  // By flow, apart from Flow: the scans over a link's flows read only these, so they touch 16
+  // bytes per flow instead of Flow's two cache lines.
+  // (One 16-byte record per flow: a scan reads a flow's rate and mark from one cache line.)
+  struct FlowHot {
+    double rate = 0;          // bits/s, from the last solve that reached the flow
+    std::uint32_t mark = 0;   // scratch, stamped by epoch to avoid clearing
+    std::uint32_t fresh = 0;  // added and not solved yet
+  };
+  std::vector<FlowHot> hot_;
   std::vector<std::uint32_t> free_;
-  // Scratch, stamped by epoch to avoid clearing.
-  std::vector<std::uint32_t> flow_mark_;
   std::uint32_t epoch_ = 0;
-  std::vector<double> pop_share_;                 // by link: the share the filling stopped at (round)
   std::vector<std::uint32_t> component_, links_;  // S and its links, this call
   std::vector<std::uint32_t> check_;              // links whose held flows are checked (round)
   /// (fair share, link), ordered lexicographically; the heap pops the least.
