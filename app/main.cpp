@@ -121,12 +121,18 @@ void check_keys_given_once(int argc, char** argv) {
 /// when the process starts. So when the kernel's mode is "madvise" and GLIBC_TUNABLES does not
 /// already say, main executes itself again (same pid, arguments and descriptors; before MPI is
 /// initialized) with that tunable added. Measured: the 9,216-GPU MoE iteration at the flow rung
-/// (examples/moe_9216.yaml, ring_flows stream) 638 -> 513 s of CPU, the 2,304-GPU one 88.0 ->
+/// (examples/moe_9216.yaml, ring_flows stream) 638 -> 493-513 s of CPU, the 2,304-GPU one 88.0 ->
 /// 81.3 s, same digests (docs/benchmarks.md). FABRICSIM_HUGEPAGES=0 turns it off. Results never
-/// depend on it; if the exec fails, the run goes on as it is.
+/// depend on it; if the exec fails, the run goes on as it is. Not when LD_PRELOAD is set
+/// (valgrind, heaptrack, another allocator).
 void reexec_with_huge_pages(char** argv) {
   const char* off = std::getenv("FABRICSIM_HUGEPAGES");
   if (off != nullptr && std::strcmp(off, "0") == 0) return;
+  // Not with a preloaded library: under valgrind (its vgpreload library) the process image is
+  // valgrind's tool, and an exec of /proc/self/exe would run that without valgrind's launcher;
+  // a profiler's or allocator's preload (heaptrack, jemalloc) would start over in the new image.
+  const char* preload = std::getenv("LD_PRELOAD");
+  if (preload != nullptr && preload[0] != '\0') return;
   const char* tun = std::getenv("GLIBC_TUNABLES");
   const std::string tunables = tun == nullptr ? "" : tun;
   if (tunables.find("glibc.malloc.hugetlb") != std::string::npos) return;  // set by the user (or by us)

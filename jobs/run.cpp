@@ -80,6 +80,8 @@ std::string heap_pages_note() {
   if (line.find("[never]") != std::string::npos) return "4 KiB (kernel THP never)";
   const char* tun = std::getenv("GLIBC_TUNABLES");
   if (tun != nullptr && std::strstr(tun, "glibc.malloc.hugetlb=1") != nullptr) return "huge (THP madvise, glibc.malloc.hugetlb=1)";
+  const char* preload = std::getenv("LD_PRELOAD");
+  if (preload != nullptr && preload[0] != '\0') return "not requested (THP madvise, LD_PRELOAD is set)";
   return "4 KiB (THP madvise without glibc.malloc.hugetlb=1; FABRICSIM_HUGEPAGES=0?)";
 }
 

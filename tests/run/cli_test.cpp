@@ -586,7 +586,8 @@ TEST_F(Cli, EmptyGeneratePrefixAndUnknownSubcommandAreRefused) {
 
 // Huge pages (app/main.cpp): under the kernel's THP mode "madvise" fabricsim runs itself again
 // with glibc.malloc.hugetlb=1; FABRICSIM_HUGEPAGES=0 keeps 4 KiB pages. The info line says which,
-// and the results do not depend on it (same digest). A tunable the user gave is kept.
+// and the results do not depend on it (same digest). A tunable the user gave is kept; with
+// LD_PRELOAD set (valgrind, heaptrack) it does not run itself again.
 TEST_F(Cli, HugePagesAreRequestedUnderThpMadviseAndNeverChangeResults) {
   const std::string spec = fabricsim::testing::source_dir() + "/examples/quickstart.yaml";
   std::ifstream mode("/sys/kernel/mm/transparent_hugepage/enabled");
@@ -605,6 +606,11 @@ TEST_F(Cli, HugePagesAreRequestedUnderThpMadviseAndNeverChangeResults) {
   const Outcome user = run_cli("run " + spec + " --log-level info -o " + (dir_ / "user.h5").string(), dir_.string(),
                                "GLIBC_TUNABLES=glibc.malloc.hugetlb=0");
   ASSERT_EQ(user.code, 0) << user.err;
+  // A preloaded library (valgrind, heaptrack, an allocator) is never run again.
+  const Outcome preload = run_cli("run " + spec + " --log-level info -o " + (dir_ / "pre.h5").string(), dir_.string(),
+                                  "LD_PRELOAD=libc.so.6");
+  ASSERT_EQ(preload.code, 0) << preload.err;
+  EXPECT_EQ(digest_of(on.out), digest_of(preload.out));
   EXPECT_FALSE(digest_of(on.out).empty()) << on.out;
   EXPECT_EQ(digest_of(on.out), digest_of(off.out));
   EXPECT_EQ(digest_of(on.out), digest_of(user.out));
@@ -612,6 +618,7 @@ TEST_F(Cli, HugePagesAreRequestedUnderThpMadviseAndNeverChangeResults) {
     EXPECT_NE(on.err.find("heap pages: huge (THP madvise, glibc.malloc.hugetlb=1)"), std::string::npos) << on.err;
     EXPECT_NE(off.err.find("heap pages: 4 KiB"), std::string::npos) << off.err;
     EXPECT_NE(user.err.find("heap pages: 4 KiB"), std::string::npos) << user.err;  // the user's =0 is kept
+    EXPECT_NE(preload.err.find("heap pages: not requested (THP madvise, LD_PRELOAD is set)"), std::string::npos) << preload.err;
   } else {
     EXPECT_NE(on.err.find("heap pages: "), std::string::npos) << on.err;
   }
