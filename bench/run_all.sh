@@ -12,7 +12,7 @@
 # the MoE iteration's scaling ladder in SimAI's 9,216-GPU shape at flow level: DP 8, 16 and 32
 # (192, 384, 768 GPUs, every rank simulated; ~1-2 min of CPU together), JSON moe_<gpus>_flow.json
 # with events, wall, CPU and peak RSS; MOE=large adds 2,304 GPUs (DP 96, 9 pods; ~2 min of CPU,
-# ~1.9 GB); MOE=full adds the 9,216-GPU iteration instead (~16 min of CPU, ~7.5 GB: measured
+# ~1.9 GB); MOE=full adds the 9,216-GPU iteration instead (~15 min of CPU, ~6.6 GB: measured
 # 2026-12-01, docs/fidelity.md "Scale").
 set -euo pipefail
 cd "$(dirname "$0")/.."
