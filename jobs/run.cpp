@@ -1012,6 +1012,10 @@ RunResult run_simulation(const RunOptions& opt, MPI_Comm comm, const std::string
       out << fmt::format("flow solver: {} flows, {} re-solves, {} flows re-solved ({:.1f} per re-solve)\n",
                          net->flows(), net->solves(), net->resolved_flows(),
                          net->solves() ? double(net->resolved_flows()) / double(net->solves()) : 0.0);
+      out << fmt::format("flow routes: {} look-ups, {} misses ({:.1f}%), {} cache entries\n", net->route_lookups(),
+                         net->route_misses(),
+                         net->route_lookups() ? 100.0 * double(net->route_misses()) / double(net->route_lookups()) : 0.0,
+                         net->route_entries());
     }
   }
   out << "results digest: " << res.digest << "\n";

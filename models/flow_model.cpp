@@ -292,24 +292,30 @@ FlowNetLp::FlowNetLp(const Topology& topo, engine::LpId id)
   nvls_gen_.assign(topo.num_gpus(), 1);
   nvls_next_.assign(topo.num_gpus(), 0);
   // Eight entries per GPU to start (a ring needs one route per GPU); route_of doubles the cache
-  // while more than 1/8 of its look-ups miss, up to 32 per GPU and 2^20 entries (a MoE rank keeps
-  // ~20 peers' routes in use: EP all-to-all, DP ring, TP, PP; at a fixed 8 per GPU capped at
-  // 16,384 a 9,216-GPU MoE iteration missed most look-ups).
+  // while more than 1/64 of its look-ups miss, up to 64 per GPU and 2^20 entries (a MoE rank keeps
+  // ~21 keys in use: EP all-to-all, DP ring, TP, PP; at a fixed 8 per GPU capped at 16,384 a
+  // 9,216-GPU MoE iteration missed most look-ups).
   std::size_t n = 64;
   while (n < 8 * std::size_t{topo.num_gpus()} && n < 16384) n *= 2;
   routes_.resize(n);
+  route_tags_.assign(n, 0);
   route_cap_ = n;
-  while (route_cap_ < 32 * std::size_t{topo.num_gpus()} && route_cap_ < (std::size_t{1} << 20)) route_cap_ *= 2;
+  while (route_cap_ < 64 * std::size_t{topo.num_gpus()} && route_cap_ < (std::size_t{1} << 20)) route_cap_ *= 2;
 }
 
-std::size_t FlowNetLp::route_set(const Packet& head) const {
+std::uint64_t FlowNetLp::route_key_hash(const Packet& head) const {
   const std::uint64_t pair = static_cast<std::uint64_t>(head.src_rank) << 32 | head.dst_rank;
-  return engine::mix64(pair * 0x9E3779B97F4A7C15ull ^ head.flow_hash) & (routes_.size() - 2);
+  const std::uint64_t msg = static_cast<std::uint64_t>(head.flow_bytes) * 0xC2B2AE3D27D4EB4Full ^
+                            static_cast<std::uint64_t>(head.conn) << 40;
+  return engine::mix64(pair * 0x9E3779B97F4A7C15ull ^ head.flow_hash ^ msg);
 }
 
 void FlowNetLp::prefetch_route(const Packet& head) const {
-  const char* p = reinterpret_cast<const char*>(&routes_[route_set(head)]);
-  for (std::size_t i = 0; i < 2 * sizeof(RouteEntry); i += 64) __builtin_prefetch(p + i);
+  const std::uint64_t h = route_key_hash(head);
+  const std::size_t base = (h & (routes_.size() / kRouteWays - 1)) * kRouteWays;
+  __builtin_prefetch(&route_tags_[base]);
+  const char* p = reinterpret_cast<const char*>(&routes_[base]);
+  for (std::size_t i = 0; i < kRouteWays * sizeof(RouteEntry); i += 64) __builtin_prefetch(p + i);
 }
 
 void FlowNetLp::set_route(RouteEntry& e, const FlowPath& path, std::uint64_t bytes) {
@@ -320,32 +326,52 @@ void FlowNetLp::set_route(RouteEntry& e, const FlowPath& path, std::uint64_t byt
 }
 
 const FlowNetLp::RouteEntry& FlowNetLp::route_of(const Packet& head, std::uint64_t bytes) {
-  // Growth: per 2^20 look-ups, double while more than 1/8 missed (the entries are recomputed on
+  // Growth: per max(2^16, twice its entries) look-ups, double while more than 1/64 missed (the entries are recomputed on
   // demand: a pure cache, results do not depend on its size).
-  if (++route_lookups_ == (std::uint64_t{1} << 20)) {
-    if (route_misses_ * 8 > route_lookups_ && routes_.size() < route_cap_) routes_.assign(routes_.size() * 2, RouteEntry{});
+  ++route_lookups_total_;
+  if (++route_lookups_ >= std::max<std::uint64_t>(std::uint64_t{1} << 16, 2 * routes_.size())) {
+    if (route_misses_ * 64 > route_lookups_ && routes_.size() < route_cap_) {
+      // Twice the sets; the entries move to their sets in the larger table (no cold start).
+      std::vector<RouteEntry> old(routes_.size() * 2);
+      std::vector<std::uint32_t> old_tags(old.size(), 0);
+      old.swap(routes_);
+      old_tags.swap(route_tags_);
+      const std::size_t sets = routes_.size() / kRouteWays;
+      for (std::size_t i = 0; i < old.size(); ++i) {
+        if (old_tags[i] == 0) continue;
+        const std::size_t base = (old[i].key_hash & (sets - 1)) * kRouteWays;
+        for (std::size_t w = 0; w < kRouteWays; ++w) {
+          if (route_tags_[base + w] == 0) {
+            route_tags_[base + w] = old_tags[i];
+            routes_[base + w] = old[i];
+            break;
+          }
+        }
+      }
+    }
     route_lookups_ = route_misses_ = 0;
   }
-  // Two-way set associative: a route evicts the less recently used of its set's two entries.
-  const std::size_t set = route_set(head);
-  auto hit = [&](const RouteEntry& x) {
-    return x.src == head.src_rank && x.dst == head.dst_rank && x.hash == head.flow_hash && x.bytes == bytes;
-  };
-  if (hit(routes_[set])) {
-    routes_[set].recent = true;
-    routes_[set + 1].recent = false;
-    return routes_[set];
-  }
-  if (hit(routes_[set + 1])) {
-    routes_[set + 1].recent = true;
-    routes_[set].recent = false;
-    return routes_[set + 1];
+  // Four-way set associative: a miss takes an empty way, else the ways in turn (round robin over
+  // all sets: no per-set state to read or write on a hit).
+  const std::uint64_t h = route_key_hash(head);
+  const std::size_t base = (h & (routes_.size() / kRouteWays - 1)) * kRouteWays;
+  const auto tag = static_cast<std::uint32_t>(h >> 32) | 1u;
+  std::size_t empty = kRouteWays;
+  for (std::size_t w = 0; w < kRouteWays; ++w) {
+    const std::uint32_t t = route_tags_[base + w];
+    if (t == tag) {
+      const RouteEntry& x = routes_[base + w];
+      if (x.src == head.src_rank && x.dst == head.dst_rank && x.hash == head.flow_hash && x.bytes == bytes) return x;
+    } else if (t == 0 && empty == kRouteWays) {
+      empty = w;
+    }
   }
   ++route_misses_;
-  RouteEntry& e = routes_[set].recent ? routes_[set + 1] : routes_[set];
-  routes_[set].recent = false;
-  routes_[set + 1].recent = false;
-  e.recent = true;
+  ++route_misses_total_;
+  const std::size_t way = empty < kRouteWays ? empty : static_cast<std::size_t>(route_clock_++ % kRouteWays);
+  route_tags_[base + way] = tag;
+  RouteEntry& e = routes_[base + way];
+  e.key_hash = h;
   const FlowPath path = route_path(topo_, &index_, head.src_rank, head.dst_rank, head.flow_hash);
   e.src = head.src_rank;
   e.dst = head.dst_rank;

@@ -233,6 +233,10 @@ class FlowNetLp final : public engine::Lp {
   std::uint64_t flows() const { return flows_total_; }
   std::uint64_t solves() const { return solves_; }
   std::uint64_t resolved_flows() const { return resolved_; }
+  /// Route cache statistics (route_of): look-ups and misses over the whole run, and its entries now.
+  std::uint64_t route_lookups() const { return route_lookups_total_; }
+  std::uint64_t route_misses() const { return route_misses_total_; }
+  std::size_t route_entries() const { return routes_.size(); }
   /// Bytes carried per directed link (link utilization = bytes*8 / (rate * time)).
   const std::vector<std::uint64_t>& link_bytes() const { return link_bytes_; }
 
@@ -283,23 +287,31 @@ class FlowNetLp final : public engine::Lp {
   void tick(engine::Context& ctx);
   void release_connection(const Packet& head);
   /// Route and timing of a flow: route_path and transfer_timing are pure functions of
-  /// (src, dst, flow hash) and (path, bytes), so a two-way set-associative cache of recent answers gives
-  /// the same values without walking the routing tables again (a ring sends every step's flow
+  /// (src, dst, flow hash) and (path, bytes), so a four-way set-associative cache of recent answers
+  /// gives the same values without walking the routing tables again (a ring sends every step's flow
   /// over the same QP, hence the same route; the look-ups were ~10% of a 1,024-rank ring run).
+  /// A set is chosen by (src, dst, flow hash, message bytes, QP); each entry has a 32-bit tag in
+  /// route_tags_ (four per set, one cache line for four sets), so a look-up reads one tag line
+  /// and then the one entry it names. (Two-way sets indexed without the size missed 21% of the
+  /// look-ups of the 768-GPU MoE iteration: a rank's ~21 keys, its DP ring's stream sizes among
+  /// them, fell into the same sets.)
   struct RouteEntry {
+    std::uint64_t key_hash = 0;  ///< route_key_hash of the flow it was filled for (rehash on growth)
     std::uint64_t hash = 0;
     std::uint64_t bytes = ~std::uint64_t{0};
     std::uint32_t src = 0xFFFFFFFFu, dst = 0xFFFFFFFFu;
     std::uint32_t hops = 0;
     std::uint32_t mtu = 0;
-    bool recent = false;  ///< the more recently used entry of its set
     std::uint32_t link[MaxMinSolver::kMaxHops] = {};
     TransferTiming timing;
   };
   const RouteEntry& route_of(const Packet& head, std::uint64_t bytes);
   /// Fills e's route (hops, MTU, links) and its transfer timing for `bytes` from `path`.
   static void set_route(RouteEntry& e, const FlowPath& path, std::uint64_t bytes);
-  std::size_t route_set(const Packet& head) const;  ///< index of the first entry of head's set
+  static constexpr std::size_t kRouteWays = 4;
+  /// Hash of head's cache key (src, dst, flow hash, message bytes, conn): the set is its low bits
+  /// (index of the set's first entry: (h mod sets) * kRouteWays), the tag its high half | 1.
+  std::uint64_t route_key_hash(const Packet& head) const;
   /// Starts loading head's route set into the cache (the flow is solved at the instant's tick,
   /// after every other flow of the instant arrived: the load overlaps with their handling).
   void prefetch_route(const Packet& head) const;
@@ -453,9 +465,12 @@ class FlowNetLp final : public engine::Lp {
   };
   TimeSet ticks_;
   std::vector<std::uint32_t> seeds_, solved_;
-  std::vector<RouteEntry> routes_;  // power-of-two size, indexed by the flow hash
+  std::vector<RouteEntry> routes_;  // power-of-two size, sets of kRouteWays entries (route_of)
+  std::vector<std::uint32_t> route_tags_;  // by entry: its key's tag, 0 when empty
+  std::uint64_t route_clock_ = 0;          // round-robin victim among a full set's ways
   std::size_t route_cap_ = 0;        // the most entries routes_ may grow to (route_of)
   std::uint64_t route_lookups_ = 0, route_misses_ = 0;  // since the last growth check
+  std::uint64_t route_lookups_total_ = 0, route_misses_total_ = 0;  // over the run (statistics)
   std::vector<std::uint64_t> link_bytes_;
   std::uint64_t flows_total_ = 0, solves_ = 0, resolved_ = 0;
   // D = coarse_offset_ps: delay of kEvFlowStart and of kEvFlowSent. The packet level's send
