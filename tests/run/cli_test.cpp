@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
@@ -406,6 +407,30 @@ TEST_F(Cli, KernelsLookupWithoutWorkOrWithNonFiniteShapesIsRefused) {
     for (const auto& m : must) EXPECT_NE(o.err.find(m), std::string::npos) << "missing '" << m << "' in: " << o.err;
   }
   EXPECT_EQ(run_cli("kernels lookup --gpu H100 --m 4096 --n 4096 --k 4096", dir_.string()).code, 0);
+}
+
+// QA: `kernels scale` without --op silently scaled as compute-bound. Without a kind or the work
+// it is refused (one line, exit 2, nothing on stdout); each way of giving the class works, with
+// the datasheet ratios (A100 -> H100 BF16: 312 -> 989.4 TFLOP/s, 2.039 -> 3.35 TB/s).
+TEST_F(Cli, KernelsScaleNeedsTheRooflineClass) {
+  const std::string base = "kernels scale --from A100 --to H100 --time-us 715";
+  const Outcome bad = run_cli(base, dir_.string());
+  EXPECT_EQ(bad.code, 2) << bad.err;
+  EXPECT_EQ(count_lines(bad.err), 1) << bad.err;
+  EXPECT_TRUE(bad.out.empty()) << bad.out;
+  for (const char* m : {"fabricsim: error: <cli>: kernels scale:", "roofline class", "--op", "--flops", "--m/--n/--k"}) {
+    EXPECT_NE(bad.err.find(m), std::string::npos) << "missing '" << m << "' in: " << bad.err;
+  }
+  auto scaled = [&](const std::string& extra, double want_us, const char* cls) {
+    const Outcome o = run_cli(base + " " + extra, dir_.string());
+    EXPECT_EQ(o.code, 0) << extra << ": " << o.err;
+    EXPECT_NE(o.out.find(fmt::format("-> {:.3f} us on H100 ({}-bound", want_us, cls)), std::string::npos)
+        << extra << ": " << o.out;
+  };
+  scaled("--op gemm", 715 * 312 / 989.4, "compute");
+  scaled("--op layernorm", 715 * 2.039 / 3.35, "memory");
+  scaled("--flops 1e9", 715 * 312 / 989.4, "compute");
+  scaled("--bytes 1e6", 715 * 2.039 / 3.35, "memory");
 }
 
 // QA: `validate` goes through run's checks (RunOptions::dry_run), so a spec `run` refuses is
