@@ -394,8 +394,8 @@ std::string run_nccl_tests(const NcclTestsOptions& opt, MPI_Comm comm, const std
                      opt.gpus_per_node, n, opt.nodes, opt.gpus_per_node, spec.fidelity);
   out << (spec.simccl_extras.launch_latency
               ? (opt.collective == "alltoall" || opt.collective == "sendrecv"
-                     ? "# per-op latency: none for point-to-point operations (NCCL's cost model, tuning.cc, has no "
-                       "latency entry for them; simccl.launch_latency=nccl charges collectives only)\n"
+                     ? "# per-op latency: one step of NCCL's Ring latency model, base + one hop (NCCL does not tune "
+                       "point-to-point operations; simccl.launch_latency=nccl; set it to none to drop it)\n"
                      : "# per-op latency: NCCL cost model's (simccl.launch_latency=nccl; set it to none to drop it)\n")
               : "# per-op latency: none (simccl.launch_latency=none)\n");
   for (const auto& warning : pb.warnings) out << "# warning: " << warning << "\n";

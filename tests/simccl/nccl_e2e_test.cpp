@@ -159,6 +159,42 @@ TEST(NcclValidation, LaunchLatencyIsTheCostModelLatency) {
   EXPECT_LT(base[0].time_us, published_1k_us / 5) << base[0].time_us;
 }
 
+// QA: nccl-tests charged no launch latency to alltoall and sendrecv although every nccl-tests
+// operation is a launched kernel. NCCL does not tune point-to-point operations; simccl charges
+// one step of the Ring latency model (nccl.md §2.1-2.2, §2.5 Ring Broadcast on sameChannels
+// graphs): base + one hop, LL up to NCCL_P2P_LL_THRESHOLD (16 KiB) per peer, Simple above.
+// Closed form: time with the latency - time without = that latency, inside a node (NVLink hop)
+// and across two nodes (NET hop), for both protocols.
+TEST(NcclValidation, PointToPointLaunchLatencyIsOneRingStep) {
+  if (procs() > 1) GTEST_SKIP() << "sequential only";
+  struct Shape {
+    std::uint32_t gpn, nodes;
+    double ll_us, simple_us;
+  };
+  const Shape shapes[] = {{8, 1, 6.6 + 0.6, 8.4 + 3.4}, {1, 2, 6.6 + 2.7, 8.4 + 14.0}};
+  for (const char* coll : {"sendrecv", "alltoall"}) {
+    for (const Shape& sh : shapes) {
+      SCOPED_TRACE(std::string(coll) + " " + std::to_string(sh.nodes) + " x " + std::to_string(sh.gpn));
+      NcclTestsOptions o;
+      o.collective = coll;
+      o.gpus_per_node = sh.gpn;
+      o.nodes = sh.nodes;
+      o.min_bytes = 1024;        // per peer <= 16 KiB: LL
+      o.max_bytes = 1ull << 20;  // per peer >= 128 KiB: Simple
+      o.factor = 1024;
+      o.sets = {"simccl.launch_latency=none"};
+      const auto base = sweep(o, MPI_COMM_SELF);
+      o.sets = {};  // nccl-tests mode charges it unless told otherwise
+      const auto lat = sweep(o, MPI_COMM_SELF);
+      ASSERT_EQ(base.size(), 2u);
+      ASSERT_EQ(lat.size(), 2u);
+      EXPECT_GT(base[0].time_us, 0);
+      EXPECT_NEAR(lat[0].time_us - base[0].time_us, sh.ll_us, 1e-6);
+      EXPECT_NEAR(lat[1].time_us - base[1].time_us, sh.simple_us, 1e-6);
+    }
+  }
+}
+
 TEST(NcclValidation, A100WithLaunchLatencyWithin5PercentAt1GiB) {
   if (procs() > 1) GTEST_SKIP() << "sequential only";
   NcclTestsOptions o;
