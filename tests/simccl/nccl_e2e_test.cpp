@@ -195,6 +195,24 @@ TEST(NcclValidation, PointToPointLaunchLatencyIsOneRingStep) {
   }
 }
 
+// The ring planner has no latency model: with simccl.launch_latency=nccl it charges nothing, and
+// the table says so instead of naming the NCCL cost model's latency (it did).
+TEST(NcclValidation, RingPlannerTableNamesNoLatency) {
+  if (procs() > 1) GTEST_SKIP() << "sequential only";
+  NcclTestsOptions o;
+  o.min_bytes = o.max_bytes = 1024;
+  std::vector<NcclTestsRow> with, without;
+  o.sets = {"simccl.planner=ring", "simccl.launch_latency=nccl"};
+  const std::string table = fabricsim::jobs::run_nccl_tests(o, MPI_COMM_SELF, "test", "test", &with);
+  o.sets = {"simccl.planner=ring", "simccl.launch_latency=none"};
+  (void)fabricsim::jobs::run_nccl_tests(o, MPI_COMM_SELF, "test", "test", &without);
+  ASSERT_EQ(with.size(), 1u);
+  ASSERT_EQ(without.size(), 1u);
+  EXPECT_EQ(with[0].time_us, without[0].time_us);
+  EXPECT_NE(table.find("# per-op latency: none (simccl.planner ring has no latency model"), std::string::npos) << table;
+  EXPECT_EQ(table.find("cost model's"), std::string::npos) << table;
+}
+
 TEST(NcclValidation, A100WithLaunchLatencyWithin5PercentAt1GiB) {
   if (procs() > 1) GTEST_SKIP() << "sequential only";
   NcclTestsOptions o;
@@ -234,7 +252,18 @@ TEST(NcclDeterminism, IdenticalAcrossProcessesAndThreads) {
       {"alltoall_2x8_pxn", "alltoall", 2u << 20, 8, 2, {"cluster.nics_per_leaf=1", "cluster.spines=2"}},
       {"allgather_2x4_ll", "all_gather", 64u << 10, 4, 2, {}},
       {"allreduce_2x4_launch_latency", "all_reduce", 1u << 20, 4, 2, {"simccl.launch_latency=nccl"}},
+      {"alltoall_2x4_launch_latency", "alltoall", 1u << 20, 4, 2, {"simccl.launch_latency=nccl"}},
   };
+  // Workload sends with their start-up latency (kEvSendLaunch): no collective in the run.
+  const Case p2p{"sendrecv_2x4_launch_latency", "sendrecv", 1u << 20, 4, 2, {"simccl.launch_latency=nccl"}};
+  const auto p2p_ref = run_case(p2p, MPI_COMM_SELF, 1);
+  const auto p2p_none = run_case({"", "sendrecv", 1u << 20, 4, 2, {"simccl.launch_latency=none"}}, MPI_COMM_SELF, 1);
+  EXPECT_GT(p2p_ref.meta.simulated_time_ps, p2p_none.meta.simulated_time_ps);
+  for (unsigned threads : {1u, 2u}) {
+    const auto got = run_case(p2p, MPI_COMM_WORLD, threads);
+    EXPECT_EQ(got.digest, p2p_ref.digest);
+    EXPECT_EQ(got.meta.simulated_time_ps, p2p_ref.meta.simulated_time_ps);
+  }
   for (const Case& c : cases) {
     SCOPED_TRACE(c.name);
     const auto ref = run_case(c, MPI_COMM_SELF, 1);
