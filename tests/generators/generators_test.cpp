@@ -981,6 +981,14 @@ TEST(Generators, InferenceMemoryIsWeightsAndKvCache) {
   const double fp8 = estimate_inference_memory(c).stages[0].weights_bytes;
   const double emb = 2.0 * 128256 * 8192 / 8 * 2;  // embedding + LM head, 16-bit, per rank
   EXPECT_NEAR((fp8 - emb) / ((s.weights_bytes - emb) / 2), 1.0, 1e-3);
+  // Already FP8 (on one GPU ~70 GB of weights + 11 GB of KV cache still exceed): the warning does
+  // not advise dtype: fp8.
+  c.tp = 1;
+  const MemoryEstimate one_fp8 = estimate_inference_memory(c);
+  ASSERT_TRUE(one_fp8.exceeds());
+  const std::string w8 = inference_memory_warning(c, one_fp8);
+  EXPECT_EQ(w8.find("fp8"), std::string::npos) << w8;
+  EXPECT_NE(w8.find("raise tp/pp, or lower batch or the context ("), std::string::npos) << w8;
   // generate_training attaches it (not the training estimate with gradients and Adam states).
   const auto g = generate_per_rank(inference("llama3-8b", 2, 1, 1, 1, 2, 128, 2), empty_db());
   EXPECT_EQ(g.stats.memory.peak().optimizer_bytes, 0.0);
