@@ -55,7 +55,7 @@ Action add_generate(CLI::App& app) {
                     st.total_bytes() / 1e9, st.pp_rank == m.peak_stage ? "  <- peak" : "");
       }
       const std::string w = cfg.inference ? jobs::inference_memory_warning(cfg, m) : jobs::memory_warning(cfg, m);
-      if (!w.empty()) std::fprintf(stderr, "warning: %s\n", w.c_str());
+      if (!w.empty()) std::fprintf(stderr, "warning: %s\n", engine::printable(w).c_str());
       return 0;
     }
     const auto db = jobs::load_kernel_db(spec.generator.count("kernel_db") ? spec.generator.at("kernel_db") : "");
@@ -121,7 +121,7 @@ Action add_generate(CLI::App& app) {
                   pk.total_bytes() / 1e9, pk.pp_rank, pk.weights_bytes / 1e9, pk.grads_bytes / 1e9,
                   pk.optimizer_bytes / 1e9, pk.activation_bytes / 1e9, s.memory.capacity_bytes / 1e9);
     }
-    for (const auto& w : g.workload.warnings) std::fprintf(stderr, "warning: %s\n", w.c_str());
+    for (const auto& w : g.workload.warnings) std::fprintf(stderr, "warning: %s\n", engine::printable(w).c_str());
     std::printf("rank 0 compute: %s %s\n",
                 engine::format_time(static_cast<engine::SimTime>(s.compute_ps_rank0 / cfg.iterations)).c_str(),
                 g.infer.used ? "(prefill + decode)" : "per iteration");

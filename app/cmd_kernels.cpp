@@ -82,7 +82,9 @@ Action add_kernels(CLI::App& app) {
   scale->add_option("--from", o->from, "GPU the time was measured on")->required();
   scale->add_option("--to", o->to, "target GPU")->required();
   scale->add_option("--time-us", o->time_us, "measured time (us)")->required()->check(kPositive);
-  scale->add_option("--op", o->op, "kernel kind (sets the class when FLOPs/bytes are not given)");
+  scale->add_option("--op", o->op,
+                    "kernel kind: sets the roofline class (gemm, attention: compute-bound; layernorm, gelu, "
+                    "adam, ...: memory-bound); required unless --flops/--bytes or --m/--n/--k give the work");
   scale->add_option("--dtype", o->dtype, "dtype of the math");
   scale->add_option("--m", o->m, "GEMM rows")->check(kPositive);
   scale->add_option("--n", o->n, "GEMM columns")->check(kPositive);
@@ -125,6 +127,14 @@ Action add_kernels(CLI::App& app) {
       const auto& to = kernels::find_gpu(o->to, "<cli>", "--to");
       double f = 0, b = 0;
       work_of(*o, d, f, b);
+      // Without the work or a kind the class would be a guess, and the two differ by the ratio
+      // of the GPUs' FLOP/s to their HBM bandwidths (A100 -> H100: x0.32 compute, x0.61 memory).
+      if (!(f > 0) && !(b > 0) && scale->count("--op") == 0) {
+        throw engine::InputError("<cli>", "kernels scale",
+                                 "the kernel's roofline class (compute- or memory-bound) is not given",
+                                 "give --op KIND (gemm or attention: compute-bound; layernorm, gelu, embedding or "
+                                 "adam: memory-bound), or the work: --flops and --bytes, or --m/--n/--k");
+      }
       if (!(f > 0) && !(b > 0) && !kernels::known_kind(o->op)) {
         throw engine::InputError("<cli>", "--op " + o->op,
                                  "is not a known kernel kind, so its roofline class (compute or memory) is unknown",

@@ -164,7 +164,8 @@ int main(int argc, char** argv) {
     for (char& ch : msg) {
       if (ch == '\n') ch = ' ';
     }
-    return "fabricsim: error: <cli>: " + msg + "; see fabricsim --help\n";
+    // An argument CLI11 quotes may hold any byte: escaped as InputError messages are.
+    return "fabricsim: error: <cli>: " + fabricsim::engine::printable(msg) + "; see fabricsim --help\n";
   });
   // One line per subcommand (each in app/cmd_<name>.cpp).
   std::vector<Action> actions = {add_run(app), add_validate(app), add_describe(app), add_sweep(app), add_regress(app),
@@ -196,7 +197,7 @@ int main(int argc, char** argv) {
       if (root) {
         std::cerr << "fabricsim: error: <cli>: "
                   << (argc < 2 ? std::string("a subcommand is required")
-                               : "'" + std::string(argv[1]) + "' is not a subcommand")
+                               : "'" + fabricsim::engine::printable(argv[1]) + "' is not a subcommand")
                   << "; use one of " << names << " (fabricsim --help)\n";
       }
       MPI_Finalize();

@@ -96,15 +96,10 @@ class StagedFiles {
 
 std::string write_chakra(const models::Workload& w, const std::string& prefix) {
   StagedFiles staged;
-  std::string groups_path;
-  if (w.groups.size() > 1) {
-    nlohmann::ordered_json j = nlohmann::ordered_json::object();
-    for (std::size_t g = 1; g < w.groups.size(); ++g) j[w.groups[g].name] = w.groups[g].ranks;
-    groups_path = prefix + ".comm_groups.json";
-    std::ofstream out = staged.open(groups_path, std::ios::out);
-    out << j.dump() << "\n";
-    staged.close(out);
-  }
+  // Communicators some collective node names (the comm-group file lists only those: ASTRA-sim
+  // and the reader look groups up by a node's pg_name, so an unused entry is dead weight, e.g.
+  // the DP groups of an inference job, which has no gradient reduction).
+  std::vector<char> used(w.groups.size(), 0);
   for (std::uint32_t r = 0; r < w.ranks; ++r) {
     const std::string file = prefix + "." + std::to_string(r) + ".et";
     std::ofstream out = staged.open(file, std::ios::out | std::ios::binary);
@@ -138,6 +133,7 @@ std::string write_chakra(const models::Workload& w, const std::string& prefix) {
           auto* pg = n.add_attr();
           pg->set_name("pg_name");
           const std::int32_t group = w.group_of(r, wn);
+          used[static_cast<std::size_t>(group)] = 1;
           pg->set_string_val(group == 0 ? std::string() : w.groups[static_cast<std::size_t>(group)].name);
           break;
         }
@@ -151,6 +147,17 @@ std::string write_chakra(const models::Workload& w, const std::string& prefix) {
       }
       google::protobuf::util::SerializeDelimitedToOstream(n, &out);
     }
+    staged.close(out);
+  }
+  std::string groups_path;
+  nlohmann::ordered_json j = nlohmann::ordered_json::object();
+  for (std::size_t g = 1; g < w.groups.size(); ++g) {
+    if (used[g]) j[w.groups[g].name] = w.groups[g].ranks;
+  }
+  if (!j.empty()) {
+    groups_path = prefix + ".comm_groups.json";
+    std::ofstream out = staged.open(groups_path, std::ios::out);
+    out << j.dump() << "\n";
     staged.close(out);
   }
   staged.commit();

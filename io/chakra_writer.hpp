@@ -4,7 +4,9 @@
 /// in Chakra's framing: varint32-length-delimited protobuf records, a GlobalMetadata first, then
 /// one Node per DAG node (io/et_def.proto, wire-compatible with upstream mlcommons/chakra), and a
 /// comm-group file `PREFIX.comm_groups.json` (ASTRA-sim `--comm-group-configuration` format,
-/// `{"<pg_name>": [ranks...]}`) for every communicator other than the world.
+/// `{"<pg_name>": [ranks...]}`) for every communicator other than the world that a collective
+/// node names (an unused communicator of the workload, e.g. an inference job's DP groups, is not
+/// written; the reader creates groups on first use, so the round trip is unchanged).
 ///
 /// Node mapping (the inverse of io/chakra_reader.hpp): id = index in the rank's program (the
 /// programs are topologically ordered, so the reader's "smallest ready id first" order gives
@@ -20,7 +22,7 @@
 
 namespace fabricsim::io {
 
-/// Writes `w` to PREFIX.<rank>.et (+ PREFIX.comm_groups.json when it has non-world groups).
+/// Writes `w` to PREFIX.<rank>.et (+ PREFIX.comm_groups.json when a node uses a non-world group).
 /// @returns the comm-group file's path, or "" if none was needed.
 /// All files are written under temporary names and renamed into place only when every one was
 /// written whole; on any failure (disk full, file size limit) none is left behind.

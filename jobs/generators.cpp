@@ -1715,9 +1715,12 @@ std::string inference_memory_warning(const TrainConfig& c, const MemoryEstimate&
   return fmt::format(
       "{}: workload.generator: the inference job needs at least {:.1f} GB per GPU on pipeline rank {} (weights "
       "{:.1f} GB, KV cache and activations {:.1f} GB) but the {} has {:.0f} GB: the real job would run out of "
-      "memory; raise tp/pp, lower batch or the context, or use dtype: fp8 (docs/generators.md, \"Inference\")",
+      "memory; {} (docs/generators.md, \"Inference\")",
       c.file, s.total_bytes() / 1e9, s.pp_rank, s.weights_bytes / 1e9, s.activation_bytes / 1e9, c.gpu,
-      m.capacity_bytes / 1e9);
+      m.capacity_bytes / 1e9,
+      // FP8 only where it is not in effect yet (as memory_warning names only fixes not in effect).
+      c.dtype == kernels::Dtype::kFp8 ? "raise tp/pp, or lower batch or the context"
+                                      : "raise tp/pp, lower batch or the context, or use dtype: fp8");
 }
 
 LayerParams rank_layer_params(const TrainConfig& c, std::uint32_t l) {

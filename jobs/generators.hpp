@@ -176,7 +176,9 @@ struct Generated {
 /// serving engine's preallocated KV pool: a lower bound. @throws engine::InputError (unknown GPU).
 MemoryEstimate estimate_inference_memory(const TrainConfig& c);
 
-/// One warning line when estimate_inference_memory's peak exceeds the GPU's HBM; empty when it fits.
+/// One warning line when estimate_inference_memory's peak exceeds the GPU's HBM, naming the fixes
+/// (raise tp/pp, lower batch or the context, and dtype: fp8 unless it is FP8 already); empty
+/// when it fits.
 std::string inference_memory_warning(const TrainConfig& c, const MemoryEstimate& m);
 
 /// Model FLOPs of one inference phase of one replica (all its GPUs): 2 · P_m · tokens +

@@ -1,6 +1,8 @@
 #include "jobs/memory_estimate.hpp"
 
 #include <algorithm>
+#include <string>
+#include <vector>
 
 #include <fmt/format.h>
 
@@ -139,16 +141,54 @@ MemoryEstimate estimate_memory(const TrainConfig& c) {
   return est;
 }
 
+namespace {
+
+/// The advice of memory_warning: the fixes that are not in effect yet and would lower the peak
+/// (each checked by estimating the job again with it), e.g. "raise tp/pp, use recompute: full, or
+/// zero: 2-3".
+std::string memory_advice(const TrainConfig& c, const MemoryEstimate& m) {
+  const double peak = m.peak().total_bytes();
+  auto lowers = [&](const TrainConfig& alt) { return estimate_memory(alt).peak().total_bytes() < peak; };
+  std::vector<std::string> fixes = {"raise tp/pp"};
+  // Recomputation: selective drops the s^2 attention terms (nothing with fused attention), full
+  // keeps only each layer's input; neither applies once full is on.
+  std::vector<std::string> rc;
+  for (Recompute r : {Recompute::kSelective, Recompute::kFull}) {
+    if (static_cast<int>(r) <= static_cast<int>(c.recompute)) continue;
+    TrainConfig alt = c;
+    alt.recompute = r;
+    if (lowers(alt)) rc.emplace_back(r == Recompute::kSelective ? "selective" : "full");
+  }
+  if (!rc.empty()) fixes.push_back("use recompute: " + (rc.size() == 2 ? rc[0] + " or " + rc[1] : rc[0]));
+  // ZeRO: each stage above the configured one shards one more state over the DP group (nothing
+  // with one DP rank); a stage that lowers the peak is followed by higher ones that lower it more.
+  for (std::uint32_t z = c.zero + 1; z <= 3; ++z) {
+    TrainConfig alt = c;
+    alt.zero = z;
+    if (lowers(alt)) {
+      fixes.push_back(z == 3 ? std::string("zero: 3") : fmt::format("zero: {}-3", z));
+      break;
+    }
+  }
+  std::string out;
+  for (std::size_t i = 0; i < fixes.size(); ++i) {
+    out += i == 0 ? "" : i + 1 == fixes.size() ? ", or " : ", ";
+    out += fixes[i];
+  }
+  return out;
+}
+
+}  // namespace
+
 std::string memory_warning(const TrainConfig& c, const MemoryEstimate& m) {
   if (!m.exceeds()) return {};
   const StageMemory& s = m.peak();
   return fmt::format(
       "{}: workload.generator: the job needs at least {:.1f} GB per GPU on pipeline rank {} (weights {:.1f} GB, "
       "gradients {:.1f} GB, optimizer {:.1f} GB, activations {:.1f} GB of {:.3g} micro-batches in flight) but the "
-      "{} has {:.0f} GB: the real job would run out of memory; raise tp/pp, use recompute: selective or full, "
-      "or zero: 1-3 (docs/generators.md, \"Memory per GPU\")",
+      "{} has {:.0f} GB: the real job would run out of memory; {} (docs/generators.md, \"Memory per GPU\")",
       c.file, s.total_bytes() / 1e9, s.pp_rank, s.weights_bytes / 1e9, s.grads_bytes / 1e9, s.optimizer_bytes / 1e9,
-      s.activation_bytes / 1e9, s.inflight, c.gpu, m.capacity_bytes / 1e9);
+      s.activation_bytes / 1e9, s.inflight, c.gpu, m.capacity_bytes / 1e9, memory_advice(c, m));
 }
 
 }  // namespace fabricsim::jobs

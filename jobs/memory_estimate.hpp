@@ -99,8 +99,12 @@ double activation_bytes_per_layer(const TrainConfig& c, bool moe);
 /// @throws engine::InputError for an unknown GPU (kernels::find_gpu).
 MemoryEstimate estimate_memory(const TrainConfig& c);
 
-/// One warning line when the estimate exceeds the GPU's HBM, naming the breakdown and the
-/// usual fixes; empty when it fits.
+/// One warning line when the estimate exceeds the GPU's HBM, naming the breakdown and the fixes
+/// that are not in effect yet and would lower the estimate (each checked by estimating `c` again
+/// with it): raising tp/pp; recompute selective (only where it drops something: unfused
+/// attention) or full, none once full; ZeRO stages above `c.zero` (e.g. "zero: 2-3" at zero 1),
+/// none at zero 3 or with one DP rank. Empty when it fits.
+/// @throws engine::InputError as estimate_memory.
 std::string memory_warning(const TrainConfig& c, const MemoryEstimate& m);
 
 }  // namespace fabricsim::jobs

@@ -392,12 +392,19 @@ std::string run_nccl_tests(const NcclTestsOptions& opt, MPI_Comm comm, const std
   // nccl-tests prints -g (GPUs per process) as nGpus; one simulated process per node.
   out << fmt::format("# nThread 1 nGpus {} nRanks {} ({} nodes x {} GPUs), simulated at fidelity {} (no data moved)\n#\n",
                      opt.gpus_per_node, n, opt.nodes, opt.gpus_per_node, spec.fidelity);
-  out << (spec.simccl_extras.launch_latency
+  // Only the NCCL planner has a latency model (NcclPlannerConfig::launch_latency): say so rather
+  // than name a latency the ring planner does not charge.
+  out << (spec.simccl_extras.launch_latency && nccl == nullptr
+              ? "# per-op latency: none (simccl.planner " + spec.planner +
+                    " has no latency model; simccl.launch_latency applies to the NCCL planner)\n"
+          : spec.simccl_extras.launch_latency
               ? (opt.collective == "alltoall" || opt.collective == "sendrecv"
-                     ? "# per-op latency: none for point-to-point operations (NCCL's cost model, tuning.cc, has no "
-                       "latency entry for them; simccl.launch_latency=nccl charges collectives only)\n"
-                     : "# per-op latency: NCCL cost model's (simccl.launch_latency=nccl; set it to none to drop it)\n")
-              : "# per-op latency: none (simccl.launch_latency=none)\n");
+                     ? std::string("# per-op latency: one step of NCCL's Ring latency model, base + one hop (NCCL does "
+                                   "not tune point-to-point operations; simccl.launch_latency=nccl; set it to none to "
+                                   "drop it)\n")
+                     : std::string("# per-op latency: NCCL cost model's (simccl.launch_latency=nccl; set it to none to "
+                                   "drop it)\n"))
+              : std::string("# per-op latency: none (simccl.launch_latency=none)\n"));
   for (const auto& warning : pb.warnings) out << "# warning: " << warning << "\n";
   if (n < 2) {
     // nccl-tests on one GPU copies locally (out-of-place) or does nothing; fabricsim moves no data.

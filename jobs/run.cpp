@@ -502,7 +502,7 @@ RunResult run_simulation(const RunOptions& opt, MPI_Comm comm, const std::string
                      "drop workload.gpus/--gpus (Chakra traces carry their world size)");
   }
   check_workload(w);
-  for (const auto& warning : w.warnings) log->warn("{}", warning);
+  for (const auto& warning : w.warnings) log->warn("{}", engine::printable(warning));  // may quote input bytes
   log->info("workload {}: {} ranks, {} nodes ({:.3f} s)", w.source, w.ranks,
             w.total_nodes(), now_s() - t0);
   for (auto& prog : w.programs) {
@@ -581,7 +581,7 @@ RunResult run_simulation(const RunOptions& opt, MPI_Comm comm, const std::string
 
   simccl::PlannerBuild planned =
       simccl::make_planner(spec.planner, spec.nccl, spec.file, spec.gpu_sm, cspec, true, spec.simccl_extras);
-  for (const auto& warning : planned.warnings) log->warn("{}", warning);
+  for (const auto& warning : planned.warnings) log->warn("{}", engine::printable(warning));
   // NCCL_* taken from the shell changed the run: record them with the spec (HDF5 spec_text,
   // summary JSON nccl_env) so the results file says what it was run with.
   std::vector<std::pair<std::string, std::string>> nccl_env;

@@ -125,7 +125,8 @@ const std::vector<SpecKey>& spec_keys() {
                                              "each rank reaches them (O(channels) memory per rank); false materializes every op up front "
                                              "(same results)"},
       {"simccl.launch_latency", "enum", "none", "none, or nccl: each tuned collective (NCCL planner) starts after the NCCL cost "
-                                                "model's latency of its algorithm/protocol (base + per-step hop latency)"},
+                                                "model's latency of its algorithm/protocol (base + per-step hop latency); "
+                                                "AllToAll and sends after one step of the Ring model (base + one hop)"},
       {"simccl.topo_fallback", "bool", "false", "when NCCL_TOPO_FILE cannot be read, plan on NCCL's fallback (flat PCIe, no NVLink) "
                                                "instead of failing"},
   };

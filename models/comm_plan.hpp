@@ -713,12 +713,21 @@ class CollectivePlanner {
     (void)bytes;
     return {};
   }
-  /// Start-up latency of a collective in ps (kernel launch and protocol synchronisation, which
-  /// point-to-point transfers do not show): the rank starts the plan's operations this long after
-  /// the collective became ready; the collective's recorded time includes it. The same on every
-  /// rank of the call (a pure function of the request's op, size and communicator). Default 0.
+  /// Start-up latency of a collective in ps (kernel launch and protocol synchronisation): the
+  /// rank starts the plan's operations this long after the collective became ready; the
+  /// collective's recorded time includes it. The same on every rank of the call (a pure function
+  /// of the request's op, size and communicator). Default 0.
   virtual std::int64_t start_latency_ps(const CollRequest& req) const {
     (void)req;
+    return 0;
+  }
+  /// Start-up latency in ps of a workload Send of `bytes` bytes from global rank `src` to `dst`
+  /// (the kernel launch of the send/recv pair): the send's data leaves this long after the node
+  /// became ready. A pure function of its arguments. Default 0.
+  virtual std::int64_t p2p_start_latency_ps(std::uint32_t src, std::uint32_t dst, std::uint64_t bytes) const {
+    (void)src;
+    (void)dst;
+    (void)bytes;
     return 0;
   }
 };

@@ -161,6 +161,16 @@ void GpuRankLp::node_ready(std::uint32_t n, Context& ctx) {
 
 void GpuRankLp::start_send(std::uint32_t n, Context& ctx) {
   const WorkNode& node = (*program_)[n];
+  const std::int64_t latency = planner_.p2p_start_latency_ps(id_, static_cast<std::uint32_t>(peer_of(node)), node.bytes);
+  if (latency > 0) {
+    ctx.send(id_, ctx.now() + latency, kEvSendLaunch, n);
+    return;
+  }
+  send_now(n, ctx);
+}
+
+void GpuRankLp::send_now(std::uint32_t n, Context& ctx) {
+  const WorkNode& node = (*program_)[n];
   const auto dst = static_cast<std::uint32_t>(peer_of(node));
   const P2pRoute r = planner_.p2p_route(id_, dst, node.bytes);
   // A relay is used only where it is one: same scale-up domain as this GPU, the receiver outside
@@ -1039,6 +1049,9 @@ void GpuRankLp::handle(const engine::Event& ev, Context& ctx) {
     }
     case kEvCollLaunch:
       begin_collective(ev.get<std::uint32_t>(), ctx);
+      return;
+    case kEvSendLaunch:
+      send_now(ev.get<std::uint32_t>(), ctx);
       return;
     case kEvRingStreamDone:
       finish_collective(ev.get<std::uint32_t>(), ctx);

@@ -233,8 +233,11 @@ class GpuRankLp final : public engine::Lp, private NicOwner {
                   std::uint32_t instance, std::int64_t tag, std::uint32_t slot,
                   std::uint32_t op_or_node, engine::Context& ctx, std::uint16_t channel = 0,
                   std::uint32_t aux = 0, std::uint8_t nvls = 0);
-  /// Workload Send node `n`: direct, or through a PXN relay when the planner says so.
+  /// A workload Send node `n` became ready: send_now after the planner's p2p_start_latency_ps
+  /// (a kEvSendLaunch event), at once when it is 0.
   void start_send(std::uint32_t n, engine::Context& ctx);
+  /// Puts Send node `n`'s data on its route: direct, or through a PXN relay when the planner says so.
+  void send_now(std::uint32_t n, engine::Context& ctx);
   /// A whole point-to-point message (src, tag) arrived: completes the oldest waiting Recv.
   void p2p_arrived(const P2pKey& key, engine::Context& ctx);
   void on_part_received(const Packet& p, engine::Context& ctx) override { on_packet(p, ctx); }

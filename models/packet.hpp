@@ -17,6 +17,7 @@ enum EventKind : std::uint32_t {
   kEvCollLaunch = 5,    ///< self: a collective's start-up latency elapsed (payload: slot)
   kEvRingStreamDone = 6,  ///< self: a streamed ring collective completes (payload: slot; ring_stream.hpp)
   kEvRingToken = 7,       ///< GPU -> GPU: a streamed ring's completion token (payload: RingToken; ring_stream.hpp)
+  kEvSendLaunch = 8,      ///< self: a workload send's start-up latency elapsed (payload: node index)
   kEvWire = 10,         ///< a WirePacket fully received at the LP (store-and-forward)
   kEvPortFree = 11,     ///< self: an egress port finished serializing (payload: port index)
   kEvPfc = 12,          ///< a PFC pause/resume frame arrived (payload: PfcFrame)

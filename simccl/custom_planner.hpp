@@ -27,6 +27,9 @@ class CustomPlanner final : public models::CollectivePlanner {
     return base_->p2p_route(src, dst, bytes);
   }
   /// Replayed schedules start at once; other calls take the base planner's latency.
+  std::int64_t p2p_start_latency_ps(std::uint32_t src, std::uint32_t dst, std::uint64_t bytes) const override {
+    return base_->p2p_start_latency_ps(src, dst, bytes);
+  }
   std::int64_t start_latency_ps(const models::CollRequest& req) const override {
     return match(req) != nullptr ? 0 : base_->start_latency_ps(req);
   }

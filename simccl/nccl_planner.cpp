@@ -206,13 +206,21 @@ std::shared_ptr<const NcclPlanner::CommInfo> NcclPlanner::comm(const std::vector
 }
 
 std::int64_t NcclPlanner::start_latency_ps(const CollRequest& req) const {
-  if (!cfg_.launch_latency || req.ranks == nullptr || req.ranks->size() <= 1 || req.bytes == 0 ||
-      req.op == CollOp::kAllToAll) {
-    return 0;
-  }
+  if (!cfg_.launch_latency || req.ranks == nullptr || req.ranks->size() <= 1 || req.bytes == 0) return 0;
   const TuningDecision d = decision(req);
+  if (req.op == CollOp::kAllToAll) {
+    const bool across = comm(*req.ranks)->nodes.size() > 1;
+    return static_cast<std::int64_t>(std::llround(p2p_latency_us(d.proto, across) * 1e6));
+  }
   const double us = tuner(*req.ranks).latency(func_of(req.op), d.algo, d.proto);
   return static_cast<std::int64_t>(std::llround(us * 1e6));
+}
+
+std::int64_t NcclPlanner::p2p_start_latency_ps(std::uint32_t src, std::uint32_t dst, std::uint64_t bytes) const {
+  if (!cfg_.launch_latency || bytes == 0 || src == dst) return 0;
+  const Proto p = bytes <= cfg_.settings.p2p_ll_threshold ? Proto::kLL : Proto::kSimple;
+  const std::uint32_t g = std::max<std::uint32_t>(1, cfg_.gpus_per_host);
+  return static_cast<std::int64_t>(std::llround(p2p_latency_us(p, src / g != dst / g) * 1e6));
 }
 
 models::P2pRoute NcclPlanner::p2p_route(std::uint32_t src, std::uint32_t dst, std::uint64_t bytes) const {

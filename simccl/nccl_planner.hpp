@@ -49,7 +49,9 @@ struct NcclPlannerConfig {
   /// must outlive it for RankPlan::expanded().
   bool lazy_rings = false;
   /// simccl.launch_latency=nccl: charge each tuned collective NCCL's modelled latency of its
-  /// (algorithm, protocol) (tuning.cc, nccl.md §2.5) as start-up delay (start_latency_ps).
+  /// (algorithm, protocol) (tuning.cc, nccl.md §2.5) as start-up delay (start_latency_ps), and
+  /// each point-to-point operation (AllToAll, workload sends) p2p_latency_us
+  /// (p2p_start_latency_ps).
   bool launch_latency = false;
   /// The network reduces and replicates in the NVSwitch (NVLink SHARP; every rung does). False:
   /// the NVLS rows of the cost model are unavailable.
@@ -78,9 +80,14 @@ class NcclPlanner final : public models::CollectivePlanner {
   /// Chunks: NCCL_CHUNK_SIZE if set, else NCCL_P2P_NET_CHUNKSIZE, at most NCCL_BUFFSIZE/8.
   models::P2pRoute p2p_route(std::uint32_t src, std::uint32_t dst, std::uint64_t bytes) const override;
   /// With NcclPlannerConfig::launch_latency: the cost model's latency (us, base + per-step hop
-  /// latencies of the chosen algorithm and protocol, nccl.md §2.5) in ps; AllToAll (not tuned)
-  /// and single-rank calls 0. Without it 0.
+  /// latencies of the chosen algorithm and protocol, nccl.md §2.5) in ps; AllToAll (not tuned:
+  /// grouped send/recv) p2p_latency_us of its protocol (decision()), across nodes when the
+  /// communicator spans several; single-rank and 0-byte calls 0. Without it 0.
   std::int64_t start_latency_ps(const models::CollRequest& req) const override;
+  /// With NcclPlannerConfig::launch_latency: p2p_latency_us in ps, LL for `bytes` <=
+  /// NCCL_P2P_LL_THRESHOLD else Simple (as decision() picks for AllToAll), across nodes when
+  /// `src` and `dst` are on different hosts; 0 for 0 bytes or src == dst. Without it 0.
+  std::int64_t p2p_start_latency_ps(std::uint32_t src, std::uint32_t dst, std::uint64_t bytes) const override;
 
   /// The cost model of the communicator `ranks` (global ranks).
   const NcclTuner& tuner(const std::vector<std::uint32_t>& ranks) const;

@@ -279,6 +279,11 @@ void NcclTuner::compute_tables() {
   }
 }
 
+double p2p_latency_us(Proto p, bool across_nodes) {
+  const auto pi = static_cast<std::size_t>(p);
+  return kBaseLat[kRing][pi] + kHwLat[across_nodes ? kHwNet : kHwNvlink][kRing][pi];
+}
+
 std::string NcclTuner::unavailable_reason(Func f, Algo a, Proto p) const {
   if (bw_[idx(f)][idx(a)][idx(p)] > 0) return "";
   const char* w = why_[idx(f)][idx(a)][idx(p)];

@@ -116,6 +116,16 @@ class NcclTuner {
   std::array<std::array<std::array<const char*, kNumProtos>, kNumAlgos>, kNumFuncs> why_{};
 };
 
+/// Start-up latency (us) simccl charges a point-to-point NCCL operation (a send/recv pair, and
+/// each peer exchange of an AllToAll, which NCCL runs as grouped send/recv), which NCCL's cost
+/// model does not tune and has no latency entry for. simccl's choice, from the same tables: the
+/// Ring model's latency of a single step, as tuning.cc gives it for Ring Broadcast/Reduce on
+/// sameChannels graphs (nccl.md §2.5): baseLatencies[Ring][p] + hwLatencies[hw][Ring][p], hw
+/// NVLINK inside a node, NET across nodes. LL: 6.6 + 0.6 = 7.2 us, 6.6 + 2.7 = 9.3 us; Simple:
+/// 8.4 + 3.4 = 11.8 us, 8.4 + 14.0 = 22.4 us. @param p LL or Simple (p2p uses no LL128)
+/// @param across_nodes a peer on another node.
+double p2p_latency_us(Proto p, bool across_nodes);
+
 /// NCCL's per-link NVLink bandwidth in GB/s for a compute capability (src/graph/topo.h:
 /// SM60 18.0, SM70 20.0, SM80 20.0, SM86 12.0, SM90 20.6, SM100 40.1).
 double nvlink_per_link_GBps(int sm);

@@ -141,5 +141,25 @@ TEST(Time, SatAdd) {
   EXPECT_EQ(sat_add(kInfinity, 0), kInfinity);
 }
 
+// Input bytes quoted in an error message are escaped, so a NUL cannot cut the line (c_str()
+// stops there) and a newline or an escape sequence cannot split or recolour it (QA: a partition
+// file with a NUL gave "bad entry '0 0 0" and nothing after it).
+TEST(Errors, InputErrorEscapesUnprintableBytes) {
+  using namespace std::string_literals;
+  EXPECT_EQ(printable("a\0b"s), "a\\x00b");
+  EXPECT_EQ(printable("tab\there\nnl\r\x1b[31m\x7f"s), "tab\\x09here\\x0anl\\x0d\\x1b[31m\\x7f");
+  // Valid UTF-8 passes; invalid bytes, overlong forms, surrogates, C1 controls are escaped.
+  EXPECT_EQ(printable("µs ≥ 1 · 😀"), "µs ≥ 1 · 😀");
+  EXPECT_EQ(printable("\xff\xc0\xaf\xed\xa0\x80\xc2\x85"s), "\\xff\\xc0\\xaf\\xed\\xa0\\x80\\xc2\\x85");
+  EXPECT_EQ(printable("cut \xe2\x89"s), "cut \\xe2\\x89");  // a sequence cut short at the end
+  // Idempotent: an escaped message (e.g. re-raised on every MPI process) is not escaped twice.
+  EXPECT_EQ(printable(printable("a\0b\xff"s)), printable("a\0b\xff"s));
+  // InputError applies it to the whole line: every part, one line, the text after a NUL kept.
+  const InputError e("p\0.txt"s, "line 2", "bad entry '0 0 0\0 junk'"s, "fix\nit");
+  EXPECT_STREQ(e.what(), "p\\x00.txt: line 2: bad entry '0 0 0\\x00 junk'; fix\\x0ait");
+  const InputError whole(InputError::Whole{}, "f: k: x\0y"s);
+  EXPECT_STREQ(whole.what(), "f: k: x\\x00y");
+}
+
 }  // namespace
 }  // namespace fabricsim::engine

@@ -13,9 +13,11 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <set>
 #include <tuple>
 
 #include <fmt/format.h>
+#include <nlohmann/json.hpp>
 
 #include "engine/errors.hpp"
 #include "io/chakra_reader.hpp"
@@ -713,7 +715,7 @@ TEST(Generators, ChakraExportThatFailsLeavesNoFiles) {
   ASSERT_EQ(::getrlimit(RLIMIT_FSIZE, &old), 0);
   auto* old_handler = std::signal(SIGXFSZ, SIG_IGN);
   struct rlimit small = old;
-  small.rlim_cur = 4096;  // the comm-group file fits, the first rank's trace does not
+  small.rlim_cur = 4096;  // the first rank's trace does not fit
   ASSERT_EQ(::setrlimit(RLIMIT_FSIZE, &small), 0);
   bool threw = false;
   try {
@@ -880,6 +882,45 @@ TEST(Generators, InferenceTensorParallelBytes) {
   EXPECT_EQ(p.workload.programs[4][p.infer.phase_end_nodes[4][2]].name, "d2.sample");
 }
 
+// QA: the inference export wrote the DP groups although no node uses them (replicas serve
+// independently: no gradient reduction). The comm-group file lists exactly the communicators the
+// nodes name: TP 2, PP 2, DP 2 gives one TP group per (stage, replica), ranks t + TP·(d + DP·p),
+// and nothing else; the reader (which creates a group on first use) gets back as many.
+TEST(Generators, InferenceChakraExportWritesOnlyUsedCommunicators) {
+  int rank = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  const std::uint32_t tp = 2, pp = 2, dp = 2;
+  const auto g = generate_training(inference("llama3-70b", tp, pp, dp, 1, 2, 64, 2), empty_db());
+  bool has_dp = false;  // the workload has DP groups, so the export has something to leave out
+  for (const auto& x : g.workload.groups) has_dp = has_dp || x.name.rfind("dp", 0) == 0;
+  ASSERT_TRUE(has_dp);
+  const auto dir = std::filesystem::temp_directory_path() /
+                   ("fabricsim_et_inf_" + std::to_string(::getpid()) + "_" + std::to_string(rank));
+  std::filesystem::create_directories(dir);
+  const std::string prefix = (dir / "inf").string();
+  const std::string groups = io::write_chakra(g.workload, prefix);
+  ASSERT_FALSE(groups.empty());
+  std::ifstream in(groups);
+  const auto j = nlohmann::json::parse(in);
+  std::set<std::vector<std::uint32_t>> want, got;
+  for (std::uint32_t p = 0; p < pp; ++p) {
+    for (std::uint32_t d = 0; d < dp; ++d) {
+      std::vector<std::uint32_t> members;
+      for (std::uint32_t t = 0; t < tp; ++t) members.push_back(t + tp * (d + dp * p));
+      want.insert(members);
+    }
+  }
+  for (const auto& [name, ranks] : j.items()) {
+    EXPECT_EQ(name.rfind("tp", 0), 0u) << name;
+    got.insert(ranks.get<std::vector<std::uint32_t>>());
+  }
+  EXPECT_EQ(j.size(), std::size_t{pp * dp});
+  EXPECT_EQ(got, want);
+  const auto back = io::read_chakra(prefix, groups);
+  EXPECT_EQ(back.groups.size(), j.size() + 1);  // + the world
+  std::filesystem::remove_all(dir);
+}
+
 // EP AllToAll: each rank dispatches and combines the tokens it routes, top_k copies of h·B each:
 // with EP over the DP replicas (TP 1) the batch of its own replica (batch·top_k·h·B per layer
 // each way); with EP = TP = 2 its T/TP share, and the TP ranks AllGather(T·h·B) the MoE output.
@@ -940,6 +981,14 @@ TEST(Generators, InferenceMemoryIsWeightsAndKvCache) {
   const double fp8 = estimate_inference_memory(c).stages[0].weights_bytes;
   const double emb = 2.0 * 128256 * 8192 / 8 * 2;  // embedding + LM head, 16-bit, per rank
   EXPECT_NEAR((fp8 - emb) / ((s.weights_bytes - emb) / 2), 1.0, 1e-3);
+  // Already FP8 (on one GPU ~70 GB of weights + 11 GB of KV cache still exceed): the warning does
+  // not advise dtype: fp8.
+  c.tp = 1;
+  const MemoryEstimate one_fp8 = estimate_inference_memory(c);
+  ASSERT_TRUE(one_fp8.exceeds());
+  const std::string w8 = inference_memory_warning(c, one_fp8);
+  EXPECT_EQ(w8.find("fp8"), std::string::npos) << w8;
+  EXPECT_NE(w8.find("raise tp/pp, or lower batch or the context ("), std::string::npos) << w8;
   // generate_training attaches it (not the training estimate with gradients and Adam states).
   const auto g = generate_per_rank(inference("llama3-8b", 2, 1, 1, 1, 2, 128, 2), empty_db());
   EXPECT_EQ(g.stats.memory.peak().optimizer_bytes, 0.0);

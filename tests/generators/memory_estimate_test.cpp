@@ -162,6 +162,60 @@ TEST(MemoryEstimate, PublishedConfigsFitAndAnImpossibleOneIsFlagged) {
   EXPECT_EQ(w.find('\n'), std::string::npos);
 }
 
+// The warning's advice names only the fixes not in effect yet that would lower the estimate
+// (QA: "zero: 1-3" was advised to a job with zero: 1). GPT-3 175B, TP 8, DP 2 on A100: the model
+// states alone are 21.9e9 parameters x 16/2 B = 175 GB even with ZeRO-3, so every variant
+// below still exceeds the 80 GB.
+TEST(MemoryEstimate, WarningAdvisesOnlyFixesNotInEffect) {
+  auto warning = [](std::uint32_t zero, Recompute rc, bool flash, std::uint32_t dp) {
+    TrainConfig c = gpt(8, true, rc, flash);
+    c.dp = dp;
+    c.global_batch = dp;
+    c.zero = zero;
+    c.file = "job.yaml";
+    const MemoryEstimate m = estimate_memory(c);
+    EXPECT_TRUE(m.exceeds()) << "zero " << zero;
+    const std::string w = memory_warning(c, m);
+    EXPECT_NE(w.find("raise tp/pp"), std::string::npos) << w;
+    EXPECT_EQ(w.find('\n'), std::string::npos) << w;
+    return w;
+  };
+  auto has = [](const std::string& w, const char* what) { return w.find(what) != std::string::npos; };
+  // ZeRO: the stages above the configured one; none at 3.
+  const std::string z0 = warning(0, Recompute::kNone, false, 2);
+  EXPECT_TRUE(has(z0, "or zero: 1-3")) << z0;
+  const std::string z1 = warning(1, Recompute::kNone, false, 2);
+  EXPECT_FALSE(has(z1, "zero: 1-3")) << z1;
+  EXPECT_TRUE(has(z1, "or zero: 2-3")) << z1;
+  const std::string z2 = warning(2, Recompute::kNone, false, 2);
+  EXPECT_FALSE(has(z2, "zero: 2-3")) << z2;
+  EXPECT_TRUE(has(z2, "or zero: 3 (")) << z2;
+  const std::string z3 = warning(3, Recompute::kNone, false, 2);
+  EXPECT_FALSE(has(z3, "zero")) << z3;
+  // One DP rank: ZeRO shards nothing (the states per parameter are the same at every stage).
+  EXPECT_DOUBLE_EQ(state_bytes_per_param(2, 2, 0, 1, false).total(), state_bytes_per_param(2, 2, 3, 1, false).total());
+  const std::string d1 = warning(0, Recompute::kNone, false, 1);
+  EXPECT_FALSE(has(d1, "zero")) << d1;
+  // Recomputation: selective or full from none (unfused attention), full from selective, nothing
+  // once full.
+  EXPECT_TRUE(has(z0, "use recompute: selective or full")) << z0;
+  const std::string sel = warning(0, Recompute::kSelective, false, 2);
+  EXPECT_TRUE(has(sel, "use recompute: full,")) << sel;
+  EXPECT_FALSE(has(sel, "selective")) << sel;
+  const std::string full = warning(0, Recompute::kFull, false, 2);
+  EXPECT_FALSE(has(full, "recompute")) << full;
+  EXPECT_TRUE(has(full, "raise tp/pp, or zero: 1-3 (")) << full;
+  // Fused attention keeps no s^2 term, so selective recomputation drops nothing there.
+  EXPECT_DOUBLE_EQ(activation_bytes_per_layer(gpt(8, true, Recompute::kNone, true), false),
+                   activation_bytes_per_layer(gpt(8, true, Recompute::kSelective, true), false));
+  const std::string flash = warning(1, Recompute::kNone, true, 2);
+  EXPECT_TRUE(has(flash, "use recompute: full,")) << flash;
+  EXPECT_FALSE(has(flash, "selective")) << flash;
+  // All set: only more TP/PP is left.
+  const std::string all = warning(3, Recompute::kFull, false, 2);
+  EXPECT_TRUE(has(all, "out of memory; raise tp/pp (docs/generators.md")) << all;
+}
+
 }  // namespace
 }  // namespace fabricsim::jobs
 

@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
@@ -408,6 +409,30 @@ TEST_F(Cli, KernelsLookupWithoutWorkOrWithNonFiniteShapesIsRefused) {
   EXPECT_EQ(run_cli("kernels lookup --gpu H100 --m 4096 --n 4096 --k 4096", dir_.string()).code, 0);
 }
 
+// QA: `kernels scale` without --op silently scaled as compute-bound. Without a kind or the work
+// it is refused (one line, exit 2, nothing on stdout); each way of giving the class works, with
+// the datasheet ratios (A100 -> H100 BF16: 312 -> 989.4 TFLOP/s, 2.039 -> 3.35 TB/s).
+TEST_F(Cli, KernelsScaleNeedsTheRooflineClass) {
+  const std::string base = "kernels scale --from A100 --to H100 --time-us 715";
+  const Outcome bad = run_cli(base, dir_.string());
+  EXPECT_EQ(bad.code, 2) << bad.err;
+  EXPECT_EQ(count_lines(bad.err), 1) << bad.err;
+  EXPECT_TRUE(bad.out.empty()) << bad.out;
+  for (const char* m : {"fabricsim: error: <cli>: kernels scale:", "roofline class", "--op", "--flops", "--m/--n/--k"}) {
+    EXPECT_NE(bad.err.find(m), std::string::npos) << "missing '" << m << "' in: " << bad.err;
+  }
+  auto scaled = [&](const std::string& extra, double want_us, const char* cls) {
+    const Outcome o = run_cli(base + " " + extra, dir_.string());
+    EXPECT_EQ(o.code, 0) << extra << ": " << o.err;
+    EXPECT_NE(o.out.find(fmt::format("-> {:.3f} us on H100 ({}-bound", want_us, cls)), std::string::npos)
+        << extra << ": " << o.out;
+  };
+  scaled("--op gemm", 715 * 312 / 989.4, "compute");
+  scaled("--op layernorm", 715 * 2.039 / 3.35, "memory");
+  scaled("--flops 1e9", 715 * 312 / 989.4, "compute");
+  scaled("--bytes 1e6", 715 * 2.039 / 3.35, "memory");
+}
+
 // QA: `validate` goes through run's checks (RunOptions::dry_run), so a spec `run` refuses is
 // refused by `validate` with the same line: a bad NCCL_ALGO, a missing schedule, partition or
 // NCCL topology file, an output path that cannot be created. validate writes nothing, not even
@@ -434,6 +459,48 @@ TEST_F(Cli, ValidateRefusesWhatRunRefusesWithTheSameLine) {
   EXPECT_EQ(ok.code, 0) << ok.err;
   EXPECT_EQ(ok.out.rfind("ok\nworkload: ", 0), 0u) << ok.out;
   EXPECT_FALSE(fs::exists(part)) << "validate wrote the partition file";
+}
+
+// QA: a NUL byte in a partition file cut the error line at the NUL ("bad entry '0 0 0" and
+// nothing after it). Every reader that quotes file content (partition, topology file, SimAI
+// workload) now shows unprintable bytes escaped: one line, exit 2, the text after the byte kept.
+TEST_F(Cli, UnprintableBytesInInputFilesAreEscapedInTheErrorLine) {
+  using namespace std::string_literals;
+  const std::string spec = fabricsim::testing::source_dir() + "/examples/quickstart.yaml";
+  auto check = [&](const std::string& args, const std::string& must) {
+    const Outcome o = run_cli(args, dir_.string());
+    EXPECT_EQ(o.code, 2) << o.err;
+    EXPECT_EQ(count_lines(o.err), 1) << o.err;
+    EXPECT_EQ(o.err.find('\0'), std::string::npos) << o.err;
+    EXPECT_EQ(o.err.find('\x1b'), std::string::npos) << o.err;
+    EXPECT_NE(o.err.find(must), std::string::npos) << "missing '" << must << "' in: " << o.err;
+  };
+  // Partition file: a valid header, then an entry with a NUL inside.
+  const std::string good = (dir_ / "good.part").string(), bad = (dir_ / "bad.part").string();
+  ASSERT_EQ(run_cli("run " + spec + " -q -o " + (dir_ / "r.h5").string() + " --set sim.save_partition=" + good, dir_.string()).code, 0);
+  std::ifstream saved(good);
+  std::string header;
+  ASSERT_TRUE(std::getline(saved, header));
+  std::ofstream(bad) << header << "\n" << "0 0 0\0 junk\n"s;
+  check("run " + spec + " -q -o " + (dir_ / "p.h5").string() + " --partition " + bad, "line 2: bad entry '0 0 0\\x00 junk'");
+  check("validate " + spec + " --set sim.partition=" + bad, "line 2: bad entry '0 0 0\\x00 junk'");
+  EXPECT_FALSE(fs::exists(dir_ / "p.h5"));
+  // Topology file: a node kind with a NUL and a terminal escape sequence.
+  const std::string topo = (dir_ / "bad.topo").string();
+  std::ofstream(topo) << "fabricsim-topology 1\nnode gpu0 gp\0u\x1b[31m\n"s;
+  check("validate " + spec + " --set cluster.topology=file --set cluster.topology_file=" + topo,
+        "unknown node kind 'gp\\x00u\\x1b[31m'");
+  // SimAI workload: a comm type with a NUL (the file's first three lines are a valid header).
+  std::ifstream real(fabricsim::testing::source_dir() +
+                     "/examples/workloads/G13B-M1-C01_GPT13B_megatron_tp8_pp1_mbs1_A100.txt");
+  std::string l1, l2, l3;
+  ASSERT_TRUE(std::getline(real, l1) && std::getline(real, l2) && std::getline(real, l3));
+  const std::string wl = (dir_ / "bad.txt").string();
+  std::ofstream out(wl);
+  out << l1 << "\n" << l2 << "\n" << l3 << "\n" << "bad\t-1\t0\tBOG\0US\t1\t1\tNONE\t0\t1\tNONE\t0\t100\n"s;
+  out << real.rdbuf();
+  out.close();
+  check("validate --workload " + wl + " --gpus 8", "unknown comm type 'BOG\\x00US'");
 }
 
 // QA: a partition file saved by a 2-process run could not be validated without mpiexec (validate

@@ -159,6 +159,60 @@ TEST(NcclValidation, LaunchLatencyIsTheCostModelLatency) {
   EXPECT_LT(base[0].time_us, published_1k_us / 5) << base[0].time_us;
 }
 
+// QA: nccl-tests charged no launch latency to alltoall and sendrecv although every nccl-tests
+// operation is a launched kernel. NCCL does not tune point-to-point operations; simccl charges
+// one step of the Ring latency model (nccl.md §2.1-2.2, §2.5 Ring Broadcast on sameChannels
+// graphs): base + one hop, LL up to NCCL_P2P_LL_THRESHOLD (16 KiB) per peer, Simple above.
+// Closed form: time with the latency - time without = that latency, inside a node (NVLink hop)
+// and across two nodes (NET hop), for both protocols.
+TEST(NcclValidation, PointToPointLaunchLatencyIsOneRingStep) {
+  if (procs() > 1) GTEST_SKIP() << "sequential only";
+  struct Shape {
+    std::uint32_t gpn, nodes;
+    double ll_us, simple_us;
+  };
+  const Shape shapes[] = {{8, 1, 6.6 + 0.6, 8.4 + 3.4}, {1, 2, 6.6 + 2.7, 8.4 + 14.0}};
+  for (const char* coll : {"sendrecv", "alltoall"}) {
+    for (const Shape& sh : shapes) {
+      SCOPED_TRACE(std::string(coll) + " " + std::to_string(sh.nodes) + " x " + std::to_string(sh.gpn));
+      NcclTestsOptions o;
+      o.collective = coll;
+      o.gpus_per_node = sh.gpn;
+      o.nodes = sh.nodes;
+      o.min_bytes = 1024;        // per peer <= 16 KiB: LL
+      o.max_bytes = 1ull << 20;  // per peer >= 128 KiB: Simple
+      o.factor = 1024;
+      o.sets = {"simccl.launch_latency=none"};
+      const auto base = sweep(o, MPI_COMM_SELF);
+      o.sets = {};  // nccl-tests mode charges it unless told otherwise
+      const auto lat = sweep(o, MPI_COMM_SELF);
+      ASSERT_EQ(base.size(), 2u);
+      ASSERT_EQ(lat.size(), 2u);
+      EXPECT_GT(base[0].time_us, 0);
+      EXPECT_NEAR(lat[0].time_us - base[0].time_us, sh.ll_us, 1e-6);
+      EXPECT_NEAR(lat[1].time_us - base[1].time_us, sh.simple_us, 1e-6);
+    }
+  }
+}
+
+// The ring planner has no latency model: with simccl.launch_latency=nccl it charges nothing, and
+// the table says so instead of naming the NCCL cost model's latency (it did).
+TEST(NcclValidation, RingPlannerTableNamesNoLatency) {
+  if (procs() > 1) GTEST_SKIP() << "sequential only";
+  NcclTestsOptions o;
+  o.min_bytes = o.max_bytes = 1024;
+  std::vector<NcclTestsRow> with, without;
+  o.sets = {"simccl.planner=ring", "simccl.launch_latency=nccl"};
+  const std::string table = fabricsim::jobs::run_nccl_tests(o, MPI_COMM_SELF, "test", "test", &with);
+  o.sets = {"simccl.planner=ring", "simccl.launch_latency=none"};
+  (void)fabricsim::jobs::run_nccl_tests(o, MPI_COMM_SELF, "test", "test", &without);
+  ASSERT_EQ(with.size(), 1u);
+  ASSERT_EQ(without.size(), 1u);
+  EXPECT_EQ(with[0].time_us, without[0].time_us);
+  EXPECT_NE(table.find("# per-op latency: none (simccl.planner ring has no latency model"), std::string::npos) << table;
+  EXPECT_EQ(table.find("cost model's"), std::string::npos) << table;
+}
+
 TEST(NcclValidation, A100WithLaunchLatencyWithin5PercentAt1GiB) {
   if (procs() > 1) GTEST_SKIP() << "sequential only";
   NcclTestsOptions o;
@@ -198,7 +252,18 @@ TEST(NcclDeterminism, IdenticalAcrossProcessesAndThreads) {
       {"alltoall_2x8_pxn", "alltoall", 2u << 20, 8, 2, {"cluster.nics_per_leaf=1", "cluster.spines=2"}},
       {"allgather_2x4_ll", "all_gather", 64u << 10, 4, 2, {}},
       {"allreduce_2x4_launch_latency", "all_reduce", 1u << 20, 4, 2, {"simccl.launch_latency=nccl"}},
+      {"alltoall_2x4_launch_latency", "alltoall", 1u << 20, 4, 2, {"simccl.launch_latency=nccl"}},
   };
+  // Workload sends with their start-up latency (kEvSendLaunch): no collective in the run.
+  const Case p2p{"sendrecv_2x4_launch_latency", "sendrecv", 1u << 20, 4, 2, {"simccl.launch_latency=nccl"}};
+  const auto p2p_ref = run_case(p2p, MPI_COMM_SELF, 1);
+  const auto p2p_none = run_case({"", "sendrecv", 1u << 20, 4, 2, {"simccl.launch_latency=none"}}, MPI_COMM_SELF, 1);
+  EXPECT_GT(p2p_ref.meta.simulated_time_ps, p2p_none.meta.simulated_time_ps);
+  for (unsigned threads : {1u, 2u}) {
+    const auto got = run_case(p2p, MPI_COMM_WORLD, threads);
+    EXPECT_EQ(got.digest, p2p_ref.digest);
+    EXPECT_EQ(got.meta.simulated_time_ps, p2p_ref.meta.simulated_time_ps);
+  }
   for (const Case& c : cases) {
     SCOPED_TRACE(c.name);
     const auto ref = run_case(c, MPI_COMM_SELF, 1);
