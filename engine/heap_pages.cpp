@@ -27,12 +27,13 @@ std::string thp_mode_line() {
 
 /// Whether `malloc` resolves to the C library's (the object that also defines `execv`): not when
 /// a preloaded library or the executable itself defines it (heaptrack, jemalloc, a sanitizer).
+/// dlsym, not the address of malloc: in a non-PIE executable that would be its own PLT entry.
 bool malloc_is_glibcs() {
+  void* const m_sym = dlsym(RTLD_DEFAULT, "malloc");
+  void* const c_sym = dlsym(RTLD_DEFAULT, "execv");
   Dl_info m{};
   Dl_info c{};
-  void* (*const m_fn)(std::size_t) = &std::malloc;
-  int (*const c_fn)(const char*, char* const*) = &::execv;
-  if (dladdr(reinterpret_cast<void*>(m_fn), &m) == 0 || dladdr(reinterpret_cast<void*>(c_fn), &c) == 0) return false;
+  if (m_sym == nullptr || c_sym == nullptr || dladdr(m_sym, &m) == 0 || dladdr(c_sym, &c) == 0) return false;
   return m.dli_fbase == c.dli_fbase;
 }
 
