@@ -2,12 +2,8 @@
 // Exit codes: 0 success, 2 bad input or usage, 3 internal error.
 #include <mpi.h>
 
-#include <unistd.h>
-
 #include <cstdio>
 #include <cstdlib>
-#include <cstring>
-#include <fstream>
 #include <functional>
 #include <iostream>
 #include <map>
@@ -16,6 +12,7 @@
 
 #include "app/commands.hpp"
 #include "engine/errors.hpp"
+#include "engine/heap_pages.hpp"
 #include "engine/mpi_init.hpp"
 #include "io/hdf5_writer.hpp"
 
@@ -113,44 +110,17 @@ void check_keys_given_once(int argc, char** argv) {
   }
 }
 
-/// Transparent huge pages for the heap. A multi-GB run touches its state (per-GPU executors, the
-/// flow rung's flows, links and route cache) all over memory; with 4 KiB pages nearly every such
-/// access also misses the TLB. Debian's kernels default to THP mode "madvise", where only memory
-/// that asks for huge pages gets them, and glibc's malloc asks only with the tunable
-/// glibc.malloc.hugetlb=1 (glibc >= 2.35, manual "Memory Allocation Tunables"), which is read
-/// when the process starts. So when the kernel's mode is "madvise" and GLIBC_TUNABLES does not
-/// already say, main executes itself again (same pid, arguments and descriptors; before MPI is
-/// initialized) with that tunable added. Measured: the 9,216-GPU MoE iteration at the flow rung
-/// (examples/moe_9216.yaml, ring_flows stream) 638 -> 493-513 s of CPU, the 2,304-GPU one 88.0 ->
-/// 81.3 s, same digests (docs/benchmarks.md). FABRICSIM_HUGEPAGES=0 turns it off. Results never
-/// depend on it; if the exec fails, the run goes on as it is. Not when LD_PRELOAD is set
-/// (valgrind, heaptrack, another allocator).
-void reexec_with_huge_pages(char** argv) {
-  const char* off = std::getenv("FABRICSIM_HUGEPAGES");
-  if (off != nullptr && std::strcmp(off, "0") == 0) return;
-  // Not with a preloaded library: under valgrind (its vgpreload library) the process image is
-  // valgrind's tool, and an exec of /proc/self/exe would run that without valgrind's launcher;
-  // a profiler's or allocator's preload (heaptrack, jemalloc) would start over in the new image.
-  const char* preload = std::getenv("LD_PRELOAD");
-  if (preload != nullptr && preload[0] != '\0') return;
-  const char* tun = std::getenv("GLIBC_TUNABLES");
-  const std::string tunables = tun == nullptr ? "" : tun;
-  if (tunables.find("glibc.malloc.hugetlb") != std::string::npos) return;  // set by the user (or by us)
-  std::ifstream mode("/sys/kernel/mm/transparent_hugepage/enabled");
-  std::string line;
-  if (!std::getline(mode, line) || line.find("[madvise]") == std::string::npos) return;  // always / never: nothing to ask
-  const std::string value = tunables.empty() ? "glibc.malloc.hugetlb=1" : tunables + ":glibc.malloc.hugetlb=1";
-  if (setenv("GLIBC_TUNABLES", value.c_str(), 1) != 0) return;
-  execv("/proc/self/exe", argv);
-  // Not reached unless the exec failed: run without huge pages, the environment as it was.
-  if (tun == nullptr) unsetenv("GLIBC_TUNABLES");
-  else setenv("GLIBC_TUNABLES", tunables.c_str(), 1);
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
-  reexec_with_huge_pages(argv);
+  // Transparent huge pages for the heap (engine/heap_pages.hpp): under the kernel's THP mode
+  // "madvise", run this program again once with glibc.malloc.hugetlb=1, before MPI exists. A
+  // multi-GB run touches its state (per-GPU executors, the flow rung's flows, links and route
+  // cache) all over memory; with 4 KiB pages nearly every such access also misses the TLB.
+  // Measured: the 9,216-GPU MoE iteration at the flow rung (examples/moe_9216.yaml, ring_flows
+  // stream) 638 -> 493-513 s of CPU, the 2,304-GPU one 88.0 -> 81.3 s, same digests
+  // (docs/benchmarks.md). FABRICSIM_HUGEPAGES=0 turns it off; results never depend on it.
+  fabricsim::engine::reexec_with_huge_pages(argv);
   fabricsim::engine::init_mpi(&argc, &argv);
   using namespace fabricsim::app;
   const bool root = is_root();

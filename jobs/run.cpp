@@ -19,6 +19,7 @@
 #include <spdlog/spdlog.h>
 
 #include "engine/errors.hpp"
+#include "engine/heap_pages.hpp"
 #include "engine/rng.hpp"
 #include "engine/units.hpp"
 #include "io/chakra_reader.hpp"
@@ -69,22 +70,6 @@ models::Workload load_workload(const std::string& path, const std::string& forma
 }
 
 namespace {
-
-/// How this process's heap is paged (the `run` info line; app/main.cpp asks glibc for
-/// transparent huge pages when the kernel's THP mode is "madvise").
-std::string heap_pages_note() {
-  std::ifstream mode("/sys/kernel/mm/transparent_hugepage/enabled");
-  std::string line;
-  if (!std::getline(mode, line)) return "4 KiB (no transparent huge pages)";
-  if (line.find("[always]") != std::string::npos) return "huge (kernel THP always)";
-  if (line.find("[never]") != std::string::npos) return "4 KiB (kernel THP never)";
-  const char* tun = std::getenv("GLIBC_TUNABLES");
-  if (tun != nullptr && std::strstr(tun, "glibc.malloc.hugetlb=1") != nullptr) return "huge (THP madvise, glibc.malloc.hugetlb=1)";
-  const char* preload = std::getenv("LD_PRELOAD");
-  if (preload != nullptr && preload[0] != '\0') return "not requested (THP madvise, LD_PRELOAD is set)";
-  return "4 KiB (THP madvise without glibc.malloc.hugetlb=1; FABRICSIM_HUGEPAGES=0?)";
-}
-
 
 /// What the workload generator reported (for the MFU line of the summary).
 struct GenInfo {
@@ -672,7 +657,7 @@ RunResult run_simulation(const RunOptions& opt, MPI_Comm comm, const std::string
     });
   }
   log->info("simulating on {} process(es) x {} thread(s), lookahead {}, heap pages: {}", nprocs, threads,
-            w_ps == engine::kInfinity ? std::string("none") : engine::format_time(w_ps), heap_pages_note());
+            w_ps == engine::kInfinity ? std::string("none") : engine::format_time(w_ps), engine::heap_pages_note());
   try {
     sim.run();
   } catch (const InputError& e) {

@@ -2,7 +2,9 @@
 // one line naming file and field, exit code 2, and no output file.
 #include <gtest/gtest.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <array>
 #include <cstdio>
@@ -11,8 +13,10 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 #include <sstream>
+#include <optional>
 #include <string>
 
+#include "engine/heap_pages.hpp"
 #include "test_util.hpp"
 
 namespace {
@@ -688,5 +692,131 @@ TEST_F(Cli, HugePagesAreRequestedUnderThpMadviseAndNeverChangeResults) {
     EXPECT_NE(preload.err.find("heap pages: not requested (THP madvise, LD_PRELOAD is set)"), std::string::npos) << preload.err;
   } else {
     EXPECT_NE(on.err.find("heap pages: "), std::string::npos) << on.err;
+  }
+}
+
+// Huge pages, the ways the re-exec broke a run (QA, engine/heap_pages.hpp). Each case must give
+// the digest of a plain run with FABRICSIM_HUGEPAGES=0, and under THP "madvise" say why huge
+// pages were not requested:
+//  - started through the dynamic loader (`ld.so fabricsim ...`): /proc/self/exe is the loader,
+//    and running it again loaded a program named "run" (exit 127) or printed the loader's version;
+//  - set-group-ID (secure execution): glibc erased the tunable from the environment, so every new
+//    image ran itself again, forever (`--version` never returned);
+//  - heaptrack: its library takes itself out of LD_PRELOAD, so the re-exec ran without it and the
+//    profile ended at main (3,367 allocations instead of 53,292);
+//  - strace (any tracer; gdb stopped twice in main).
+// And a re-executed run keeps its process name (it was "exe": pgrep -x / killall fabricsim found
+// nothing) and does not leak the sysfs THP file as a descriptor.
+TEST_F(Cli, HugePagesStepAsideForLoaderSecureExecProfilersTracersAndKeepTheProcessName) {
+  EXPECT_EQ(fabricsim::engine::tunables_hugetlb_value(nullptr), std::nullopt);
+  EXPECT_EQ(fabricsim::engine::tunables_hugetlb_value("glibc.malloc.arena_max=2"), std::nullopt);
+  EXPECT_EQ(fabricsim::engine::tunables_hugetlb_value("a=1:glibc.malloc.hugetlb=1"), "1");
+  EXPECT_EQ(fabricsim::engine::tunables_hugetlb_value("glibc.malloc.hugetlb=10"), "10");
+  EXPECT_EQ(fabricsim::engine::tunables_hugetlb_value("glibc.malloc.hugetlb=1:glibc.malloc.hugetlb=0"), "0");
+  EXPECT_EQ(fabricsim::engine::tunables_hugetlb_value("glibc.malloc.hugetlb"), std::nullopt);
+
+  const std::string src = fabricsim::testing::source_dir();
+  const std::string args = "run --workload " + src + "/tests/fidelity/data/allreduce_1MiB.txt --gpus 16 --log-level info";
+  std::string line;
+  {
+    std::ifstream mode("/sys/kernel/mm/transparent_hugepage/enabled");  // closed before any child runs
+    std::getline(mode, line);
+  }
+  const bool madvise = line.find("[madvise]") != std::string::npos;
+  auto digest_of = [](const std::string& out) {
+    const auto at = out.find("results digest: ");
+    return at == std::string::npos ? std::string() : out.substr(at + 16, 16);
+  };
+  int n = 0;
+  // Runs `PREFIX fabricsim ARGS` (PREFIX: a loader, a tool, `timeout`), its own output file.
+  auto run_with = [&](const std::string& prefix, const std::string& bin, const std::string& env = "") {
+    std::string name = "r";  // (not "r" + std::to_string(): GCC 12's -Wrestrict false positive)
+    name += std::to_string(n++);
+    name += ".h5";
+    const std::string h5 = (dir_ / name).string();
+    const std::string err = (dir_ / "stderr.txt").string();
+    const std::string cmd = "cd " + dir_.string() + " && " + (env.empty() ? "" : "env " + env + " ") + prefix + " " + bin +
+                            " " + args + " -o " + h5 + " 2>" + err;
+    Outcome o;
+    FILE* p = popen(cmd.c_str(), "r");
+    if (!p) return o;
+    std::array<char, 4096> buf{};
+    while (fgets(buf.data(), buf.size(), p)) o.out += buf.data();
+    const int st = pclose(p);
+    o.code = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+    std::ifstream e(err);
+    std::stringstream ss;
+    ss << e.rdbuf();
+    o.err = ss.str();
+    return o;
+  };
+  const std::string bin = binary();
+  const Outcome off = run_with("", bin, "FABRICSIM_HUGEPAGES=0");
+  ASSERT_EQ(off.code, 0) << off.err;
+  const std::string digest = digest_of(off.out);
+  ASSERT_FALSE(digest.empty()) << off.out;
+  auto expect_skipped = [&](const Outcome& o, const std::string& why) {
+    EXPECT_EQ(o.code, 0) << o.err;
+    EXPECT_EQ(digest_of(o.out), digest) << o.out << o.err;
+    if (madvise) {
+      EXPECT_NE(o.err.find("heap pages: not requested (THP madvise, " + why + ")"), std::string::npos) << o.err;
+    }
+  };
+
+  // The dynamic loader run by hand.
+  const std::string loader = "/lib64/ld-linux-x86-64.so.2";
+  if (fs::exists(loader)) expect_skipped(run_with("timeout 120 " + loader, bin), "started through the dynamic loader");
+
+  // Set-group-ID copy (needs root to give it another group, and a file system without nosuid).
+  struct statvfs vfs{};
+  if (::getuid() == 0 && ::getegid() != 65534 && ::statvfs(dir_.c_str(), &vfs) == 0 && (vfs.f_flag & ST_NOSUID) == 0) {
+    const fs::path copy = dir_ / "fabricsim_sgid";
+    fs::copy_file(bin, copy);
+    ASSERT_EQ(::chown(copy.c_str(), static_cast<uid_t>(-1), 65534), 0);
+    ASSERT_EQ(::chmod(copy.c_str(), 02755), 0);
+    const Outcome o = run_with("timeout 120", copy.string());
+    EXPECT_NE(o.code, 124) << "the set-group-ID binary ran itself again without end";
+    expect_skipped(o, "secure execution (set-user/group-ID or capabilities)");
+  }
+
+  // heaptrack (malloc interposed, LD_PRELOAD emptied by the tool) and strace, where installed.
+  if (fs::exists("/usr/bin/heaptrack")) {
+    expect_skipped(run_with("timeout 120 heaptrack --raw -o " + (dir_ / "ht").string(), bin), "malloc is not glibc's");
+  }
+  if (fs::exists("/usr/bin/strace")) expect_skipped(run_with("timeout 120 strace -f -o /dev/null", bin), "under a debugger or tracer");
+
+  // A tunable value other than 1 is not reported as huge pages.
+  const Outcome ten = run_with("", bin, "GLIBC_TUNABLES=glibc.malloc.hugetlb=10");
+  EXPECT_EQ(digest_of(ten.out), digest);
+  EXPECT_EQ(ten.err.find("heap pages: huge"), std::string::npos) << ten.err;
+
+  // Process name and descriptors of a re-executed run (a 2 s run, looked at after its exec).
+  if (madvise) {
+    const std::string spec = src + "/examples/quickstart.yaml";
+    const fs::path script = dir_ / "watch.sh";
+    {
+      std::ofstream f(script);
+      f << bin << " run " << spec << " -o " << (dir_ / "q.h5").string() << " >/dev/null 2>&1 &\n"
+        << "p=$!\n"
+        << "for i in $(seq 1 1000); do\n"
+        << "  tr '\\0' '\\n' </proc/$p/environ 2>/dev/null | grep -q '^GLIBC_TUNABLES=.*hugetlb=1' && break\n"
+        << "  sleep 0.01\n"
+        << "done\n"
+        << "sleep 0.3\n"
+        << "echo \"comm=$(cat /proc/$p/comm)\"\n"
+        << "echo \"thpfds=$(ls -l /proc/$p/fd 2>/dev/null | grep -c transparent_hugepage)\"\n"
+        << "wait $p\n"
+        << "echo \"rc=$?\"\n";
+    }
+    FILE* p = popen(("bash " + script.string()).c_str(), "r");
+    ASSERT_NE(p, nullptr);
+    std::string out;
+    std::array<char, 512> buf{};
+    while (fgets(buf.data(), buf.size(), p)) out += buf.data();
+    pclose(p);
+    const std::string name = fs::path(bin).filename().string().substr(0, 15);
+    EXPECT_NE(out.find("comm=" + name + "\n"), std::string::npos) << out;
+    EXPECT_NE(out.find("thpfds=0\n"), std::string::npos) << out;
+    EXPECT_NE(out.find("rc=0\n"), std::string::npos) << out;
   }
 }
