@@ -1,5 +1,7 @@
 #include "engine/heap_pages.hpp"
 
+#include <cctype>
+
 #include <dlfcn.h>
 #include <sys/auxv.h>
 #include <sys/prctl.h>
@@ -67,7 +69,12 @@ std::optional<std::string> tunables_hugetlb_value(const char* tunables) {
 
 std::string huge_pages_skip_reason() {
   const char* off = std::getenv("FABRICSIM_HUGEPAGES");
-  if (off != nullptr && std::strcmp(off, "0") == 0) return "FABRICSIM_HUGEPAGES=0";
+  if (off != nullptr) {
+    // 0, off, false, no (any case) turn it off; other values leave it on.
+    std::string v(off);
+    for (char& c : v) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    if (v == "0" || v == "off" || v == "false" || v == "no") return std::string("FABRICSIM_HUGEPAGES=") + off;
+  }
   // Under valgrind (its vgpreload library) the process image is valgrind's tool, and an exec of
   // /proc/self/exe would run that without valgrind's launcher; a profiler's or allocator's
   // preload would start over in the new image.
@@ -128,7 +135,7 @@ std::string heap_pages_note() {
     return "not requested (THP madvise, GLIBC_TUNABLES names glibc.malloc.hugetlb without a value)";
   }
   const std::string why = huge_pages_skip_reason();
-  if (why == "FABRICSIM_HUGEPAGES=0") return "4 KiB (THP madvise, FABRICSIM_HUGEPAGES=0)";
+  if (why.rfind("FABRICSIM_HUGEPAGES=", 0) == 0) return "4 KiB (THP madvise, " + why + ")";
   return "not requested (THP madvise, " + (why.empty() ? std::string("the re-exec failed") : why) + ")";
 }
 

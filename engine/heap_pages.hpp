@@ -19,7 +19,7 @@ inline constexpr const char* kHugePagesReexecVar = "FABRICSIM_HUGEPAGES_REEXEC";
 std::optional<std::string> tunables_hugetlb_value(const char* tunables);
 
 /// Why this process must not run itself again for huge pages, or "" when it may: the user turned
-/// it off (FABRICSIM_HUGEPAGES=0), a library is preloaded (LD_PRELOAD: valgrind, an allocator),
+/// it off (FABRICSIM_HUGEPAGES=0, off, false or no), a library is preloaded (LD_PRELOAD: valgrind, an allocator),
 /// malloc is not glibc's (heaptrack removes itself from LD_PRELOAD; jemalloc; a sanitizer: the
 /// tunable would do nothing and the tool would lose the run), secure execution (set-user/group-ID
 /// or file capabilities, AT_SECURE: glibc ignores and erases the tunable), the program was started

@@ -688,6 +688,13 @@ TEST_F(Cli, HugePagesAreRequestedUnderThpMadviseAndNeverChangeResults) {
   if (madvise) {
     EXPECT_NE(on.err.find("heap pages: huge (THP madvise, glibc.malloc.hugetlb=1)"), std::string::npos) << on.err;
     EXPECT_NE(off.err.find("heap pages: 4 KiB"), std::string::npos) << off.err;
+    for (const char* word : {"off", "FALSE", "no"}) {  // the other spellings of "off"
+      const Outcome o = run_cli("run " + spec + " --log-level info -o " + (dir_ / "off2.h5").string(), dir_.string(),
+                                std::string("FABRICSIM_HUGEPAGES=") + word);
+      ASSERT_EQ(o.code, 0) << o.err;
+      EXPECT_EQ(digest_of(o.out), digest_of(on.out));
+      EXPECT_NE(o.err.find(std::string("heap pages: 4 KiB (THP madvise, FABRICSIM_HUGEPAGES=") + word + ")"), std::string::npos) << o.err;
+    }
     EXPECT_NE(user.err.find("heap pages: 4 KiB"), std::string::npos) << user.err;  // the user's =0 is kept
     EXPECT_NE(preload.err.find("heap pages: not requested (THP madvise, LD_PRELOAD is set)"), std::string::npos) << preload.err;
   } else {
