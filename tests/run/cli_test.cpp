@@ -34,10 +34,9 @@ std::string binary() {
   return b ? b : "fabricsim";
 }
 
-/// Runs `fabricsim ARGS` in `dir`; `env` (e.g. "OMP_NUM_THREADS=2") is set for that process.
-Outcome run_cli(const std::string& args, const std::string& dir, const std::string& env = "") {
-  const std::string err_file = dir + "/stderr.txt";
-  const std::string cmd = (env.empty() ? "" : "env " + env + " ") + binary() + " " + args + " 2>" + err_file;
+/// Runs shell command `cmd` (its stderr redirected to `err_file` by the caller): stdout, stderr
+/// and the exit code.
+Outcome run_shell(const std::string& cmd, const std::string& err_file) {
   Outcome o;
   FILE* p = popen(cmd.c_str(), "r");
   if (!p) return o;
@@ -50,6 +49,12 @@ Outcome run_cli(const std::string& args, const std::string& dir, const std::stri
   ss << e.rdbuf();
   o.err = ss.str();
   return o;
+}
+
+/// Runs `fabricsim ARGS` in `dir`; `env` (e.g. "OMP_NUM_THREADS=2") is set for that process.
+Outcome run_cli(const std::string& args, const std::string& dir, const std::string& env = "") {
+  const std::string err_file = dir + "/stderr.txt";
+  return run_shell((env.empty() ? "" : "env " + env + " ") + binary() + " " + args + " 2>" + err_file, err_file);
 }
 
 int count_lines(const std::string& s) {
@@ -742,20 +747,9 @@ TEST_F(Cli, HugePagesStepAsideForLoaderSecureExecProfilersTracersAndKeepTheProce
     name += ".h5";
     const std::string h5 = (dir_ / name).string();
     const std::string err = (dir_ / "stderr.txt").string();
-    const std::string cmd = "cd " + dir_.string() + " && " + (env.empty() ? "" : "env " + env + " ") + prefix + " " + bin +
-                            " " + args + " -o " + h5 + " 2>" + err;
-    Outcome o;
-    FILE* p = popen(cmd.c_str(), "r");
-    if (!p) return o;
-    std::array<char, 4096> buf{};
-    while (fgets(buf.data(), buf.size(), p)) o.out += buf.data();
-    const int st = pclose(p);
-    o.code = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-    std::ifstream e(err);
-    std::stringstream ss;
-    ss << e.rdbuf();
-    o.err = ss.str();
-    return o;
+    return run_shell("cd " + dir_.string() + " && " + (env.empty() ? "" : "env " + env + " ") + prefix + " " + bin + " " +
+                         args + " -o " + h5 + " 2>" + err,
+                     err);
   };
   const std::string bin = binary();
   const Outcome off = run_with("", bin, "FABRICSIM_HUGEPAGES=0");
