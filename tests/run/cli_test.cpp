@@ -821,3 +821,20 @@ TEST_F(Cli, HugePagesStepAsideForLoaderSecureExecProfilersTracersAndKeepTheProce
     EXPECT_NE(out.find("rc=0\n"), std::string::npos) << out;
   }
 }
+
+// The flow rung's route cache (models/flow_model.cpp, route_of) seen through `--stats`: a ring
+// AllReduce of n ranks at the flow rung, 1 MiB (every step 1 MiB / n: 64 KiB at n = 16, 16 KiB
+// at n = 64, more than one packet, so every step's flow reaches the network LP) looks up one
+// route per flow, n * 2(n - 1), and each rank always sends to the same peer over the same QP and
+// size: one key per rank, so exactly n misses (the first flow of each rank) and none later.
+TEST_F(Cli, FlowRouteCacheMissesOnlyEachRanksFirstRingFlow) {
+  const std::string trace = fabricsim::testing::source_dir() + "/tests/fidelity/data/allreduce_1MiB.txt";
+  for (const std::uint64_t n : {16u, 64u}) {
+    const Outcome o = run_cli("run --workload " + trace + " --gpus " + std::to_string(n) +
+                                  " --fidelity flow --set simccl.planner=ring --stats -o " + (dir_ / "rc.h5").string(),
+                              dir_.string());
+    ASSERT_EQ(o.code, 0) << o.err;
+    const std::string want = "flow routes: " + std::to_string(n * 2 * (n - 1)) + " look-ups, " + std::to_string(n) + " misses";
+    EXPECT_NE(o.out.find(want), std::string::npos) << "want '" << want << "' in:\n" << o.out;
+  }
+}
