@@ -15,7 +15,7 @@
 #include "engine/errors.hpp"
 #include "engine/units.hpp"
 #include "jobs/run.hpp"
-#include "models/flow_model.hpp"
+#include "models/flow/flow_model.hpp"
 
 namespace fabricsim::app {
 namespace {

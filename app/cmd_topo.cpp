@@ -15,9 +15,9 @@
 #include "engine/errors.hpp"
 #include "jobs/run.hpp"
 #include "jobs/spec.hpp"
-#include "models/cluster.hpp"
-#include "models/topology_file.hpp"
-#include "models/topology_stats.hpp"
+#include "models/topology/cluster.hpp"
+#include "models/topology/topology_file.hpp"
+#include "models/topology/topology_stats.hpp"
 
 namespace fabricsim::app {
 

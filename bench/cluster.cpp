@@ -15,7 +15,7 @@
 //
 // Packet hops: every packet (data, ACK/NACK/CNP) put on a link by a NIC or a switch, from the
 // fabric counters (RunResult::fabric); packet_hops_per_s = hops / wall. The fabric defaults are
-// PFC + ECN + DCQCN on (models/fabric_params.hpp).
+// PFC + ECN + DCQCN on (models/core/fabric_params.hpp).
 #include <mpi.h>
 
 #include "bench/bench_common.hpp"
@@ -33,7 +33,7 @@
 #include "engine/units.hpp"
 #include "jobs/nccl_tests.hpp"
 #include "jobs/run.hpp"
-#include "models/workload.hpp"
+#include "models/core/workload.hpp"
 
 namespace {
 

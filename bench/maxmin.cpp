@@ -28,9 +28,9 @@
 
 #include "bench/bench_common.hpp"
 #include "engine/rng.hpp"
-#include "models/cluster.hpp"
-#include "models/flow_maxmin.hpp"
-#include "models/flow_model.hpp"
+#include "models/topology/cluster.hpp"
+#include "models/flow/flow_maxmin.hpp"
+#include "models/flow/flow_model.hpp"
 
 namespace {
 

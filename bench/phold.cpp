@@ -18,7 +18,7 @@
 
 #include "engine/errors.hpp"
 #include "engine/units.hpp"
-#include "models/phold.hpp"
+#include "bench/phold/phold_lp.hpp"
 
 namespace {
 

@@ -168,7 +168,7 @@ constexpr double kSpinSeconds = 50e-6;
 constexpr std::size_t kPrefetchBody = 8;  // events ahead whose body is fetched
 constexpr std::size_t kPrefetchLp = 2;    // events ahead whose LP state is fetched
 constexpr std::size_t kPrefetchLpLines = 4;  // cache lines of that LP fetched (models keep their
-                                             // per-event fields first, e.g. models/gpu_rank.hpp)
+                                             // per-event fields first, e.g. models/rank/gpu_rank.hpp)
 }  // namespace
 
 void Simulator::process_window(std::uint32_t t) {

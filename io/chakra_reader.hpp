@@ -38,7 +38,7 @@
 /// receive (per (src, dst, tag): same count and total bytes).
 #include <string>
 
-#include "models/workload.hpp"
+#include "models/core/workload.hpp"
 
 namespace fabricsim::io {
 

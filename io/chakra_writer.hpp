@@ -18,7 +18,7 @@
 /// as upstream's converters write it.
 #include <string>
 
-#include "models/workload.hpp"
+#include "models/core/workload.hpp"
 
 namespace fabricsim::io {
 

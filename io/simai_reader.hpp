@@ -53,7 +53,7 @@
 #include <cstdint>
 #include <string>
 
-#include "models/workload.hpp"
+#include "models/core/workload.hpp"
 
 namespace fabricsim::io {
 

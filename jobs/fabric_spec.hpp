@@ -1,13 +1,13 @@
 #pragma once
 /// @file fabric_spec.hpp
-/// Spec keys of the packet fabric (sections `switch:`, `nic:`, `cc:`; models/fabric_params.hpp).
+/// Spec keys of the packet fabric (sections `switch:`, `nic:`, `cc:`; models/core/fabric_params.hpp).
 #include <functional>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "jobs/spec.hpp"
-#include "models/fabric_params.hpp"
+#include "models/core/fabric_params.hpp"
 
 namespace fabricsim::jobs {
 

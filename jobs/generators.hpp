@@ -44,7 +44,7 @@
 #include "jobs/memory_estimate.hpp"
 #include "jobs/model_configs.hpp"
 #include "kernels/kernel_db.hpp"
-#include "models/workload.hpp"
+#include "models/core/workload.hpp"
 
 namespace fabricsim::jobs {
 struct Spec;

@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "models/workload.hpp"
+#include "models/core/workload.hpp"
 
 namespace fabricsim::jobs {
 

@@ -9,7 +9,7 @@
 
 #include "engine/simulator.hpp"
 #include "io/results.hpp"
-#include "models/workload.hpp"
+#include "models/core/workload.hpp"
 
 namespace fabricsim::jobs {
 

@@ -15,7 +15,7 @@
 #include "engine/errors.hpp"
 #include "engine/units.hpp"
 #include "kernels/gpu_specs.hpp"
-#include "models/topology_file.hpp"
+#include "models/topology/topology_file.hpp"
 
 namespace fabricsim::jobs {
 

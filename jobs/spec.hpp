@@ -11,8 +11,8 @@
 #include <utility>
 #include <vector>
 
-#include "models/cluster.hpp"
-#include "models/fabric_params.hpp"
+#include "models/topology/cluster.hpp"
+#include "models/core/fabric_params.hpp"
 #include "simccl/planner_factory.hpp"
 
 namespace fabricsim::jobs {
@@ -48,8 +48,8 @@ struct Spec {
   std::uint32_t threads = 1;
   std::string partition = "topology";  ///< sim.partition: topology | metis | a partition file (issue 7)
   std::string save_partition;           ///< sim.save_partition: write the placement used here ("" = no)
-  std::string fidelity = "packet";  ///< sim.fidelity: packet | flow | analytical (models/flow_model.hpp)
-  /// sim.ring_flows: step | stream (models/ring_stream.hpp; flow and analytical rungs only).
+  std::string fidelity = "packet";  ///< sim.fidelity: packet | flow | analytical (models/flow/flow_model.hpp)
+  /// sim.ring_flows: step | stream (models/flow/ring_stream.hpp; flow and analytical rungs only).
   std::string ring_flows = "step";
   std::string output_h5;
   bool output_flows = true;  ///< output.flows: write the HDF5 /flows table (keeps every flow record until then)

@@ -6,8 +6,8 @@
 #include <vector>
 
 #include "io/results.hpp"
-#include "models/gpu_rank.hpp"
-#include "models/workload.hpp"
+#include "models/rank/gpu_rank.hpp"
+#include "models/core/workload.hpp"
 
 namespace fabricsim::jobs {
 

@@ -5,12 +5,12 @@
 /// (docs/simccl.md). A schedule fits a call when the collective matches the schedule's and the
 /// communicator has the schedule's number of ranks; rank i of the schedule is position i of the
 /// communicator; a send of k chunks carries k x size / chunks_per_buffer bytes (size in the
-/// nccl-tests convention, models/workload.hpp). Schedules are replayed as given: no protocol
+/// nccl-tests convention, models/core/workload.hpp). Schedules are replayed as given: no protocol
 /// inflation, no channels beyond the schedule's.
 #include <memory>
 #include <vector>
 
-#include "models/comm_plan.hpp"
+#include "models/core/comm_plan.hpp"
 #include "simccl/custom_schedule.hpp"
 
 namespace fabricsim::simccl {

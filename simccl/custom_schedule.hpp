@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "models/workload.hpp"
+#include "models/core/workload.hpp"
 
 namespace fabricsim::simccl {
 
@@ -32,7 +32,7 @@ struct CustomSchedule {
   std::string name;    ///< MSCCL algo name, TE-CCL file stem
   models::CollOp op = models::CollOp::kAllGather;
   std::uint32_t n_ranks = 0;
-  /// The collective's size (nccl-tests convention, models/workload.hpp) is cut into this many
+  /// The collective's size (nccl-tests convention, models/core/workload.hpp) is cut into this many
   /// equal chunks: TE-CCL AllGather ranks x chunks per GPU; MSCCL nchunksperloop.
   std::uint32_t chunks_per_buffer = 1;
   std::vector<std::vector<ScheduleOp>> ranks;  ///< [position] -> ops in issue order

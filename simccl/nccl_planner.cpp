@@ -7,7 +7,7 @@
 #include <string>
 
 #include "engine/errors.hpp"
-#include "models/packet.hpp"
+#include "models/core/packet.hpp"
 #include "simccl/ring_planner.hpp"
 
 namespace fabricsim::simccl {

@@ -28,7 +28,7 @@
 #include <mutex>
 #include <vector>
 
-#include "models/comm_plan.hpp"
+#include "models/core/comm_plan.hpp"
 #include "simccl/nccl_settings.hpp"
 #include "simccl/nccl_tuner.hpp"
 

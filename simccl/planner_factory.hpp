@@ -7,9 +7,9 @@
 #include <utility>
 #include <vector>
 
-#include "models/cluster.hpp"
-#include "models/comm_plan.hpp"
-#include "models/workload.hpp"
+#include "models/topology/cluster.hpp"
+#include "models/core/comm_plan.hpp"
+#include "models/core/workload.hpp"
 #include "simccl/nccl_settings.hpp"
 #include "simccl/nccl_topo.hpp"
 

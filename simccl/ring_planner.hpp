@@ -6,7 +6,7 @@
 /// AllToAll (every rank sends size/N to every peer at once).
 #include <cstdint>
 
-#include "models/comm_plan.hpp"
+#include "models/core/comm_plan.hpp"
 
 namespace fabricsim::simccl {
 

@@ -10,7 +10,7 @@
 #include "engine/errors.hpp"
 #include "engine/event.hpp"
 #include "engine/rng.hpp"
-#include "models/phold.hpp"
+#include "bench/phold/phold_lp.hpp"
 
 namespace fabricsim::models {
 namespace {

@@ -1,4 +1,4 @@
-// BlockFifos (models/block_fifos.hpp) against one std::deque per FIFO as the reference: a random
+// BlockFifos (models/core/block_fifos.hpp) against one std::deque per FIFO as the reference: a random
 // sequence of pushes and pops over 12 FIFOs, in phases of growth and drain, gives the same
 // fronts and sizes through block boundaries and reuse; drained blocks return to the pool, so
 // blocks in use never exceed elements / 16 + 2 per non-empty FIFO, the pool never exceeds the
@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "engine/rng.hpp"
-#include "models/block_fifos.hpp"
+#include "models/core/block_fifos.hpp"
 
 namespace fabricsim::models {
 namespace {

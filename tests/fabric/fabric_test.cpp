@@ -12,8 +12,8 @@
 #include <vector>
 
 #include "jobs/run.hpp"
-#include "models/switch_lp.hpp"
-#include "models/workload.hpp"
+#include "models/packet/switch_lp.hpp"
+#include "models/core/workload.hpp"
 
 namespace {
 

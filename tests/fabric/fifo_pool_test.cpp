@@ -1,4 +1,4 @@
-// FifoPool (models/fifo_pool.hpp) against one std::deque per FIFO as the reference: random
+// FifoPool (models/core/fifo_pool.hpp) against one std::deque per FIFO as the reference: random
 // pushes, pops and walks over 40 FIFOs sharing a pool, in phases of growth and drain, give the
 // same fronts, backs, sizes and walk order through block boundaries and reuse. Memory bounds:
 // blocks in use never exceed elements / block + 2 per non-empty FIFO (a FIFO holds at most one
@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "engine/rng.hpp"
-#include "models/fifo_pool.hpp"
+#include "models/core/fifo_pool.hpp"
 
 namespace fabricsim::models {
 namespace {

@@ -1,4 +1,4 @@
-// FlatIndex (models/flat_index.hpp) against std::map as the reference: the same random sequence
+// FlatIndex (models/core/flat_index.hpp) against std::map as the reference: the same random sequence
 // of inserts (new and repeated keys) and lookups (present and absent keys) gives the same
 // answers.
 #include <gtest/gtest.h>
@@ -7,7 +7,7 @@
 #include <map>
 
 #include "engine/rng.hpp"
-#include "models/flat_index.hpp"
+#include "models/core/flat_index.hpp"
 
 namespace fabricsim::models {
 namespace {

@@ -1,5 +1,5 @@
 // Issue 7 (memory per simulated GPU), NIC side: the bytes of the NIC's per-QP and per-message
-// records are a contract (static_assert in models/nic.hpp, checked again here so that a change
+// records are a contract (static_assert in models/packet/nic.hpp, checked again here so that a change
 // shows up as a failing test with the old and new sizes), the packed part size of a queued
 // message keeps every value below kMaxFlowBytes, and a part above 4 GiB (which needs the high
 // bits of that packing) is delivered whole, on time by the store-and-forward closed form.
@@ -13,16 +13,16 @@
 
 #include "engine/rng.hpp"
 #include "jobs/run.hpp"
-#include "models/nic.hpp"
-#include "models/packet.hpp"
-#include "models/workload.hpp"
+#include "models/packet/nic.hpp"
+#include "models/core/packet.hpp"
+#include "models/core/workload.hpp"
 
 namespace fabricsim::models {
 namespace {
 
 TEST(NicLayout, RecordSizesAreTheDocumentedBytes) {
   const Nic::Layout l = Nic::layout();
-  // Sums of the documented fields (models/nic.hpp), rounded up to the record's alignment.
+  // Sums of the documented fields (models/packet/nic.hpp), rounded up to the record's alignment.
   EXPECT_EQ(l.tx_part, 16u);   // 4 x 4 B: bytes low, bytes high/multi/key, done index, tag or done slot
   EXPECT_EQ(l.tx_run, 28u);    // a TxPart + count + the two 4 B steps
   EXPECT_EQ(l.qp, 56u);        // 16 B of ids and flags + 16 B FifoPool handle + 4 x 4 B PSNs + 8 B next_tx

@@ -1,4 +1,4 @@
-// PacketStore (models/packet_store.hpp) against a reference map of live packets: a random
+// PacketStore (models/packet/packet_store.hpp) against a reference map of live packets: a random
 // sequence of puts (1..8 references, as a multicast's copies) and releases returns every live
 // packet unchanged (with or without INT hops), frees a slot only with its last reference,
 // reuses freed slots (capacity is
@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "engine/rng.hpp"
-#include "models/packet_store.hpp"
+#include "models/packet/packet_store.hpp"
 
 namespace fabricsim::models {
 namespace {

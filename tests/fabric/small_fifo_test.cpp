@@ -1,4 +1,4 @@
-// SmallFifo (models/small_fifo.hpp) against std::deque as the reference: the same random
+// SmallFifo (models/core/small_fifo.hpp) against std::deque as the reference: the same random
 // sequence of push_back / pop_front / resize / indexed writes gives the same contents, through
 // wrap-around and growth; an empty FIFO holds no buffer and copies are deep.
 #include <gtest/gtest.h>
@@ -7,7 +7,7 @@
 #include <deque>
 
 #include "engine/rng.hpp"
-#include "models/small_fifo.hpp"
+#include "models/core/small_fifo.hpp"
 
 namespace fabricsim::models {
 namespace {

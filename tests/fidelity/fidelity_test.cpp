@@ -16,7 +16,7 @@
 #include "engine/errors.hpp"
 #include "engine/time.hpp"
 #include "jobs/run.hpp"
-#include "models/workload.hpp"
+#include "models/core/workload.hpp"
 #include "tests/run/test_util.hpp"
 
 namespace {

@@ -7,7 +7,7 @@
 #include <cstdint>
 
 #include "engine/simulator.hpp"
-#include "models/packet.hpp"
+#include "models/core/packet.hpp"
 
 namespace fabricsim::testing {
 

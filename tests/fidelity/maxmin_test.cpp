@@ -3,7 +3,7 @@
 
 #include <vector>
 
-#include "models/flow_maxmin.hpp"
+#include "models/flow/flow_maxmin.hpp"
 
 namespace {
 

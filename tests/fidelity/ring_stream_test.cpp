@@ -1,4 +1,4 @@
-// Streamed rings (sim.ring_flows: stream, models/ring_stream.hpp): the ring planner's AllReduce,
+// Streamed rings (sim.ring_flows: stream, models/flow/ring_stream.hpp): the ring planner's AllReduce,
 // AllGather and ReduceScatter as one flow per rank instead of one per step.
 //
 // Closed form (fidelity_test.cpp): one transfer of C bytes (a multiple of the 4,096 B MTU) alone
@@ -17,7 +17,7 @@
 #include "engine/errors.hpp"
 #include "engine/time.hpp"
 #include "jobs/run.hpp"
-#include "models/workload.hpp"
+#include "models/core/workload.hpp"
 #include "tests/run/test_util.hpp"
 
 namespace {

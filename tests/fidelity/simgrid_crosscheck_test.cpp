@@ -44,9 +44,9 @@
 
 #include "engine/rng.hpp"
 #include "engine/simulator.hpp"
-#include "models/cluster.hpp"
-#include "models/flow_model.hpp"
-#include "models/packet.hpp"
+#include "models/topology/cluster.hpp"
+#include "models/flow/flow_model.hpp"
+#include "models/core/packet.hpp"
 #include "tests/fidelity/flow_test_lps.hpp"
 #include "tests/run/test_util.hpp"
 

@@ -23,7 +23,7 @@
 #include "io/chakra_reader.hpp"
 #include "io/chakra_writer.hpp"
 #include "jobs/generators.hpp"
-#include "models/gpu_rank.hpp"
+#include "models/rank/gpu_rank.hpp"
 #include "jobs/spec.hpp"
 
 namespace fabricsim::jobs {

@@ -15,7 +15,7 @@
 /// so that flow (s, k) and ns-3 packet (sender s, seq k) pair up one to one.
 #include <cstdint>
 
-#include "models/workload.hpp"
+#include "models/core/workload.hpp"
 
 namespace fabricsim::tests::ns3chain {
 

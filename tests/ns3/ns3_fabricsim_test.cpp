@@ -198,7 +198,7 @@ TEST(Ns3Fabricsim, TwoSendersSharedBottleneckSameDelays) {
 }
 
 // (b2) As (b1) with ns-3's queue at 10 packets: 109 of 300 dropped. fabricsim's lossy admission
-// (models/switch_lp.cpp) accepts a packet of W wire bytes while q + W <= egress_alpha x (B - used),
+// (models/packet/switch_lp.cpp) accepts a packet of W wire bytes while q + W <= egress_alpha x (B - used),
 // q = bytes waiting at that egress (the packet in service is not counted, as in ns-3). With
 // egress_alpha 1 and only this queue in the buffer (used = q, plus at most a few 84 B ACKs on
 // their way back), that is 2q + W <= B: with B = 20 W it accepts at 9 waiting and drops at 10,

@@ -822,7 +822,7 @@ TEST_F(Cli, HugePagesStepAsideForLoaderSecureExecProfilersTracersAndKeepTheProce
   }
 }
 
-// The flow rung's route cache (models/flow_model.cpp, route_of) seen through `--stats`: a ring
+// The flow rung's route cache (models/flow/flow_model.cpp, route_of) seen through `--stats`: a ring
 // AllReduce of n ranks at the flow rung, 1 MiB (every step 1 MiB / n: 64 KiB at n = 16, 16 KiB
 // at n = 64, more than one packet, so every step's flow reaches the network LP) looks up one
 // route per flow, n * 2(n - 1), and each rank always sends to the same peer over the same QP and

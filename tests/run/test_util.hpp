@@ -11,7 +11,7 @@
 #include <fstream>
 #include <string>
 
-#include "models/workload.hpp"
+#include "models/core/workload.hpp"
 
 namespace fabricsim::testing {
 

@@ -19,8 +19,8 @@
 #include <vector>
 
 #include "jobs/run.hpp"
-#include "models/comm_plan.hpp"
-#include "models/workload.hpp"
+#include "models/core/comm_plan.hpp"
+#include "models/core/workload.hpp"
 #include "simccl/nccl_planner.hpp"
 #include "simccl/nccl_settings.hpp"
 #include "tests/run/test_util.hpp"

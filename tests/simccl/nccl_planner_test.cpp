@@ -14,7 +14,7 @@
 #include <tuple>
 #include <vector>
 
-#include "models/packet.hpp"
+#include "models/core/packet.hpp"
 #include "simccl/nccl_planner.hpp"
 #include "simccl/ring_planner.hpp"
 
@@ -53,7 +53,7 @@ Totals check(const NcclPlanner& planner, CollOp op, std::uint64_t bytes, const s
   t.received.assign(n, 0);
   for (std::uint32_t i = 0; i < n; ++i) {
     t.ops += plans[i].ops.size();
-    if (!plans[i].ops.empty()) {  // CSR shape (models/comm_plan.hpp)
+    if (!plans[i].ops.empty()) {  // CSR shape (models/core/comm_plan.hpp)
       EXPECT_EQ(plans[i].dep_begin.size(), plans[i].ops.size() + 1);
       EXPECT_EQ(plans[i].dep_begin.back(), plans[i].dep_index.size());
     }

@@ -18,7 +18,7 @@
 
 #include "jobs/nccl_tests.hpp"
 #include "jobs/run.hpp"
-#include "models/workload.hpp"
+#include "models/core/workload.hpp"
 
 namespace {
 

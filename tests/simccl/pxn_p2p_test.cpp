@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "jobs/run.hpp"
-#include "models/workload.hpp"
+#include "models/core/workload.hpp"
 
 namespace {
 

@@ -13,9 +13,9 @@
 
 #include "engine/errors.hpp"
 #include "engine/rng.hpp"
-#include "models/cluster.hpp"
-#include "models/topology_file.hpp"
-#include "models/topology_stats.hpp"
+#include "models/topology/cluster.hpp"
+#include "models/topology/topology_file.hpp"
+#include "models/topology/topology_stats.hpp"
 
 namespace fabricsim::models {
 namespace {

@@ -7,12 +7,12 @@
 #include <vector>
 
 #include "engine/lp.hpp"
-#include "models/block_fifos.hpp"
-#include "models/cluster.hpp"
-#include "models/fabric_params.hpp"
-#include "models/link_sampler.hpp"
-#include "models/packet.hpp"
-#include "models/packet_store.hpp"
+#include "models/core/block_fifos.hpp"
+#include "models/topology/cluster.hpp"
+#include "models/core/fabric_params.hpp"
+#include "models/core/link_sampler.hpp"
+#include "models/core/packet.hpp"
+#include "models/packet/packet_store.hpp"
 
 namespace fabricsim::models {
 

@@ -1,4 +1,4 @@
-#include "models/fabric_params.hpp"
+#include "models/core/fabric_params.hpp"
 
 #include "engine/errors.hpp"
 

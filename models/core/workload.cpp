@@ -1,4 +1,4 @@
-#include "models/workload.hpp"
+#include "models/core/workload.hpp"
 
 #include <string>
 

@@ -1,4 +1,4 @@
-#include "models/nic.hpp"
+#include "models/packet/nic.hpp"
 
 #include <algorithm>
 #include <cmath>

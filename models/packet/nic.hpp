@@ -12,14 +12,14 @@
 #include <vector>
 
 #include "engine/lp.hpp"
-#include "models/cluster.hpp"
-#include "models/fabric_params.hpp"
-#include "models/fifo_pool.hpp"
-#include "models/flat_index.hpp"
-#include "models/link_sampler.hpp"
-#include "models/packet.hpp"
-#include "models/small_fifo.hpp"
-#include "models/switch_lp.hpp"
+#include "models/topology/cluster.hpp"
+#include "models/core/fabric_params.hpp"
+#include "models/core/fifo_pool.hpp"
+#include "models/core/flat_index.hpp"
+#include "models/core/link_sampler.hpp"
+#include "models/core/packet.hpp"
+#include "models/core/small_fifo.hpp"
+#include "models/packet/switch_lp.hpp"
 
 namespace fabricsim::models {
 

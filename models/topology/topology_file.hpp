@@ -4,7 +4,7 @@
 /// (read). docs/topology.md specifies both.
 #include <string>
 
-#include "models/cluster.hpp"
+#include "models/topology/cluster.hpp"
 
 namespace fabricsim::models {
 

@@ -1,5 +1,5 @@
 #pragma once
-/// @file phold.hpp
+/// @file phold_lp.hpp
 /// PHOLD, the standard synthetic PDES benchmark: a fixed population of events hops between LPs,
 /// each hop to a random LP (with probability remote_fraction) or back to the same LP, after
 /// lookahead + an exponentially distributed delay. Source: R. M. Fujimoto, "Performance of Time

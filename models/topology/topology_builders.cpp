@@ -4,7 +4,7 @@
 #include <string>
 
 #include "engine/errors.hpp"
-#include "models/cluster.hpp"
+#include "models/topology/cluster.hpp"
 
 namespace fabricsim::models {
 

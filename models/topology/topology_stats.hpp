@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "models/cluster.hpp"
+#include "models/topology/cluster.hpp"
 
 namespace fabricsim::models {
 

@@ -24,8 +24,8 @@
 #include <span>
 #include <vector>
 
-#include "models/packet.hpp"
-#include "models/workload.hpp"
+#include "models/core/packet.hpp"
+#include "models/core/workload.hpp"
 
 namespace fabricsim::models {
 
@@ -57,7 +57,7 @@ struct LazyRing {
   std::uint32_t prev = 0;  ///< global rank received from
   std::function<std::uint64_t(std::uint32_t)> step_bytes;  ///< bytes sent at step k (deterministic, pure)
   /// Bytes `prev` sends at step k, i.e. received at step k (deterministic, pure). Needed only
-  /// by streamed rings (sim.ring_flows: stream, models/ring_stream.hpp); may be empty otherwise.
+  /// by streamed rings (sim.ring_flows: stream, models/flow/ring_stream.hpp); may be empty otherwise.
   std::function<std::uint64_t(std::uint32_t)> recv_bytes;
 };
 

@@ -1,9 +1,9 @@
-#include "models/ring_stream.hpp"
+#include "models/flow/ring_stream.hpp"
 
 #include <algorithm>
 
 #include "engine/errors.hpp"
-#include "models/nic.hpp"
+#include "models/packet/nic.hpp"
 
 namespace fabricsim::models {
 

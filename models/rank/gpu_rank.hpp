@@ -11,16 +11,16 @@
 #include <vector>
 
 #include "engine/lp.hpp"
-#include "io/digest.hpp"
+#include "io/flow_digest.hpp"
 #include "io/results.hpp"
-#include "models/cluster.hpp"
-#include "models/comm_plan.hpp"
-#include "models/flow_model.hpp"
-#include "models/link_sampler.hpp"
-#include "models/nic.hpp"
-#include "models/packet.hpp"
-#include "models/ring_stream.hpp"
-#include "models/workload.hpp"
+#include "models/topology/cluster.hpp"
+#include "models/core/comm_plan.hpp"
+#include "models/flow/flow_model.hpp"
+#include "models/core/link_sampler.hpp"
+#include "models/packet/nic.hpp"
+#include "models/core/packet.hpp"
+#include "models/flow/ring_stream.hpp"
+#include "models/core/workload.hpp"
 
 namespace fabricsim::models {
 

@@ -1,4 +1,4 @@
-#include "models/gpu_rank.hpp"
+#include "models/rank/gpu_rank.hpp"
 
 #include <algorithm>
 #include <cstring>
@@ -806,7 +806,7 @@ void GpuRankLp::start_flow(std::uint32_t dst, std::uint64_t bytes, std::uint32_t
   if (bytes > kMaxFlowBytes) {
     throw engine::InputError("workload", "rank " + std::to_string(id_),
                              "a message of " + std::to_string(bytes) + " bytes to rank " + std::to_string(dst) +
-                                 " exceeds the 1 TiB per-message limit (models/packet.hpp kMaxFlowBytes)",
+                                 " exceeds the 1 TiB per-message limit (models/core/packet.hpp kMaxFlowBytes)",
                              "split the transfer");
   }
   if (aux >= (1u << 24)) {

@@ -23,7 +23,7 @@
 #include <type_traits>
 #include <vector>
 
-#include "models/packet.hpp"
+#include "models/core/packet.hpp"
 
 namespace fabricsim::models {
 

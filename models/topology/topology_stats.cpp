@@ -1,4 +1,4 @@
-#include "models/topology_stats.hpp"
+#include "models/topology/topology_stats.hpp"
 
 #include <algorithm>
 #include <map>

@@ -1,4 +1,4 @@
-#include "models/cluster.hpp"
+#include "models/topology/cluster.hpp"
 
 #include <algorithm>
 #include <map>
@@ -7,7 +7,7 @@
 
 #include "engine/errors.hpp"
 #include "engine/rng.hpp"
-#include "models/topology_file.hpp"
+#include "models/topology/topology_file.hpp"
 
 namespace fabricsim::models {
 

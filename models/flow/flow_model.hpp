@@ -16,10 +16,10 @@
 #include <vector>
 
 #include "engine/lp.hpp"
-#include "models/cluster.hpp"
-#include "models/flow_maxmin.hpp"
-#include "models/packet.hpp"
-#include "models/workload.hpp"
+#include "models/topology/cluster.hpp"
+#include "models/flow/flow_maxmin.hpp"
+#include "models/core/packet.hpp"
+#include "models/core/workload.hpp"
 
 namespace fabricsim::engine {
 class Context;

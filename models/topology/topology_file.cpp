@@ -1,4 +1,4 @@
-#include "models/topology_file.hpp"
+#include "models/topology/topology_file.hpp"
 
 #include <algorithm>
 #include <fstream>

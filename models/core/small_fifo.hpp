@@ -8,7 +8,7 @@
 /// power-of-two buffer (first one element of 32 bytes or more, else four) on the first push and
 /// on overflow, and frees nothing until destroyed. The NIC now keeps it only for out-of-order
 /// receive buffers (which need resize and indexed writes); send parts and receive descriptors
-/// moved to per-NIC block pools (models/fifo_pool.hpp), since per-QP buffers that never shrink
+/// moved to per-NIC block pools (models/core/fifo_pool.hpp), since per-QP buffers that never shrink
 /// held the sum of every QP's own peak (2.4x the descriptors ever queued at once).
 #include <cstdint>
 #include <memory>

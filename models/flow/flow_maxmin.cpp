@@ -1,4 +1,4 @@
-#include "models/flow_maxmin.hpp"
+#include "models/flow/flow_maxmin.hpp"
 
 #include <algorithm>
 #include <functional>

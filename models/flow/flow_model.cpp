@@ -1,4 +1,4 @@
-#include "models/flow_model.hpp"
+#include "models/flow/flow_model.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -6,7 +6,7 @@
 #include "engine/errors.hpp"
 #include "engine/rng.hpp"
 #include "engine/simulator.hpp"
-#include "models/nic.hpp"
+#include "models/packet/nic.hpp"
 
 namespace fabricsim::models {
 
@@ -737,7 +737,7 @@ constexpr std::uint64_t kNvlsPhaseLevels = 4;  // distinct report offsets per ro
 
 void FlowNetLp::nvls_phase() {
   // The packet rung's GPU port serves its active queue pairs round robin, one transfer unit per
-  // turn, in the order they became active (models/nic.cpp, Nic::try_tx); NVLS queue pairs are
+  // turn, in the order they became active (models/packet/nic.cpp, Nic::try_tx); NVLS queue pairs are
   // per (owner, channel) and per (channel, communicator) and stay active while the executor keeps
   // them fed. Of N equal transfers sharing the port, the one at position p then sends its last
   // unit (N - 1 - p) unit times (u / R) before the round ends, where the fluid share finishes

@@ -1,4 +1,4 @@
-#include "models/phold.hpp"
+#include "bench/phold/phold_lp.hpp"
 
 #include <cmath>
 #include <memory>

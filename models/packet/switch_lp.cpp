@@ -1,4 +1,4 @@
-#include "models/switch_lp.hpp"
+#include "models/packet/switch_lp.hpp"
 
 #include <algorithm>
 #include <bit>

@@ -30,8 +30,8 @@
 #include <vector>
 
 #include "engine/time.hpp"
-#include "models/cluster.hpp"
-#include "models/flow_model.hpp"
+#include "models/topology/cluster.hpp"
+#include "models/flow/flow_model.hpp"
 
 namespace fabricsim::models {
 
