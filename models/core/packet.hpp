@@ -5,25 +5,10 @@
 #include <cstdint>
 
 #include "engine/time.hpp"
+#include "models/core/event_kinds.hpp"
 
 namespace fabricsim::models {
 
-/// Event kinds used by the network and the rank executor.
-enum EventKind : std::uint32_t {
-  kEvPacketArrive = 1,  ///< a packet fully received at the LP (store-and-forward)
-  kEvTxPump = 2,        ///< a GPU port may emit its next batch of packets
-  kEvSendDone = 3,      ///< the last packet of a flow left the source port
-  kEvComputeDone = 4,   ///< a compute node finished
-  kEvCollLaunch = 5,    ///< self: a collective's start-up latency elapsed (payload: slot)
-  kEvRingStreamDone = 6,  ///< self: a streamed ring collective completes (payload: slot; ring_stream.hpp)
-  kEvRingToken = 7,       ///< GPU -> GPU: a streamed ring's completion token (payload: RingToken; ring_stream.hpp)
-  kEvSendLaunch = 8,      ///< self: a workload send's start-up latency elapsed (payload: node index)
-  kEvWire = 10,         ///< a WirePacket fully received at the LP (store-and-forward)
-  kEvPortFree = 11,     ///< self: an egress port finished serializing (payload: port index)
-  kEvPfc = 12,          ///< a PFC pause/resume frame arrived (payload: PfcFrame)
-  kEvMsgDesc = 13,      ///< sender NIC -> receiver NIC: message descriptor (payload: MsgDesc)
-  kEvQpTimer = 14,      ///< self: a QP timer (DCQCN alpha/rate timers, RTO, stagger start)
-};
 
 /// Kind of a WirePacket.
 enum WireKind : std::uint8_t { kWireData = 0, kWireAck = 1, kWireNack = 2, kWireCnp = 3 };

@@ -38,13 +38,6 @@ enum class Fidelity : std::uint8_t {
 Fidelity parse_fidelity(const std::string& name, const std::string& file, const std::string& field);
 const char* fidelity_name(Fidelity f);
 
-/// Event kinds of the coarse rungs (disjoint from packet.hpp's).
-enum FlowEventKind : std::uint32_t {
-  kEvFlowStart = 16,   ///< GPU -> network LP: a flow (payload Packet head) enters the network
-  kEvFlowArrive = 17,  ///< -> destination GPU: the flow's last byte arrived (payload Packet head)
-  kEvFlowSent = 18,    ///< -> source GPU: the flow's last byte left its NIC (payload flow_id)
-  kEvNetTick = 19,     ///< network LP to itself: drains due / starts pending (no payload)
-};
 
 /// The GPUs of `members` on the same NVSwitch as GPU `gpu` (an NVLS group: NVLSTree has one
 /// per node), in `members` order.
