@@ -26,7 +26,7 @@ rows = 0
 for line in text.splitlines():
     if not line.startswith("| ") or line.startswith("| size") or line.startswith("| statistic"):
         continue
-    cells = [c.strip() for c in line.strip("|").split("|")]
+    cells = [c.strip() for c in re.split(r"(?<!\\)\|", line.strip().strip("|"))]
     if len(cells) == 3:  # summary table
         continue
     if len(cells) != 4:
