@@ -4,6 +4,8 @@
 #include <cctype>
 #include <map>
 #include <set>
+#include <cmath>
+#include <fstream>
 #include <sstream>
 
 #include <fmt/format.h>
@@ -48,6 +50,37 @@ std::uint64_t parse_nccl_tests_size(const std::string& text, const std::string& 
                      "give a size from 1 to 64G bytes");
   }
   return v;
+}
+
+std::uint32_t nccl_tests_type_size(const std::string& type) {
+  // nccl-tests common.cu test_typenames and wordSize(); fp8 types are NCCL 2.24's ncclFloat8e4m3
+  // and ncclFloat8e5m2 (one byte each).
+  static const std::pair<const char*, std::uint32_t> types[] = {
+      {"int8", 1},   {"uint8", 1},  {"int32", 4},  {"uint32", 4},    {"int64", 8},  {"uint64", 8},
+      {"half", 2},   {"float", 4},  {"double", 8}, {"bfloat16", 2}, {"f8e4m3", 1}, {"f8e5m2", 1}};
+  std::string names;
+  for (const auto& [n, sz] : types) {
+    if (type == n) return sz;
+    names += (names.empty() ? "" : ", ") + std::string(n);
+  }
+  throw InputError("<cli>", "-d " + type, "not an nccl-tests data type", "use one of " + names);
+}
+
+void check_nccl_tests_redop(const std::string& op) {
+  for (const char* o : {"sum", "prod", "max", "min", "avg", "mulsum"}) {
+    if (op == o) return;
+  }
+  throw InputError("<cli>", "-o " + op, "not an nccl-tests reduction", "use sum, prod, max, min, avg or mulsum");
+}
+
+std::string nccl_tests_float(double value, int width) {
+  // Digits before the decimal point (0 below 1), as nccl-tests counts them for its columns.
+  int digits = 0;
+  for (double v = 1; value >= v && digits < 40; v *= 10) ++digits;
+  if (digits < width - 2) return fmt::format("{:{}.2f}", value, width);
+  if (digits < width - 1) return fmt::format("{:{}.1f}", value, width);
+  if (digits < width + 1) return fmt::format("{:{}.0f}", value, width);
+  return width >= 7 ? fmt::format("{:{}.1e}", value, width) : fmt::format("{:{}.0e}", value, width);
 }
 
 namespace {
@@ -353,14 +386,50 @@ std::string plan_report(const NcclTestsOptions& opt, std::uint64_t bytes) {
   return out.str();
 }
 
+namespace {
+
+/// The sizes of a sweep: opt.sizes, or -b..-e by -f (factor > 1) or by -i (factor 1), as
+/// nccl-tests steps them.
+std::vector<std::uint64_t> sweep_sizes(const NcclTestsOptions& opt) {
+  if (!opt.sizes.empty()) return opt.sizes;
+  if (opt.min_bytes > opt.max_bytes) throw InputError("<cli>", "-b/-e", "minimum size above maximum", "give -b <= -e");
+  if (opt.factor < 1) throw InputError("<cli>", "-f", "factor must be >= 1", "e.g. -f 2");
+  if (opt.factor == 1 && opt.step_bytes == 0) {
+    throw InputError("<cli>", "-i 0", "a step of 0 bytes never reaches -e", "give -i above 0 or -f 2");
+  }
+  std::vector<std::uint64_t> out;
+  constexpr std::size_t kMaxSizes = 100000;
+  for (std::uint64_t size = opt.min_bytes; size <= opt.max_bytes;) {
+    out.push_back(size);
+    if (out.size() > kMaxSizes) {
+      throw InputError("<cli>", "-b/-e/-i", "more than 100000 sizes",
+                       "give a larger -i or a factor, e.g. -f 2 (nccl-tests steps by -i 1M unless -f is given)");
+    }
+    if (opt.factor > 1) {
+      if (size > opt.max_bytes / opt.factor) break;
+      size *= opt.factor;
+    } else {
+      if (opt.max_bytes - size < opt.step_bytes) break;
+      size += opt.step_bytes;
+    }
+  }
+  return out;
+}
+
+bool reducing(const CollInfo& ci) {
+  return !ci.p2p && (ci.op == models::CollOp::kAllReduce || ci.op == models::CollOp::kReduceScatter ||
+                     ci.op == models::CollOp::kReduce);
+}
+
+}  // namespace
+
 std::string run_nccl_tests(const NcclTestsOptions& opt, MPI_Comm comm, const std::string& version,
                            const std::string& git_commit, std::vector<NcclTestsRow>* rows) {
   const CollInfo ci = coll_info(opt.collective);
   const std::uint32_t n = opt.gpus_per_node * opt.nodes;
-  if (opt.min_bytes > opt.max_bytes) {
-    throw InputError("<cli>", "-b/-e", "minimum size above maximum", "give -b <= -e");
-  }
-  if (opt.factor < 2) throw InputError("<cli>", "-f", "factor must be >= 2", "e.g. -f 2");
+  const std::uint32_t word = nccl_tests_type_size(opt.datatype);
+  check_nccl_tests_redop(opt.redop);
+  const std::vector<std::uint64_t> sizes = sweep_sizes(opt);
   if (ci.rooted && opt.root >= n) {
     throw InputError("<cli>", "-r " + std::to_string(opt.root), "root is not a rank of the " + std::to_string(n) + "-rank run",
                      "give -r below " + std::to_string(n));
@@ -387,11 +456,33 @@ std::string run_nccl_tests(const NcclTestsOptions& opt, MPI_Comm comm, const std
   const auto* custom = dynamic_cast<const simccl::CustomPlanner*>(pb.planner.get());
 
   std::ostringstream out;
-  out << fmt::format("# fabricsim {} nccl-tests: {}  minBytes {} maxBytes {} step: {}(factor)\n", version, ci.name,
-                     opt.min_bytes, opt.max_bytes, opt.factor);
-  // nccl-tests prints -g (GPUs per process) as nGpus; one simulated process per node.
-  out << fmt::format("# nThread 1 nGpus {} nRanks {} ({} nodes x {} GPUs), simulated at fidelity {} (no data moved)\n#\n",
-                     opt.gpus_per_node, n, opt.nodes, opt.gpus_per_node, spec.fidelity);
+  // The header lines of nccl-tests (util.cu writeDeviceReport), so that this output reads back
+  // with --compare; fabricsim's own lines follow them.
+  out << fmt::format("# fabricsim {} nccl-tests (simulated; nccl-tests' columns)\n", version);
+  out << fmt::format("# Collective test starting: {}_perf\n", ci.name);
+  const bool by_factor = opt.sizes.empty() && opt.factor > 1;
+  out << fmt::format("# nThread 1 nGpus {} minBytes {} maxBytes {} step: {}({}) warmup iters: {} iters: {} agg iters: 1 "
+                     "validation: {} graph: 0\n",
+                     opt.gpus_per_node, sizes.front(), sizes.back(), by_factor ? opt.factor : opt.step_bytes,
+                     by_factor ? "factor" : "bytes", opt.warmup_iters, opt.iters, opt.check);
+  if (opt.blocking) out << "# Blocking Enabled: wait for completion and barrier after each collective \n";
+  out << "#\n";
+  // nccl-tests lists every rank; one simulated process per node with -g GPUs.
+  constexpr std::uint32_t kMaxRankLines = 1024;
+  out << "# Using devices\n";
+  if (n <= kMaxRankLines) {
+    for (std::uint32_t r = 0; r < n; ++r) {
+      out << fmt::format("#  Rank {:2} Group  0 Pid {:6} on {:>10} device {:2} [sim] simulated GPU sm{}\n", r,
+                         r / opt.gpus_per_node, fmt::format("node{}", r / opt.gpus_per_node), r % opt.gpus_per_node,
+                         spec.gpu_sm);
+    }
+  } else {
+    out << fmt::format("#  ({} rank lines left out)\n", n);
+  }
+  out << fmt::format("# fabricsim: nRanks {} ({} nodes x {} GPUs), simulated at fidelity {}; no data is moved, so "
+                     "out-of-place and in-place are one run, #wrong is N/A, and -n/-w/-c/-z/-o do not change the "
+                     "time\n",
+                     n, opt.nodes, opt.gpus_per_node, spec.fidelity);
   // Only the NCCL planner has a latency model (NcclPlannerConfig::launch_latency): say so rather
   // than name a latency the ring planner does not charge.
   out << (spec.simccl_extras.launch_latency && nccl == nullptr
@@ -410,20 +501,28 @@ std::string run_nccl_tests(const NcclTestsOptions& opt, MPI_Comm comm, const std
     // nccl-tests on one GPU copies locally (out-of-place) or does nothing; fabricsim moves no data.
     out << "# one rank: nothing crosses a link and nothing is planned (NCCL settings have no effect); rows are 0\n";
   }
-  out << "#                                                              out-of-place                       in-place          \n";
-  out << "#       size         count      type   redop    root     time   algbw   busbw #wrong     time   algbw   busbw #wrong\n";
-  out << "#        (B)    (elements)                               (us)  (GB/s)  (GB/s)            (us)  (GB/s)  (GB/s)       \n";
+  // Column header of nccl-tests (util.cu writeResultHeader).
+  out << "#\n";
+  out << fmt::format("# {:>10}  {:>12}  {:>8}  {:>6}  {:>6}           out-of-place                       in-place          \n",
+                     "", "", "", "", "");
+  out << fmt::format("# {:>10}  {:>12}  {:>8}  {:>6}  {:>6}  {:>7}  {:>6}  {:>6}  {:>6}  {:>7}  {:>6}  {:>6}  {:>6}\n", "size",
+                     "count", "type", "redop", "root", "time", "algbw", "busbw", "#wrong", "time", "algbw", "busbw",
+                     "#wrong");
+  out << fmt::format("# {:>10}  {:>12}  {:>8}  {:>6}  {:>6}  {:>7}  {:>6}  {:>6}  {:>6}  {:>7}  {:>6}  {:>6}  {:>6}\n", "(B)",
+                     "(elements)", "", "", "", "(us)", "(GB/s)", "(GB/s)", "", "(us)", "(GB/s)", "(GB/s)", "");
   double bus_sum = 0;
   int count = 0;
   std::vector<std::uint32_t> world(n);
   for (std::uint32_t r = 0; r < n; ++r) world[r] = r;
-  for (std::uint64_t size = opt.min_bytes; size <= opt.max_bytes;) {
-    // nccl-tests rounds each size down to whole elements per rank.
-    const std::uint64_t unit = 4ull * (ci.per_rank_split ? n : 1);
+  const std::string redop = reducing(ci) ? opt.redop : std::string("none");
+  for (const std::uint64_t size : sizes) {
+    // nccl-tests rounds each size down to whole elements (per rank where the call takes a
+    // per-rank count).
+    const std::uint64_t unit = std::uint64_t{word} * (ci.per_rank_split ? n : 1);
     const std::uint64_t bytes = size / unit * unit;
     NcclTestsRow row;
     row.bytes = bytes;
-    // unit is 4 B x ranks where the NCCL call takes a per-rank count (NcclTestsRow::count).
+    // unit is the element size x ranks where the NCCL call takes a per-rank count (NcclTestsRow::count).
     row.count = bytes / unit;
     if (bytes > 0 && n > 1) {
       const models::Workload w = nccl_tests_workload(opt.collective, n, bytes, opt.root);
@@ -448,18 +547,267 @@ std::string run_nccl_tests(const NcclTestsOptions& opt, MPI_Comm comm, const std
       }
     }
     const int root = ci.rooted ? static_cast<int>(opt.root) : -1;
-    const std::string half = fmt::format("  {:7.2f}  {:6.2f}  {:6.2f}  {:>5}", row.time_us, row.algbw_GBps, row.busbw_GBps, "N/A");
-    out << fmt::format("{:12}  {:12}  {:>8}  {:>6}  {:6}", bytes, row.count, "float", ci.redop, root) << half << half
+    const std::string half = fmt::format("  {}  {}  {}    N/A", nccl_tests_float(row.time_us, 7),
+                                         nccl_tests_float(row.algbw_GBps, 6), nccl_tests_float(row.busbw_GBps, 6));
+    out << fmt::format("{:12}  {:12}  {:>8}  {:>6}  {:6}", bytes, row.count, opt.datatype, redop, root) << half << half
         << "\n";
     if (opt.explain && !row.choice.empty()) out << "#   simccl: " << row.choice << "\n";
     bus_sum += row.busbw_GBps;
     ++count;
     if (rows) rows->push_back(row);
-    if (size > opt.max_bytes / opt.factor) break;
-    size *= opt.factor;
   }
-  out << "# Out of bounds values : 0 OK\n";
-  out << fmt::format("# Avg bus bandwidth    : {:.4g} \n#\n", count ? bus_sum / count : 0.0);
+  // Footer of nccl-tests (util.cu writeResultFooter): the average is over every row printed.
+  out << fmt::format("# {:<20} : {} {}\n", "Out of bounds values", 0, "OK");
+  out << fmt::format("# {:<20} : {:g} \n#\n", "Avg bus bandwidth", count ? bus_sum / count : 0.0);
+  out << fmt::format("# Collective test concluded: {}_perf\n#\n", ci.name);
+  return out.str();
+}
+
+namespace {
+
+std::vector<std::string> tokens(const std::string& line) {
+  std::vector<std::string> t;
+  std::istringstream in(line);
+  for (std::string w; in >> w;) t.push_back(w);
+  return t;
+}
+
+bool parse_u64(const std::string& t, std::uint64_t& v) {
+  if (t.empty() || t.size() > 20) return false;
+  for (char c : t) {
+    if (!std::isdigit(static_cast<unsigned char>(c))) return false;
+  }
+  v = std::stoull(t);
+  return true;
+}
+
+bool parse_double(const std::string& t, double& v) {
+  if (t.empty()) return false;
+  std::size_t pos = 0;
+  try {
+    v = std::stod(t, &pos);
+  } catch (...) {
+    return false;
+  }
+  return pos == t.size() && std::isfinite(v) && v >= 0;
+}
+
+}  // namespace
+
+NcclTestsLog parse_nccl_tests_log_text(const std::string& text, const std::string& path) {
+  NcclTestsLog log;
+  log.path = path;
+  const std::string fix_foreign = "give the stdout of one nccl-tests *_perf run (e.g. all_reduce_perf -b 8 -e 8G -f 2 -g 8)";
+  std::istringstream in(text);
+  std::string line;
+  int ln = 0;
+  // Column indexes from the table header ("size count type redop root time algbw busbw #wrong ..."
+  // since nccl-tests 2.x; "bytes N type op ..." in the first versions).
+  int c_size = -1, c_count = -1, c_type = -1, c_redop = -1, c_root = -1;
+  std::vector<int> c_busbw;
+  std::size_t min_tokens = 0;
+  int header_line = 0;
+  bool footer = false;
+  std::set<std::string> hosts;
+  for (; std::getline(in, line); ) {
+    ++ln;
+    if (!line.empty() && line.back() == '\r') line.pop_back();
+    const auto t = tokens(line);
+    if (t.empty()) continue;
+    if (t[0][0] == '#') {
+      std::vector<std::string> h = t;
+      if (h[0] == "#") {
+        h.erase(h.begin());
+      } else {
+        h[0] = h[0].substr(1);
+      }
+      if (h.empty()) continue;
+      if (header_line == 0 && h.size() >= 4 && h[0] == "Collective" && h[1] == "test" && h[2] == "starting:") {
+        std::string prog = h[3];
+        if (const auto slash = prog.find_last_of('/'); slash != std::string::npos) prog = prog.substr(slash + 1);
+        if (prog.size() > 5 && prog.compare(prog.size() - 5, 5, "_perf") == 0) prog.resize(prog.size() - 5);
+        log.collective = prog;
+      } else if (header_line == 0 && h.size() >= 4 && h[0] == "nThread") {
+        for (std::size_t k = 0; k + 1 < h.size(); ++k) {
+          std::uint64_t v = 0;
+          if (h[k] == "nGpus" && parse_u64(h[k + 1], v)) log.ngpus = static_cast<std::uint32_t>(v);
+        }
+      } else if (header_line == 0 && h.size() >= 6 && h[0] == "Rank" && h[2] == "Group") {
+        for (std::size_t k = 0; k + 1 < h.size(); ++k) {
+          if (h[k] == "on") hosts.insert(h[k + 1]);
+        }
+        ++log.ranks;
+      } else if ((h[0] == "size" || h[0] == "bytes") && std::find(h.begin(), h.end(), "busbw") != h.end()) {
+        if (header_line != 0) {
+          throw InputError(path, "line " + std::to_string(ln),
+                           "a second nccl-tests table (the first starts at line " + std::to_string(header_line) + ")",
+                           "give one nccl-tests run per file");
+        }
+        header_line = ln;
+        for (std::size_t k = 0; k < h.size(); ++k) {
+          const std::string& w = h[k];
+          const int ki = static_cast<int>(k);
+          if (w == "size" || w == "bytes") c_size = ki;
+          else if (w == "count" || w == "N") c_count = ki;
+          else if (w == "type") c_type = ki;
+          else if (w == "redop" || w == "op") c_redop = ki;
+          else if (w == "root") c_root = ki;
+          else if (w == "busbw") c_busbw.push_back(ki);
+        }
+        if (c_count < 0 || c_type < 0) {
+          throw InputError(path, "line " + std::to_string(ln), "a table header without count and type columns",
+                           fix_foreign);
+        }
+        min_tokens = static_cast<std::size_t>(c_busbw.front()) + 2;  // up to out-of-place #wrong
+      } else if (h.size() >= 3 && h[0] == "Avg" && h[1] == "bus" && header_line != 0) {
+        footer = true;
+      }
+      continue;
+    }
+    if (header_line == 0) continue;  // text before the table (launcher output): not nccl-tests'
+    if (footer) {
+      throw InputError(path, "line " + std::to_string(ln), "a table row after the '# Avg bus bandwidth' footer",
+                       "give one nccl-tests run per file");
+    }
+    // NCCL's own debug output interleaved with the table (NCCL_DEBUG=INFO/WARN).
+    if (line.find("NCCL INFO") != std::string::npos || line.find("NCCL WARN") != std::string::npos) continue;
+    const std::string where = "line " + std::to_string(ln);
+    if (t.size() < min_tokens) {
+      throw InputError(path, where,
+                       "row has " + std::to_string(t.size()) + " of the " + std::to_string(min_tokens) +
+                           " columns up to the out-of-place #wrong (truncated log?)",
+                       "give the whole log as nccl-tests printed it");
+    }
+    NcclTestsLogRow row;
+    row.line = ln;
+    double busbw = 0;
+    if (!parse_u64(t[static_cast<std::size_t>(c_size)], row.bytes) ||
+        !parse_u64(t[static_cast<std::size_t>(c_count)], row.count)) {
+      throw InputError(path, where, "'" + line + "' is not an nccl-tests row (size and count must be whole numbers)",
+                       fix_foreign);
+    }
+    if (!parse_double(t[static_cast<std::size_t>(c_busbw.front())], busbw)) {
+      throw InputError(path, where, "out-of-place busbw '" + t[static_cast<std::size_t>(c_busbw.front())] + "' is not a number",
+                       fix_foreign);
+    }
+    row.oop_busbw_GBps = busbw;
+    if (c_busbw.size() > 1 && t.size() > static_cast<std::size_t>(c_busbw[1])) {
+      if (!parse_double(t[static_cast<std::size_t>(c_busbw[1])], busbw)) {
+        throw InputError(path, where, "in-place busbw '" + t[static_cast<std::size_t>(c_busbw[1])] + "' is not a number",
+                         fix_foreign);
+      }
+      row.ip_busbw_GBps = busbw;
+    }
+    row.type = t[static_cast<std::size_t>(c_type)];
+    if (c_redop >= 0) row.redop = t[static_cast<std::size_t>(c_redop)];
+    if (c_root >= 0) {
+      try {
+        row.root = std::stoi(t[static_cast<std::size_t>(c_root)]);
+      } catch (...) {
+        throw InputError(path, where, "root '" + t[static_cast<std::size_t>(c_root)] + "' is not a number", fix_foreign);
+      }
+    }
+    if (!log.rows.empty() && row.bytes <= log.rows.back().bytes) {
+      throw InputError(path, where,
+                       "size " + std::to_string(row.bytes) + " does not grow from the previous row's " +
+                           std::to_string(log.rows.back().bytes) + " (two runs, or -d/-o all, in one file)",
+                       "give one nccl-tests run of one type and one reduction per file");
+    }
+    if (!log.rows.empty() && row.type != log.rows.back().type) {
+      throw InputError(path, where, "type '" + row.type + "' differs from the previous row's '" + log.rows.back().type + "'",
+                       "give one nccl-tests run of one type per file");
+    }
+    log.rows.push_back(row);
+  }
+  if (header_line == 0) {
+    throw InputError(path, "line " + std::to_string(std::max(ln, 1)),
+                     "no nccl-tests table header ('#  size  count  type  redop  root  time  algbw  busbw ...') in " +
+                         std::to_string(ln) + " lines: not an nccl-tests log",
+                     fix_foreign);
+  }
+  if (log.rows.empty()) {
+    throw InputError(path, "line " + std::to_string(ln), "the table has no rows (truncated log?)",
+                     "give the whole log as nccl-tests printed it");
+  }
+  if (!footer) {
+    throw InputError(path, "line " + std::to_string(ln),
+                     "the table ends without nccl-tests' '# Avg bus bandwidth' footer (truncated log?)",
+                     "give the whole log as nccl-tests printed it");
+  }
+  log.nodes = static_cast<std::uint32_t>(hosts.size());
+  return log;
+}
+
+NcclTestsLog parse_nccl_tests_log(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  if (!f) throw InputError(path, "--compare", "cannot read the file", "give the path of an nccl-tests log");
+  std::ostringstream ss;
+  ss << f.rdbuf();
+  return parse_nccl_tests_log_text(ss.str(), path);
+}
+
+std::string compare_nccl_tests(const NcclTestsOptions& opt_in, const NcclTestsLog& log, MPI_Comm comm,
+                               const std::string& version, const std::string& git_commit,
+                               std::vector<NcclTestsCompareRow>* rows) {
+  NcclTestsOptions opt = opt_in;
+  const CollInfo ci = coll_info(opt.collective);
+  const std::uint32_t n = opt.gpus_per_node * opt.nodes;
+  opt.datatype = log.rows.front().type;
+  const std::uint32_t word = nccl_tests_type_size(opt.datatype);
+  if (reducing(ci) && !log.rows.front().redop.empty() && log.rows.front().redop != "none") opt.redop = log.rows.front().redop;
+  if (ci.rooted && log.rows.front().root >= 0) opt.root = static_cast<std::uint32_t>(log.rows.front().root);
+  opt.sizes.clear();
+  const std::uint64_t unit = std::uint64_t{word} * (ci.per_rank_split ? n : 1);
+  for (const auto& r : log.rows) {
+    if (r.bytes % unit != 0) {
+      throw InputError(log.path, "line " + std::to_string(r.line),
+                       fmt::format("size {} is not whole {} elements{} for {} ranks", r.bytes, opt.datatype,
+                                   ci.per_rank_split ? " per rank" : "", n),
+                       "check the collective, -g and --nodes against the log");
+    }
+    opt.sizes.push_back(r.bytes);
+  }
+  std::vector<NcclTestsRow> sim;
+  const std::string table = run_nccl_tests(opt, comm, version, git_commit, &sim);
+  std::ostringstream out;
+  // The simulated run's header lines (cluster, latency, warnings), without its table.
+  std::istringstream tin(table);
+  for (std::string l; std::getline(tin, l);) {
+    if (l.rfind("# fabricsim:", 0) == 0 || l.rfind("# per-op latency", 0) == 0 || l.rfind("# warning", 0) == 0) out << l << "\n";
+  }
+  out << fmt::format("# fabricsim nccl-tests --compare {}: {} on {} ranks ({} nodes x {} GPUs), type {}, {} rows\n",
+                     log.path, ci.name, n, opt.nodes, opt.gpus_per_node, opt.datatype, log.rows.size());
+  out << fmt::format("# {:>10}  {:>12}  {:>8}  {:>10}  {:>10}  {:>10}  {:>8}\n", "size", "count", "type", "measured",
+                     "measured", "simulated", "error");
+  out << fmt::format("# {:>10}  {:>12}  {:>8}  {:>10}  {:>10}  {:>10}  {:>8}\n", "(B)", "(elements)", "", "oop busbw",
+                     "ip busbw", "busbw", "(%)");
+  int within10 = 0;
+  std::vector<double> abs_err;
+  for (std::size_t k = 0; k < log.rows.size() && k < sim.size(); ++k) {
+    const auto& m = log.rows[k];
+    NcclTestsCompareRow c;
+    c.bytes = m.bytes;
+    c.measured_oop_GBps = m.oop_busbw_GBps;
+    c.measured_ip_GBps = m.ip_busbw_GBps;
+    c.simulated_GBps = sim[k].busbw_GBps;
+    const bool has_err = m.oop_busbw_GBps > 0;
+    c.error_pct = has_err ? 100.0 * (c.simulated_GBps - m.oop_busbw_GBps) / m.oop_busbw_GBps : 0;
+    if (has_err) {
+      abs_err.push_back(std::fabs(c.error_pct));
+      if (std::fabs(c.error_pct) <= 10.0) ++within10;
+    }
+    out << fmt::format("{:12}  {:12}  {:>8}  {:>10.2f}  {:>10}  {:>10.2f}  {:>8}\n", m.bytes, m.count, m.type,
+                       m.oop_busbw_GBps, m.ip_busbw_GBps < 0 ? std::string("-") : fmt::format("{:.2f}", m.ip_busbw_GBps),
+                       c.simulated_GBps, has_err ? fmt::format("{:+.1f}", c.error_pct) : std::string("n/a"));
+    if (rows) rows->push_back(c);
+  }
+  std::sort(abs_err.begin(), abs_err.end());
+  const double median = abs_err.empty() ? 0
+                        : abs_err.size() % 2 ? abs_err[abs_err.size() / 2]
+                                             : 0.5 * (abs_err[abs_err.size() / 2 - 1] + abs_err[abs_err.size() / 2]);
+  out << fmt::format("# within 10%: {} of {} rows; median |error| {:.1f}%; worst |error| {:.1f}% (error = simulated vs "
+                     "measured out-of-place busbw)\n",
+                     within10, abs_err.size(), median, abs_err.empty() ? 0.0 : abs_err.back());
   return out.str();
 }
 

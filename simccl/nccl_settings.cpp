@@ -120,67 +120,99 @@ std::array<std::array<bool, N>, kNumFuncs> parse_list(const std::string& text, c
   return en;
 }
 
-struct KnownName {
-  const char* name;
-  const char* help;
-  bool modelled;
-};
+using K = SettingKind;
 
-const std::vector<KnownName>& known_names() {
-  static const std::vector<KnownName> k = {
-      {"NCCL_ALGO", "algorithms allowed per collective (Tree, Ring, CollNetDirect, CollNetChain, NVLS, NVLSTree, PAT)", true},
-      {"NCCL_PROTO", "protocols allowed per collective (LL, LL128, Simple)", true},
-      {"NCCL_MIN_NCHANNELS", "minimum channels per communicator", true},
-      {"NCCL_MAX_NCHANNELS", "maximum channels per communicator", true},
-      {"NCCL_MIN_CTAS", "alias of NCCL_MIN_NCHANNELS (config.minCTAs)", true},
-      {"NCCL_MAX_CTAS", "alias of NCCL_MAX_NCHANNELS (config.maxCTAs)", true},
-      {"NCCL_BUFFSIZE", "Simple protocol buffer per connection, bytes (default 4 MiB)", true},
-      {"NCCL_LL_BUFFSIZE", "LL buffer per connection, bytes (default 512 KiB)", true},
-      {"NCCL_LL128_BUFFSIZE", "LL128 buffer per connection, bytes (default 4915200)", true},
-      {"NCCL_NVLS_ENABLE", "0 off, 1 force, 2 auto (NVLS where the GPUs are Hopper or newer on one NVSwitch)", true},
-      {"NCCL_COLLNET_ENABLE", "CollNet/SHARP (not modelled: 1 is an error)", true},
-      {"NCCL_PAT_ENABLE", "PAT for one GPU per node (not modelled: excluded, 1 is an error)", true},
-      {"NCCL_CROSS_NIC", "0 rail-aligned rings, 1 any NIC, 2 pairs (rings are rail-aligned in simccl)", true},
-      {"NCCL_PXN_DISABLE", "1 disables PXN relays for point-to-point", true},
-      {"NCCL_P2P_PXN_LEVEL", "0 never PXN, 1/2 relay through the local GPU on the peer's rail", true},
-      {"NCCL_NCHANNELS_PER_NET_PEER", "p2p channels per network peer", true},
-      {"NCCL_IB_QPS_PER_CONNECTION", "QPs per connection: each QP has its own RoCEv2 UDP source port, so its own ECMP path (default of nic.qps_per_connection)", true},
-      {"NCCL_IB_SPLIT_DATA_ON_QPS", "split each message over all QPs", true},
-      {"NCCL_NET_OVERHEAD", "per-message network overhead in ns for the cost model", true},
-      {"NCCL_P2P_NET_CHUNKSIZE", "p2p chunk over the network, bytes (128 KiB)", true},
-      {"NCCL_NVLS_CHUNKSIZE", "NVLS chunk per head, bytes (128 KiB)", true},
-      {"NCCL_P2P_NVL_CHUNKSIZE", "p2p chunk over NVLink, bytes (512 KiB)", true},
-      {"NCCL_P2P_PCI_CHUNKSIZE", "p2p chunk over PCIe, bytes (128 KiB)", true},
-      {"NCCL_P2P_LL_THRESHOLD", "p2p messages up to this size use LL, bytes (16384)", true},
-      {"NCCL_CHUNK_SIZE", "p2p chunk size override, bytes", true},
-      {"NCCL_MIN_P2P_NCHANNELS", "minimum p2p channels", true},
-      {"NCCL_MAX_P2P_NCHANNELS", "maximum p2p channels", true},
-      // Known to NCCL; no effect on the simulation.
-      {"NCCL_DEBUG", "logging: VERSION, WARN, INFO, ABORT or TRACE (no effect)", false},
-      {"NCCL_DEBUG_SUBSYS", "logging (no effect)", false},
-      {"NCCL_DEBUG_FILE", "logging (no effect)", false},
-      {"NCCL_SOCKET_IFNAME", "bootstrap interface (no effect)", false},
-      {"NCCL_IB_HCA", "NIC selection (no effect: one NIC per GPU)", false},
-      {"NCCL_IB_GID_INDEX", "RoCE GID index, -1 (auto) .. 1023 (no effect)", false},
-      {"NCCL_IB_TC", "traffic class, -1 (unset) .. 255 (no effect yet)", false},
-      {"NCCL_IB_SL", "service level, -1 (unset) .. 15 (no effect yet)", false},
-      {"NCCL_IB_TIMEOUT", "IB timeout exponent 1..31 (no effect)", false},
-      {"NCCL_IB_RETRY_CNT", "IB retries 0..7 (no effect)", false},
-      {"NCCL_NET_GDR_LEVEL", "GPUDirect RDMA level: LOC, PIX, PXB, PHB, SYS or 0..5 (no effect)", false},
-      {"NCCL_P2P_LEVEL", "P2P transport cutoff: LOC, NVL, PIX, PXB, PHB, SYS or 0..5 (no effect: GPUs of an NVLink domain use NVLink)", false},
-      {"NCCL_P2P_DISABLE", "0/1: disable the P2P transport (no effect: GPUs of an NVLink domain use NVLink)", false},
-      {"NCCL_SHM_DISABLE", "0/1: disable the shared-memory transport (no effect)", false},
-      {"NCCL_IB_DISABLE", "0/1: disable the IB/RoCE transport (no effect: the network is RoCEv2)", false},
-      {"NCCL_TOPO_FILE", "topology XML: GPUs, NVLink bandwidth, NICs and their GPU affinity for the cost model", true},
-      {"NCCL_TOPO_DUMP_FILE", "topology dump (no effect)", false},
-      {"NCCL_GRAPH_FILE", "graph XML (not read yet)", false},
-      {"NCCL_NTHREADS", "threads per CTA, a multiple of 32 in 64..512 (no effect on flows)", false},
-      {"NCCL_LL128_NTHREADS", "LL128 threads per CTA, a multiple of 32 in 160..640 (no effect on flows)", false},
-      {"NCCL_TUNER_PLUGIN", "tuner plugin (not loaded)", false},
-      {"NCCL_NET_PLUGIN", "net plugin (not loaded)", false},
-      {"NCCL_LAUNCH_MODE", "PARALLEL or GROUP (no effect)", false},
+// The names simccl knows. kNoEffect entries say in their help why accepting them without effect
+// is right on a simulated cluster; kRefused ones would change what NCCL does in a way simccl does
+// not model, so a run with them would claim a configuration it did not simulate.
+const std::vector<KnownSetting>& known_names() {
+  static const std::vector<KnownSetting> k = {
+      {"NCCL_ALGO", "algorithms allowed per collective (Tree, Ring, CollNetDirect, CollNetChain, NVLS, NVLSTree, PAT; "
+                    "lists, ^exclusions, func:list entries separated by ';')", K::kModelled},
+      {"NCCL_PROTO", "protocols allowed per collective (LL, LL128, Simple; same syntax as NCCL_ALGO)", K::kModelled},
+      {"NCCL_MIN_NCHANNELS", "minimum channels per communicator, 1..64", K::kModelled},
+      {"NCCL_MAX_NCHANNELS", "maximum channels per communicator, 1..64", K::kModelled},
+      {"NCCL_MIN_CTAS", "config.minCTAs from the environment, 1..64: the minimum is the larger of it and NCCL_MIN_NCHANNELS", K::kModelled},
+      {"NCCL_MAX_CTAS", "config.maxCTAs from the environment, 1..64: the maximum is the smaller of it and NCCL_MAX_NCHANNELS", K::kModelled},
+      {"NCCL_BUFFSIZE", "Simple protocol buffer per connection, bytes (default 4 MiB)", K::kModelled},
+      {"NCCL_LL_BUFFSIZE", "LL buffer per connection, bytes (default 512 KiB)", K::kModelled},
+      {"NCCL_LL128_BUFFSIZE", "LL128 buffer per connection, bytes (default 4915200)", K::kModelled},
+      {"NCCL_NVLS_ENABLE", "0 off, 1 force, 2 auto (NVLS where the GPUs are Hopper or newer on one NVSwitch)", K::kModelled},
+      {"NCCL_MNNVL_ENABLE", "0 off, 1 on (refused without an NVLink domain spanning hosts, as NCCL refuses it), 2 auto: "
+                            "NVLink between hosts where cluster.nvlink_domain spans them; 0 there is refused (not modelled)", K::kModelled},
+      {"NCCL_COLLNET_ENABLE", "CollNet/SHARP (not modelled: 1 is an error)", K::kModelled},
+      {"NCCL_PAT_ENABLE", "PAT for one GPU per node (not modelled: excluded, 1 is an error)", K::kModelled},
+      {"NCCL_CROSS_NIC", "0 rail-aligned rings, 1 any NIC, 2 pairs (rings are rail-aligned in simccl)", K::kModelled},
+      {"NCCL_PXN_DISABLE", "1 disables PXN relays for point-to-point", K::kModelled},
+      {"NCCL_P2P_PXN_LEVEL", "0 never PXN, 1/2 relay through the local GPU on the peer's rail", K::kModelled},
+      {"NCCL_NCHANNELS_PER_NET_PEER", "p2p channels per network peer", K::kModelled},
+      {"NCCL_IB_QPS_PER_CONNECTION", "QPs per connection, 1..128: each QP has its own RoCEv2 UDP source port, so its own ECMP path (default of nic.qps_per_connection)", K::kModelled},
+      {"NCCL_IB_SPLIT_DATA_ON_QPS", "split each message over all QPs", K::kModelled},
+      {"NCCL_NET_OVERHEAD", "per-message network overhead in ns for the cost model", K::kModelled},
+      {"NCCL_P2P_NET_CHUNKSIZE", "p2p chunk over the network, bytes (128 KiB)", K::kModelled},
+      {"NCCL_NVLS_CHUNKSIZE", "NVLS chunk per head, bytes (128 KiB)", K::kModelled},
+      {"NCCL_P2P_NVL_CHUNKSIZE", "p2p chunk over NVLink, bytes (512 KiB)", K::kModelled},
+      {"NCCL_P2P_PCI_CHUNKSIZE", "p2p chunk over PCIe, bytes (128 KiB)", K::kModelled},
+      {"NCCL_P2P_LL_THRESHOLD", "p2p messages up to this size use LL, bytes (16384)", K::kModelled},
+      {"NCCL_CHUNK_SIZE", "p2p chunk size override, bytes", K::kModelled},
+      {"NCCL_MIN_P2P_NCHANNELS", "minimum p2p channels", K::kModelled},
+      {"NCCL_MAX_P2P_NCHANNELS", "maximum p2p channels", K::kModelled},
+      {"NCCL_TOPO_FILE", "topology XML: GPUs, NVLink bandwidth, NICs and their GPU affinity for the cost model", K::kModelled},
+      // Known to NCCL; accepted without effect on the simulation (the help says why).
+      {"NCCL_DEBUG", "logging: VERSION, WARN, INFO, ABORT or TRACE (no effect: logging does not change timing)", K::kNoEffect},
+      {"NCCL_DEBUG_SUBSYS", "logging (no effect)", K::kNoEffect},
+      {"NCCL_DEBUG_FILE", "logging (no effect)", K::kNoEffect},
+      {"NCCL_SOCKET_IFNAME", "bootstrap interface (no effect: bootstrap traffic is not simulated)", K::kNoEffect},
+      {"NCCL_IB_HCA", "NIC selection (no effect: one NIC per GPU)", K::kNoEffect},
+      {"NCCL_IB_GID_INDEX", "RoCE GID index, -1 (auto) .. 1023 (no effect)", K::kNoEffect},
+      {"NCCL_IB_TC", "traffic class, -1 (unset) .. 255 (no effect yet)", K::kNoEffect},
+      {"NCCL_IB_SL", "service level, -1 (unset) .. 15 (no effect yet)", K::kNoEffect},
+      {"NCCL_IB_TIMEOUT", "IB timeout exponent 1..31 (no effect: no packet is lost for good)", K::kNoEffect},
+      {"NCCL_IB_RETRY_CNT", "IB retries 0..7 (no effect)", K::kNoEffect},
+      {"NCCL_NET_GDR_LEVEL", "GPUDirect RDMA level: LOC, PIX, PXB, PHB, SYS or 0..5 (no effect)", K::kNoEffect},
+      {"NCCL_NET_GDR_C2C", "GPUDirect RDMA over NVLink-C2C on Grace systems: 1 is what is simulated (the NIC reads and "
+                           "writes GPU memory directly); 0 (stage through host memory) is refused as not modelled", K::kNoEffect},
+      {"NCCL_CUMEM_ENABLE", "cuMem allocation API, 0 or 1 (no effect on transfer times; 0 is refused where "
+                            "cluster.nvlink_domain spans hosts, as multi-node NVLink needs cuMem fabric handles)", K::kNoEffect},
+      {"NCCL_WORK_FIFO_BYTES", "host-to-GPU work FIFO, a power of two from 4 KiB to 1 GiB (no effect: the simulated "
+                               "launch never waits for FIFO space; one collective is in flight per stream)", K::kNoEffect},
+      {"NCCL_P2P_LEVEL", "P2P transport cutoff: LOC, NVL, PIX, PXB, PHB, SYS or 0..5 (no effect: GPUs of an NVLink domain use NVLink)", K::kNoEffect},
+      {"NCCL_P2P_DISABLE", "0/1: disable the P2P transport (no effect: GPUs of an NVLink domain use NVLink)", K::kNoEffect},
+      {"NCCL_SHM_DISABLE", "0/1: disable the shared-memory transport (no effect)", K::kNoEffect},
+      {"NCCL_IB_DISABLE", "0/1: disable the IB/RoCE transport (no effect: the network is RoCEv2)", K::kNoEffect},
+      {"NCCL_TOPO_DUMP_FILE", "topology dump (no effect)", K::kNoEffect},
+      {"NCCL_NTHREADS", "threads per CTA, a multiple of 32 in 64..512 (no effect on flows)", K::kNoEffect},
+      {"NCCL_LL128_NTHREADS", "LL128 threads per CTA, a multiple of 32 in 160..640 (no effect on flows)", K::kNoEffect},
+      {"NCCL_NET_PLUGIN", "net plugin library (no effect: the transport is the spec's fabric)", K::kNoEffect},
+      {"NCCL_LAUNCH_MODE", "PARALLEL or GROUP (no effect)", K::kNoEffect},
+      // Known to NCCL; they change its choices in ways simccl does not model.
+      {"NCCL_GRAPH_FILE", "graph XML (not modelled: simccl searches its own graphs; refused)", K::kRefused},
+      {"NCCL_TUNER_PLUGIN", "tuner plugin (not modelled: simccl's cost model picks algorithm and protocol; refused)", K::kRefused},
   };
   return k;
+}
+
+// The known name nearest to `name` (edit distance, at most 3), or "" when none is that close.
+std::string nearest_known(const std::string& name) {
+  std::string best;
+  std::size_t best_d = 4;
+  for (const auto& k : known_names()) {
+    const std::string t = k.name;
+    std::vector<std::size_t> prev(t.size() + 1), cur(t.size() + 1);
+    for (std::size_t j = 0; j <= t.size(); ++j) prev[j] = j;
+    for (std::size_t i = 1; i <= name.size(); ++i) {
+      cur[0] = i;
+      for (std::size_t j = 1; j <= t.size(); ++j) {
+        cur[j] = std::min({prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + (name[i - 1] == t[j - 1] ? 0 : 1)});
+      }
+      std::swap(prev, cur);
+    }
+    if (prev[t.size()] < best_d) {
+      best_d = prev[t.size()];
+      best = t;
+    }
+  }
+  return best;
 }
 
 std::int64_t parse_int(const RawSetting& s, std::int64_t lo, std::int64_t hi) {
@@ -271,6 +303,23 @@ void check_unmodelled(const RawSetting& r) {
     parse_int(r, 1, 31);
   } else if (n == "NCCL_IB_RETRY_CNT") {
     parse_int(r, 0, 7);
+  } else if (n == "NCCL_NET_GDR_C2C") {
+    if (parse_int(r, 0, 1) == 0) {
+      throw InputError(r.origin, n, "0 (network buffers staged through host memory on Grace systems) is not modelled: "
+                       "simulated NICs read and write GPU memory directly",
+                       "remove NCCL_NET_GDR_C2C or set it to 1 (on systems without NVLink-C2C it has no effect)");
+    }
+  } else if (n == "NCCL_CUMEM_ENABLE") {
+    parse_int(r, 0, 1);
+  } else if (n == "NCCL_WORK_FIFO_BYTES") {
+    // NCCL src/init.cc: a value that is not a power of two is ignored with a warning (default
+    // 1 MiB is used); the FIFO is capped at 1 GiB. Ignoring the user's value silently would let a
+    // study believe it ran with it, so it is refused here.
+    const auto v = parse_int(r, 4096, std::int64_t{1} << 30);
+    if ((v & (v - 1)) != 0) {
+      throw InputError(r.origin, n, "'" + r.value + "' is not a power of two (NCCL ignores it and uses 1 MiB)",
+                       "give a power of two between 4096 and 1073741824, e.g. 1048576");
+    }
   }
   // The rest are names of files, interfaces, devices or plugins: any text.
 }
@@ -281,7 +330,40 @@ std::array<std::array<bool, kNumAlgos>, kNumFuncs> parse_algo_list(const std::st
                                                                    const std::string& field) {
   // NCCL accepts both CollNetDirect and Collnetdirect spellings; matching is case-insensitive.
   static const char* const names[kNumAlgos] = {"Tree", "Ring", "CollNetDirect", "CollNetChain", "NVLS", "NVLSTree", "PAT"};
-  return parse_list<kNumAlgos>(text, names, "algorithm", origin, field);
+  auto en = parse_list<kNumAlgos>(text, names, "algorithm", origin, field);
+  // An explicit "func:list" entry that leaves the function no algorithm it has (nccl.md §1.1,
+  // NCCL src/graph/tuning.cc: Broadcast and Reduce run Ring only; AllGather and ReduceScatter Ring,
+  // PAT, NVLS, CollNetDirect; AllReduce all but PAT) makes every such call fail in NCCL ("no
+  // algorithm available", ncclInvalidUsage). A prefix-less first entry applies to all functions,
+  // so NCCL_ALGO=Tree stays valid for a job that only runs AllReduce.
+  using A = Algo;
+  static const std::vector<A> has[kNumFuncs] = {
+      {A::kRing},
+      {A::kRing},
+      {A::kRing, A::kPat, A::kNvls, A::kCollNetDirect},
+      {A::kRing, A::kPat, A::kNvls, A::kCollNetDirect},
+      {A::kTree, A::kRing, A::kCollNetDirect, A::kCollNetChain, A::kNvls, A::kNvlsTree}};
+  for (const auto& entry_raw : split(text, ';')) {
+    const std::string entry = trim(entry_raw);
+    const auto colon = entry.find(':');
+    if (colon == std::string::npos) continue;
+    const std::string fn = lower(trim(entry.substr(0, colon)));
+    for (int f = 0; f < kNumFuncs; ++f) {
+      if (fn != lower(func_name(static_cast<Func>(f)))) continue;
+      bool any = false;
+      std::string list;
+      for (A a : has[f]) {
+        any = any || en[static_cast<std::size_t>(f)][static_cast<std::size_t>(a)];
+        list += (list.empty() ? "" : ", ") + std::string(algo_name(a));
+      }
+      if (!any) {
+        throw InputError(origin, field, "'" + entry + "' enables no algorithm " + func_name(static_cast<Func>(f)) +
+                                            " has (NCCL fails every such call)",
+                         "name one of " + list + " for " + func_name(static_cast<Func>(f)));
+      }
+    }
+  }
+  return en;
 }
 
 std::array<std::array<bool, kNumProtos>, kNumFuncs> parse_proto_list(const std::string& text, const std::string& origin,
@@ -293,6 +375,32 @@ std::array<std::array<bool, kNumProtos>, kNumFuncs> parse_proto_list(const std::
 NcclSettings::NcclSettings() {
   for (auto& row : algo_enabled) row.fill(true);
   for (auto& row : proto_enabled) row.fill(true);
+}
+
+const std::vector<KnownSetting>& known_nccl_setting_kinds() { return known_names(); }
+
+void check_nccl_settings_for_cluster(const NcclSettings& s, std::uint32_t gpus_per_host, std::uint32_t domain_gpus,
+                                     std::uint32_t hosts) {
+  const bool multi_host_domain = domain_gpus > gpus_per_host && hosts > 1;
+  if (s.mnnvl_enable == 1 && hosts > 1 && !multi_host_domain) {
+    // NCCL src/init.cc initTransportsRank: nNodes > 1, no MNNVL fabric and NCCL_MNNVL_ENABLE=1
+    // -> WARN "MNNVL is not supported on this system", ncclSystemError.
+    throw InputError(s.mnnvl_origin, "NCCL_MNNVL_ENABLE", "1 needs an NVLink domain spanning hosts; NCCL refuses it here "
+                     "(\"MNNVL is not supported on this system\")",
+                     "set cluster.nvlink_domain to a multiple of cluster.gpus_per_host (e.g. 72), or NCCL_MNNVL_ENABLE to 2");
+  }
+  if (multi_host_domain && s.mnnvl_enable == 0) {
+    throw InputError(s.mnnvl_origin, "NCCL_MNNVL_ENABLE",
+                     "0 on a cluster whose NVLink domain spans hosts is not modelled (NCCL would join the hosts through "
+                     "their NICs)",
+                     "set cluster.nvlink_domain to cluster.gpus_per_host to simulate hosts joined by the network");
+  }
+  if (multi_host_domain && s.cumem_enable == 0) {
+    throw InputError(s.cumem_origin, "NCCL_CUMEM_ENABLE",
+                     "0 on a cluster whose NVLink domain spans hosts is not modelled (multi-node NVLink needs cuMem "
+                     "fabric handles; NCCL would fall back to the NICs)",
+                     "remove NCCL_CUMEM_ENABLE, or set cluster.nvlink_domain to cluster.gpus_per_host");
+  }
 }
 
 const std::vector<std::pair<const char*, const char*>>& known_nccl_settings() {
@@ -323,20 +431,27 @@ NcclSettings load_nccl_settings(const std::vector<std::pair<std::string, std::st
     raw[name] = RawSetting{name, value, origins && o != origins->end() ? o->second : spec_file};
   }
   NcclSettings s;
+  int min_ctas = 0, max_ctas = 0;  // config.minCTAs / maxCTAs (0 = unset)
   for (const auto& [name, r] : raw) {
-    const KnownName* known = nullptr;
+    const KnownSetting* known = nullptr;
     for (const auto& k : known_names()) {
       if (name == k.name) known = &k;
     }
     if (known == nullptr) {
-      s.warnings.push_back(r.origin + ": " + name + ": unknown NCCL setting, ignored");
-      continue;
+      const std::string near = nearest_known(name);
+      throw InputError(r.origin, name, "unknown NCCL setting (simccl neither models nor knows it)",
+                       (near.empty() ? std::string() : "did you mean " + near + "? ") +
+                           "remove it; `fabricsim describe` lists the NCCL_* names simccl reads");
+    }
+    if (known->kind == SettingKind::kRefused) {
+      throw InputError(r.origin, name, std::string("not modelled by simccl: ") + known->help, "remove " + name);
     }
     s.applied.push_back(r);
-    if (!known->modelled) {
+    if (known->kind == SettingKind::kNoEffect) {
       check_unmodelled(r);
-      if (name == "NCCL_GRAPH_FILE" || name == "NCCL_TUNER_PLUGIN") {
-        s.warnings.push_back(r.origin + ": " + name + ": not read by simccl yet, ignored");
+      if (name == "NCCL_CUMEM_ENABLE") {
+        s.cumem_enable = static_cast<int>(parse_int(r, 0, 1));
+        s.cumem_origin = r.origin;
       }
       continue;
     }
@@ -347,16 +462,25 @@ NcclSettings load_nccl_settings(const std::vector<std::pair<std::string, std::st
     if (name == "NCCL_ALGO") {
       s.algo_enabled = parse_algo_list(r.value, r.origin, field);
       s.algo_set = true;
+      s.algo_origin = r.origin;
     } else if (name == "NCCL_TOPO_FILE") {
       s.topo_file = r.value;
       s.topo_file_origin = r.origin;
     } else if (name == "NCCL_PROTO") {
       s.proto_enabled = parse_proto_list(r.value, r.origin, field);
       s.proto_set = true;
-    } else if (name == "NCCL_MIN_NCHANNELS" || name == "NCCL_MIN_CTAS") {
+      s.proto_origin = r.origin;
+    } else if (name == "NCCL_MIN_NCHANNELS") {
       s.min_nchannels = static_cast<int>(parse_int(r, 1, 64));  // MAXCHANNELS, src/include/device.h
-    } else if (name == "NCCL_MAX_NCHANNELS" || name == "NCCL_MAX_CTAS") {
+    } else if (name == "NCCL_MAX_NCHANNELS") {
       s.max_nchannels = static_cast<int>(parse_int(r, 1, 64));
+    } else if (name == "NCCL_MIN_CTAS") {
+      min_ctas = static_cast<int>(parse_int(r, 1, 64));
+    } else if (name == "NCCL_MAX_CTAS") {
+      max_ctas = static_cast<int>(parse_int(r, 1, 64));
+    } else if (name == "NCCL_MNNVL_ENABLE") {
+      s.mnnvl_enable = static_cast<int>(parse_int(r, 0, 2));
+      s.mnnvl_origin = r.origin;
     } else if (name == "NCCL_BUFFSIZE") {
       s.buffsize_simple = bytes(8 * 1024, 1ull << 34);
     } else if (name == "NCCL_LL_BUFFSIZE") {
@@ -408,10 +532,18 @@ NcclSettings load_nccl_settings(const std::vector<std::pair<std::string, std::st
     }
     return spec_file;
   };
+  // NCCL src/graph/connect.cc ncclTopoPostset: channels are clamped to min(NCCL_MAX_NCHANNELS,
+  // config.maxCTAs) and raised to max(NCCL_MIN_NCHANNELS, config.minCTAs).
+  if (min_ctas) s.min_nchannels = std::max(s.min_nchannels, min_ctas);
+  if (max_ctas) s.max_nchannels = s.max_nchannels ? std::min(s.max_nchannels, max_ctas) : max_ctas;
   if (s.min_nchannels && s.max_nchannels && s.min_nchannels > s.max_nchannels) {
-    throw InputError(origin_of({"NCCL_MIN_NCHANNELS", "NCCL_MIN_CTAS"}), "NCCL_MIN_NCHANNELS",
-                     std::to_string(s.min_nchannels) + " is above NCCL_MAX_NCHANNELS " + std::to_string(s.max_nchannels),
-                     "make NCCL_MIN_NCHANNELS <= NCCL_MAX_NCHANNELS");
+    const bool min_from_ctas = raw.count("NCCL_MIN_CTAS") && s.min_nchannels == min_ctas;
+    const bool max_from_ctas = raw.count("NCCL_MAX_CTAS") && s.max_nchannels == max_ctas;
+    const std::string min_name = min_from_ctas ? "NCCL_MIN_CTAS" : "NCCL_MIN_NCHANNELS";
+    const std::string max_name = max_from_ctas ? "NCCL_MAX_CTAS" : "NCCL_MAX_NCHANNELS";
+    throw InputError(origin_of({min_name.c_str()}), min_name,
+                     std::to_string(s.min_nchannels) + " is above " + max_name + " " + std::to_string(s.max_nchannels),
+                     "make " + min_name + " <= " + max_name);
   }
   if (s.collnet_enable == 1) {
     throw InputError(origin_of({"NCCL_COLLNET_ENABLE"}), "NCCL_COLLNET_ENABLE",

@@ -2,8 +2,11 @@
 /// @file nccl_settings.hpp
 /// NCCL_* settings as simccl understands them: parsed from the experiment spec (`nccl:` section,
 /// keys are NCCL environment variable names) and from the process environment, the spec winning.
-/// Names and semantics follow NCCL 2.28 (../shared/reference/nccl.md §3.6); unknown NCCL_* names
-/// give a warning, bad values an engine::InputError naming where the value came from.
+/// Names and semantics follow NCCL 2.28 (../shared/reference/nccl.md §3.6). Every NCCL_* name is
+/// one of three kinds: modelled (takes effect), accepted without effect (where that is what NCCL
+/// would do on the simulated system, e.g. NCCL_DEBUG), or refused as not modelled. An unknown
+/// name, a bad value or a combination NCCL refuses is an engine::InputError naming the setting,
+/// where it came from (spec file, `<cli>` or `<env>`) and the fix (exit 2).
 #include <array>
 #include <cstdint>
 #include <map>
@@ -52,6 +55,9 @@ struct NcclSettings {
   std::uint64_t buffsize_ll = 512 * 1024;      ///< NCCL_LL_BUFFSIZE, bytes (8 lines x 512 thr x 8 steps x 16 B)
   std::uint64_t buffsize_ll128 = 4915200;      ///< NCCL_LL128_BUFFSIZE, bytes (120 x 640 x 8 x 8 B)
   int nvls_enable = 2;       ///< NCCL_NVLS_ENABLE 0/1/2 (2 = auto)
+  int mnnvl_enable = 2;      ///< NCCL_MNNVL_ENABLE 0/1/2 (2 = auto; checked against the cluster by
+                             ///< check_nccl_settings_for_cluster)
+  int cumem_enable = -2;     ///< NCCL_CUMEM_ENABLE 0/1 (-2 = NCCL's auto, src/misc/cudawrap.cc)
   int collnet_enable = 0;    ///< NCCL_COLLNET_ENABLE
   int pat_enable = 2;        ///< NCCL_PAT_ENABLE
   int cross_nic = 2;         ///< NCCL_CROSS_NIC 0/1/2
@@ -71,8 +77,11 @@ struct NcclSettings {
   int max_p2p_nchannels = 64;  ///< NCCL_MAX_P2P_NCHANNELS (MAXCHANNELS)
   std::string topo_file;         ///< NCCL_TOPO_FILE ("" = unset; simccl/nccl_topo.hpp reads it)
   std::string topo_file_origin;  ///< where NCCL_TOPO_FILE came from (spec file or "<env>")
-  std::vector<std::string> warnings;  ///< unknown / not-modelled names, one line each
+  std::vector<std::string> warnings;  ///< notes on accepted settings, one line each
   std::vector<RawSetting> applied;    ///< effective settings, spec over environment
+  /// Where NCCL_ALGO / NCCL_PROTO / NCCL_MNNVL_ENABLE / NCCL_CUMEM_ENABLE came from ("" = unset),
+  /// for errors raised after parsing (no algorithm left for a call, a setting the cluster refutes).
+  std::string algo_origin, proto_origin, mnnvl_origin, cumem_origin;
 
   NcclSettings();
 };
@@ -98,6 +107,33 @@ std::array<std::array<bool, kNumProtos>, kNumFuncs> parse_proto_list(const std::
 NcclSettings load_nccl_settings(const std::vector<std::pair<std::string, std::string>>& spec_pairs,
                                 const std::string& spec_file, bool use_env,
                                 const std::map<std::string, std::string>* origins = nullptr);
+
+/// Checks the settings against the simulated cluster, as NCCL checks them at communicator init:
+/// NCCL_MNNVL_ENABLE=1 on several hosts without an NVLink domain spanning them (NCCL src/init.cc:
+/// "MNNVL is not supported on this system", ncclSystemError); NCCL_MNNVL_ENABLE=0 or
+/// NCCL_CUMEM_ENABLE=0 where cluster.nvlink_domain spans hosts (NCCL would then join the hosts
+/// through the NICs; MNNVL needs cuMem fabric handles) is refused as not modelled.
+/// @param gpus_per_host GPUs per host; @param domain_gpus GPUs per NVLink domain; @param hosts hosts
+/// @throws engine::InputError naming the setting, its origin and the fix.
+void check_nccl_settings_for_cluster(const NcclSettings& s, std::uint32_t gpus_per_host, std::uint32_t domain_gpus,
+                                     std::uint32_t hosts);
+
+/// How simccl treats a known NCCL_* name.
+enum class SettingKind : std::uint8_t {
+  kModelled,  ///< takes effect on the simulated plan or fabric
+  kNoEffect,  ///< accepted (value checked) without effect; the help text says why that is right
+  kRefused,   ///< refused with exit 2: NCCL would behave differently and simccl does not model it
+};
+
+/// One known NCCL_* name: its meaning and how simccl treats it.
+struct KnownSetting {
+  const char* name;  ///< e.g. "NCCL_ALGO"
+  const char* help;  ///< one line: meaning, and why it has no effect where it has none
+  SettingKind kind;  ///< see SettingKind
+};
+
+/// Every NCCL_* name simccl knows, with its kind (for `fabricsim describe`, docs and tests).
+const std::vector<KnownSetting>& known_nccl_setting_kinds();
 
 /// Every NCCL_* name simccl knows, with a one-line meaning (for `fabricsim describe` and docs).
 const std::vector<std::pair<const char*, const char*>>& known_nccl_settings();

@@ -335,7 +335,13 @@ TuningDecision NcclTuner::decide(Func f, std::uint64_t nbytes) const {
       const std::string r = unavailable_reason(f, static_cast<Algo>(a), Proto::kSimple);
       reasons += std::string(reasons.empty() ? "" : "; ") + algo_name(static_cast<Algo>(a)) + ": " + r;
     }
-    throw engine::InputError(settings_.algo_set || settings_.proto_set ? "NCCL_ALGO/NCCL_PROTO" : "<nccl>", func_name(f),
+    throw engine::InputError(!settings_.algo_origin.empty() ? settings_.algo_origin
+                             : !settings_.proto_origin.empty() ? settings_.proto_origin
+                                                               : std::string("<nccl>"),
+                             std::string(settings_.algo_set ? "NCCL_ALGO" : "") +
+                                 (settings_.algo_set && settings_.proto_set ? "/" : "") +
+                                 (settings_.proto_set ? "NCCL_PROTO" : "") + (settings_.algo_set || settings_.proto_set ? " " : "") +
+                                 func_name(f),
                              "no algorithm/protocol simccl can plan is enabled (" + reasons + ")",
                              "enable Ring (and Tree for AllReduce) with a protocol in NCCL_ALGO / NCCL_PROTO");
   }

@@ -54,6 +54,7 @@ PlannerBuild make_planner(const std::string& kind, const std::vector<std::pair<s
   PlannerBuild out;
   NcclPlannerConfig cfg;
   cfg.settings = load_nccl_settings(nccl_pairs, spec_file, use_env, &extras.nccl_origin);
+  check_nccl_settings_for_cluster(cfg.settings, cluster.gpus_per_host, cluster.domain_size(), cluster.hosts);
   out.warnings = cfg.settings.warnings;
   // A setting taken from the shell changes results without appearing in the spec: say so, so a
   // run can be reproduced from its log (the spec's nccl: section wins over the environment).
