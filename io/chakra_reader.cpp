@@ -419,8 +419,15 @@ WorkNode convert_node(const std::string& file, const ChakraProtoMsg::Node& node,
 }
 
 /// Reads one rank's file into its program (topologically ordered).
+/// Control dependencies dropped because their node is absent (MissingDeps::kIgnore), over all
+/// ranks: the count and the first one, for the workload's one warning.
+struct DroppedDeps {
+  std::uint64_t count = 0;
+  std::string first;  ///< "FILE: node ID 'NAME' -> id X" of the first dropped dependency
+};
+
 std::vector<WorkNode> read_rank(const std::string& file, std::uint32_t rank, std::uint32_t ranks,
-                                Groups& groups) {
+                                Groups& groups, const ChakraReadOptions& options, DroppedDeps& dropped) {
   const std::string buf = slurp(file);
   RecordReader records(file, buf);
   std::size_t off = 0, len = 0;
@@ -472,9 +479,16 @@ std::vector<WorkNode> read_rank(const std::string& file, std::uint32_t rank, std
     const auto add = [&](std::uint64_t id, const char* kind) {
       const auto it = by_id.find(id);
       if (it == by_id.end()) {
+        const bool ctrl = kind[0] == 'c';
+        if (ctrl && options.missing_ctrl_deps == MissingDeps::kIgnore) {
+          if (dropped.count++ == 0) dropped.first = file + ": " + node_field(node) + " -> id " + std::to_string(id);
+          return;
+        }
         throw InputError(file, node_field(node) + ": " + kind,
                          "depends on unknown node id " + std::to_string(id),
-                         "remove the dependency or add the missing node");
+                         ctrl ? "add the missing node, or set workload.chakra.missing_deps: ignore to drop "
+                                "control dependencies on nodes absent from the trace"
+                              : "remove the dependency or add the missing node");
       }
       if (it->second == i) {
         throw InputError(file, node_field(node) + ": " + kind, "node depends on itself (cycle)",
@@ -482,7 +496,9 @@ std::vector<WorkNode> read_rank(const std::string& file, std::uint32_t rank, std
       }
       unique.insert(it->second);
     };
-    for (const auto id : node.ctrl_deps()) add(id, "ctrl_deps");
+    if (options.ctrl_deps) {
+      for (const auto id : node.ctrl_deps()) add(id, "ctrl_deps");
+    }
     for (const auto id : node.data_deps()) add(id, "data_deps");
     deps[i].assign(unique.begin(), unique.end());
     pending[i] = static_cast<std::uint32_t>(deps[i].size());
@@ -589,7 +605,14 @@ bool looks_like_chakra_prefix(const std::string& path) {
   return fs::is_regular_file(rank_file(path, 0), ec);
 }
 
-models::Workload read_chakra(const std::string& prefix, const std::string& comm_groups_json) {
+MissingDeps parse_missing_deps(const std::string& v, const std::string& file, const std::string& field) {
+  if (v == "ignore") return MissingDeps::kIgnore;
+  if (v == "error") return MissingDeps::kError;
+  throw InputError(file, field, "unknown value '" + engine::printable(v) + "'", "use ignore or error");
+}
+
+models::Workload read_chakra(const std::string& prefix, const std::string& comm_groups_json,
+                             const ChakraReadOptions& options) {
   // protobuf logs parse problems (e.g. invalid UTF-8 in a string) on stderr; we report our own
   // one-line error instead, so its logging is off while reading.
   struct QuietProtobuf {
@@ -602,11 +625,18 @@ models::Workload read_chakra(const std::string& prefix, const std::string& comm_
   w.ranks = discover_ranks(prefix);
   Groups groups(w.ranks, comm_groups_json);
   w.programs.reserve(w.ranks);
+  DroppedDeps dropped;
   for (std::uint32_t r = 0; r < w.ranks; ++r) {
-    w.programs.push_back(read_rank(rank_file(prefix, r), r, w.ranks, groups));
+    w.programs.push_back(read_rank(rank_file(prefix, r), r, w.ranks, groups, options, dropped));
   }
   w.groups = groups.take();
   w.warnings = groups.take_warnings();
+  if (dropped.count > 0) {
+    w.warnings.push_back(prefix + ": dropped " + std::to_string(dropped.count) +
+                         " control dependencies on nodes absent from the trace (first: " + dropped.first +
+                         "), as Chakra's PyTorch converter leaves them; set workload.chakra.missing_deps: error "
+                         "to refuse such traces");
+  }
   check_point_to_point(prefix, w);
   return w;
 }

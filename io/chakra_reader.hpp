@@ -21,8 +21,17 @@
 ///    nodes (values 5/6 in MSCCL-derived ETs) is ignored.
 ///  * Integer attributes are accepted in any protobuf integer encoding (int32/int64/uint32/uint64,
 ///    sint*, fixed*, sfixed*).
-///  * deps = ctrl_deps ∪ data_deps. Each rank's nodes are emitted in a topological order that is
-///    stable: among ready nodes, the smallest Chakra node id first. deps are remapped to indices.
+///  * deps = data_deps ∪ ctrl_deps (ChakraReadOptions::ctrl_deps, default on), as Chakra's feeder
+///    orders execution by data and control dependencies when both are enabled (mlcommons/chakra
+///    et_feeder, USE_DATA_DEPS / USE_CTRL_DEPS). Each rank's nodes are emitted in a topological
+///    order that is stable: among ready nodes, the smallest Chakra node id first. deps are
+///    remapped to indices.
+///  * Traces from Chakra's PyTorch converter name, in their control dependencies, nodes the
+///    converter filtered out (about a third of them in mlcommons/chakra's own feeder test
+///    traces), while every data dependency resolves. A control dependency on an id absent from
+///    the rank's file is dropped (ChakraReadOptions::missing_ctrl_deps = kIgnore, the default)
+///    and counted in one workload warning, or refused (kError). A data dependency on an absent
+///    id is always an error.
 ///
 /// Communicators: groups[0] is the world (ranks 0..N-1 in order). With a comm-group file
 /// (ASTRA-sim `--comm-group-configuration` JSON: `{"<pg_name>": [rank, ...], ...}`) every
@@ -31,7 +40,8 @@
 ///
 /// Checks that raise engine::InputError (one line: file, field, problem, fix): missing files or a
 /// gap in the rank numbering, truncated records, undecodable bytes, a first record that is not
-/// GlobalMetadata, unknown node types, duplicate node ids, dependencies on unknown ids,
+/// GlobalMetadata, unknown node types, duplicate node ids, data dependencies on unknown ids
+/// (control dependencies too with MissingDeps::kError),
 /// dependency cycles, comm nodes without comm_size/comm_type/peer, negative or absurd sizes
 /// (> 1 TiB) or durations, peers outside 0..N-1, a rank using a communicator it is not a member
 /// of, a pg_name with no comm-group file or not found in it, and sends that have no matching
@@ -42,6 +52,24 @@
 
 namespace fabricsim::io {
 
+/// What read_chakra does with a control dependency on a node id absent from the rank's file.
+enum class MissingDeps : std::uint8_t {
+  kIgnore,  ///< drop it; the workload gets one warning with the count (spec `ignore`)
+  kError,   ///< engine::InputError naming the file, the node and the first missing id (`error`)
+};
+
+/// Parses "ignore" | "error". @throws engine::InputError naming `file` and `field` otherwise.
+MissingDeps parse_missing_deps(const std::string& v, const std::string& file, const std::string& field);
+
+/// Options of read_chakra (spec keys workload.chakra.*).
+struct ChakraReadOptions {
+  /// Control dependencies order execution together with data dependencies (true, Chakra's
+  /// feeder with both enabled) or are ignored (false: data dependencies only).
+  bool ctrl_deps = true;
+  /// Control dependencies on absent nodes (see the file comment).
+  MissingDeps missing_ctrl_deps = MissingDeps::kIgnore;
+};
+
 /// Largest message/collective size (bytes) accepted from a trace; bigger is treated as corrupt.
 inline constexpr unsigned long long kMaxChakraBytes = 1ull << 40;  // 1 TiB
 
@@ -50,10 +78,13 @@ inline constexpr unsigned long long kMaxChakraBytes = 1ull << 40;  // 1 TiB
 ///                         N is the number of consecutive ranks present (at least one).
 /// @param comm_groups_json optional path of an ASTRA-sim comm-group JSON file (see file comment);
 ///                         required when any node carries a non-empty `pg_name`.
+/// @param options          dependency handling (ChakraReadOptions).
 /// @return the workload: format "chakra", ranks = N, groups[0] = world, programs[r] in
-///         topological order; compute durations in ps, sizes in bytes.
+///         topological order; compute durations in ps, sizes in bytes; warnings holds one line
+///         with the count of dropped control dependencies, if any.
 /// @throws engine::InputError on any malformed or inconsistent input (see file comment).
-models::Workload read_chakra(const std::string& prefix, const std::string& comm_groups_json = "");
+models::Workload read_chakra(const std::string& prefix, const std::string& comm_groups_json = "",
+                            const ChakraReadOptions& options = {});
 
 /// If `path` names one rank's file (`X.<n>.et`), returns its prefix `X`; otherwise returns `path`
 /// unchanged.

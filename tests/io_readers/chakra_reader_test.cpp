@@ -136,9 +136,18 @@ TEST(ChakraReaderBad, Garbage) {
                      "garbage bytes");
 }
 
-TEST(ChakraReaderBad, UnknownDependency) {
-  EXPECT_INPUT_ERROR(read_chakra((data_dir() / "bad/unknown_dep").string()), "unknown_dep.0.et",
-                     "node 1 'allreduce_b'", "ctrl_deps", "unknown node id 42");
+TEST(ChakraReaderBad, UnknownControlDependencyRefusedWithMissingDepsError) {
+  ChakraReadOptions opt;
+  opt.missing_ctrl_deps = MissingDeps::kError;
+  EXPECT_INPUT_ERROR(read_chakra((data_dir() / "bad/unknown_dep").string(), "", opt), "unknown_dep.0.et",
+                     "node 1 'allreduce_b'", "ctrl_deps", "unknown node id 42", "missing_deps: ignore");
+}
+
+TEST(ChakraReaderBad, UnknownControlDependencyDroppedByDefaultWithOneWarning) {
+  const auto w = read_chakra((data_dir() / "bad/unknown_dep").string());
+  ASSERT_EQ(w.warnings.size(), 1u);
+  EXPECT_NE(w.warnings[0].find("dropped 1 control dependencies"), std::string::npos) << w.warnings[0];
+  EXPECT_NE(w.warnings[0].find("-> id 42"), std::string::npos) << w.warnings[0];
 }
 
 // ---- traces written here ----
@@ -338,6 +347,82 @@ TEST(ChakraReaderGenerated, Errors) {
     google::protobuf::util::SerializeDelimitedToOstream(coll(7, 0, 1024), &out);
   }
   EXPECT_INPUT_ERROR(read_chakra((dir.path() / "nometa").string()), "nometa.0.et", "GlobalMetadata");
+}
+
+}  // namespace
+}  // namespace fabricsim::io
+
+namespace fabricsim::io {
+namespace {
+
+// A trace shaped like the output of Chakra's PyTorch converter: control parents that the
+// converter filtered out (ids 100..) next to data dependencies that all resolve.
+std::vector<Node> converter_style_rank() {
+  Node a = comp(1, 5);
+  a.add_ctrl_deps(100);  // filtered parent
+  Node b = comp(2, 7, {1});
+  b.add_ctrl_deps(101);
+  b.add_ctrl_deps(1);
+  Node c = coll(3, ChakraProtoMsg::ALL_REDUCE, 1 << 20);
+  c.add_data_deps(2);
+  c.add_ctrl_deps(102);
+  c.add_ctrl_deps(103);
+  return {a, b, c};
+}
+
+TEST(ChakraReaderGenerated, ConverterStyleFilteredControlParentsAreDroppedAndCounted) {
+  test::ScratchDir dir("chakra");
+  EtWriter et(dir);
+  const auto prefix = et.write(0, converter_style_rank());
+  et.write(1, converter_style_rank());
+  const auto w = read_chakra(prefix);
+  ASSERT_EQ(w.ranks, 2u);
+  // 4 filtered parents per rank file, 2 files: one warning with the total count.
+  ASSERT_EQ(w.warnings.size(), 1u);
+  EXPECT_NE(w.warnings[0].find("dropped 8 control dependencies"), std::string::npos) << w.warnings[0];
+  EXPECT_NE(w.warnings[0].find("-> id 100"), std::string::npos) << w.warnings[0];
+  // The dependencies that resolve are kept: comp1 -> comp2 -> allreduce.
+  for (const auto& prog : w.programs) {
+    ASSERT_EQ(prog.size(), 3u);
+    EXPECT_TRUE(prog[0].deps.empty());
+    EXPECT_EQ(prog[1].deps, (std::vector<std::uint32_t>{0}));
+    EXPECT_EQ(prog[2].deps, (std::vector<std::uint32_t>{1}));
+  }
+  ChakraReadOptions strict;
+  strict.missing_ctrl_deps = MissingDeps::kError;
+  EXPECT_INPUT_ERROR(read_chakra(prefix, "", strict), "t.0.et", "node 1 'comp1'", "ctrl_deps", "unknown node id 100");
+}
+
+TEST(ChakraReaderGenerated, MissingDataDependencyIsAlwaysAnError) {
+  test::ScratchDir dir("chakra");
+  EtWriter et(dir);
+  const auto prefix = et.write(0, {comp(1, 5), comp(2, 7, {1, 77})});
+  EXPECT_INPUT_ERROR(read_chakra(prefix), "t.0.et", "node 2 'comp2'", "data_deps", "unknown node id 77");
+}
+
+TEST(ChakraReaderGenerated, ControlDependenciesCanBeLeftOutOfTheOrder) {
+  test::ScratchDir dir("chakra");
+  EtWriter et(dir);
+  // comp 1 waits for comp 5 only through a control dependency.
+  Node n1 = comp(1, 3);
+  n1.add_ctrl_deps(5);
+  const auto prefix = et.write(0, {n1, comp(5, 2)});
+  const auto both = read_chakra(prefix);
+  EXPECT_EQ(both.programs[0][0].source_id, 5u);
+  EXPECT_EQ(both.programs[0][1].deps, (std::vector<std::uint32_t>{0}));
+  ChakraReadOptions data_only;
+  data_only.ctrl_deps = false;
+  const auto w = read_chakra(prefix, "", data_only);
+  EXPECT_EQ(w.programs[0][0].source_id, 1u);  // smallest id first once nothing orders them
+  EXPECT_TRUE(w.programs[0][0].deps.empty());
+  EXPECT_TRUE(w.programs[0][1].deps.empty());
+}
+
+TEST(ChakraReaderGenerated, MissingDepsValuesParse) {
+  EXPECT_EQ(parse_missing_deps("ignore", "s.yaml", "workload.chakra.missing_deps"), MissingDeps::kIgnore);
+  EXPECT_EQ(parse_missing_deps("error", "s.yaml", "workload.chakra.missing_deps"), MissingDeps::kError);
+  EXPECT_INPUT_ERROR(parse_missing_deps("drop", "s.yaml", "workload.chakra.missing_deps"), "s.yaml",
+                     "workload.chakra.missing_deps", "use ignore or error");
 }
 
 }  // namespace
