@@ -69,4 +69,15 @@ std::string ScratchDir::file(const std::string& name, const std::string& text) c
   return p;
 }
 
+void ScratchDirTest::SetUp() {
+  scratch_ = std::make_unique<ScratchDir>(::testing::UnitTest::GetInstance()->current_test_info()->test_suite_name());
+  dir_ = scratch_->path();
+}
+
+void ScratchDirTest::TearDown() { scratch_.reset(); }
+
+std::string ScratchDirTest::write(const std::string& name, const std::string& text) const {
+  return scratch_->file(name, text);
+}
+
 }  // namespace fabricsim::testing

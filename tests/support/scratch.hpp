@@ -1,6 +1,9 @@
 #pragma once
 // Per-test scratch directories under the system temporary directory.
+#include <gtest/gtest.h>
+
 #include <filesystem>
+#include <memory>
 #include <string>
 
 namespace fabricsim::testing {
@@ -29,6 +32,22 @@ class ScratchDir {
 
  private:
   std::string path_;
+};
+
+/// A gtest fixture with a ScratchDir per test, named after the test suite and test: `dir_` is
+/// its path from SetUp to TearDown (kept if the test failed, like ScratchDir).
+class ScratchDirTest : public ::testing::Test {
+ protected:
+  void SetUp() override;
+  void TearDown() override;
+
+  /// Writes `text` to file `name` in the directory and returns its path.
+  std::string write(const std::string& name, const std::string& text) const;
+
+  std::filesystem::path dir_;
+
+ private:
+  std::unique_ptr<ScratchDir> scratch_;
 };
 
 }  // namespace fabricsim::testing

@@ -47,14 +47,13 @@ void add_p2p(m::Workload& w, std::uint32_t src, std::uint32_t dst, std::uint64_t
   s.bytes = bytes;
   s.tag = tag;
   s.deps = std::move(deps);
-  w.programs[src].push_back(s);
-  m::WorkNode r;
+  m::WorkNode r = s;
   r.name = "recv";
   r.type = m::NodeType::kRecv;
   r.peer = static_cast<std::int32_t>(src);
-  r.bytes = bytes;
-  r.tag = tag;
-  w.programs[dst].push_back(r);
+  r.deps.clear();
+  w.programs[src].push_back(std::move(s));
+  w.programs[dst].push_back(std::move(r));
 }
 
 m::Workload incast_workload(std::uint32_t n, std::uint64_t bytes) {

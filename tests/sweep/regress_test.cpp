@@ -9,7 +9,11 @@
 
 #include "engine/errors.hpp"
 #include "jobs/regress.hpp"
-#include "../run/test_util.hpp"
+#include "tests/support/paths.hpp"
+#include "tests/support/scratch.hpp"
+#include "tests/support/mpi.hpp"
+
+using fabricsim::testing::world_rank;
 
 namespace {
 
@@ -18,8 +22,7 @@ using namespace fabricsim::jobs;
 
 // Writes the suite into `dir` (a ScratchDir of the test) and returns `dir`.
 std::string make_suite(const std::string& dir, const std::string& extra_case_fields) {
-  int rank = 0;
-  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  const int rank = world_rank();
   if (rank == 0) {
     fs::remove_all(fs::path(dir) / "references");
     std::ofstream(fs::path(dir) / "suite.yaml")
@@ -95,8 +98,7 @@ TEST(Regress, ToleranceAbsorbsSmallChange) {
 TEST(Regress, BadSuiteIsInputError) {
   const fabricsim::testing::ScratchDir scratch("regress_bad");
   const std::string dir = scratch.path();
-  int rank = 0;
-  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  const int rank = world_rank();
   if (rank == 0) std::ofstream(fs::path(dir) / "suite.yaml") << "name: x\ncases:\n  - name: a b\n    workload: w\n";
   MPI_Barrier(MPI_COMM_WORLD);
   EXPECT_THROW(load_suite(dir), fabricsim::engine::InputError);
@@ -111,8 +113,7 @@ TEST(ScratchDir, RemovedWhenTheGuardGoesOutOfScope) {
     const fabricsim::testing::ScratchDir scratch("scratch_guard");
     path = scratch.path();
     EXPECT_TRUE(fs::is_directory(path));
-    int rank = 0;
-    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    const int rank = world_rank();
     if (rank == 0) {
       fs::create_directories(fs::path(path) / "sub");
       std::ofstream(fs::path(path) / "sub" / "f.txt") << "x";
