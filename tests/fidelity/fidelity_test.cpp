@@ -22,6 +22,7 @@
 #include "tests/support/mpi.hpp"
 #include "tests/support/run.hpp"
 
+using fabricsim::testing::iteration;
 using fabricsim::testing::world_procs;
 
 namespace {
@@ -50,8 +51,6 @@ RunResult run(const m::Workload* w, const std::string& rung, std::vector<std::st
   sets.push_back("sim.fidelity=" + rung);
   return fabricsim::testing::run_quiet(w, std::move(sets), comm, threads, false, path);
 }
-
-SimTime iteration(const RunResult& r) { return r.meta.simulated_time_ps; }
 
 TEST(Fidelity, SingleFlowClosedFormAllRungs) {
   const std::uint64_t bytes = 1u << 20;

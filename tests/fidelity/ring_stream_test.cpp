@@ -22,6 +22,7 @@
 #include "tests/support/mpi.hpp"
 #include "tests/support/run.hpp"
 
+using fabricsim::testing::iteration;
 using fabricsim::testing::world_procs;
 
 namespace {
@@ -77,8 +78,6 @@ RunResult run(const m::Workload* w, const std::string& rung, const std::string& 
   sets.push_back("sim.ring_flows=" + mode);
   return fabricsim::testing::run_quiet(w, std::move(sets), comm, threads);
 }
-
-SimTime iteration(const RunResult& r) { return r.meta.simulated_time_ps; }
 
 /// n hosts of one GPU under one leaf: every ring link is GPU -> leaf -> GPU, none shared.
 std::vector<std::string> one_leaf(std::uint32_t n) {

@@ -7,6 +7,7 @@
 #include <utility>
 #include <vector>
 
+#include "engine/time.hpp"
 #include "jobs/run.hpp"
 #include "models/core/workload.hpp"
 
@@ -28,5 +29,8 @@ inline jobs::RunResult run_quiet(const models::Workload* w, std::vector<std::str
   opt.threads = threads;
   return jobs::run_simulation(opt, comm, "test", "test");
 }
+
+/// The simulated time of a run (ps): the iteration time of a one-iteration workload.
+inline engine::SimTime iteration(const jobs::RunResult& r) { return r.meta.simulated_time_ps; }
 
 }  // namespace fabricsim::testing
