@@ -160,7 +160,7 @@ TEST_F(Cli, GeneratorWorldSizeTraceRangeShorthandAndGeneratePrefix) {
   expect_bad("run " + g + "--set sim.fidelity=flow --fidelity packet", {"sim.fidelity", "different values"});
   // --set may repeat a key (the last wins): tp=4 then tp=8 validates as tp 8.
   const Outcome twice = run_fabricsim("validate " + g + "--set workload.generator.tp=4 --set workload.generator.tp=8",
-                                dir_.string());
+                                      dir_.string());
   EXPECT_EQ(twice.code, 0) << twice.err;
   EXPECT_NE(twice.out.find("tp8"), std::string::npos) << twice.out;
   const Outcome d = run_fabricsim("generate " + g + "-o " + dir_.string() + "/", dir_.string());
@@ -186,12 +186,12 @@ TEST_F(Cli, GenerateMemoryEstimatesPerPipelineRankAndWarnsWhenTooBig) {
   EXPECT_NE(ok.out.find("<- peak"), std::string::npos) << ok.out;
   EXPECT_TRUE(ok.err.empty()) << ok.err;
   const Outcome big = run_fabricsim("generate --memory --set workload.generator.model=gpt3-175b --set workload.generator.tp=8",
-                              dir_.string());
+                                    dir_.string());
   EXPECT_EQ(big.code, 0) << big.err;
   EXPECT_EQ(count_lines(big.err), 1) << big.err;
   EXPECT_NE(big.err.find("run out of memory"), std::string::npos) << big.err;
   const Outcome both = run_fabricsim("generate --memory --set workload.generator.model=gpt3-13b -o " + (dir_ / "t").string(),
-                               dir_.string());
+                                     dir_.string());
   EXPECT_EQ(both.code, 2) << both.err;
   EXPECT_EQ(count_lines(both.err), 1) << both.err;
   EXPECT_NE(both.err.find("--memory"), std::string::npos) << both.err;
@@ -311,7 +311,7 @@ TEST_F(Cli, OutputThroughALinkKeepsTheLinkAndAPipeIsRefused) {
   fs::create_symlink("real/s.json", dir_ / "link.json");
   const Outcome o = run_fabricsim("run -q --workload " + w + " -o " + (dir_ / "link.h5").string() + " --summary-json " +
                                 (dir_ / "link.json").string(),
-                            dir_.string());
+                                  dir_.string());
   ASSERT_EQ(o.code, 0) << o.err;
   EXPECT_TRUE(fs::is_symlink(fs::symlink_status(dir_ / "link.h5")));
   EXPECT_TRUE(fs::is_symlink(fs::symlink_status(dir_ / "link.json")));
@@ -328,7 +328,7 @@ TEST_F(Cli, OutputThroughALinkKeepsTheLinkAndAPipeIsRefused) {
   }
   // The null device discards (same results digest, no file anywhere) and stays a device.
   const Outcome n = run_fabricsim("run -q --workload " + w + " -o /dev/null --summary-json /dev/null --trace /dev/null",
-                            dir_.string());
+                                  dir_.string());
   EXPECT_EQ(n.code, 0) << n.err;
   EXPECT_TRUE(fs::is_character_file("/dev/null"));
   fs::remove_all(dir_ / "real");
@@ -514,7 +514,7 @@ TEST_F(Cli, ValidateChecksAPartitionFileForTheGivenProcessCount) {
   // QA: validate takes the run's thread count (--threads, OMP_NUM_THREADS) for the partition check.
   const std::string threads2 = (dir_ / "threads2.part").string();
   ASSERT_EQ(run_fabricsim("run " + spec + " -q --threads 2 -o " + (dir_ / "t.h5").string() + " --set sim.save_partition=" + threads2,
-                    dir_.string()).code, 0);
+                          dir_.string()).code, 0);
   EXPECT_EQ(run_fabricsim("validate " + spec + " --set sim.partition=" + threads2, dir_.string()).code, 2);
   EXPECT_EQ(run_fabricsim("validate " + spec + " --threads 2 --set sim.partition=" + threads2, dir_.string()).code, 0);
   EXPECT_EQ(run_fabricsim("validate " + spec + " --set sim.partition=" + threads2, dir_.string(), "OMP_NUM_THREADS=2").code, 0);
@@ -633,14 +633,14 @@ TEST_F(Cli, HugePagesAreRequestedUnderThpMadviseAndNeverChangeResults) {
   const Outcome on = run_fabricsim("run " + spec + " --log-level info -o " + (dir_ / "on.h5").string(), dir_.string());
   ASSERT_EQ(on.code, 0) << on.err;
   const Outcome off = run_fabricsim("run " + spec + " --log-level info -o " + (dir_ / "off.h5").string(), dir_.string(),
-                              "FABRICSIM_HUGEPAGES=0");
+                                    "FABRICSIM_HUGEPAGES=0");
   ASSERT_EQ(off.code, 0) << off.err;
   const Outcome user = run_fabricsim("run " + spec + " --log-level info -o " + (dir_ / "user.h5").string(), dir_.string(),
-                               "GLIBC_TUNABLES=glibc.malloc.hugetlb=0");
+                                     "GLIBC_TUNABLES=glibc.malloc.hugetlb=0");
   ASSERT_EQ(user.code, 0) << user.err;
   // A preloaded library (valgrind, heaptrack, an allocator) is never run again.
   const Outcome preload = run_fabricsim("run " + spec + " --log-level info -o " + (dir_ / "pre.h5").string(), dir_.string(),
-                                  "LD_PRELOAD=libc.so.6");
+                                        "LD_PRELOAD=libc.so.6");
   ASSERT_EQ(preload.code, 0) << preload.err;
   EXPECT_EQ(digest_of(on.out), digest_of(preload.out));
   EXPECT_FALSE(digest_of(on.out).empty()) << on.out;
@@ -651,7 +651,7 @@ TEST_F(Cli, HugePagesAreRequestedUnderThpMadviseAndNeverChangeResults) {
     EXPECT_NE(off.err.find("heap pages: 4 KiB"), std::string::npos) << off.err;
     for (const char* word : {"off", "FALSE", "no"}) {  // the other spellings of "off"
       const Outcome o = run_fabricsim("run " + spec + " --log-level info -o " + (dir_ / "off2.h5").string(), dir_.string(),
-                                std::string("FABRICSIM_HUGEPAGES=") + word);
+                                      std::string("FABRICSIM_HUGEPAGES=") + word);
       ASSERT_EQ(o.code, 0) << o.err;
       EXPECT_EQ(digest_of(o.out), digest_of(on.out));
       EXPECT_NE(o.err.find(std::string("heap pages: 4 KiB (THP madvise, FABRICSIM_HUGEPAGES=") + word + ")"), std::string::npos) << o.err;
@@ -783,7 +783,7 @@ TEST_F(Cli, FlowRouteCacheMissesOnlyEachRanksFirstRingFlow) {
   for (const std::uint64_t n : {16u, 64u}) {
     const Outcome o = run_fabricsim("run --workload " + trace + " --gpus " + std::to_string(n) +
                                   " --fidelity flow --set simccl.planner=ring --stats -o " + (dir_ / "rc.h5").string(),
-                              dir_.string());
+                                    dir_.string());
     ASSERT_EQ(o.code, 0) << o.err;
     const std::string want = "flow routes: " + std::to_string(n * 2 * (n - 1)) + " look-ups, " + std::to_string(n) + " misses";
     EXPECT_NE(o.out.find(want), std::string::npos) << "want '" << want << "' in:\n" << o.out;

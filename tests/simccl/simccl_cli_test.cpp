@@ -55,7 +55,7 @@ TEST_F(SimcclCli, BadInputsGiveOneLineAndExit2) {
   // The fallback turns the missing file into a warning and a run.
   const Outcome ok = run_fabricsim(base + "nccl.NCCL_TOPO_FILE=" + (dir_ / "missing.xml").string() +
                                  " --set simccl.topo_fallback=true",
-                             dir_.string());
+                                   dir_.string());
   EXPECT_EQ(ok.code, 0) << ok.err;
 }
 
