@@ -19,13 +19,16 @@ int rank_of_world() {
   return rank;
 }
 
-/// The running test's name with '/' (parameterized tests) made '_'; "" outside a test.
+/// `s` with '/' (parameterized tests' names) made '_': one path component.
+std::string component(std::string s) {
+  std::replace(s.begin(), s.end(), '/', '_');
+  return s;
+}
+
+/// The running test's name as one path component; "" outside a test.
 std::string test_name() {
   const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
-  if (info == nullptr) return "";
-  std::string n = info->name();
-  std::replace(n.begin(), n.end(), '/', '_');
-  return n;
+  return info == nullptr ? "" : component(info->name());
 }
 
 }  // namespace
@@ -36,7 +39,7 @@ ScratchDir::ScratchDir(const std::string& name) {
   MPI_Bcast(&id, 1, MPI_LONG_LONG, 0, MPI_COMM_WORLD);
   const std::string test = test_name();
   const auto dir = std::filesystem::temp_directory_path() /
-                   ("fabricsim_" + name + (test.empty() ? "" : "_" + test) + "_" + std::to_string(id));
+                   ("fabricsim_" + component(name) + (test.empty() ? "" : "_" + test) + "_" + std::to_string(id));
   if (rank == 0) {
     std::filesystem::remove_all(dir);
     std::filesystem::create_directories(dir);
