@@ -49,9 +49,11 @@ import threading
 from concurrent.futures import ThreadPoolExecutor
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-REF = os.path.join(os.path.dirname(ROOT), "shared", "reference", "iteration-times.csv")
-if not os.path.exists(REF):
-    REF = "/work/shared/reference/iteration-times.csv"
+# The shared folder: $FABRICSIM_SHARED_DIR, else ../shared next to the repository.
+SHARED = os.environ.get("FABRICSIM_SHARED_DIR") or os.path.join(os.path.dirname(ROOT), "shared")
+REF = os.path.join(SHARED, "reference", "iteration-times.csv")
+# Exit status when the default reference table is missing (ctest SKIP_RETURN_CODE).
+EXIT_SKIPPED = 77
 
 # Cluster per GPU type (datasheets via ../shared/reference/gpu-specs.csv):
 #   A100 (Selene, Narayanan et al. SC'21 Sec. 5.1): 8x 200 Gb/s HDR IB per node, NVLink3 600 GB/s
@@ -438,7 +440,9 @@ def main():
     ap.add_argument("--rows", default="")
     ap.add_argument("--fidelity", default="analytical")
     ap.add_argument("--jobs", type=int, default=1)
-    ap.add_argument("--ref", default=REF)
+    ap.add_argument("--ref", default=None,
+                    help="reference table (default: $FABRICSIM_SHARED_DIR/reference/iteration-times.csv, "
+                         "FABRICSIM_SHARED_DIR defaulting to ../shared; missing: exit 77, skipped)")
     ap.add_argument("--all", action="store_true",
                     help="also run the pipelines of 32+ stages (PP 35/64: ~10 min each on one core)")
     ap.add_argument("--flash-only", action="store_true",
@@ -462,6 +466,13 @@ def main():
                     help="only estimate each covered row's HBM per GPU at its full DP (fabricsim generate --memory); "
                          "writes <out>/iteration_memory.md")
     a = ap.parse_args()
+    if a.ref is None:
+        if not os.path.isfile(REF):
+            print(f"SKIPPED: reference table {REF} not found (set FABRICSIM_SHARED_DIR to the shared folder)")
+            return EXIT_SKIPPED
+        a.ref = REF
+    elif not os.path.isfile(a.ref):
+        die(f"{a.ref}: --ref: no such file (give the iteration-times.csv reference table)")
     REF_USED[0] = a.ref
     TP_OVERLAP[0] = a.tp_overlap == "source"
     os.makedirs(a.out, exist_ok=True)

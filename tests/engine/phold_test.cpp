@@ -11,6 +11,9 @@
 #include "engine/event.hpp"
 #include "engine/rng.hpp"
 #include "bench/phold/phold_lp.hpp"
+#include "tests/support/mpi.hpp"
+
+using fabricsim::testing::world_procs;
 
 namespace fabricsim::models {
 namespace {
@@ -77,12 +80,6 @@ PholdConfig small_config() {
   return c;
 }
 
-int world_size() {
-  int n = 1;
-  MPI_Comm_size(MPI_COMM_WORLD, &n);
-  return n;
-}
-
 TEST(Phold, Placement) {
   const auto pl = phold_placement(10, 2, 2);
   EXPECT_EQ(pl.threads, 2u);
@@ -139,8 +136,8 @@ TEST(Phold, MpiMatchesSelfAndReference) {
     const PholdResult world = run_phold(MPI_COMM_WORLD, c);
     EXPECT_EQ(world.events, self.events) << threads << " threads";
     EXPECT_EQ(world.checksum, self.checksum) << threads << " threads";
-    EXPECT_EQ(world.stats.processes, static_cast<std::uint32_t>(world_size()));
-    if (world_size() > 1) {
+    EXPECT_EQ(world.stats.processes, static_cast<std::uint32_t>(world_procs()));
+    if (world_procs() > 1) {
       EXPECT_GT(world.stats.remote_events, 0u);
     }
     // All processes agree on the result.

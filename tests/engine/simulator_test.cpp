@@ -9,15 +9,12 @@
 
 #include "engine/errors.hpp"
 #include "engine/simulator.hpp"
+#include "tests/support/mpi.hpp"
+
+using fabricsim::testing::world_procs;
 
 namespace fabricsim::engine {
 namespace {
-
-int world_size() {
-  int n = 1;
-  MPI_Comm_size(MPI_COMM_WORLD, &n);
-  return n;
-}
 
 // Two LPs bounce one message `hops` times; each hop takes `delay` ps.
 struct Ball {
@@ -73,8 +70,8 @@ EngineStats run_ping_pong(const PingPongCase& c, std::uint32_t hops, SimTime lat
 std::vector<PingPongCase> ping_pong_cases() {
   std::vector<PingPongCase> v = {{MPI_COMM_SELF, 0, 1}, {MPI_COMM_SELF, 0, 2}, {MPI_COMM_SELF, 0, 3},
                                  {MPI_COMM_WORLD, 0, 1}};
-  if (world_size() > 1) {
-    v.push_back({MPI_COMM_WORLD, world_size() - 1, 1});
+  if (world_procs() > 1) {
+    v.push_back({MPI_COMM_WORLD, world_procs() - 1, 1});
     v.push_back({MPI_COMM_WORLD, 1, 2});
   }
   return v;
@@ -87,7 +84,7 @@ TEST(Simulator, PingPongClosedForm) {
   ASSERT_EQ(delay, 1'081'920);
   const std::uint32_t hops = 1000;
   for (const auto& c : ping_pong_cases()) {
-    SCOPED_TRACE(testing::Message() << "proc1=" << c.proc1 << " threads=" << c.threads
+    SCOPED_TRACE(::testing::Message() << "proc1=" << c.proc1 << " threads=" << c.threads
                                     << (c.comm == MPI_COMM_SELF ? " self" : " world"));
     const EngineStats s = run_ping_pong(c, hops, latency, delay);
     EXPECT_EQ(s.events, hops);
@@ -158,7 +155,7 @@ TEST(Simulator, LookaheadViolationAcrossThreadsThrows) {
 }
 
 TEST(Simulator, LookaheadViolationAcrossProcessesThrowsEverywhere) {
-  if (world_size() < 2) GTEST_SKIP() << "needs 2 MPI processes";
+  FABRICSIM_NEEDS_PROCS(2);
   // Only process 0 detects it; the others must fail too instead of hanging.
   EXPECT_THROW(run_impatient(MPI_COMM_WORLD, 1, 1, 0, 1, 1000), InternalError);
   EXPECT_EQ(run_impatient(MPI_COMM_WORLD, 1, 1, 0, 1000, 1000), 2u);
@@ -201,7 +198,7 @@ class Widened : public Lp {
 
 TEST(Simulator, WidenedWindowCountsEventsInFlight) {
   for (const auto& c : ping_pong_cases()) {
-    SCOPED_TRACE(testing::Message() << "proc1=" << c.proc1 << " threads=" << c.threads);
+    SCOPED_TRACE(::testing::Message() << "proc1=" << c.proc1 << " threads=" << c.threads);
     Placement pl;
     pl.proc = {0, c.proc1};
     pl.thread = {0, static_cast<std::uint16_t>(c.threads - 1)};

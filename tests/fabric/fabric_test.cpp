@@ -14,6 +14,11 @@
 #include "jobs/run.hpp"
 #include "models/packet/switch_lp.hpp"
 #include "models/core/workload.hpp"
+#include "tests/support/workloads.hpp"
+#include "tests/support/mpi.hpp"
+#include "tests/support/run.hpp"
+
+using fabricsim::testing::world_procs;
 
 namespace {
 
@@ -23,62 +28,17 @@ using fabricsim::models::NodeType;
 using fabricsim::models::WorkNode;
 using fabricsim::models::Workload;
 
-struct Flow {
-  unsigned src, dst;
-  unsigned long long bytes;
-  long long start_ps = 0;  // delay before the send is posted
-};
+using Flow = fabricsim::testing::P2pFlow;
 
-/// A workload of point-to-point messages: each flow is a send on its source (after an optional
-/// compute node of `start_ps`) and a receive on its destination, matched by tag.
-Workload p2p_workload(unsigned ranks, const std::vector<Flow>& flows) {
-  Workload w;
-  w.source = "<fabric_test>";
-  w.format = "chakra";
-  w.ranks = ranks;
-  w.groups.push_back({"world", {}});
-  for (unsigned r = 0; r < ranks; ++r) w.groups[0].ranks.push_back(r);
-  w.programs.resize(ranks);
-  for (std::size_t i = 0; i < flows.size(); ++i) {
-    const Flow& f = flows[i];
-    auto& sp = w.programs[f.src];
-    std::vector<std::uint32_t> deps;
-    if (f.start_ps > 0) {
-      WorkNode c;
-      c.name = "delay";
-      c.type = NodeType::kCompute;
-      c.duration_ps = f.start_ps;
-      sp.push_back(c);
-      deps.push_back(static_cast<std::uint32_t>(sp.size() - 1));
-    }
-    WorkNode s;
-    s.name = "send";
-    s.type = NodeType::kSend;
-    s.peer = static_cast<std::int32_t>(f.dst);
-    s.bytes = f.bytes;
-    s.tag = static_cast<std::int64_t>(i);
-    s.deps = deps;
-    sp.push_back(s);
-    WorkNode r;
-    r.name = "recv";
-    r.type = NodeType::kRecv;
-    r.peer = static_cast<std::int32_t>(f.src);
-    r.bytes = f.bytes;
-    r.tag = static_cast<std::int64_t>(i);
-    w.programs[f.dst].push_back(r);
-  }
-  return w;
+/// Point-to-point messages (tests/support/workloads.hpp): each flow is a send on its source,
+/// after a compute node of `start_ps` when that is positive, and a receive on its destination.
+Workload chakra_p2p(unsigned ranks, const std::vector<Flow>& flows) {
+  return fabricsim::testing::p2p_workload(ranks, flows, "chakra", "<fabric_test>");
 }
 
+/// Runs `w` quietly, keeping the flow records.
 RunResult run(const Workload& w, std::vector<std::string> sets, MPI_Comm comm = MPI_COMM_SELF, unsigned threads = 1) {
-  RunOptions opt;
-  opt.workload_data = &w;
-  opt.sets = std::move(sets);
-  opt.write_h5 = false;
-  opt.quiet = true;
-  opt.keep_flows = true;
-  opt.threads = threads;
-  return fabricsim::jobs::run_simulation(opt, comm, "test", "test");
+  return fabricsim::testing::run_quiet(&w, std::move(sets), comm, threads, /*keep_flows=*/true);
 }
 
 constexpr long long kPsPerBit400G = 2'500;  // 1 bit at 400 Gb/s = 2.5 ps (exact in integer ps per byte: 20 ps)
@@ -99,7 +59,7 @@ TEST(Fabric, SingleFlowFctEqualsStoreAndForwardClosedForm) {
     auto sets = base;
     sets.push_back("cluster.nic_bandwidth=400Gbps");
     sets.push_back("cluster.fabric_bandwidth=400Gbps");
-    const RunResult r = run(p2p_workload(2, {{0, 1, static_cast<unsigned long long>(n * mtu)}}), sets);
+    const RunResult r = run(chakra_p2p(2, {{0, 1, static_cast<unsigned long long>(n * mtu)}}), sets);
     ASSERT_EQ(r.flow_records.size(), 1u);
     const long long t = ser_ps(mtu + header, 400);
     EXPECT_EQ(r.flow_records[0].fct_ps, (n + k - 1) * t + 2 * nic_lat + 2 * fab_lat);
@@ -115,7 +75,7 @@ TEST(Fabric, SingleFlowFctEqualsStoreAndForwardClosedForm) {
     auto sets = base;
     sets.push_back("cluster.nic_bandwidth=100Gbps");
     sets.push_back("cluster.fabric_bandwidth=400Gbps");
-    const RunResult r = run(p2p_workload(2, {{0, 1, static_cast<unsigned long long>((n - 1) * mtu + m)}}), sets);
+    const RunResult r = run(chakra_p2p(2, {{0, 1, static_cast<unsigned long long>((n - 1) * mtu + m)}}), sets);
     ASSERT_EQ(r.flow_records.size(), 1u);
     const long long t1 = ser_ps(mtu + header, 100), t1m = ser_ps(m + header, 100), t2 = ser_ps(mtu + header, 400);
     EXPECT_EQ(r.flow_records[0].fct_ps, (n - 1) * t1 + 2 * t2 + t1 + t1m + 2 * nic_lat + 2 * fab_lat);
@@ -130,22 +90,23 @@ std::vector<std::string> incast_sets(unsigned n, bool pfc, const std::string& bu
           std::string("switch.pfc=") + (pfc ? "true" : "false"), "switch.buffer=" + buffer};
 }
 
+/// Bytes of all flow records of `r`.
+unsigned long long delivered_bytes(const RunResult& r) {
+  unsigned long long bytes = 0;
+  for (const auto& f : r.flow_records) bytes += f.bytes;
+  return bytes;
+}
+
 // Must-show 2: N->1 incast.
 TEST(Fabric, IncastWithPfcIsLosslessAndLineRate) {
   const unsigned n = 8;
   const unsigned long long s = 2ull << 20;
-  std::vector<Flow> flows;
-  for (unsigned i = 0; i < n; ++i) flows.push_back({i, n, s});
   // 1 MiB of buffer (of which ~0.56 MiB is PFC headroom) is far below N x BDP and N x S.
-  const RunResult r = run(p2p_workload(n + 1, flows), incast_sets(n, true, "1MiB"));
+  const RunResult r = run(chakra_p2p(n + 1, fabricsim::testing::incast_flows(n, n, s)), incast_sets(n, true, "1MiB"));
   ASSERT_EQ(r.flow_records.size(), n);
-  unsigned long long bytes = 0;
   long long last = 0;
-  for (const auto& f : r.flow_records) {
-    bytes += f.bytes;
-    last = std::max<long long>(last, f.end_ps);
-  }
-  EXPECT_EQ(bytes, n * s);
+  for (const auto& f : r.flow_records) last = std::max<long long>(last, f.end_ps);
+  EXPECT_EQ(delivered_bytes(r), n * s);
   EXPECT_EQ(r.fabric.drops, 0u);
   EXPECT_EQ(r.fabric.retransmits, 0u);
   EXPECT_GT(r.fabric.pause_frames, 0u);  // the buffer is smaller than N x BDP: PFC must act
@@ -161,13 +122,9 @@ TEST(Fabric, IncastWithPfcIsLosslessAndLineRate) {
 TEST(Fabric, IncastWithoutPfcDropsAndGoBackNDeliversEverything) {
   const unsigned n = 8;
   const unsigned long long s = 1ull << 20;
-  std::vector<Flow> flows;
-  for (unsigned i = 0; i < n; ++i) flows.push_back({i, n, s});
-  const RunResult r = run(p2p_workload(n + 1, flows), incast_sets(n, false, "256KiB"));
+  const RunResult r = run(chakra_p2p(n + 1, fabricsim::testing::incast_flows(n, n, s)), incast_sets(n, false, "256KiB"));
   ASSERT_EQ(r.flow_records.size(), n);
-  unsigned long long bytes = 0;
-  for (const auto& f : r.flow_records) bytes += f.bytes;
-  EXPECT_EQ(bytes, n * s);
+  EXPECT_EQ(delivered_bytes(r), n * s);
   EXPECT_GT(r.fabric.drops, 0u);
   EXPECT_GT(r.fabric.retransmits, 0u);
   EXPECT_EQ(r.fabric.pause_frames, 0u);
@@ -186,7 +143,7 @@ TEST(Fabric, PfcPausePropagationSlowsAVictimFlow) {
     const unsigned long long s = 8ull << 20;
     // GPUs 0-4 under leaf 0 (0-3 = S1..S4, 4 = V), GPUs 5, 6 under leaf 1 (5 = R, 6 = D).
     std::vector<Flow> flows = {{0, 5, s}, {1, 5, s}, {2, 5, s}, {3, 5, s}, {4, 6, s}};
-    const RunResult r = run(p2p_workload(7, flows), sets);
+    const RunResult r = run(chakra_p2p(7, flows), sets);
     *pauses = r.fabric.pause_frames;
     for (const auto& f : r.flow_records) {
       if (f.src == 4) return f.slowdown;
@@ -228,13 +185,18 @@ double utilization(const RunResult& r, unsigned to_node, long long t0, long long
   return bytes * 8 / (gbps * 1e9 * static_cast<double>(t1 - t0) * 1e-12);
 }
 
+/// Two flows of `bytes` from hosts 0 and 1 into host 2 (3 hosts of 1 GPU under one leaf, 100 Gb/s
+/// NICs) under congestion control `cc`, link samples every 10 us.
+RunResult two_into_one(unsigned long long bytes, const std::string& cc) {
+  return run(chakra_p2p(3, {{0, 2, bytes}, {1, 2, bytes}}),
+             {"cluster.hosts=3", "cluster.gpus_per_host=1", "cluster.topology=leaf_spine", "cluster.nics_per_leaf=3",
+              "cluster.nic_bandwidth=100Gbps", "cluster.mtu=4KiB", "nic.cc=" + cc, "output.sample_interval=10us"});
+}
+
 // Must-show 4: DCQCN fairness and queue near Kmin; HPCC utilization with a near-empty queue.
 TEST(Fabric, DcqcnConvergesToFairShareWithQueueNearKmin) {
   const unsigned long long s = 16ull << 20;
-  const std::vector<std::string> sets = {
-      "cluster.hosts=3", "cluster.gpus_per_host=1", "cluster.topology=leaf_spine", "cluster.nics_per_leaf=3",
-      "cluster.nic_bandwidth=100Gbps", "cluster.mtu=4KiB", "nic.cc=dcqcn", "output.sample_interval=10us"};
-  const RunResult r = run(p2p_workload(3, {{0, 2, s}, {1, 2, s}}), sets);
+  const RunResult r = two_into_one(s, "dcqcn");
   ASSERT_EQ(r.flow_records.size(), 2u);
   EXPECT_GT(r.fabric.cnps, 0u);
   const double a = static_cast<double>(r.flow_records[0].fct_ps), b = static_cast<double>(r.flow_records[1].fct_ps);
@@ -254,10 +216,7 @@ TEST(Fabric, DcqcnConvergesToFairShareWithQueueNearKmin) {
 
 TEST(Fabric, HpccKeepsUtilizationHighAndQueueNearEmpty) {
   const unsigned long long s = 16ull << 20;
-  const std::vector<std::string> sets = {
-      "cluster.hosts=3", "cluster.gpus_per_host=1", "cluster.topology=leaf_spine", "cluster.nics_per_leaf=3",
-      "cluster.nic_bandwidth=100Gbps", "cluster.mtu=4KiB", "nic.cc=hpcc", "output.sample_interval=10us"};
-  const RunResult r = run(p2p_workload(3, {{0, 2, s}, {1, 2, s}}), sets);
+  const RunResult r = two_into_one(s, "hpcc");
   ASSERT_EQ(r.flow_records.size(), 2u);
   const long long t_end = std::min(r.flow_records[0].end_ps, r.flow_records[1].end_ps);
   const double u = utilization(r, 2, t_end / 4, t_end * 9 / 10, 100);
@@ -288,9 +247,7 @@ double binomial_expect_min(unsigned balls, unsigned bins, unsigned q) {
 TEST(Fabric, EcmpPermutationMatchesBallsIntoBinsAndQpsOrSprayingRecover) {
   const unsigned m = 8, hosts = m * m;
   const unsigned long long s = 2ull << 20;
-  std::vector<Flow> flows;
-  for (unsigned i = 0; i < hosts; ++i) flows.push_back({i, (i + m) % hosts, s});
-  const Workload w = p2p_workload(hosts, flows);
+  const Workload w = chakra_p2p(hosts, fabricsim::testing::shift_permutation_flows(hosts, m, s));
   auto measure = [&](std::vector<std::string> extra) {
     std::vector<std::string> sets = {
         "cluster.hosts=" + std::to_string(hosts), "cluster.gpus_per_host=1", "cluster.topology=leaf_spine",
@@ -323,29 +280,14 @@ TEST(Fabric, EcmpPermutationMatchesBallsIntoBinsAndQpsOrSprayingRecover) {
 // Must-show 7: a 128-GPU AllReduce with DCQCN and PFC on (4:1 oversubscribed, small buffers so
 // both act) gives identical results on 1, 2 and 4 MPI processes and 1 and 2 threads.
 TEST(Fabric, DcqcnPfcAllReduce128IsIdenticalAcrossEngineConfigurations) {
-  Workload w;
-  w.source = "<allreduce128>";
-  w.format = "chakra";
-  w.ranks = 128;
-  w.groups.push_back({"world", {}});
-  for (unsigned r = 0; r < 128; ++r) w.groups[0].ranks.push_back(r);
-  w.programs.resize(128);
-  for (auto& p : w.programs) {
-    WorkNode n;
-    n.name = "allreduce";
-    n.type = NodeType::kCollective;
-    n.op = fabricsim::models::CollOp::kAllReduce;
-    n.bytes = 8ull << 20;
-    n.group = 0;
-    p.push_back(n);
-  }
+  Workload w = fabricsim::testing::world_workload(128, "chakra", "<allreduce128>");
+  fabricsim::testing::add_collective(w, fabricsim::models::CollOp::kAllReduce, 8ull << 20, "allreduce");
   const std::vector<std::string> sets = {"cluster.topology=leaf_spine", "cluster.nics_per_leaf=16", "cluster.spines=4",
                                          "nic.cc=dcqcn", "switch.pfc=true", "switch.buffer=2MiB",
                                          "switch.ecn_kmin=20KB", "switch.ecn_kmax=80KB"};
   const RunResult ref = run(w, sets);
   EXPECT_GT(ref.fabric.cnps + ref.fabric.pause_frames, 0u) << "congestion control must act in this scenario";
-  int procs = 1;
-  MPI_Comm_size(MPI_COMM_WORLD, &procs);
+  const int procs = world_procs();
   for (unsigned threads : {1u, 2u}) {
     SCOPED_TRACE("processes=" + std::to_string(procs) + " threads=" + std::to_string(threads));
     const RunResult got = run(w, sets, MPI_COMM_WORLD, threads);
@@ -417,12 +359,7 @@ namespace {
 // Regression: a 4-byte AllReduce on 8 GPUs of one host splits into empty chunks; empty messages
 // (0 wire bytes without headers) take no serialization time and the port must keep sending.
 TEST(Fabric, EmptyMessagesDoNotStallAPort) {
-  Workload w;
-  w.source = "<allreduce4>";
-  w.format = "chakra";
-  w.ranks = 8;
-  w.groups.push_back({"world", {0, 1, 2, 3, 4, 5, 6, 7}});
-  w.programs.resize(8);
+  Workload w = fabricsim::testing::world_workload(8, "chakra", "<allreduce4>");
   for (auto& p : w.programs) {
     for (int i = 0; i < 3; ++i) {
       WorkNode n;

@@ -16,6 +16,8 @@
 #include "models/packet/nic.hpp"
 #include "models/core/packet.hpp"
 #include "models/core/workload.hpp"
+#include "tests/support/workloads.hpp"
+#include "tests/support/run.hpp"
 
 namespace fabricsim::models {
 namespace {
@@ -59,33 +61,13 @@ TEST(NicLayout, TxPartKeepsEveryPartSizeBelowTheFlowLimit) {
 // store and forward over 2 equal hops, FCT = (n + 1) * T + 2 * latency with T = 1 MiB at
 // 4,096 Gb/s = 2,048 ns exactly (no header bytes).
 TEST(NicLayout, PartAbove4GiBArrivesWholeAtTheClosedForm) {
-  Workload w;
-  w.source = "<nic_layout_test>";
-  w.format = "chakra";
-  w.ranks = 2;
-  w.groups.push_back({"world", {0, 1}});
-  w.programs.resize(2);
+  Workload w = fabricsim::testing::world_workload(2, "chakra", "<nic_layout_test>");
   const std::uint64_t bytes = 5 * (std::uint64_t{1} << 30);
-  WorkNode s;
-  s.name = "send";
-  s.type = NodeType::kSend;
-  s.peer = 1;
-  s.bytes = bytes;
-  s.tag = 7;
-  w.programs[0].push_back(s);
-  WorkNode r = s;
-  r.name = "recv";
-  r.type = NodeType::kRecv;
-  r.peer = 0;
-  w.programs[1].push_back(r);
-  jobs::RunOptions opt;
-  opt.workload_data = &w;
-  opt.sets = {"cluster.hosts=1", "cluster.gpus_per_host=2", "cluster.nvlink_bandwidth=4096Gbps",
-              "cluster.nvlink_latency=100ns", "cluster.nvlink_mtu=1MiB", "nic.header_bytes=0"};
-  opt.write_h5 = false;
-  opt.quiet = true;
-  opt.keep_flows = true;
-  const jobs::RunResult res = jobs::run_simulation(opt, MPI_COMM_SELF, "test", "test");
+  fabricsim::testing::add_p2p(w, 0, 1, bytes, 7);
+  const jobs::RunResult res = fabricsim::testing::run_quiet(
+      &w, {"cluster.hosts=1", "cluster.gpus_per_host=2", "cluster.nvlink_bandwidth=4096Gbps", "cluster.nvlink_latency=100ns",
+           "cluster.nvlink_mtu=1MiB", "nic.header_bytes=0"},
+      MPI_COMM_SELF, 0, /*keep_flows=*/true);
   ASSERT_EQ(res.flow_records.size(), 1u);
   EXPECT_EQ(res.flow_records[0].bytes, bytes);
   const long long n = 5 * 1024, t = 2'048'000, lat = 100'000;

@@ -17,75 +17,40 @@
 #include "engine/time.hpp"
 #include "jobs/run.hpp"
 #include "models/core/workload.hpp"
-#include "tests/run/test_util.hpp"
+#include "tests/support/paths.hpp"
+#include "tests/support/workloads.hpp"
+#include "tests/support/mpi.hpp"
+#include "tests/support/run.hpp"
+
+using fabricsim::testing::iteration;
+using fabricsim::testing::world_procs;
 
 namespace {
 
 using fabricsim::engine::SimTime;
 using fabricsim::engine::serialization_ps;
-using fabricsim::jobs::RunOptions;
 using fabricsim::jobs::RunResult;
-using fabricsim::jobs::run_simulation;
 namespace m = fabricsim::models;
 
 const char* const kRungs[] = {"packet", "flow", "analytical"};
 
-m::Workload world(std::uint32_t n) { return fabricsim::testing::world_workload(n); }
-
 m::Workload allreduce(std::uint32_t n, std::uint64_t bytes) {
-  m::Workload w = world(n);
-  for (auto& p : w.programs) {
-    m::WorkNode c;
-    c.name = "allreduce";
-    c.type = m::NodeType::kCollective;
-    c.op = m::CollOp::kAllReduce;
-    c.bytes = bytes;
-    p.push_back(c);
-  }
-  return w;
+  return fabricsim::testing::collective_workload(n, m::CollOp::kAllReduce, bytes, "allreduce");
 }
 
 m::Workload alltoall(std::uint32_t n, std::uint64_t bytes) {
-  m::Workload w = allreduce(n, bytes);
-  for (auto& p : w.programs) p.back().op = m::CollOp::kAllToAll;
-  return w;
+  return fabricsim::testing::collective_workload(n, m::CollOp::kAllToAll, bytes, "allreduce");
 }
 
 /// Ranks 1..n-1 each send `bytes` to rank 0 at time 0.
-m::Workload incast(std::uint32_t n, std::uint64_t bytes) {
-  m::Workload w = world(n);
-  for (std::uint32_t r = 1; r < n; ++r) {
-    m::WorkNode s;
-    s.name = "send";
-    s.type = m::NodeType::kSend;
-    s.peer = 0;
-    s.bytes = bytes;
-    s.tag = r;
-    w.programs[r].push_back(s);
-    m::WorkNode v = s;
-    v.name = "recv";
-    v.type = m::NodeType::kRecv;
-    v.peer = static_cast<std::int32_t>(r);
-    w.programs[0].push_back(v);
-  }
-  return w;
-}
+m::Workload incast(std::uint32_t n, std::uint64_t bytes) { return fabricsim::testing::incast_workload(n, bytes); }
 
 RunResult run(const m::Workload* w, const std::string& rung, std::vector<std::string> sets,
               MPI_Comm comm = MPI_COMM_SELF, unsigned threads = 1, const std::string& path = "") {
-  RunOptions opt;
-  opt.workload_data = w;
-  opt.workload = path;
-  opt.write_h5 = false;
-  opt.quiet = true;
-  opt.threads = threads;
   sets.insert(sets.begin(), "simccl.planner=ring");  // callers may override it
   sets.push_back("sim.fidelity=" + rung);
-  opt.sets = sets;
-  return run_simulation(opt, comm, "test", "test");
+  return fabricsim::testing::run_quiet(w, std::move(sets), comm, threads, false, path);
 }
-
-SimTime iteration(const RunResult& r) { return r.meta.simulated_time_ps; }
 
 TEST(Fidelity, SingleFlowClosedFormAllRungs) {
   const std::uint64_t bytes = 1u << 20;
@@ -188,9 +153,7 @@ TEST(Fidelity, FlowWithinFivePercentOfPacketUncongested) {
 // time) and was 40-55% fast (1.291 vs 2.142 us); with the port clock it is within 5% (measured
 // 0.0% and -0.5%). Analytical (its own port clock) too.
 TEST(Fidelity, OnePacketAllToAllFlowWithinFivePercentOfPacket) {
-  int procs = 1;
-  MPI_Comm_size(MPI_COMM_WORLD, &procs);
-  if (procs > 1) GTEST_SKIP() << "sequential comparison";
+  FABRICSIM_SEQUENTIAL_ONLY("sequential comparison");
   for (const std::uint64_t bytes : {std::uint64_t{32} << 10, std::uint64_t{64} << 10}) {
     const m::Workload w = alltoall(32, bytes);
     const std::vector<std::string> sets = {"simccl.planner=nccl"};
@@ -212,9 +175,7 @@ TEST(Fidelity, OnePacketAllToAllFlowWithinFivePercentOfPacket) {
 // (the short last packet's tandem wait, ShortLastPacketClosedFormAllRungs); measured now
 // -0.03% / +0.5%.
 TEST(Fidelity, JustOverOneMtuFlowWithinFivePercentOfPacket) {
-  int procs = 1;
-  MPI_Comm_size(MPI_COMM_WORLD, &procs);
-  if (procs > 1) GTEST_SKIP() << "sequential comparison";
+  FABRICSIM_SEQUENTIAL_ONLY("sequential comparison");
   struct Case {
     std::uint32_t ranks;
     std::uint64_t bytes;
@@ -242,9 +203,7 @@ TEST(Fidelity, JustOverOneMtuFlowWithinFivePercentOfPacket) {
 // chains of small steps feel). Sequential only: the packet run is the slow part and
 // bit-identity across processes is tested below.
 TEST(Fidelity, NcclAllReduce128FlowWithinFivePercentOfPacketDcqcn) {
-  int procs = 1;
-  MPI_Comm_size(MPI_COMM_WORLD, &procs);
-  if (procs > 1) GTEST_SKIP() << "sequential comparison";
+  FABRICSIM_SEQUENTIAL_ONLY("sequential comparison");
   const m::Workload w = allreduce(128, 16u << 20);
   const std::vector<std::string> sets = {"simccl.planner=nccl", "nic.cc=dcqcn"};
   const RunResult p = run(&w, "packet", sets);
@@ -306,8 +265,7 @@ TEST(Fidelity, IncastFlowMatchesPacketAnalyticalDoesNot) {
 }
 
 TEST(Fidelity, BitIdenticalAcrossProcessesAndThreads) {
-  int procs = 1;
-  MPI_Comm_size(MPI_COMM_WORLD, &procs);
+  const int procs = world_procs();
   const std::string trace = fabricsim::testing::data(
       "chakra/astra-sim/examples/workload/microbenchmarks/all_reduce/16npus_1MB/all_reduce");
   const m::Workload inc = incast(9, 1u << 20);
@@ -336,8 +294,7 @@ TEST(Fidelity, BitIdenticalAcrossProcessesAndThreads) {
 // planner: direct flows of 8 KiB, 2 packets) and a 256 KiB AllReduce (ring or NCCL planner) back
 // to back. (Small sizes: under mpiexec every 100 ns lookahead window costs an MPI_Allreduce.)
 TEST(Fidelity, BitIdenticalOnOversubscribedClosAllRungs) {
-  int procs = 1;
-  MPI_Comm_size(MPI_COMM_WORLD, &procs);
+  const int procs = world_procs();
   m::Workload w = allreduce(32, 256u << 10);
   for (auto& p : w.programs) {
     m::WorkNode a = p.front();

@@ -18,7 +18,7 @@
 #include "models/topology/cluster.hpp"
 #include "models/flow/flow_model.hpp"
 #include "models/core/packet.hpp"
-#include "tests/fidelity/flow_test_lps.hpp"
+#include "tests/support/flow_lps.hpp"
 
 namespace {
 

@@ -21,6 +21,9 @@
 #include <vector>
 
 #include "jobs/run.hpp"
+#include "tests/support/mpi.hpp"
+
+using fabricsim::testing::world_procs;
 
 namespace {
 
@@ -53,8 +56,6 @@ std::uint64_t ring_closed_form(const std::string& op, std::uint64_t n, std::uint
 }
 
 TEST(MoeScale, ConservationAndEpAllToAllClosedForm) {
-  int rank = 0;
-  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   const RunResult r = run_moe(MPI_COMM_SELF, 1, true);
   const std::uint64_t gpus = kTp * kPp * kDp;
 
@@ -96,8 +97,7 @@ TEST(MoeScale, ConservationAndEpAllToAllClosedForm) {
 }
 
 TEST(MoeScale, BitIdenticalAcrossProcessesAndThreads) {
-  int procs = 1;
-  MPI_Comm_size(MPI_COMM_WORLD, &procs);
+  const int procs = world_procs();
   const RunResult ref = run_moe(MPI_COMM_SELF, 1, false);
   for (unsigned threads : {1u, 2u}) {
     SCOPED_TRACE("threads=" + std::to_string(threads) + " processes=" + std::to_string(procs));

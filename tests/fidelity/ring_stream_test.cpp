@@ -18,27 +18,44 @@
 #include "engine/time.hpp"
 #include "jobs/run.hpp"
 #include "models/core/workload.hpp"
-#include "tests/run/test_util.hpp"
+#include "tests/support/workloads.hpp"
+#include "tests/support/mpi.hpp"
+#include "tests/support/run.hpp"
+
+using fabricsim::testing::iteration;
+using fabricsim::testing::world_procs;
 
 namespace {
 
 using fabricsim::engine::SimTime;
 using fabricsim::engine::serialization_ps;
-using fabricsim::jobs::RunOptions;
 using fabricsim::jobs::RunResult;
-using fabricsim::jobs::run_simulation;
 namespace m = fabricsim::models;
 
 /// One collective `op` of `bytes` on every rank of the world communicator of n ranks.
 m::Workload collective(std::uint32_t n, m::CollOp op, std::uint64_t bytes) {
-  m::Workload w = fabricsim::testing::world_workload(n);
-  for (auto& p : w.programs) {
-    m::WorkNode c;
-    c.name = "coll";
-    c.type = m::NodeType::kCollective;
-    c.op = op;
-    c.bytes = bytes;
-    p.push_back(c);
+  return fabricsim::testing::collective_workload(n, op, bytes, "coll");
+}
+
+/// Rings given by their members, each running one AllReduce of its own size.
+m::Workload rings_of(const std::vector<std::vector<std::uint32_t>>& rings, const std::vector<std::uint64_t>& bytes,
+                     std::uint32_t ranks) {
+  m::Workload w;
+  w.source = "<test>";
+  w.format = "simai";
+  w.ranks = ranks;
+  w.programs.resize(ranks);
+  for (std::size_t g = 0; g < rings.size(); ++g) {
+    w.groups.push_back(m::CommGroup{"ring" + std::to_string(g), rings[g]});
+    for (std::uint32_t r : rings[g]) {
+      m::WorkNode c;
+      c.name = "allreduce";
+      c.type = m::NodeType::kCollective;
+      c.op = m::CollOp::kAllReduce;
+      c.bytes = bytes[g];
+      c.group = static_cast<std::int32_t>(g);
+      w.programs[r].push_back(c);
+    }
   }
   return w;
 }
@@ -47,43 +64,20 @@ m::Workload collective(std::uint32_t n, m::CollOp op, std::uint64_t bytes) {
 /// per host and `rings` hosts per leaf, every ring link leaves its leaf: the rings share the
 /// leaves' spine uplinks); every rank runs one AllReduce of `bytes` on its ring.
 m::Workload strided_rings(std::uint32_t rings, std::uint32_t per, std::uint64_t bytes) {
-  m::Workload w;
-  w.source = "<test>";
-  w.format = "simai";
-  w.ranks = rings * per;
-  w.programs.resize(w.ranks);
+  std::vector<std::vector<std::uint32_t>> members(rings);
   for (std::uint32_t g = 0; g < rings; ++g) {
-    m::CommGroup grp{"ring" + std::to_string(g), {}};
-    for (std::uint32_t k = 0; k < per; ++k) grp.ranks.push_back(g + k * rings);
-    w.groups.push_back(grp);
+    for (std::uint32_t k = 0; k < per; ++k) members[g].push_back(g + k * rings);
   }
-  for (std::uint32_t r = 0; r < w.ranks; ++r) {
-    m::WorkNode c;
-    c.name = "allreduce";
-    c.type = m::NodeType::kCollective;
-    c.op = m::CollOp::kAllReduce;
-    c.bytes = bytes;
-    c.group = static_cast<std::int32_t>(r % rings);
-    w.programs[r].push_back(c);
-  }
-  return w;
+  return rings_of(members, std::vector<std::uint64_t>(rings, bytes), rings * per);
 }
 
 RunResult run(const m::Workload* w, const std::string& rung, const std::string& mode, std::vector<std::string> sets,
               MPI_Comm comm = MPI_COMM_SELF, unsigned threads = 1) {
-  RunOptions opt;
-  opt.workload_data = w;
-  opt.write_h5 = false;
-  opt.quiet = true;
-  opt.threads = threads;
   sets.insert(sets.begin(), "simccl.planner=ring");
   sets.push_back("sim.fidelity=" + rung);
   sets.push_back("sim.ring_flows=" + mode);
-  opt.sets = sets;
-  return run_simulation(opt, comm, "test", "test");
+  return fabricsim::testing::run_quiet(w, std::move(sets), comm, threads);
 }
-
-SimTime iteration(const RunResult& r) { return r.meta.simulated_time_ps; }
 
 /// n hosts of one GPU under one leaf: every ring link is GPU -> leaf -> GPU, none shared.
 std::vector<std::string> one_leaf(std::uint32_t n) {
@@ -186,29 +180,6 @@ TEST(RingStream, MixedNvlinkNicRingWithinTenPercent) {
   }
 }
 
-/// Rings given by their members, each running one AllReduce of its own size.
-m::Workload rings_of(const std::vector<std::vector<std::uint32_t>>& rings, const std::vector<std::uint64_t>& bytes,
-                     std::uint32_t ranks) {
-  m::Workload w;
-  w.source = "<test>";
-  w.format = "simai";
-  w.ranks = ranks;
-  w.programs.resize(ranks);
-  for (std::size_t g = 0; g < rings.size(); ++g) {
-    w.groups.push_back(m::CommGroup{"ring" + std::to_string(g), rings[g]});
-    for (std::uint32_t r : rings[g]) {
-      m::WorkNode c;
-      c.name = "allreduce";
-      c.type = m::NodeType::kCollective;
-      c.op = m::CollOp::kAllReduce;
-      c.bytes = bytes[g];
-      c.group = static_cast<std::int32_t>(g);
-      w.programs[r].push_back(c);
-    }
-  }
-  return w;
-}
-
 // Must-show 2: congestion. 16 hosts of one GPU on a leaf-spine fabric, 4 hosts per leaf, 4:1
 // oversubscribed (one spine uplink per leaf).
 // (a) 4 rings of 4 ranks, one rank per leaf each: every ring link crosses the spines and the 4
@@ -297,8 +268,7 @@ TEST(RingStream, SharedQueuePairOrderDiffers) {
 // Must-show 3: bit-identical across 1, 2 and 4 MPI processes (and 1 and 2 threads) with
 // streams: the congested rings and a ring inside and across hosts.
 TEST(RingStream, BitIdenticalAcrossProcessesAndThreads) {
-  int procs = 1;
-  MPI_Comm_size(MPI_COMM_WORLD, &procs);
+  const int procs = world_procs();
   const std::vector<std::string> fabric = {"cluster.gpus_per_host=1", "cluster.topology=leaf_spine",
                                            "cluster.nics_per_leaf=4", "cluster.oversubscription=4:1"};
   const m::Workload rings = strided_rings(4, 4, 1u << 20);

@@ -47,8 +47,8 @@
 #include "models/topology/cluster.hpp"
 #include "models/flow/flow_model.hpp"
 #include "models/core/packet.hpp"
-#include "tests/fidelity/flow_test_lps.hpp"
-#include "tests/run/test_util.hpp"
+#include "tests/support/flow_lps.hpp"
+#include "tests/support/scratch.hpp"
 
 namespace {
 

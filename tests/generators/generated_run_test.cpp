@@ -19,6 +19,9 @@
 #include "jobs/metrics.hpp"
 #include "jobs/run.hpp"
 #include "jobs/spec.hpp"
+#include "tests/support/mpi.hpp"
+
+using fabricsim::testing::world_rank;
 
 namespace fabricsim::jobs {
 namespace {
@@ -113,8 +116,7 @@ TEST(GeneratedRun, Gpt3_175bStepTimeAgainstMegatronSc21) {
   const double predicted = t36 + (384 - 36) * per_mb;
   const double published = 76.78;
   const double err = predicted / published - 1;
-  int rank = 0;
-  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  const int rank = world_rank();
   if (rank == 0) {
     std::printf("NAR21-T2-1: predicted %.2f s, published %.2f s, error %+.1f%% (per micro-batch %.1f ms)\n", predicted,
                 published, 100 * err, per_mb * 1e3);
@@ -128,8 +130,7 @@ TEST(GeneratedRun, Gpt3_175bStepTimeAgainstMegatronSc21) {
 // run back to back, so each equals the one-iteration run: the compute exactly (same DAG three
 // times), the time and MFU within 1%.
 TEST(GeneratedRun, IterationTimeAndMfuArePerIteration) {
-  int rank = 0;
-  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  const int rank = world_rank();
   auto run = [&](const char* iterations) {
     RunOptions o;
     o.sets = selene({"workload.generator.model=gpt3-13b", "workload.generator.layers=4", "workload.generator.tp=8",
@@ -170,8 +171,7 @@ TEST(GeneratedRun, IterationTimeAndMfuArePerIteration) {
 // the time to read the weights of one replica's layers from HBM (a memory-bound lower bound:
 // weight bytes per GPU / H100 HBM bandwidth, 3.35 TB/s, kernels/gpu_specs).
 TEST(GeneratedRun, InferenceReportsTtftAndTpot) {
-  int rank = 0;
-  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  const int rank = world_rank();
   struct Case {
     const char* name;
     std::vector<std::string> sets;

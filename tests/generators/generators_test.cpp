@@ -25,6 +25,11 @@
 #include "jobs/generators.hpp"
 #include "models/rank/gpu_rank.hpp"
 #include "jobs/spec.hpp"
+#include "tests/support/mpi.hpp"
+#include "tests/support/train_configs.hpp"
+#include "tests/support/scratch.hpp"
+
+using fabricsim::testing::world_rank;
 
 namespace fabricsim::jobs {
 namespace {
@@ -44,14 +49,10 @@ Generated generate_per_rank(const TrainConfig& c, const kernels::KernelDb& db) {
 }
 
 TrainConfig gpt3_175b(std::uint32_t tp, std::uint32_t pp, std::uint32_t dp, std::uint32_t gbs) {
-  TrainConfig c;
-  c.model = find_model("gpt3-175b", "<test>", "model");
-  c.gpu = "A100";
-  c.tp = tp;
+  TrainConfig c = testing::train_config("gpt3-175b", "A100", tp, 2048);
   c.pp = pp;
   c.dp = dp;
   c.global_batch = gbs;
-  c.seq_len = 2048;
   return c;
 }
 
@@ -612,8 +613,7 @@ TEST(Generators, ShapeOverridesAreCheckedAndNamed) {
 // A cross-key check that fails because of a --set value names <cli>, even when the key it
 // reports is in the file; the same check failing on the file's own values names the file.
 TEST(Generators, CrossKeyChecksNameTheCommandLineWhenASetCausedThem) {
-  const auto dir = std::filesystem::temp_directory_path() / ("fabricsim_gen_cli_" + std::to_string(::getpid()));
-  std::filesystem::create_directories(dir);
+  const testing::ScratchDir dir("gen_cli");
   const std::string f = (dir / "spec.yaml").string();
   auto write = [&](const std::string& gen_body) {
     std::ofstream(f) << "workload:\n  generator:\n" << gen_body;
@@ -640,7 +640,6 @@ TEST(Generators, CrossKeyChecksNameTheCommandLineWhenASetCausedThem) {
   write("    model: gpt3-13b\n    hidden: 5120\n");
   e = spec_error(f, gen({"heads=15"}));
   EXPECT_TRUE(starts(e, "<cli>: workload.generator.hidden:")) << e;
-  std::filesystem::remove_all(dir);
 }
 
 TEST(Generators, SpecKeysBuildTheConfig) {
@@ -704,13 +703,9 @@ TrainConfig small_mixtral() {
 // like a full disk fails it with ENOSPC) leaves no file behind: no truncated .et, no orphaned
 // comm-group file, no temporary file.
 TEST(Generators, ChakraExportThatFailsLeavesNoFiles) {
-  int rank = 0;
-  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  const int rank = world_rank();
   const auto g = generate_per_rank(small_mixtral(), kernels::KernelDb{});
-  const auto dir = std::filesystem::temp_directory_path() /
-                   ("fabricsim_et_full_" + std::to_string(::getpid()) + "_" + std::to_string(rank));
-  std::filesystem::remove_all(dir);
-  std::filesystem::create_directories(dir);
+  const testing::ScratchDir dir("et_full_" + std::to_string(rank));
   struct rlimit old {};
   ASSERT_EQ(::getrlimit(RLIMIT_FSIZE, &old), 0);
   auto* old_handler = std::signal(SIGXFSZ, SIG_IGN);
@@ -728,21 +723,17 @@ TEST(Generators, ChakraExportThatFailsLeavesNoFiles) {
   std::signal(SIGXFSZ, old_handler);
   EXPECT_TRUE(threw);
   std::vector<std::string> left;
-  for (const auto& entry : std::filesystem::directory_iterator(dir)) left.push_back(entry.path().filename().string());
+  for (const auto& entry : std::filesystem::directory_iterator(dir.path())) left.push_back(entry.path().filename().string());
   EXPECT_TRUE(left.empty()) << "left behind: " << left.front();
-  std::filesystem::remove_all(dir);
 }
 
 // Export then read back gives the same DAG (durations rounded to the ET's whole microseconds).
 TEST(Generators, ChakraRoundTrip) {
-  int rank = 0;
-  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  const int rank = world_rank();
   TrainConfig c = small_mixtral();
   c.zero = 1;
   const auto g = generate_per_rank(c, kernels::KernelDb{});
-  const auto dir = std::filesystem::temp_directory_path() /
-                   ("fabricsim_et_rt_" + std::to_string(::getpid()) + "_" + std::to_string(rank));
-  std::filesystem::create_directories(dir);
+  const testing::ScratchDir dir("et_rt_" + std::to_string(rank));
   const std::string prefix = (dir / "gen").string();
   // Written from the shared-program workload, as `fabricsim generate` writes it (global groups
   // and peers through Workload::group_of/peer_of), read back and compared with per-rank programs.
@@ -778,19 +769,15 @@ TEST(Generators, ChakraRoundTrip) {
       }
     }
   }
-  std::filesystem::remove_all(dir);
 }
 
 // ---- inference (mode: inference; docs/generators.md "Inference") ---------------------------------
 
 TrainConfig inference(const char* model, std::uint32_t tp, std::uint32_t pp, std::uint32_t dp, std::uint32_t ep,
                       std::uint32_t batch, std::uint32_t prompt, std::uint32_t output) {
-  TrainConfig c;
-  c.model = find_model(model, "<test>", "model");
-  c.gpu = "H100";
+  TrainConfig c = testing::train_config(model, "H100", tp, 2048);
   c.inference = true;
   c.sequence_parallel = false;
-  c.tp = tp;
   c.pp = pp;
   c.dp = dp;
   c.ep = ep;
@@ -887,16 +874,13 @@ TEST(Generators, InferenceTensorParallelBytes) {
 // nodes name: TP 2, PP 2, DP 2 gives one TP group per (stage, replica), ranks t + TP·(d + DP·p),
 // and nothing else; the reader (which creates a group on first use) gets back as many.
 TEST(Generators, InferenceChakraExportWritesOnlyUsedCommunicators) {
-  int rank = 0;
-  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  const int rank = world_rank();
   const std::uint32_t tp = 2, pp = 2, dp = 2;
   const auto g = generate_training(inference("llama3-70b", tp, pp, dp, 1, 2, 64, 2), empty_db());
   bool has_dp = false;  // the workload has DP groups, so the export has something to leave out
   for (const auto& x : g.workload.groups) has_dp = has_dp || x.name.rfind("dp", 0) == 0;
   ASSERT_TRUE(has_dp);
-  const auto dir = std::filesystem::temp_directory_path() /
-                   ("fabricsim_et_inf_" + std::to_string(::getpid()) + "_" + std::to_string(rank));
-  std::filesystem::create_directories(dir);
+  const testing::ScratchDir dir("et_inf_" + std::to_string(rank));
   const std::string prefix = (dir / "inf").string();
   const std::string groups = io::write_chakra(g.workload, prefix);
   ASSERT_FALSE(groups.empty());
@@ -918,7 +902,6 @@ TEST(Generators, InferenceChakraExportWritesOnlyUsedCommunicators) {
   EXPECT_EQ(got, want);
   const auto back = io::read_chakra(prefix, groups);
   EXPECT_EQ(back.groups.size(), j.size() + 1);  // + the world
-  std::filesystem::remove_all(dir);
 }
 
 // EP AllToAll: each rank dispatches and combines the tokens it routes, top_k copies of h·B each:

@@ -8,6 +8,7 @@
 #include "jobs/generators.hpp"
 #include "jobs/memory_estimate.hpp"
 #include "jobs/spec.hpp"
+#include "tests/support/train_configs.hpp"
 
 namespace fabricsim::jobs {
 namespace {
@@ -34,15 +35,11 @@ TEST(MemoryEstimate, ModelStatesMatchTheZeroPaperFigure1) {
 }
 
 TrainConfig gpt(std::uint32_t tp, bool sp, Recompute rc, bool flash) {
-  TrainConfig c;
-  c.model = find_model("gpt3-175b", "<test>", "model");
-  c.gpu = "A100";
-  c.tp = tp;
+  TrainConfig c = testing::train_config("gpt3-175b", "A100", tp, 2048);
   c.sequence_parallel = sp;
   c.recompute = rc;
   c.flash_attention = flash;
   c.attention_dropout = 0.1;
-  c.seq_len = 2048;
   c.micro_batch = 1;
   return c;
 }

@@ -19,22 +19,16 @@
 #include "engine/errors.hpp"
 #include "io/hdf5_writer.hpp"
 #include "io/results.hpp"
+#include "tests/support/mpi.hpp"
+#include "tests/support/scratch.hpp"
+
+using fabricsim::testing::world_procs;
+using fabricsim::testing::world_rank;
 
 namespace fabricsim::io {
 namespace {
 
 namespace fs = std::filesystem;
-
-int world_rank() {
-  int r = 0;
-  MPI_Comm_rank(MPI_COMM_WORLD, &r);
-  return r;
-}
-int world_size() {
-  int s = 1;
-  MPI_Comm_size(MPI_COMM_WORLD, &s);
-  return s;
-}
 
 // ---- The known global tables (independent of the number of processes). ----
 
@@ -82,7 +76,7 @@ FlowRecord flow_row(int i) {
 // Each process contributes the rows i with i % P == r, in reverse order (so the writer must sort).
 template <class Rec, class Make>
 std::vector<Rec> local_rows(int n, Make make) {
-  const int r = world_rank(), p = world_size();
+  const int r = world_rank(), p = world_procs();
   std::vector<Rec> v;
   for (int i = n - 1; i >= 0; --i) {
     if (i % p == r) v.push_back(make(i));
@@ -119,7 +113,7 @@ RunMeta make_meta() {
   m.git_commit = "0123456789ab";
   m.workload = "examples/llama/et";
   m.seed = 0xdeadbeefcafef00dull;
-  m.processes = static_cast<std::uint32_t>(world_size());
+  m.processes = static_cast<std::uint32_t>(world_procs());
   m.threads = 3;
   m.ranks = 8;
   m.wall_s = 1.25;
@@ -175,39 +169,16 @@ std::string expected_digest(const std::vector<CollectiveRecord>& colls,
   return buf;
 }
 
-// ---- Shared scratch directory (created by rank 0, same path everywhere). ----
+// ---- Shared scratch directory (ScratchDirTest: created by rank 0, same path everywhere). ----
 
-class Hdf5WriterTest : public ::testing::Test {
+class Hdf5WriterTest : public fabricsim::testing::ScratchDirTest {
  protected:
-  void SetUp() override {
-    std::string d;
-    if (world_rank() == 0) {
-      char tmpl[] = "/tmp/fabricsim_io_hdf5_XXXXXX";
-      const char* made = mkdtemp(tmpl);
-      d = made ? made : "";
-    }
-    unsigned long n = d.size();
-    MPI_Bcast(&n, 1, MPI_UNSIGNED_LONG, 0, MPI_COMM_WORLD);
-    d.resize(n);
-    MPI_Bcast(d.data(), static_cast<int>(n), MPI_CHAR, 0, MPI_COMM_WORLD);
-    dir_ = d;
-    ASSERT_FALSE(dir_.empty());
-  }
-  void TearDown() override {
-    MPI_Barrier(MPI_COMM_WORLD);
-    if (world_rank() == 0) {
-      std::error_code ec;
-      fs::remove_all(dir_, ec);
-    }
-    MPI_Barrier(MPI_COMM_WORLD);
-  }
   std::vector<std::string> entries() const {
     std::vector<std::string> v;
     for (const auto& e : fs::directory_iterator(dir_)) v.push_back(e.path().filename().string());
     std::sort(v.begin(), v.end());
     return v;
   }
-  std::string dir_;
 };
 
 // ---- Reading back with the (serial) HDF5 C API. ----
@@ -434,7 +405,7 @@ void check_file(const std::string& path, const RunMeta& meta, const std::vector<
 // ---- Tests ----
 
 TEST_F(Hdf5WriterTest, WritesSortedGlobalTablesAndMeta) {
-  const std::string path = dir_ + "/out.h5";
+  const std::string path = dir_.string() + "/out.h5";
   const RunMeta meta = make_meta();
   RunMeta local_meta = meta;
   if (world_rank() != 0) local_meta.wall_s = 99.0 + world_rank();  // rank 0's meta is written
@@ -479,7 +450,7 @@ TEST_F(Hdf5WriterTest, DigestIsIndependentOfProcessCount) {
 }
 
 TEST_F(Hdf5WriterTest, EmptyTables) {
-  const std::string path = dir_ + "/empty.h5";
+  const std::string path = dir_.string() + "/empty.h5";
   RunMeta meta;  // defaults, empty strings
   write_results_h5(MPI_COMM_WORLD, path, meta, {}, {}, {});
   MPI_Barrier(MPI_COMM_WORLD);
@@ -488,17 +459,17 @@ TEST_F(Hdf5WriterTest, EmptyTables) {
 }
 
 TEST_F(Hdf5WriterTest, FewerRowsThanProcesses) {
-  const std::string path = dir_ + "/one.h5";
+  const std::string path = dir_.string() + "/one.h5";
   const RunMeta meta = make_meta();
   std::vector<FlowRecord> flows;
-  if (world_rank() == world_size() - 1) flows.push_back(flow_row(5));
+  if (world_rank() == world_procs() - 1) flows.push_back(flow_row(5));
   write_results_h5(MPI_COMM_WORLD, path, meta, {}, {}, flows);
   MPI_Barrier(MPI_COMM_WORLD);
   check_file(path, meta, {}, {}, {flow_row(5)});
 }
 
 TEST_F(Hdf5WriterTest, MissingDirectoryThrowsInputErrorAndLeavesNothing) {
-  const std::string path = dir_ + "/no/such/dir/out.h5";
+  const std::string path = dir_.string() + "/no/such/dir/out.h5";
   try {
     write_results_h5(MPI_COMM_WORLD, path, make_meta(), local_rows<RankRecord>(8, rank_row),
                      local_rows<CollectiveRecord>(kRows, coll_row),
@@ -512,16 +483,16 @@ TEST_F(Hdf5WriterTest, MissingDirectoryThrowsInputErrorAndLeavesNothing) {
   MPI_Barrier(MPI_COMM_WORLD);
   EXPECT_TRUE(entries().empty());
   // A directory as the output path is an input error too.
-  EXPECT_THROW(write_results_h5(MPI_COMM_WORLD, dir_, make_meta(), {}, {}, {}), engine::InputError);
+  EXPECT_THROW(write_results_h5(MPI_COMM_WORLD, dir_.string(), make_meta(), {}, {}, {}), engine::InputError);
   EXPECT_THROW(write_results_h5(MPI_COMM_WORLD, "", make_meta(), {}, {}, {}), engine::InputError);
   MPI_Barrier(MPI_COMM_WORLD);
   EXPECT_TRUE(entries().empty());
 }
 
 TEST_F(Hdf5WriterTest, TooLongOpThrowsInternalErrorOnEveryProcess) {
-  const std::string path = dir_ + "/bad.h5";
+  const std::string path = dir_.string() + "/bad.h5";
   std::vector<CollectiveRecord> colls = local_rows<CollectiveRecord>(kRows, coll_row);
-  if (world_rank() == world_size() - 1) colls.front().op = std::string(25, 'y');
+  if (world_rank() == world_procs() - 1) colls.front().op = std::string(25, 'y');
   EXPECT_THROW(write_results_h5(MPI_COMM_WORLD, path, make_meta(), {}, colls, {}),
                engine::InternalError);
   EXPECT_THROW(results_digest(MPI_COMM_WORLD, colls, {}), engine::InternalError);
@@ -531,7 +502,7 @@ TEST_F(Hdf5WriterTest, TooLongOpThrowsInternalErrorOnEveryProcess) {
 
 TEST_F(Hdf5WriterTest, BadFabricCounterNameThrowsInternalErrorOnEveryProcess) {
   // Rank 0's meta is written: its bad name makes every process throw, nothing is created.
-  const std::string path = dir_ + "/bad.h5";
+  const std::string path = dir_.string() + "/bad.h5";
   for (const char* bad : {"", "Pause", "a/b", "units.x"}) {
     RunMeta m = make_meta();
     if (world_rank() == 0) m.fabric_counters.emplace_back(bad, 1);
@@ -546,7 +517,7 @@ TEST_F(Hdf5WriterTest, BadFabricCounterNameThrowsInternalErrorOnEveryProcess) {
 
 TEST_F(Hdf5WriterTest, ParentIsRegularFileThrowsInputError) {
   // The -o directory is a regular file: refused up front, nothing created.
-  const std::string file_as_dir = dir_ + "/plain";
+  const std::string file_as_dir = dir_.string() + "/plain";
   if (world_rank() == 0) std::fclose(std::fopen(file_as_dir.c_str(), "w"));
   MPI_Barrier(MPI_COMM_WORLD);
   EXPECT_THROW(write_results_h5(MPI_COMM_WORLD, file_as_dir + "/out.h5", make_meta(), {}, {}, {}),

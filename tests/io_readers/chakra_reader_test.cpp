@@ -10,14 +10,16 @@
 
 #include "et_def.pb.h"
 #include "io/chakra_reader.hpp"
-#include "test_util.hpp"
+#include "tests/support/paths.hpp"
+#include "tests/support/scratch.hpp"
+#include "tests/support/errors.hpp"
 
 namespace fabricsim::io {
 namespace {
 
 using models::CollOp;
 using models::NodeType;
-using test::data_dir;
+using fabricsim::testing::data_dir;
 
 std::string micro(const std::string& sub) {
   return (data_dir() / "chakra/astra-sim/examples/workload/microbenchmarks" / sub).string();
@@ -156,10 +158,10 @@ using ChakraProtoMsg::Node;
 
 class EtWriter {
  public:
-  explicit EtWriter(const test::ScratchDir& dir) : dir_(dir) {}
+  explicit EtWriter(const fabricsim::testing::ScratchDir& dir) : dir_(dir) {}
   /// Writes PREFIX.<rank>.et with a GlobalMetadata record and `nodes`; returns the prefix.
   std::string write(std::uint32_t rank, const std::vector<Node>& nodes, const std::string& base = "t") {
-    const auto prefix = (dir_.path() / base).string();
+    const auto prefix = (dir_ / base).string();
     std::ofstream out(prefix + "." + std::to_string(rank) + ".et", std::ios::binary);
     ChakraProtoMsg::GlobalMetadata meta;
     meta.set_version("0.0.4");
@@ -169,24 +171,27 @@ class EtWriter {
   }
 
  private:
-  const test::ScratchDir& dir_;
+  const fabricsim::testing::ScratchDir& dir_;
 };
 
-Node comp(std::uint64_t id, std::uint64_t us, std::vector<std::uint64_t> deps = {}) {
+/// A node with id, name and type only (its attributes are the test's).
+Node bare(std::uint64_t id, const std::string& name, ChakraProtoMsg::NodeType type) {
   Node n;
   n.set_id(id);
-  n.set_name("comp" + std::to_string(id));
-  n.set_type(ChakraProtoMsg::COMP_NODE);
+  n.set_name(name);
+  n.set_type(type);
+  return n;
+}
+
+Node comp(std::uint64_t id, std::uint64_t us, std::vector<std::uint64_t> deps = {}) {
+  Node n = bare(id, "comp" + std::to_string(id), ChakraProtoMsg::COMP_NODE);
   n.set_duration_micros(us);
   for (auto d : deps) n.add_data_deps(d);
   return n;
 }
 
 Node coll(std::uint64_t id, std::int64_t type, std::int64_t bytes, const std::string& pg = "") {
-  Node n;
-  n.set_id(id);
-  n.set_name("coll" + std::to_string(id));
-  n.set_type(ChakraProtoMsg::COMM_COLL_NODE);
+  Node n = bare(id, "coll" + std::to_string(id), ChakraProtoMsg::COMM_COLL_NODE);
   auto* a = n.add_attr();
   a->set_name("comm_type");
   a->set_int64_val(type);
@@ -202,7 +207,7 @@ Node coll(std::uint64_t id, std::int64_t type, std::int64_t bytes, const std::st
 }
 
 TEST(ChakraReaderGenerated, StableTopologicalOrderAndDepUnion) {
-  test::ScratchDir dir("chakra");
+  fabricsim::testing::ScratchDir dir("chakra");
   EtWriter et(dir);
   // Input order 5, 3, 9, 1: 9 depends on 5 (data) and 3 (ctrl); 3 on 1.
   Node n9 = comp(9, 1, {5});
@@ -219,7 +224,7 @@ TEST(ChakraReaderGenerated, StableTopologicalOrderAndDepUnion) {
 }
 
 TEST(ChakraReaderGenerated, BarrierIsFourByteAllReduce) {
-  test::ScratchDir dir("chakra");
+  fabricsim::testing::ScratchDir dir("chakra");
   EtWriter et(dir);
   Node b = coll(0, ChakraProtoMsg::BARRIER, 0);
   const auto prefix = et.write(0, {b});
@@ -230,20 +235,14 @@ TEST(ChakraReaderGenerated, BarrierIsFourByteAllReduce) {
 }
 
 TEST(ChakraReaderGenerated, IntegerEncodingsAndIgnoredCommTypeOnSendRecv) {
-  test::ScratchDir dir("chakra");
+  fabricsim::testing::ScratchDir dir("chakra");
   EtWriter et(dir);
-  Node s;
-  s.set_id(0);
-  s.set_name("send");
-  s.set_type(ChakraProtoMsg::COMM_SEND_NODE);
+  Node s = bare(0, "send", ChakraProtoMsg::COMM_SEND_NODE);
   auto* a = s.add_attr(); a->set_name("comm_type"); a->set_int64_val(5);
   a = s.add_attr(); a->set_name("comm_size"); a->set_uint64_val(4096);
   a = s.add_attr(); a->set_name("comm_dst"); a->set_uint32_val(1);
   a = s.add_attr(); a->set_name("comm_tag"); a->set_int32_val(77);
-  Node r;
-  r.set_id(0);
-  r.set_name("recv");
-  r.set_type(ChakraProtoMsg::COMM_RECV_NODE);
+  Node r = bare(0, "recv", ChakraProtoMsg::COMM_RECV_NODE);
   a = r.add_attr(); a->set_name("comm_type"); a->set_int32_val(6);
   a = r.add_attr(); a->set_name("comm_size"); a->set_int32_val(4096);
   a = r.add_attr(); a->set_name("comm_src"); a->set_int64_val(0);
@@ -260,12 +259,9 @@ TEST(ChakraReaderGenerated, IntegerEncodingsAndIgnoredCommTypeOnSendRecv) {
 }
 
 TEST(ChakraReaderGenerated, UnmatchedSend) {
-  test::ScratchDir dir("chakra");
+  fabricsim::testing::ScratchDir dir("chakra");
   EtWriter et(dir);
-  Node s;
-  s.set_id(0);
-  s.set_name("send");
-  s.set_type(ChakraProtoMsg::COMM_SEND_NODE);
+  Node s = bare(0, "send", ChakraProtoMsg::COMM_SEND_NODE);
   auto* a = s.add_attr(); a->set_name("comm_size"); a->set_uint64_val(4096);
   a = s.add_attr(); a->set_name("comm_dst"); a->set_uint32_val(1);
   const auto prefix = et.write(0, {s});
@@ -274,7 +270,7 @@ TEST(ChakraReaderGenerated, UnmatchedSend) {
 }
 
 TEST(ChakraReaderGenerated, CommGroupsFromJson) {
-  test::ScratchDir dir("chakra");
+  fabricsim::testing::ScratchDir dir("chakra");
   EtWriter et(dir);
   const auto prefix = et.write(0, {coll(0, ChakraProtoMsg::ALL_GATHER, 8192, "tp"), coll(1, 0, 64)});
   et.write(1, {coll(0, ChakraProtoMsg::ALL_GATHER, 8192, "tp"), coll(1, 0, 64)});
@@ -308,7 +304,7 @@ TEST(ChakraReaderGenerated, CommGroupsFromJson) {
 }
 
 TEST(ChakraReaderGenerated, Errors) {
-  test::ScratchDir dir("chakra");
+  fabricsim::testing::ScratchDir dir("chakra");
   EtWriter et(dir);
   // Cycle: 1 -> 2 -> 1.
   EXPECT_INPUT_ERROR(read_chakra(et.write(0, {comp(0, 1), comp(1, 1, {2}), comp(2, 1, {1})}, "cycle")),
@@ -337,16 +333,16 @@ TEST(ChakraReaderGenerated, Errors) {
   EXPECT_INPUT_ERROR(read_chakra(et.write(0, {coll(0, ChakraProtoMsg::SCATTER, 64)}, "scatter")),
                      "scatter.0.et", "SCATTER is not supported yet");
   // Files: none at all, and a gap in the rank numbering.
-  EXPECT_INPUT_ERROR(read_chakra((dir.path() / "missing").string()), "missing.0.et", "no Chakra ET file");
+  EXPECT_INPUT_ERROR(read_chakra((dir / "missing").string()), "missing.0.et", "no Chakra ET file");
   et.write(0, {comp(0, 1)}, "gap");
   et.write(2, {comp(0, 1)}, "gap");
-  EXPECT_INPUT_ERROR(read_chakra((dir.path() / "gap").string()), "gap.2.et", "rank 1 is missing");
+  EXPECT_INPUT_ERROR(read_chakra((dir / "gap").string()), "gap.2.et", "rank 1 is missing");
   // A GlobalMetadata-less file (first record is a Node) is rejected.
   {
-    std::ofstream out(dir.path() / "nometa.0.et", std::ios::binary);
+    std::ofstream out(dir / "nometa.0.et", std::ios::binary);
     google::protobuf::util::SerializeDelimitedToOstream(coll(7, 0, 1024), &out);
   }
-  EXPECT_INPUT_ERROR(read_chakra((dir.path() / "nometa").string()), "nometa.0.et", "GlobalMetadata");
+  EXPECT_INPUT_ERROR(read_chakra((dir / "nometa").string()), "nometa.0.et", "GlobalMetadata");
 }
 
 }  // namespace

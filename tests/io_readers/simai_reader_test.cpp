@@ -5,7 +5,9 @@
 #include <map>
 
 #include "io/simai_reader.hpp"
-#include "test_util.hpp"
+#include "tests/support/paths.hpp"
+#include "tests/support/scratch.hpp"
+#include "tests/support/errors.hpp"
 
 namespace fabricsim::io {
 namespace {
@@ -13,7 +15,7 @@ namespace {
 using models::CollOp;
 using models::NodeType;
 using models::WorkNode;
-using test::data_dir;
+using fabricsim::testing::data_dir;
 
 std::string simai(const std::string& rel) { return (data_dir() / "simai" / rel).string(); }
 std::string bad(const std::string& name) { return (data_dir() / "bad" / name).string(); }
@@ -168,7 +170,7 @@ constexpr const char* kLayers =
     "b -1 11 NONE 0 21 ALLTOALL_DP_EP 400 31 ALLREDUCE_EP 500 6\n";
 
 TEST(SimaiReaderGenerated, HeaderChecks) {
-  test::ScratchDir dir("simai");
+  fabricsim::testing::ScratchDir dir("simai");
   const auto f = [&](const std::string& name, const std::string& header) {
     return dir.file(name, header + "\n2\n" + kLayers);
   };
@@ -197,7 +199,7 @@ TEST(SimaiReaderGenerated, HeaderChecks) {
 }
 
 TEST(SimaiReaderGenerated, GroupsTpDpEpDpEp) {
-  test::ScratchDir dir("simai");
+  fabricsim::testing::ScratchDir dir("simai");
   // W = 8, tp = 2 -> dp = 4, ep = 2.
   const auto w = read_simai(
       dir.file("g.txt", std::string("HYBRID_TRANSFORMER model_parallel_NPU_group: 2 ep: 2 all_gpus: 8\n2\n") + kLayers), 0);
@@ -223,7 +225,7 @@ TEST(SimaiReaderGenerated, GroupsTpDpEpDpEp) {
 }
 
 TEST(SimaiReaderGenerated, TransformerDagWithGradAccumulation) {
-  test::ScratchDir dir("simai");
+  fabricsim::testing::ScratchDir dir("simai");
   const auto w = read_simai(
       dir.file("ga.txt", std::string("HYBRID_TRANSFORMER model_parallel_NPU_group: 2 ep: 2 ga: 2 all_gpus: 8\n2\n") +
                              kLayers), 0);
@@ -254,7 +256,7 @@ TEST(SimaiReaderGenerated, TransformerDagWithGradAccumulation) {
 }
 
 TEST(SimaiReaderGenerated, InferenceAndDataPolicies) {
-  test::ScratchDir dir("simai");
+  fabricsim::testing::ScratchDir dir("simai");
   const auto inf = read_simai(
       dir.file("inf.txt", std::string("DISTRIBUTED_INFERENCE model_parallel_NPU_group: 2 all_gpus: 4\n2\n") +
                               "a -1 10 ALLREDUCE 100 20 ALLGATHER 200 30 REDUCESCATTER 300 5\n"

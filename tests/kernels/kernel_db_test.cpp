@@ -11,14 +11,12 @@
 
 #include "engine/errors.hpp"
 #include "kernels/kernel_db.hpp"
+#include "tests/support/paths.hpp"
 
 namespace fabricsim::kernels {
 namespace {
 
-std::string source_dir() {
-  if (const char* d = std::getenv("FABRICSIM_SOURCE_DIR")) return d;
-  return std::filesystem::path(__FILE__).parent_path().parent_path().parent_path().string();
-}
+using fabricsim::testing::source_dir;
 
 KernelDb shipped() { return KernelDb::load(source_dir() + "/kernels/data/kernels.csv"); }
 

@@ -16,6 +16,7 @@
 ///    PointToPointNetDevice, which dequeues before transmitting).
 #include <algorithm>
 #include <cstdint>
+#include <sstream>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -144,6 +145,48 @@ inline ModelResult run_model(const Scenario& sc) {
     res.packets[i].recv_ps = alive[i] ? at[i] : -1;
   }
   return res;
+}
+
+/// Units of the scenarios: 1 Gb/s in bit/s; 1 us and 1 ns in ps.
+inline constexpr std::uint64_t kGbps = 1'000'000'000;
+inline constexpr std::int64_t kUs = 1'000'000;
+inline constexpr std::int64_t kNs = 1'000;
+
+/// Case (a) of both ns-3 cross-checks: one sender, links 100 / 40 / 100 Gbps with delays 1 / 0.5 /
+/// 2 us, 200 packets of 1000 B every 1 us from 1 us (8.24 Gbps on the wire, below the 40 Gbps
+/// bottleneck: no queueing), 100-packet queues.
+inline Scenario one_sender_three_links() {
+  return {.links = {{100 * kGbps, 1 * kUs}, {40 * kGbps, 500 * kNs}, {100 * kGbps, 2 * kUs}},
+          .senders = 1, .payload_bytes = 1000, .interval_ps = 1 * kUs, .start_ps = 1 * kUs, .skew_ps = 0,
+          .count = 200, .queue_packets = 100};
+}
+
+/// Cases (b1) and (b2): two senders of 150 packets of 1001 B every 1 us each (1031 wire bytes,
+/// 2 x 8.248 Gbps) into a 10 Gbps bottleneck (link 1; service 824.8 ns per packet, offered load
+/// 1.65: the queue grows), `queue_packets` per drop-tail queue. Sender 1's first link is 250,001
+/// ps longer (odd: its packets never arrive with sender 0's). Why 1001 B: with 1000 B (824 ns
+/// service) sender 0's packet 103 arrives at the bottleneck in the same picosecond as a departure
+/// (103 x 1 us = 125 x 824 ns) with the queue at its limit; the model flags that tie and ns-3
+/// resolved it as arrival-first (drop). 824.8 ns and 1 us first coincide after 1250 services,
+/// beyond this run.
+inline Scenario converging(std::uint32_t queue_packets) {
+  return {.links = {{100 * kGbps, 1 * kUs}, {10 * kGbps, 1 * kUs}, {100 * kGbps, 1 * kUs}},
+          .senders = 2, .payload_bytes = 1001, .interval_ps = 1 * kUs, .start_ps = 1 * kUs, .skew_ps = 250'001,
+          .count = 150, .queue_packets = queue_packets};
+}
+
+/// The ns3_chain command-line options for `sc` (each preceded by a space; rates in ns-3's "bps",
+/// times in "ps"), without --out.
+inline std::string ns3_chain_args(const Scenario& sc) {
+  std::ostringstream s;
+  s << " --rates=";
+  for (std::size_t i = 0; i < sc.links.size(); ++i) s << (i ? "," : "") << sc.links[i].rate_bps << "bps";
+  s << " --delays=";
+  for (std::size_t i = 0; i < sc.links.size(); ++i) s << (i ? "," : "") << sc.links[i].delay_ps << "ps";
+  s << " --payload=" << sc.payload_bytes << " --interval=" << sc.interval_ps << "ps"
+    << " --start=" << sc.start_ps << "ps --senderSkew=" << sc.skew_ps << "ps"
+    << " --count=" << sc.count << " --senders=" << sc.senders << " --queuePackets=" << sc.queue_packets;
+  return s.str();
 }
 
 }  // namespace fabricsim::tests::ns3chain

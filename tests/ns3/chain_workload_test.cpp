@@ -13,6 +13,7 @@
 #include "io/chakra_reader.hpp"
 #include "io/chakra_writer.hpp"
 #include "tests/ns3/chain_workload.hpp"
+#include "tests/support/scratch.hpp"
 
 namespace fabricsim::tests::ns3chain {
 namespace {
@@ -24,12 +25,10 @@ TEST(ChainWorkload, ChakraRoundTripSendInstants) {
   t.interval_ps = 1'000'000;
   t.start_ps = 3'000'000;
   t.count = 50;
-  const auto dir = std::filesystem::temp_directory_path() / "fabricsim_chain_workload";
-  std::filesystem::create_directories(dir);
+  const fabricsim::testing::ScratchDir dir("chain_workload");
   const std::string prefix = (dir / "chain").string();
   io::write_chakra(make_chain_workload(t), prefix);
   const models::Workload w = io::read_chakra(prefix);
-  std::filesystem::remove_all(dir);
 
   ASSERT_EQ(w.ranks, 3u);
   for (std::uint32_t s = 0; s < t.senders; ++s) {

@@ -21,34 +21,7 @@
 
 namespace {
 
-using fabricsim::tests::ns3chain::kUdpIpv4PppOverheadBytes;
-using fabricsim::tests::ns3chain::Link;
-using fabricsim::tests::ns3chain::ModelResult;
-using fabricsim::tests::ns3chain::Ns3Row;
-using fabricsim::tests::ns3chain::read_ns3_csv;
-using fabricsim::tests::ns3chain::run_model;
-using fabricsim::tests::ns3chain::Scenario;
-using fabricsim::tests::ns3chain::serialization_ps;
-
-constexpr std::uint64_t kGbps = 1'000'000'000;
-constexpr std::int64_t kUs = 1'000'000;  // ps
-constexpr std::int64_t kNs = 1'000;      // ps
-
-/// ns-3 command-line value for a rate in bit/s and a time in ps (ns-3 units "bps" and "ps").
-std::string rates_arg(const Scenario& sc) {
-  std::ostringstream s;
-  for (std::size_t i = 0; i < sc.links.size(); ++i) {
-    s << (i ? "," : "") << sc.links[i].rate_bps << "bps";
-  }
-  return s.str();
-}
-std::string delays_arg(const Scenario& sc) {
-  std::ostringstream s;
-  for (std::size_t i = 0; i < sc.links.size(); ++i) {
-    s << (i ? "," : "") << sc.links[i].delay_ps << "ps";
-  }
-  return s.str();
-}
+using namespace fabricsim::tests::ns3chain;  // the chain model, its scenarios and the CSV reader
 
 std::filesystem::path ns3_csv_path(const std::string& name) {
   return std::filesystem::temp_directory_path() / ("fabricsim_ns3_" + name + ".csv");
@@ -58,14 +31,9 @@ std::filesystem::path ns3_csv_path(const std::string& name) {
 /// ns3_csv_path(name) when `keep` is set.
 std::vector<Ns3Row> run_ns3(const Scenario& sc, const std::string& name, bool keep = false) {
   const std::filesystem::path out = ns3_csv_path(name);
-  std::ostringstream cmd;
-  cmd << NS3_CHAIN_BIN << " --rates=" << rates_arg(sc) << " --delays=" << delays_arg(sc)
-      << " --payload=" << sc.payload_bytes << " --interval=" << sc.interval_ps << "ps"
-      << " --start=" << sc.start_ps << "ps --senderSkew=" << sc.skew_ps << "ps"
-      << " --count=" << sc.count << " --senders=" << sc.senders
-      << " --queuePackets=" << sc.queue_packets << " --out=" << out.string();
-  const int rc = std::system(cmd.str().c_str());
-  EXPECT_EQ(rc, 0) << cmd.str();
+  const std::string cmd = std::string(NS3_CHAIN_BIN) + ns3_chain_args(sc) + " --out=" + out.string();
+  const int rc = std::system(cmd.c_str());
+  EXPECT_EQ(rc, 0) << cmd;
   std::vector<Ns3Row> rows = read_ns3_csv(out.string());
   if (!keep) std::filesystem::remove(out);
   return rows;
@@ -121,14 +89,7 @@ std::uint64_t expect_matches_model(const Scenario& sc, const std::vector<Ns3Row>
 // wire, below the 40 Gbps bottleneck): no queueing anywhere, so every packet's delay is the
 // store-and-forward closed form, computed here by hand and by the model.
 TEST(Ns3Chain, OneSenderThreeLinksClosedForm) {
-  Scenario sc;
-  sc.links = {{100 * kGbps, 1 * kUs}, {40 * kGbps, 500 * kNs}, {100 * kGbps, 2 * kUs}};
-  sc.senders = 1;
-  sc.payload_bytes = 1000;
-  sc.interval_ps = 1 * kUs;
-  sc.start_ps = 1 * kUs;
-  sc.count = 200;
-  sc.queue_packets = 100;
+  const Scenario sc = one_sender_three_links();
   // 1030 wire bytes: 82.4 ns at 100 Gbps, 206 ns at 40 Gbps.
   const std::int64_t closed_form = (82'400 + 1 * kUs) + (206'000 + 500 * kNs) + (82'400 + 2 * kUs);
   ASSERT_EQ(serialization_ps(1030, 100 * kGbps), 82'400);
@@ -143,25 +104,7 @@ TEST(Ns3Chain, OneSenderThreeLinksClosedForm) {
   EXPECT_EQ(expect_matches_model(sc, rows), 0u);
 }
 
-/// Case (b): two senders of 1001 B every 1 us each (1031 wire bytes, 2 x 8.248 Gbps) into a
-/// 10 Gbps bottleneck (link 1): service 824.8 ns per packet, offered load 1.65 -> the queue grows.
-/// Why 1001 B: with 1000 B (824 ns service) sender 0's packet 103 arrives at the bottleneck in
-/// the same picosecond as a departure (103 x 1 us = 125 x 824 ns) with the queue at its limit;
-/// the model flags that tie and ns-3 resolved it as arrival-first (drop). 824.8 ns and 1 us
-/// first coincide after 1250 services, beyond this run.
-Scenario converging(std::uint32_t queue_packets) {
-  Scenario sc;
-  sc.links = {{100 * kGbps, 1 * kUs}, {10 * kGbps, 1 * kUs}, {100 * kGbps, 1 * kUs}};
-  sc.senders = 2;
-  sc.payload_bytes = 1001;
-  sc.interval_ps = 1 * kUs;
-  sc.start_ps = 1 * kUs;
-  sc.skew_ps = 250'001;  // odd ps: sender 1 never arrives with sender 0 (model counts ties)
-  sc.count = 150;
-  sc.queue_packets = queue_packets;
-  return sc;
-}
-
+// Case (b): converging() (chain_model.hpp), two senders into a 10 Gbps bottleneck.
 // (b1) Large queue: nothing dropped, delays grow by the FIFO recurrence.
 TEST(Ns3Chain, TwoSendersSharedBottleneckFifo) {
   const Scenario sc = converging(1000);

@@ -27,17 +27,11 @@
 #include <sys/wait.h>
 
 #include "tests/ns3/chain_model.hpp"
+#include "tests/support/cli.hpp"
 
 namespace {
 
-using fabricsim::tests::ns3chain::kUdpIpv4PppOverheadBytes;
-using fabricsim::tests::ns3chain::ModelResult;
-using fabricsim::tests::ns3chain::run_model;
-using fabricsim::tests::ns3chain::Scenario;
-
-constexpr std::uint64_t kGbps = 1'000'000'000;
-constexpr std::int64_t kUs = 1'000'000;  // ps
-constexpr std::int64_t kNs = 1'000;      // ps
+using namespace fabricsim::tests::ns3chain;  // the chain model and its scenarios
 
 /// fabricsim binary: $FABRICSIM_BINARY (tests/CMakeLists.txt sets it), else the build's target.
 std::string fabricsim_bin() {
@@ -45,21 +39,16 @@ std::string fabricsim_bin() {
   return env != nullptr && *env != '\0' ? std::string(env) : std::string(FABRICSIM_BIN);
 }
 
+/// Exit status and output (stdout and stderr together) of a shell command.
 struct Cmd {
   int rc = -1;
-  std::string out;  ///< stdout and stderr together
+  std::string out;
 };
 
-/// Runs `cmd` through the shell, capturing its output.
+/// Runs `cmd` through the shell, capturing stdout and stderr.
 Cmd run(const std::string& cmd) {
-  Cmd r;
-  FILE* p = ::popen((cmd + " 2>&1").c_str(), "r");
-  if (p == nullptr) return r;
-  std::array<char, 4096> buf{};
-  while (std::fgets(buf.data(), static_cast<int>(buf.size()), p) != nullptr) r.out += buf.data();
-  const int st = ::pclose(p);
-  r.rc = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-  return r;
+  const fabricsim::testing::CliOutcome o = fabricsim::testing::run_shell(cmd + " 2>&1");
+  return {o.code, o.out};
 }
 
 /// The chain as a fabricsim topology file (docs/topology.md): GPUs s0..s{S-1} (ranks 0..S-1)
@@ -128,21 +117,9 @@ std::string cross_check(const Scenario& sc, const std::string& name,
   const Cmd f = run(fs.str());
   EXPECT_EQ(f.rc, 0) << fs.str() << "\n" << f.out;
 
-  std::ostringstream ns;
-  ns << NS3_CHAIN_BIN << " --rates=";
-  for (std::size_t i = 0; i < sc.links.size(); ++i) {
-    ns << (i ? "," : "") << sc.links[i].rate_bps << "bps";
-  }
-  ns << " --delays=";
-  for (std::size_t i = 0; i < sc.links.size(); ++i) {
-    ns << (i ? "," : "") << sc.links[i].delay_ps << "ps";
-  }
-  ns << " --payload=" << sc.payload_bytes << " --interval=" << sc.interval_ps << "ps"
-     << " --start=" << sc.start_ps << "ps --senderSkew=" << sc.skew_ps << "ps"
-     << " --count=" << sc.count << " --senders=" << sc.senders
-     << " --queuePackets=" << sc.queue_packets << " --out=" << csv;
-  const Cmd n = run(ns.str());
-  EXPECT_EQ(n.rc, 0) << ns.str() << "\n" << n.out;
+  const std::string ns = std::string(NS3_CHAIN_BIN) + ns3_chain_args(sc) + " --out=" + csv;
+  const Cmd n = run(ns);
+  EXPECT_EQ(n.rc, 0) << ns << "\n" << n.out;
 
   const std::string cmp = std::string("/usr/bin/python3 ") + COMPARE_DELAYS_PY + " " + csv + " " +
                           h5 + " --receiver " + std::to_string(sc.senders) + " --tolerance-ps 0" +
@@ -163,33 +140,13 @@ std::string cross_check(const Scenario& sc, const std::string& name,
 // (a) One sender, links 100 / 40 / 100 Gbps with delays 1 / 0.5 / 2 us, 1000 B every 1 us:
 // every delay is 3,870,800 ps in both simulators.
 TEST(Ns3Fabricsim, OneSenderThreeLinksSameDelays) {
-  Scenario sc;
-  sc.links = {{100 * kGbps, 1 * kUs}, {40 * kGbps, 500 * kNs}, {100 * kGbps, 2 * kUs}};
-  sc.senders = 1;
-  sc.payload_bytes = 1000;
-  sc.interval_ps = 1 * kUs;
-  sc.start_ps = 1 * kUs;
-  sc.count = 200;
-  sc.queue_packets = 100;
-  cross_check(sc, "a");
+  cross_check(one_sender_three_links(), "a");
 }
 
 // (b1) Two senders of 1001 B every 1 us each into a 10 Gbps bottleneck (offered 16.5 Gb/s),
 // sender 1's first link 250,001 ps longer (no same-instant arrivals), ns-3 queue 1000 packets:
 // FIFO queueing up to ~100 us, no drops; every delay equal in both simulators.
-Scenario converging(std::uint32_t queue_packets) {
-  Scenario sc;
-  sc.links = {{100 * kGbps, 1 * kUs}, {10 * kGbps, 1 * kUs}, {100 * kGbps, 1 * kUs}};
-  sc.senders = 2;
-  sc.payload_bytes = 1001;
-  sc.interval_ps = 1 * kUs;
-  sc.start_ps = 1 * kUs;
-  sc.skew_ps = 250'001;
-  sc.count = 150;
-  sc.queue_packets = queue_packets;
-  return sc;
-}
-
+// (converging(), chain_model.hpp)
 TEST(Ns3Fabricsim, TwoSendersSharedBottleneckSameDelays) {
   const Scenario sc = converging(1000);
   const ModelResult m = run_model(sc);

@@ -17,82 +17,38 @@
 #include <string>
 
 #include "engine/heap_pages.hpp"
-#include "test_util.hpp"
+#include "tests/support/cli.hpp"
+#include "tests/support/paths.hpp"
+#include "tests/support/scratch.hpp"
 
 namespace {
 
 namespace fs = std::filesystem;
 
-struct Outcome {
-  int code = -1;
-  std::string out;
-  std::string err;
-};
+using Outcome = fabricsim::testing::CliOutcome;
+using fabricsim::testing::count_lines;
+using fabricsim::testing::run_fabricsim;
+using fabricsim::testing::run_shell;
 
-std::string binary() {
-  const char* b = std::getenv("FABRICSIM_BINARY");
-  return b ? b : "fabricsim";
-}
-
-/// Runs shell command `cmd` (its stderr redirected to `err_file` by the caller): stdout, stderr
-/// and the exit code.
-Outcome run_shell(const std::string& cmd, const std::string& err_file) {
-  Outcome o;
-  FILE* p = popen(cmd.c_str(), "r");
-  if (!p) return o;
-  std::array<char, 4096> buf{};
-  while (fgets(buf.data(), buf.size(), p)) o.out += buf.data();
-  const int st = pclose(p);
-  o.code = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-  std::ifstream e(err_file);
-  std::stringstream ss;
-  ss << e.rdbuf();
-  o.err = ss.str();
-  return o;
-}
-
-/// Runs `fabricsim ARGS` in `dir`; `env` (e.g. "OMP_NUM_THREADS=2") is set for that process.
-Outcome run_cli(const std::string& args, const std::string& dir, const std::string& env = "") {
-  const std::string err_file = dir + "/stderr.txt";
-  return run_shell((env.empty() ? "" : "env " + env + " ") + binary() + " " + args + " 2>" + err_file, err_file);
-}
-
-int count_lines(const std::string& s) {
-  int n = 0;
-  for (char c : s) n += (c == '\n');
-  return n;
-}
-
-class Cli : public ::testing::Test {
+class Cli : public fabricsim::testing::ScratchDirTest {
  protected:
-  void SetUp() override {
-    dir_ = fs::temp_directory_path() / ("fabricsim_cli_" + std::to_string(::getpid()) + "_" +
-                                         ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::remove_all(dir_);
-    fs::create_directories(dir_);
-  }
-  void TearDown() override { fs::remove_all(dir_); }
   std::string out_h5() const { return (dir_ / "out.h5").string(); }
   // Runs a command that must fail as bad input and checks the contract.
   void expect_bad(const std::string& args, const std::vector<std::string>& must_mention) {
-    const Outcome o = run_cli(args + " -o " + out_h5() + " --summary-json " + (dir_ / "s.json").string(), dir_.string());
-    EXPECT_EQ(o.code, 2) << o.err;
-    EXPECT_EQ(count_lines(o.err), 1) << o.err;
-    EXPECT_EQ(o.err.rfind("fabricsim: error: ", 0), 0u) << o.err;
-    for (const auto& m : must_mention) EXPECT_NE(o.err.find(m), std::string::npos) << "missing '" << m << "' in: " << o.err;
+    const Outcome o = run_fabricsim(args + " -o " + out_h5() + " --summary-json " + (dir_ / "s.json").string(), dir_.string());
+    fabricsim::testing::expect_bad_input(o, must_mention, args);
     for (const auto& entry : fs::directory_iterator(dir_)) {
       const auto name = entry.path().filename().string();
       EXPECT_TRUE(name == "stderr.txt" || name == "spec.yaml") << "left behind: " << entry.path();
     }
   }
-  fs::path dir_;
 };
 
 TEST_F(Cli, VersionAndHelp) {
-  const Outcome v = run_cli("--version", dir_.string());
+  const Outcome v = run_fabricsim("--version", dir_.string());
   EXPECT_EQ(v.code, 0);
   EXPECT_NE(v.out.find("fabricsim"), std::string::npos);
-  const Outcome h = run_cli("run --help", dir_.string());
+  const Outcome h = run_fabricsim("run --help", dir_.string());
   EXPECT_EQ(h.code, 0);
   EXPECT_NE(h.out.find("--workload"), std::string::npos);
   // A subcommand's help lists its own examples only; the top-level help lists all of them.
@@ -100,25 +56,25 @@ TEST_F(Cli, VersionAndHelp) {
   EXPECT_EQ(h.out.find("fabricsim sweep "), std::string::npos) << h.out;
   // Nested subcommands too: `kernels lookup --help` ends with its own example, not the top list;
   // one without an example (`kernels gpus`) has no Examples heading.
-  const Outcome kl = run_cli("kernels lookup --help", dir_.string());
+  const Outcome kl = run_fabricsim("kernels lookup --help", dir_.string());
   EXPECT_EQ(kl.code, 0);
   EXPECT_NE(kl.out.find("fabricsim kernels lookup --gpu"), std::string::npos) << kl.out;
   EXPECT_EQ(kl.out.find("fabricsim run "), std::string::npos) << kl.out;
   EXPECT_EQ(kl.out.find("fabricsim kernels scale "), std::string::npos) << kl.out;
-  const Outcome kg = run_cli("kernels gpus --help", dir_.string());
+  const Outcome kg = run_fabricsim("kernels gpus --help", dir_.string());
   EXPECT_EQ(kg.code, 0);
   EXPECT_EQ(kg.out.find("Examples:"), std::string::npos) << kg.out;
-  const Outcome top = run_cli("--help", dir_.string());
+  const Outcome top = run_fabricsim("--help", dir_.string());
   EXPECT_NE(top.out.find("fabricsim sweep "), std::string::npos);
   EXPECT_NE(top.out.find("fabricsim run "), std::string::npos);
-  const Outcome bad = run_cli("frobnicate", dir_.string());
+  const Outcome bad = run_fabricsim("frobnicate", dir_.string());
   EXPECT_EQ(bad.code, 2);
 }
 
 TEST_F(Cli, RunsRealChakraTraceAndWritesOutputs) {
   const std::string w = fabricsim::testing::data("chakra/astra-sim/examples/workload/microbenchmarks/all_gather/16npus_1MB/all_gather");
   const std::string json = (dir_ / "s.json").string();
-  const Outcome o = run_cli("run --workload " + w + " -o " + out_h5() + " --summary-json " + json, dir_.string());
+  const Outcome o = run_fabricsim("run --workload " + w + " -o " + out_h5() + " --summary-json " + json, dir_.string());
   ASSERT_EQ(o.code, 0) << o.err;
   EXPECT_TRUE(fs::exists(out_h5()));
   EXPECT_NE(o.out.find("iteration time"), std::string::npos);
@@ -173,21 +129,21 @@ TEST_F(Cli, SetValueThatBreaksACrossKeyCheckNamesTheCommandLine) {
   for (const char* set : {"workload.generator.tp=3", "workload.generator.pp=7", "workload.generator.dp=2",
                           "cluster.hosts=0"}) {
     SCOPED_TRACE(set);
-    const Outcome o = run_cli(std::string("run ") + spec + " --set " + set + " -o " + out_h5(), dir_.string());
+    const Outcome o = run_fabricsim(std::string("run ") + spec + " --set " + set + " -o " + out_h5(), dir_.string());
     EXPECT_EQ(o.code, 2) << o.err;
     EXPECT_EQ(o.err.rfind("fabricsim: error: <cli>: ", 0), 0u) << o.err;
   }
   std::ofstream(spec) << "workload:\n  generator:\n    model: gpt3-13b\n    tp: 3\n";
-  const Outcome f = run_cli("run " + spec + " --set workload.generator.dp=1 -o " + out_h5(), dir_.string());
+  const Outcome f = run_fabricsim("run " + spec + " --set workload.generator.dp=1 -o " + out_h5(), dir_.string());
   EXPECT_EQ(f.code, 2) << f.err;
   EXPECT_EQ(f.err.rfind("fabricsim: error: " + spec + ": workload.generator.tp", 0), 0u) << f.err;
   // Topology cross-key checks: pods set on the command line -> <cli>; pods in the file -> the file.
   std::ofstream(spec) << "cluster:\n  tiers: 3\n  hosts: 64\n";
-  const Outcome t = run_cli("topo " + spec + " --set cluster.pods=3", dir_.string());
+  const Outcome t = run_fabricsim("topo " + spec + " --set cluster.pods=3", dir_.string());
   EXPECT_EQ(t.code, 2) << t.err;
   EXPECT_EQ(t.err.rfind("fabricsim: error: <cli>: cluster.pods", 0), 0u) << t.err;
   std::ofstream(spec) << "cluster:\n  tiers: 3\n  hosts: 64\n  pods: 3\n";
-  const Outcome tf = run_cli("topo " + spec + " --set cluster.nic_bandwidth=200Gbps", dir_.string());
+  const Outcome tf = run_fabricsim("topo " + spec + " --set cluster.nic_bandwidth=200Gbps", dir_.string());
   EXPECT_EQ(tf.code, 2) << tf.err;
   EXPECT_EQ(tf.err.rfind("fabricsim: error: " + spec + ": cluster.pods", 0), 0u) << tf.err;
   fs::remove(spec);
@@ -203,16 +159,16 @@ TEST_F(Cli, GeneratorWorldSizeTraceRangeShorthandAndGeneratePrefix) {
              {"output.trace_ranks", "8 ranks"});
   expect_bad("run " + g + "--set sim.fidelity=flow --fidelity packet", {"sim.fidelity", "different values"});
   // --set may repeat a key (the last wins): tp=4 then tp=8 validates as tp 8.
-  const Outcome twice = run_cli("validate " + g + "--set workload.generator.tp=4 --set workload.generator.tp=8",
-                                dir_.string());
+  const Outcome twice = run_fabricsim("validate " + g + "--set workload.generator.tp=4 --set workload.generator.tp=8",
+                                      dir_.string());
   EXPECT_EQ(twice.code, 0) << twice.err;
   EXPECT_NE(twice.out.find("tp8"), std::string::npos) << twice.out;
-  const Outcome d = run_cli("generate " + g + "-o " + dir_.string() + "/", dir_.string());
+  const Outcome d = run_fabricsim("generate " + g + "-o " + dir_.string() + "/", dir_.string());
   EXPECT_EQ(d.code, 2) << d.err;
   EXPECT_NE(d.err.find("is a directory"), std::string::npos) << d.err;
   const std::string prefix = (dir_ / "tr").string();
-  ASSERT_EQ(run_cli("generate " + g + "--set workload.generator.dp=2 -o " + prefix, dir_.string()).code, 0);
-  const Outcome stale = run_cli("generate " + g + "-o " + prefix, dir_.string());
+  ASSERT_EQ(run_fabricsim("generate " + g + "--set workload.generator.dp=2 -o " + prefix, dir_.string()).code, 0);
+  const Outcome stale = run_fabricsim("generate " + g + "-o " + prefix, dir_.string());
   EXPECT_EQ(stale.code, 2) << stale.err;
   EXPECT_NE(stale.err.find("tr.8.et exists"), std::string::npos) << stale.err;
   EXPECT_TRUE(fs::exists(prefix + ".15.et"));  // the earlier trace is untouched
@@ -224,18 +180,18 @@ TEST_F(Cli, GenerateMemoryEstimatesPerPipelineRankAndWarnsWhenTooBig) {
   const std::string fit = "--set workload.generator.model=gpt3-175b --set workload.generator.tp=8 "
                           "--set workload.generator.pp=8 --set workload.generator.dp=16 "
                           "--set workload.generator.global_batch=1536 --set workload.generator.recompute=selective";
-  const Outcome ok = run_cli("generate --memory " + fit, dir_.string());
+  const Outcome ok = run_fabricsim("generate --memory " + fit, dir_.string());
   EXPECT_EQ(ok.code, 0) << ok.err;
   EXPECT_EQ(count_lines(ok.out), 2 + 8) << ok.out;  // title, header, 8 pipeline ranks
   EXPECT_NE(ok.out.find("<- peak"), std::string::npos) << ok.out;
   EXPECT_TRUE(ok.err.empty()) << ok.err;
-  const Outcome big = run_cli("generate --memory --set workload.generator.model=gpt3-175b --set workload.generator.tp=8",
-                              dir_.string());
+  const Outcome big = run_fabricsim("generate --memory --set workload.generator.model=gpt3-175b --set workload.generator.tp=8",
+                                    dir_.string());
   EXPECT_EQ(big.code, 0) << big.err;
   EXPECT_EQ(count_lines(big.err), 1) << big.err;
   EXPECT_NE(big.err.find("run out of memory"), std::string::npos) << big.err;
-  const Outcome both = run_cli("generate --memory --set workload.generator.model=gpt3-13b -o " + (dir_ / "t").string(),
-                               dir_.string());
+  const Outcome both = run_fabricsim("generate --memory --set workload.generator.model=gpt3-13b -o " + (dir_ / "t").string(),
+                                     dir_.string());
   EXPECT_EQ(both.code, 2) << both.err;
   EXPECT_EQ(count_lines(both.err), 1) << both.err;
   EXPECT_NE(both.err.find("--memory"), std::string::npos) << both.err;
@@ -244,13 +200,13 @@ TEST_F(Cli, GenerateMemoryEstimatesPerPipelineRankAndWarnsWhenTooBig) {
 // An unknown option followed by a value: the option is named, not the value as a missing spec.
 TEST_F(Cli, UnknownOptionWithValueNamesTheOption) {
   expect_bad("run --bogus 3", {"--bogus", "not expected"});
-  const Outcome o = run_cli("run --bogus 3", dir_.string());
+  const Outcome o = run_fabricsim("run --bogus 3", dir_.string());
   EXPECT_EQ(o.err.find("File does not exist"), std::string::npos) << o.err;
 }
 TEST_F(Cli, UnknownOptionWithValueBeforeSpecNamesOnlyTheOption) {
   const std::string spec = fabricsim::testing::source_dir() + "/examples/quickstart.yaml";
   expect_bad("run --bogus 3 " + spec, {"--bogus"});
-  const Outcome o = run_cli("run --bogus 3 " + spec, dir_.string());
+  const Outcome o = run_fabricsim("run --bogus 3 " + spec, dir_.string());
   EXPECT_EQ(o.err.find("quickstart.yaml"), std::string::npos) << o.err;
 }
 // Two outputs on one path: refused before anything runs (the later writer used to win silently).
@@ -259,7 +215,7 @@ TEST_F(Cli, TwoOutputsOnOnePath) {
   const std::string same = (dir_ / "same.out").string();
   for (const std::string& args : {"-o " + same + " --summary-json " + same, "-o " + out_h5() + " --summary-json " + same + " --trace " + same,
                                   "-o " + same + " --save-partition " + same}) {
-    const Outcome o = run_cli("run --workload " + w + " " + args, dir_.string());
+    const Outcome o = run_fabricsim("run --workload " + w + " " + args, dir_.string());
     EXPECT_EQ(o.code, 2) << args << ": " << o.err;
     EXPECT_EQ(count_lines(o.err), 1) << o.err;
     EXPECT_NE(o.err.find("is the same path as"), std::string::npos) << o.err;
@@ -274,7 +230,7 @@ TEST_F(Cli, BooleanKeysShareOneParser) {
   for (const char* key : {"simccl.lazy_plans", "output.flows", "cluster.nvswitch_cut_through"}) {
     expect_bad("run --workload " + w + " --set " + key + "=maybe", {key, "maybe", "not a boolean"});
     for (const char* val : {"TRUE", "yes", "Off", "0"}) {
-      const Outcome o = run_cli("run -q --workload " + w + " --set " + key + "=" + val + " -o " + out_h5(), dir_.string());
+      const Outcome o = run_fabricsim("run -q --workload " + w + " --set " + key + "=" + val + " -o " + out_h5(), dir_.string());
       EXPECT_EQ(o.code, 0) << key << "=" << val << ": " << o.err;
       fs::remove(out_h5());  // the next expect_bad checks that nothing is left in the directory
     }
@@ -287,7 +243,7 @@ TEST_F(Cli, SimaiWithoutWorldSize) {
 }
 TEST_F(Cli, OutputDirectoryMissing) {
   const std::string w = fabricsim::testing::data("chakra/astra-sim/examples/workload/microbenchmarks/all_reduce/8npus_1MB/all_reduce");
-  const Outcome o = run_cli("run --workload " + w + " -o /nonexistent_dir/out.h5", dir_.string());
+  const Outcome o = run_fabricsim("run --workload " + w + " -o /nonexistent_dir/out.h5", dir_.string());
   EXPECT_EQ(o.code, 2);
   EXPECT_EQ(count_lines(o.err), 1) << o.err;
 }
@@ -327,10 +283,10 @@ TEST_F(Cli, SimulatedTimeBeyondHorizonIsInputError) {
 }
 TEST_F(Cli, OutputMustNotBeAnInputOrADirectory) {
   const std::string w = fabricsim::testing::data("chakra/astra-sim/examples/workload/microbenchmarks/all_reduce/8npus_1MB/all_reduce");
-  const Outcome o = run_cli("run --workload " + w + " -o " + w + ".0.et", dir_.string());
+  const Outcome o = run_fabricsim("run --workload " + w + " -o " + w + ".0.et", dir_.string());
   EXPECT_EQ(o.code, 2);
   EXPECT_NE(o.err.find("is the same file as"), std::string::npos) << o.err;
-  const Outcome d = run_cli("run --workload " + w + " -o " + out_h5() + " --summary-json " + dir_.string(), dir_.string());
+  const Outcome d = run_fabricsim("run --workload " + w + " -o " + out_h5() + " --summary-json " + dir_.string(), dir_.string());
   EXPECT_EQ(d.code, 2);
   EXPECT_NE(d.err.find("is a directory"), std::string::npos) << d.err;
   EXPECT_FALSE(fs::exists(out_h5()));
@@ -339,7 +295,7 @@ TEST_F(Cli, OutputMustNotBeAnInputOrADirectory) {
 TEST_F(Cli, OutputOnAFileSystemThatRefusesFilesFailsBeforeTheRun) {
   const std::string w = fabricsim::testing::data("chakra/astra-sim/examples/workload/microbenchmarks/all_reduce/8npus_1MB/all_reduce");
   for (const std::string out : {"-o /proc/fabricsim_test.h5", "--summary-json /proc/fabricsim_test.json"}) {
-    const Outcome o = run_cli("run --workload " + w + " " + out, dir_.string());
+    const Outcome o = run_fabricsim("run --workload " + w + " " + out, dir_.string());
     EXPECT_EQ(o.code, 2) << out << ": " << o.err;
     EXPECT_EQ(count_lines(o.err), 1) << o.err;
     EXPECT_NE(o.err.find("cannot create a file in /proc"), std::string::npos) << o.err;
@@ -353,9 +309,9 @@ TEST_F(Cli, OutputThroughALinkKeepsTheLinkAndAPipeIsRefused) {
   fs::create_directories(dir_ / "real");
   fs::create_symlink("real/target.h5", dir_ / "link.h5");
   fs::create_symlink("real/s.json", dir_ / "link.json");
-  const Outcome o = run_cli("run -q --workload " + w + " -o " + (dir_ / "link.h5").string() + " --summary-json " +
+  const Outcome o = run_fabricsim("run -q --workload " + w + " -o " + (dir_ / "link.h5").string() + " --summary-json " +
                                 (dir_ / "link.json").string(),
-                            dir_.string());
+                                  dir_.string());
   ASSERT_EQ(o.code, 0) << o.err;
   EXPECT_TRUE(fs::is_symlink(fs::symlink_status(dir_ / "link.h5")));
   EXPECT_TRUE(fs::is_symlink(fs::symlink_status(dir_ / "link.json")));
@@ -364,15 +320,15 @@ TEST_F(Cli, OutputThroughALinkKeepsTheLinkAndAPipeIsRefused) {
   const std::string fifo = (dir_ / "fifo").string();
   ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
   for (const std::string opt : {"-o ", "--summary-json ", "--trace "}) {
-    const Outcome p = run_cli("run -q --workload " + w + " " + opt + fifo, dir_.string());
+    const Outcome p = run_fabricsim("run -q --workload " + w + " " + opt + fifo, dir_.string());
     EXPECT_EQ(p.code, 2) << opt << p.err;
     EXPECT_EQ(count_lines(p.err), 1) << p.err;
     EXPECT_NE(p.err.find("is not a regular file"), std::string::npos) << p.err;
     EXPECT_TRUE(fs::is_fifo(fifo)) << opt;
   }
   // The null device discards (same results digest, no file anywhere) and stays a device.
-  const Outcome n = run_cli("run -q --workload " + w + " -o /dev/null --summary-json /dev/null --trace /dev/null",
-                            dir_.string());
+  const Outcome n = run_fabricsim("run -q --workload " + w + " -o /dev/null --summary-json /dev/null --trace /dev/null",
+                                  dir_.string());
   EXPECT_EQ(n.code, 0) << n.err;
   EXPECT_TRUE(fs::is_character_file("/dev/null"));
   fs::remove_all(dir_ / "real");
@@ -382,7 +338,7 @@ TEST_F(Cli, OutputThroughALinkKeepsTheLinkAndAPipeIsRefused) {
 }
 TEST_F(Cli, UsageErrorsAreOneLine) {
   for (const std::string args : {"run --gpus 0", "run --threads 0", "run /nonexistent.yaml", "run --bogus", "frobnicate"}) {
-    const Outcome o = run_cli(args, dir_.string());
+    const Outcome o = run_fabricsim(args, dir_.string());
     EXPECT_EQ(o.code, 2) << args;
     EXPECT_EQ(count_lines(o.err), 1) << args << ": " << o.err;
     EXPECT_EQ(o.err.rfind("fabricsim: error: <cli>: ", 0), 0u) << o.err;
@@ -410,12 +366,12 @@ TEST_F(Cli, KernelsLookupWithoutWorkOrWithNonFiniteShapesIsRefused) {
       {"kernels lookup --m inf --n 1 --k 1", {"--m", "finite"}},
       {"kernels lookup --m 4096 --n 4096 --k 4096 --flops 1e12", {"--flops", "--m/--n/--k"}}};
   for (const auto& [args, must] : cases) {
-    const Outcome o = run_cli(args, dir_.string());
+    const Outcome o = run_fabricsim(args, dir_.string());
     EXPECT_EQ(o.code, 2) << args << "\n" << o.err;
     EXPECT_EQ(count_lines(o.err), 1) << o.err;
     for (const auto& m : must) EXPECT_NE(o.err.find(m), std::string::npos) << "missing '" << m << "' in: " << o.err;
   }
-  EXPECT_EQ(run_cli("kernels lookup --gpu H100 --m 4096 --n 4096 --k 4096", dir_.string()).code, 0);
+  EXPECT_EQ(run_fabricsim("kernels lookup --gpu H100 --m 4096 --n 4096 --k 4096", dir_.string()).code, 0);
 }
 
 // QA: `kernels scale` without --op silently scaled as compute-bound. Without a kind or the work
@@ -423,7 +379,7 @@ TEST_F(Cli, KernelsLookupWithoutWorkOrWithNonFiniteShapesIsRefused) {
 // the datasheet ratios (A100 -> H100 BF16: 312 -> 989.4 TFLOP/s, 2.039 -> 3.35 TB/s).
 TEST_F(Cli, KernelsScaleNeedsTheRooflineClass) {
   const std::string base = "kernels scale --from A100 --to H100 --time-us 715";
-  const Outcome bad = run_cli(base, dir_.string());
+  const Outcome bad = run_fabricsim(base, dir_.string());
   EXPECT_EQ(bad.code, 2) << bad.err;
   EXPECT_EQ(count_lines(bad.err), 1) << bad.err;
   EXPECT_TRUE(bad.out.empty()) << bad.out;
@@ -431,7 +387,7 @@ TEST_F(Cli, KernelsScaleNeedsTheRooflineClass) {
     EXPECT_NE(bad.err.find(m), std::string::npos) << "missing '" << m << "' in: " << bad.err;
   }
   auto scaled = [&](const std::string& extra, double want_us, const char* cls) {
-    const Outcome o = run_cli(base + " " + extra, dir_.string());
+    const Outcome o = run_fabricsim(base + " " + extra, dir_.string());
     EXPECT_EQ(o.code, 0) << extra << ": " << o.err;
     EXPECT_NE(o.out.find(fmt::format("-> {:.3f} us on H100 ({}-bound", want_us, cls)), std::string::npos)
         << extra << ": " << o.out;
@@ -455,8 +411,8 @@ TEST_F(Cli, ValidateRefusesWhatRunRefusesWithTheSameLine) {
                                         "output.summary_json=/proc/fabricsim_qa.json",
                                         "output.h5=/proc/fabricsim_qa.h5"};
   for (const auto& set : bad) {
-    const Outcome v = run_cli("validate " + spec + " --set " + set, dir_.string());
-    const Outcome r = run_cli("run " + spec + " -q --set " + set, dir_.string());
+    const Outcome v = run_fabricsim("validate " + spec + " --set " + set, dir_.string());
+    const Outcome r = run_fabricsim("run " + spec + " -q --set " + set, dir_.string());
     EXPECT_EQ(v.code, 2) << set << ": " << v.err;
     EXPECT_EQ(r.code, 2) << set << ": " << r.err;
     EXPECT_EQ(count_lines(v.err), 1) << set << ": " << v.err;
@@ -464,7 +420,7 @@ TEST_F(Cli, ValidateRefusesWhatRunRefusesWithTheSameLine) {
     EXPECT_EQ(v.out, "") << set;
   }
   const std::string part = (dir_ / "saved.part").string();
-  const Outcome ok = run_cli("validate " + spec + " --set sim.save_partition=" + part, dir_.string());
+  const Outcome ok = run_fabricsim("validate " + spec + " --set sim.save_partition=" + part, dir_.string());
   EXPECT_EQ(ok.code, 0) << ok.err;
   EXPECT_EQ(ok.out.rfind("ok\nworkload: ", 0), 0u) << ok.out;
   EXPECT_FALSE(fs::exists(part)) << "validate wrote the partition file";
@@ -477,7 +433,7 @@ TEST_F(Cli, UnprintableBytesInInputFilesAreEscapedInTheErrorLine) {
   using namespace std::string_literals;
   const std::string spec = fabricsim::testing::source_dir() + "/examples/quickstart.yaml";
   auto check = [&](const std::string& args, const std::string& must) {
-    const Outcome o = run_cli(args, dir_.string());
+    const Outcome o = run_fabricsim(args, dir_.string());
     EXPECT_EQ(o.code, 2) << o.err;
     EXPECT_EQ(count_lines(o.err), 1) << o.err;
     EXPECT_EQ(o.err.find('\0'), std::string::npos) << o.err;
@@ -486,7 +442,7 @@ TEST_F(Cli, UnprintableBytesInInputFilesAreEscapedInTheErrorLine) {
   };
   // Partition file: a valid header, then an entry with a NUL inside.
   const std::string good = (dir_ / "good.part").string(), bad = (dir_ / "bad.part").string();
-  ASSERT_EQ(run_cli("run " + spec + " -q -o " + (dir_ / "r.h5").string() + " --set sim.save_partition=" + good, dir_.string()).code, 0);
+  ASSERT_EQ(run_fabricsim("run " + spec + " -q -o " + (dir_ / "r.h5").string() + " --set sim.save_partition=" + good, dir_.string()).code, 0);
   std::ifstream saved(good);
   std::string header;
   ASSERT_TRUE(std::getline(saved, header));
@@ -518,7 +474,7 @@ TEST_F(Cli, UnprintableBytesInInputFilesAreEscapedInTheErrorLine) {
 TEST_F(Cli, ValidateChecksAPartitionFileForTheGivenProcessCount) {
   const std::string spec = fabricsim::testing::source_dir() + "/examples/quickstart.yaml";
   const std::string one = (dir_ / "one.part").string(), two = (dir_ / "two.part").string();
-  ASSERT_EQ(run_cli("run " + spec + " -q -o " + (dir_ / "r.h5").string() + " --set sim.save_partition=" + one, dir_.string()).code, 0);
+  ASSERT_EQ(run_fabricsim("run " + spec + " -q -o " + (dir_ / "r.h5").string() + " --set sim.save_partition=" + one, dir_.string()).code, 0);
   // The same placement with LP 0 moved to a second process: a 2-process partition file.
   std::ifstream in(one);
   std::ofstream out(two);
@@ -538,30 +494,30 @@ TEST_F(Cli, ValidateChecksAPartitionFileForTheGivenProcessCount) {
   }
   out.close();
   ASSERT_TRUE(moved);
-  const Outcome plain = run_cli("validate " + spec + " --set sim.partition=" + two, dir_.string());
+  const Outcome plain = run_fabricsim("validate " + spec + " --set sim.partition=" + two, dir_.string());
   EXPECT_EQ(plain.code, 2) << plain.err;
   EXPECT_NE(plain.err.find("line 1"), std::string::npos) << plain.err;
-  const Outcome for2 = run_cli("validate " + spec + " --processes 2 --set sim.partition=" + two, dir_.string());
+  const Outcome for2 = run_fabricsim("validate " + spec + " --processes 2 --set sim.partition=" + two, dir_.string());
   EXPECT_EQ(for2.code, 0) << for2.err;
   EXPECT_NE(for2.out.find("partition: 2 process(es) x 1 thread(s), lookahead "), std::string::npos) << for2.out;
   EXPECT_EQ(for2.out.find("lookahead none"), std::string::npos) << for2.out;  // LP 0's links are cut
-  const Outcome one_ok = run_cli("validate " + spec + " --set sim.partition=" + one, dir_.string());
+  const Outcome one_ok = run_fabricsim("validate " + spec + " --set sim.partition=" + one, dir_.string());
   EXPECT_EQ(one_ok.code, 0) << one_ok.err;
   EXPECT_NE(one_ok.out.find("partition: 1 process(es) x 1 thread(s), lookahead none (nothing cut)"), std::string::npos)
       << one_ok.out;
   for (const char* bad : {"0", "1048577", "4294967295"}) {  // 1..2^20 (validate's work grows with N)
-    const Outcome o = run_cli("validate " + spec + " --processes " + bad, dir_.string());
+    const Outcome o = run_fabricsim("validate " + spec + " --processes " + bad, dir_.string());
     EXPECT_EQ(o.code, 2) << bad << ": " << o.err;
     EXPECT_EQ(count_lines(o.err), 1) << o.err;
     EXPECT_NE(o.err.find("not in range 1 to 1048576"), std::string::npos) << o.err;
   }
   // QA: validate takes the run's thread count (--threads, OMP_NUM_THREADS) for the partition check.
   const std::string threads2 = (dir_ / "threads2.part").string();
-  ASSERT_EQ(run_cli("run " + spec + " -q --threads 2 -o " + (dir_ / "t.h5").string() + " --set sim.save_partition=" + threads2,
-                    dir_.string()).code, 0);
-  EXPECT_EQ(run_cli("validate " + spec + " --set sim.partition=" + threads2, dir_.string()).code, 2);
-  EXPECT_EQ(run_cli("validate " + spec + " --threads 2 --set sim.partition=" + threads2, dir_.string()).code, 0);
-  EXPECT_EQ(run_cli("validate " + spec + " --set sim.partition=" + threads2, dir_.string(), "OMP_NUM_THREADS=2").code, 0);
+  ASSERT_EQ(run_fabricsim("run " + spec + " -q --threads 2 -o " + (dir_ / "t.h5").string() + " --set sim.save_partition=" + threads2,
+                          dir_.string()).code, 0);
+  EXPECT_EQ(run_fabricsim("validate " + spec + " --set sim.partition=" + threads2, dir_.string()).code, 2);
+  EXPECT_EQ(run_fabricsim("validate " + spec + " --threads 2 --set sim.partition=" + threads2, dir_.string()).code, 0);
+  EXPECT_EQ(run_fabricsim("validate " + spec + " --set sim.partition=" + threads2, dir_.string(), "OMP_NUM_THREADS=2").code, 0);
 }
 
 // QA: nccl-tests and plan size the cluster from -g/-n; a --set of cluster.gpus_per_host or
@@ -570,28 +526,28 @@ TEST_F(Cli, NcclTestsRefuseClusterSizeSets) {
   for (const std::string args : {"nccl-tests all_reduce -b 1M -e 1M -g 16 --set cluster.gpus_per_host=4",
                                  "nccl-tests all_reduce -b 1M -e 1M -g 8 --set cluster.hosts=2",
                                  "plan all_reduce 1G -g 8 -n 2 --set cluster.hosts=3"}) {
-    const Outcome o = run_cli(args, dir_.string());
+    const Outcome o = run_fabricsim(args, dir_.string());
     EXPECT_EQ(o.code, 2) << args << ": " << o.err;
     EXPECT_EQ(count_lines(o.err), 1) << o.err;
     EXPECT_NE(o.err.find("give -g/-n instead"), std::string::npos) << o.err;
     EXPECT_EQ(o.out, "") << args;
   }
-  EXPECT_EQ(run_cli("nccl-tests all_reduce -b 1M -e 1M -g 8 --set cluster.nic_bandwidth=200Gbps", dir_.string()).code, 0);
+  EXPECT_EQ(run_fabricsim("nccl-tests all_reduce -b 1M -e 1M -g 8 --set cluster.nic_bandwidth=200Gbps", dir_.string()).code, 0);
 }
 
 // QA: sim.ring_flows: stream where it changes nothing (packet rung, NCCL planner) says so in one
 // warning line and the summary does not claim it.
 TEST_F(Cli, RingFlowsStreamWarnsWhereItHasNoEffect) {
   const std::string spec = fabricsim::testing::source_dir() + "/examples/quickstart.yaml";
-  const Outcome packet = run_cli("run " + spec + " -o " + (dir_ / "p.h5").string() + " --set sim.ring_flows=stream", dir_.string());
+  const Outcome packet = run_fabricsim("run " + spec + " -o " + (dir_ / "p.h5").string() + " --set sim.ring_flows=stream", dir_.string());
   EXPECT_EQ(packet.code, 0) << packet.err;
   EXPECT_NE(packet.err.find("sim.ring_flows: stream has no effect at the packet rung"), std::string::npos) << packet.err;
-  const Outcome nccl = run_cli("run " + spec + " --fidelity flow --set simccl.planner=nccl -o " + (dir_ / "n.h5").string() +
+  const Outcome nccl = run_fabricsim("run " + spec + " --fidelity flow --set simccl.planner=nccl -o " + (dir_ / "n.h5").string() +
                                    " --set sim.ring_flows=stream", dir_.string());
   EXPECT_EQ(nccl.code, 0) << nccl.err;
   EXPECT_NE(nccl.err.find("has no effect with simccl.planner: nccl"), std::string::npos) << nccl.err;
   EXPECT_EQ(nccl.out.find("ring flows: stream"), std::string::npos) << nccl.out;
-  const Outcome ring = run_cli("run " + spec + " --fidelity flow --set simccl.planner=ring -o " + (dir_ / "r.h5").string() +
+  const Outcome ring = run_fabricsim("run " + spec + " --fidelity flow --set simccl.planner=ring -o " + (dir_ / "r.h5").string() +
                                    " --set sim.ring_flows=stream", dir_.string());
   EXPECT_EQ(ring.code, 0) << ring.err;
   EXPECT_EQ(ring.err.find("no effect"), std::string::npos) << ring.err;
@@ -609,7 +565,7 @@ TEST_F(Cli, MtuOutsideItsBoundsIsRefused) {
                  {std::string("<cli>: ") + key, std::string("'") + v + "' is outside 256 B .. 16 MiB"});
     }
     for (const char* v : {"256B", "9216B", "16MiB"}) {
-      const Outcome o = run_cli("validate " + spec + " --set " + key + "=" + v, dir_.string());
+      const Outcome o = run_fabricsim("validate " + spec + " --set " + key + "=" + v, dir_.string());
       EXPECT_EQ(o.code, 0) << key << "=" << v << ": " << o.err;
     }
   }
@@ -629,7 +585,7 @@ TEST_F(Cli, RegressRefusesUnknownSetKeyAndUnwritableReportUpFront) {
       {"--report " + dir_.string(), "is a directory"},
       {"--report ''", "--report: the path is empty"}};
   for (const auto& [args, needle] : bad) {
-    const Outcome o = run_cli("regress " + suite + " " + args, dir_.string());
+    const Outcome o = run_fabricsim("regress " + suite + " " + args, dir_.string());
     EXPECT_EQ(o.code, 2) << args << ": " << o.err;
     EXPECT_EQ(count_lines(o.err), 1) << args << ": " << o.err;
     EXPECT_EQ(o.err.rfind("fabricsim: error: ", 0), 0u) << o.err;
@@ -642,22 +598,22 @@ TEST_F(Cli, RegressRefusesUnknownSetKeyAndUnwritableReportUpFront) {
 // subcommand (and none at all) said only "A subcommand is required". Both are one line, exit 2;
 // the second names the word and lists every subcommand.
 TEST_F(Cli, EmptyGeneratePrefixAndUnknownSubcommandAreRefused) {
-  const Outcome g = run_cli("generate --set workload.generator.model=llama3-8b -o ''", dir_.string());
+  const Outcome g = run_fabricsim("generate --set workload.generator.model=llama3-8b -o ''", dir_.string());
   EXPECT_EQ(g.code, 2) << g.err;
   EXPECT_EQ(g.out, "");
   EXPECT_EQ(g.err, "fabricsim: error: <cli>: -o: the output prefix is empty; give a prefix, e.g. -o /tmp/l8b "
                    "(writes /tmp/l8b.<rank>.et), or drop -o to only print\n");
   const std::string all = "run, validate, describe, sweep, regress, nccl-tests, plan, kernels, generate, report, "
                           "compare, ladder, topo";
-  const Outcome n = run_cli("nonsense", dir_.string());
+  const Outcome n = run_fabricsim("nonsense", dir_.string());
   EXPECT_EQ(n.code, 2);
   EXPECT_EQ(n.err, "fabricsim: error: <cli>: 'nonsense' is not a subcommand; use one of " + all + " (fabricsim --help)\n");
-  const Outcome none = run_cli("", dir_.string());
+  const Outcome none = run_fabricsim("", dir_.string());
   EXPECT_EQ(none.code, 2);
   EXPECT_EQ(none.err, "fabricsim: error: <cli>: a subcommand is required; use one of " + all + " (fabricsim --help)\n");
   // Options still reach the parser; a real subcommand still runs.
-  EXPECT_EQ(run_cli("--version", dir_.string()).code, 0);
-  EXPECT_EQ(run_cli("describe spec", dir_.string()).code, 0);
+  EXPECT_EQ(run_fabricsim("--version", dir_.string()).code, 0);
+  EXPECT_EQ(run_fabricsim("describe spec", dir_.string()).code, 0);
 }
 
 // Huge pages (app/main.cpp): under the kernel's THP mode "madvise" fabricsim runs itself again
@@ -674,17 +630,17 @@ TEST_F(Cli, HugePagesAreRequestedUnderThpMadviseAndNeverChangeResults) {
     const auto at = out.find("results digest: ");
     return at == std::string::npos ? std::string() : out.substr(at + 16, 16);
   };
-  const Outcome on = run_cli("run " + spec + " --log-level info -o " + (dir_ / "on.h5").string(), dir_.string());
+  const Outcome on = run_fabricsim("run " + spec + " --log-level info -o " + (dir_ / "on.h5").string(), dir_.string());
   ASSERT_EQ(on.code, 0) << on.err;
-  const Outcome off = run_cli("run " + spec + " --log-level info -o " + (dir_ / "off.h5").string(), dir_.string(),
-                              "FABRICSIM_HUGEPAGES=0");
+  const Outcome off = run_fabricsim("run " + spec + " --log-level info -o " + (dir_ / "off.h5").string(), dir_.string(),
+                                    "FABRICSIM_HUGEPAGES=0");
   ASSERT_EQ(off.code, 0) << off.err;
-  const Outcome user = run_cli("run " + spec + " --log-level info -o " + (dir_ / "user.h5").string(), dir_.string(),
-                               "GLIBC_TUNABLES=glibc.malloc.hugetlb=0");
+  const Outcome user = run_fabricsim("run " + spec + " --log-level info -o " + (dir_ / "user.h5").string(), dir_.string(),
+                                     "GLIBC_TUNABLES=glibc.malloc.hugetlb=0");
   ASSERT_EQ(user.code, 0) << user.err;
   // A preloaded library (valgrind, heaptrack, an allocator) is never run again.
-  const Outcome preload = run_cli("run " + spec + " --log-level info -o " + (dir_ / "pre.h5").string(), dir_.string(),
-                                  "LD_PRELOAD=libc.so.6");
+  const Outcome preload = run_fabricsim("run " + spec + " --log-level info -o " + (dir_ / "pre.h5").string(), dir_.string(),
+                                        "LD_PRELOAD=libc.so.6");
   ASSERT_EQ(preload.code, 0) << preload.err;
   EXPECT_EQ(digest_of(on.out), digest_of(preload.out));
   EXPECT_FALSE(digest_of(on.out).empty()) << on.out;
@@ -694,8 +650,8 @@ TEST_F(Cli, HugePagesAreRequestedUnderThpMadviseAndNeverChangeResults) {
     EXPECT_NE(on.err.find("heap pages: huge (THP madvise, glibc.malloc.hugetlb=1)"), std::string::npos) << on.err;
     EXPECT_NE(off.err.find("heap pages: 4 KiB"), std::string::npos) << off.err;
     for (const char* word : {"off", "FALSE", "no"}) {  // the other spellings of "off"
-      const Outcome o = run_cli("run " + spec + " --log-level info -o " + (dir_ / "off2.h5").string(), dir_.string(),
-                                std::string("FABRICSIM_HUGEPAGES=") + word);
+      const Outcome o = run_fabricsim("run " + spec + " --log-level info -o " + (dir_ / "off2.h5").string(), dir_.string(),
+                                      std::string("FABRICSIM_HUGEPAGES=") + word);
       ASSERT_EQ(o.code, 0) << o.err;
       EXPECT_EQ(digest_of(o.out), digest_of(on.out));
       EXPECT_NE(o.err.find(std::string("heap pages: 4 KiB (THP madvise, FABRICSIM_HUGEPAGES=") + word + ")"), std::string::npos) << o.err;
@@ -751,7 +707,7 @@ TEST_F(Cli, HugePagesStepAsideForLoaderSecureExecProfilersTracersAndKeepTheProce
                          args + " -o " + h5 + " 2>" + err,
                      err);
   };
-  const std::string bin = binary();
+  const std::string bin = fabricsim::testing::fabricsim_binary();
   const Outcome off = run_with("", bin, "FABRICSIM_HUGEPAGES=0");
   ASSERT_EQ(off.code, 0) << off.err;
   const std::string digest = digest_of(off.out);
@@ -809,12 +765,7 @@ TEST_F(Cli, HugePagesStepAsideForLoaderSecureExecProfilersTracersAndKeepTheProce
         << "wait $p\n"
         << "echo \"rc=$?\"\n";
     }
-    FILE* p = popen(("bash " + script.string()).c_str(), "r");
-    ASSERT_NE(p, nullptr);
-    std::string out;
-    std::array<char, 512> buf{};
-    while (fgets(buf.data(), buf.size(), p)) out += buf.data();
-    pclose(p);
+    const std::string out = run_shell("bash " + script.string()).out;
     const std::string name = fs::path(bin).filename().string().substr(0, 15);
     EXPECT_NE(out.find("comm=" + name + "\n"), std::string::npos) << out;
     EXPECT_NE(out.find("thpfds=0\n"), std::string::npos) << out;
@@ -830,9 +781,9 @@ TEST_F(Cli, HugePagesStepAsideForLoaderSecureExecProfilersTracersAndKeepTheProce
 TEST_F(Cli, FlowRouteCacheMissesOnlyEachRanksFirstRingFlow) {
   const std::string trace = fabricsim::testing::source_dir() + "/tests/fidelity/data/allreduce_1MiB.txt";
   for (const std::uint64_t n : {16u, 64u}) {
-    const Outcome o = run_cli("run --workload " + trace + " --gpus " + std::to_string(n) +
+    const Outcome o = run_fabricsim("run --workload " + trace + " --gpus " + std::to_string(n) +
                                   " --fidelity flow --set simccl.planner=ring --stats -o " + (dir_ / "rc.h5").string(),
-                              dir_.string());
+                                    dir_.string());
     ASSERT_EQ(o.code, 0) << o.err;
     const std::string want = "flow routes: " + std::to_string(n * 2 * (n - 1)) + " look-ups, " + std::to_string(n) + " misses";
     EXPECT_NE(o.out.find(want), std::string::npos) << "want '" << want << "' in:\n" << o.out;

@@ -9,7 +9,11 @@
 #include "io/digest.hpp"
 #include "jobs/run.hpp"
 #include "partition/partition.hpp"
-#include "test_util.hpp"
+#include "tests/support/paths.hpp"
+#include "tests/support/scratch.hpp"
+#include "tests/support/mpi.hpp"
+
+using fabricsim::testing::world_procs;
 
 namespace {
 
@@ -36,19 +40,21 @@ std::vector<Input> inputs() {
   };
 }
 
-fabricsim::jobs::RunResult run_on(MPI_Comm comm, const Input& in, unsigned threads) {
+/// Runs input `in` on `comm` with `threads` threads (no HDF5 file); `keep_flows` keeps the flow
+/// records.
+fabricsim::jobs::RunResult run_on(MPI_Comm comm, const Input& in, unsigned threads, bool keep_flows = false) {
   RunOptions opt;
   opt.workload = in.workload;
   opt.gpus = in.gpus;
   opt.sets = in.sets;
   opt.threads = threads;
   opt.write_h5 = false;
+  opt.keep_flows = keep_flows;
   return run_simulation(opt, comm, "test", "test");
 }
 
 TEST(Determinism, IdenticalTablesAcrossProcessesAndThreads) {
-  int procs = 1;
-  MPI_Comm_size(MPI_COMM_WORLD, &procs);
+  const int procs = world_procs();
   for (const Input& in : inputs()) {
     SCOPED_TRACE(in.name);
     const auto ref = run_on(MPI_COMM_SELF, in, 1);
@@ -87,13 +93,7 @@ TEST(Determinism, DigestNeedsNoFlowRecords) {
   for (const Input& in : inputs()) {
     SCOPED_TRACE(in.name);
     const auto lean = run_on(MPI_COMM_WORLD, in, 1);
-    RunOptions opt;
-    opt.workload = in.workload;
-    opt.gpus = in.gpus;
-    opt.sets = in.sets;
-    opt.write_h5 = false;
-    opt.keep_flows = true;
-    const auto full = run_simulation(opt, MPI_COMM_WORLD, "test", "test");
+    const auto full = run_on(MPI_COMM_WORLD, in, 0, /*keep_flows=*/true);  // 0: threads from the spec
     EXPECT_EQ(lean.digest, full.digest);
     EXPECT_EQ(lean.flows, full.flows);
     EXPECT_TRUE(lean.flow_records.empty());
@@ -112,9 +112,7 @@ TEST(Determinism, DigestNeedsNoFlowRecords) {
 
 TEST(Determinism, MetisAndPartitionFileMatchTopologyPlacement) {
   if (!fabricsim::partition::have_metis()) GTEST_SKIP() << "built without METIS";
-  int procs = 1, rank = 0;
-  MPI_Comm_size(MPI_COMM_WORLD, &procs);
-  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  const int procs = world_procs();
   for (const Input& base : inputs()) {
     if (std::string(base.name) != "hybrid_tp8_dp4" && std::string(base.name) != "allreduce16") continue;
     SCOPED_TRACE(base.name);

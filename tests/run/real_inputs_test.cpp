@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "jobs/run.hpp"
-#include "test_util.hpp"
+#include "tests/support/paths.hpp"
 
 namespace {
 

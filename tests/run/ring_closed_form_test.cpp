@@ -25,7 +25,8 @@
 #include <vector>
 
 #include "jobs/run.hpp"
-#include "test_util.hpp"
+#include "tests/support/scratch.hpp"
+#include "tests/support/workloads.hpp"
 
 namespace {
 

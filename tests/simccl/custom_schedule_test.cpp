@@ -23,12 +23,14 @@
 #include <string>
 #include <vector>
 
-#include "../run/test_util.hpp"
+#include "tests/support/paths.hpp"
+#include "tests/support/scratch.hpp"
 #include "engine/errors.hpp"
 #include "jobs/nccl_tests.hpp"
 #include "jobs/run.hpp"
 #include "simccl/custom_planner.hpp"
 #include "simccl/custom_schedule.hpp"
+#include "tests/support/mpi.hpp"
 
 namespace {
 
@@ -98,12 +100,6 @@ double hamiltonian_ring_us(const std::string& topo) {
   const auto res = fabricsim::jobs::run_simulation(o, MPI_COMM_SELF, "test", "test");
   EXPECT_EQ(res.collectives.size(), 1u);
   return res.collectives.empty() ? 0 : static_cast<double>(res.collectives[0].end_ps - res.collectives[0].start_ps) * 1e-6;
-}
-
-int procs() {
-  int p = 1;
-  MPI_Comm_size(MPI_COMM_WORLD, &p);
-  return p;
 }
 
 TEST(CustomSchedule, TecclMesh4Parses) {
@@ -193,7 +189,7 @@ TEST(CustomSchedule, BadSchedulesAreInputErrors) {
 }
 
 TEST(CustomSchedule, TecclMesh4ReplaysInEightEpochs) {
-  if (procs() > 1) GTEST_SKIP() << "sequential only";
+  FABRICSIM_SEQUENTIAL_ONLY("sequential only");
   const ScratchDir scratch("teccl_mesh");
   const std::string dir = scratch.path();
   const double epoch_us = 1e6 / 50e9 * 1e6;  // 1 MB chunk on a 50 GB/s link = 20 us
@@ -227,11 +223,10 @@ TEST(CustomSchedule, TecclMesh4ReplaysInEightEpochs) {
   std::printf("TE-CCL mesh_4 AllGather: %.2f us (1 ps links), %.2f us (500 ns); rank-order ring: %.2f us, %.2f us; "
               "Hamiltonian ring: %.2f us, %.2f us\n",
               teccl, teccl_lat, ring, ring_lat, ham, ham_lat);
-  std::filesystem::remove_all(dir);
 }
 
 TEST(CustomSchedule, MscclRingAllReduceMatchesTheRingClosedForm) {
-  if (procs() > 1) GTEST_SKIP() << "sequential only";
+  FABRICSIM_SEQUENTIAL_ONLY("sequential only");
   fabricsim::jobs::NcclTestsOptions o;
   o.collective = "all_reduce";
   o.min_bytes = o.max_bytes = 64ull << 20;

@@ -23,7 +23,8 @@
 #include "models/core/workload.hpp"
 #include "simccl/nccl_planner.hpp"
 #include "simccl/nccl_settings.hpp"
-#include "tests/run/test_util.hpp"
+#include "tests/support/workloads.hpp"
+#include "tests/support/mpi.hpp"
 
 namespace {
 
@@ -38,13 +39,6 @@ struct Case {
   const char* proto;  // NCCL_PROTO, "" = tuner's choice
 };
 
-/// Processes in MPI_COMM_WORLD (the sequential comparisons run once, under 1 process).
-int world_procs() {
-  int procs = 1;
-  MPI_Comm_size(MPI_COMM_WORLD, &procs);
-  return procs;
-}
-
 NcclPlannerConfig config(const char* proto, bool lazy) {
   NcclPlannerConfig cfg;
   cfg.gpus_per_host = 8;
@@ -58,7 +52,7 @@ NcclPlannerConfig config(const char* proto, bool lazy) {
 }
 
 TEST(LazyPlans, ChannelWalkEqualsMaterializedPlan) {
-  if (world_procs() > 1) GTEST_SKIP() << "sequential comparison (runs under 1 process)";
+  FABRICSIM_SEQUENTIAL_ONLY("sequential comparison (runs under 1 process)");
   const std::vector<Case> cases = {
       {m::CollOp::kAllReduce, 64ull << 20, 16, "Simple"},   // several loops per channel
       {m::CollOp::kAllReduce, (3ull << 20) + 7, 24, "Simple"},
@@ -193,7 +187,7 @@ void expect_dag_equals(const Dag& t, const m::RankPlan& fp) {
 // receive matching of the lazy form equal the materialized plan's, for Simple / LL / LL128, one to
 // many chunks, 1-16 nodes (chain only, chain + double binary tree), every rank's position.
 TEST(LazyPlans, TreeOpsEqualMaterializedPlan) {
-  if (world_procs() > 1) GTEST_SKIP() << "sequential comparison (runs under 1 process)";
+  FABRICSIM_SEQUENTIAL_ONLY("sequential comparison (runs under 1 process)");
   struct TreeCase {
     std::uint64_t bytes;
     std::uint32_t ranks;
@@ -252,7 +246,7 @@ TEST(LazyPlans, TreeOpsEqualMaterializedPlan) {
 // of a few bytes (heads without data: the last loop's block < heads) to many loops. NVLS runs
 // only the Simple protocol in NCCL (tuning.cc); NCCL_PROTO=LL / LL128 leave no NVLS algorithm.
 TEST(LazyPlans, NvlsOpsEqualMaterializedPlan) {
-  if (world_procs() > 1) GTEST_SKIP() << "sequential comparison (runs under 1 process)";
+  FABRICSIM_SEQUENTIAL_ONLY("sequential comparison (runs under 1 process)");
   struct NvlsCase {
     m::CollOp op;
     std::uint64_t bytes;
@@ -351,7 +345,7 @@ TEST(LazyPlans, NvlsOpsEqualMaterializedPlan) {
 // any time. Also checks that a connection carries more than 8 sends (the bound binds), and that
 // no send depends on an earlier send of another connection (the window is per connection).
 TEST(LazyPlans, NvlsSendsOfAConnectionStayWithinNcclSteps) {
-  if (world_procs() > 1) GTEST_SKIP() << "sequential comparison (runs under 1 process)";
+  FABRICSIM_SEQUENTIAL_ONLY("sequential comparison (runs under 1 process)");
   struct Case {
     m::CollOp op;
     std::uint64_t bytes;
@@ -433,7 +427,7 @@ m::Workload collectives(std::uint32_t n, bool allreduce_only = false) {
 }
 
 TEST(LazyPlans, RunsAreBitIdenticalToMaterializedPlans) {
-  if (world_procs() > 1) GTEST_SKIP() << "sequential comparison (runs under 1 process)";
+  FABRICSIM_SEQUENTIAL_ONLY("sequential comparison (runs under 1 process)");
   const m::Workload rings = collectives(32);  // 4 hosts of 8 GPUs
   const m::Workload trees = collectives(32, true);
   for (const char* rung : {"packet", "flow"}) {

@@ -18,17 +18,13 @@
 #include "engine/errors.hpp"
 #include "jobs/nccl_tests.hpp"
 #include "jobs/run.hpp"
+#include "tests/support/mpi.hpp"
+#include "tests/support/paths.hpp"
 
 namespace {
 
 using fabricsim::jobs::NcclTestsOptions;
 using fabricsim::jobs::NcclTestsRow;
-
-int procs() {
-  int p = 1;
-  MPI_Comm_size(MPI_COMM_WORLD, &p);
-  return p;
-}
 
 std::vector<NcclTestsRow> sweep(NcclTestsOptions o, MPI_Comm comm) {
   std::vector<NcclTestsRow> rows;
@@ -44,8 +40,7 @@ constexpr double kA100Peak = 231.58;
 // Rows of tests/data/nccl/nccl-validation.csv (a copy of ../shared/reference/nccl-validation.csv,
 // sources in tests/data/SOURCES.md) whose system starts with `system`: bytes -> busbw (GB/s).
 std::map<std::uint64_t, double> published_busbw(const std::string& system) {
-  const char* src = std::getenv("FABRICSIM_SOURCE_DIR");
-  const std::string path = std::string(src ? src : "..") + "/tests/data/nccl/nccl-validation.csv";
+  const std::string path = fabricsim::testing::data("nccl/nccl-validation.csv");
   std::ifstream in(path);
   EXPECT_TRUE(in.good()) << path;
   std::map<std::uint64_t, double> rows;
@@ -78,7 +73,7 @@ std::map<std::uint64_t, double> published_busbw(const std::string& system) {
 // NCCL's own NVLS bandwidth model, not fitted to these rows). The steady state is
 // busbw = 306 / (9/8) x 14/8 = 476 GB/s; a ring could not exceed the 450 GB/s port rate.
 TEST(NcclValidation, H100NodeAllReducePeak) {
-  if (procs() > 1) GTEST_SKIP() << "sequential only (same numbers, slower)";
+  FABRICSIM_SEQUENTIAL_ONLY("sequential only (same numbers, slower)");
   const auto published = published_busbw("Azure ND H100 v5");
   NcclTestsOptions o;
   o.min_bytes = 1ull << 30;
@@ -96,7 +91,7 @@ TEST(NcclValidation, H100NodeAllReducePeak) {
 }
 
 TEST(NcclValidation, A100NodeAllReducePeak) {
-  if (procs() > 1) GTEST_SKIP() << "sequential only";
+  FABRICSIM_SEQUENTIAL_ONLY("sequential only");
   NcclTestsOptions o;
   o.min_bytes = 1ull << 30;
   o.max_bytes = 2ull << 30;
@@ -131,7 +126,7 @@ TEST(NcclValidation, A100NodeAllReducePeak) {
 // 15.0 us, Ring/LL128 14.0 + 14 x 1.9 = 40.6 us, Ring/Simple 8.4 + 14 x 3.4 = 56.0 us, NVLS the
 // NVLink NVLS hop latency 25 us (base ignored).
 TEST(NcclValidation, LaunchLatencyIsTheCostModelLatency) {
-  if (procs() > 1) GTEST_SKIP() << "sequential only";
+  FABRICSIM_SEQUENTIAL_ONLY("sequential only");
   NcclTestsOptions o;
   o.min_bytes = 1024;
   o.max_bytes = 64ull << 20;
@@ -166,7 +161,7 @@ TEST(NcclValidation, LaunchLatencyIsTheCostModelLatency) {
 // Closed form: time with the latency - time without = that latency, inside a node (NVLink hop)
 // and across two nodes (NET hop), for both protocols.
 TEST(NcclValidation, PointToPointLaunchLatencyIsOneRingStep) {
-  if (procs() > 1) GTEST_SKIP() << "sequential only";
+  FABRICSIM_SEQUENTIAL_ONLY("sequential only");
   struct Shape {
     std::uint32_t gpn, nodes;
     double ll_us, simple_us;
@@ -198,7 +193,7 @@ TEST(NcclValidation, PointToPointLaunchLatencyIsOneRingStep) {
 // The ring planner has no latency model: with simccl.launch_latency=nccl it charges nothing, and
 // the table says so instead of naming the NCCL cost model's latency (it did).
 TEST(NcclValidation, RingPlannerTableNamesNoLatency) {
-  if (procs() > 1) GTEST_SKIP() << "sequential only";
+  FABRICSIM_SEQUENTIAL_ONLY("sequential only");
   NcclTestsOptions o;
   o.min_bytes = o.max_bytes = 1024;
   std::vector<NcclTestsRow> with, without;
@@ -214,7 +209,7 @@ TEST(NcclValidation, RingPlannerTableNamesNoLatency) {
 }
 
 TEST(NcclValidation, A100WithLaunchLatencyWithin5PercentAt1GiB) {
-  if (procs() > 1) GTEST_SKIP() << "sequential only";
+  FABRICSIM_SEQUENTIAL_ONLY("sequential only");
   NcclTestsOptions o;
   o.min_bytes = o.max_bytes = 1ull << 30;
   o.sets = {"simccl.gpu_sm=80", "cluster.nvlink_bandwidth=1920Gbps", "simccl.launch_latency=nccl"};

@@ -11,7 +11,8 @@
 #include <set>
 #include <string>
 
-#include "../run/test_util.hpp"
+#include "tests/support/paths.hpp"
+#include "tests/support/scratch.hpp"
 #include "engine/errors.hpp"
 #include "simccl/nccl_planner.hpp"
 #include "simccl/nccl_topo.hpp"

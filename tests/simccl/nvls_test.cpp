@@ -19,6 +19,8 @@
 #include "jobs/nccl_tests.hpp"
 #include "jobs/run.hpp"
 #include "models/core/workload.hpp"
+#include "tests/support/mpi.hpp"
+#include "tests/support/run.hpp"
 
 namespace {
 
@@ -40,16 +42,9 @@ Workload per_host_allreduce(unsigned hosts, unsigned gph, std::uint64_t bytes) {
 
 RunResult run(const Workload& w, unsigned hosts, unsigned gph, std::vector<std::string> sets, MPI_Comm comm,
               unsigned threads, bool keep) {
-  fabricsim::jobs::RunOptions o;
-  o.workload_data = &w;
-  o.sets = std::move(sets);
-  o.sets.push_back("cluster.gpus_per_host=" + std::to_string(gph));
-  o.sets.push_back("cluster.hosts=" + std::to_string(hosts));
-  o.threads = threads;
-  o.write_h5 = false;
-  o.quiet = true;
-  o.keep_flows = keep;
-  return fabricsim::jobs::run_simulation(o, comm, "test", "test");
+  sets.push_back("cluster.gpus_per_host=" + std::to_string(gph));
+  sets.push_back("cluster.hosts=" + std::to_string(hosts));
+  return fabricsim::testing::run_quiet(&w, std::move(sets), comm, threads, keep);
 }
 
 // NVLink payload bytes out of (up) and into (down) each GPU, from the link samples.
@@ -63,15 +58,8 @@ void nvlink_bytes(const RunResult& r, unsigned gpus, std::vector<std::uint64_t>&
   }
 }
 
-/// Processes in MPI_COMM_WORLD (the sequential comparisons run once, under 1 process).
-int world_procs() {
-  int procs = 1;
-  MPI_Comm_size(MPI_COMM_WORLD, &procs);
-  return procs;
-}
-
 TEST(Nvls, PortBytesAreOnePlusOneOverNPerDirection) {
-  if (world_procs() > 1) GTEST_SKIP() << "sequential only";
+  FABRICSIM_SEQUENTIAL_ONLY("sequential only");
   const std::uint64_t S = 8ull << 20;
   const Workload w = fabricsim::jobs::nccl_tests_workload("all_reduce", 8, S, 0);
   const RunResult r = run(w, 1, 8, {}, MPI_COMM_SELF, 1, true);
@@ -111,7 +99,7 @@ TEST(Nvls, PortBytesAreOnePlusOneOverNPerDirection) {
 // tree between the nodes' GPUs h (2 nodes: each tree has one edge), so every GPU's NIC sends S/8
 // (it is the child in half of the channels' trees and the parent in the other half).
 TEST(Nvls, NvlsTreePortBytes) {
-  if (world_procs() > 1) GTEST_SKIP() << "sequential only";
+  FABRICSIM_SEQUENTIAL_ONLY("sequential only");
   const std::uint64_t S = 64ull << 20;
   const Workload w = fabricsim::jobs::nccl_tests_workload("all_reduce", 16, S, 0);
   const RunResult r = run(w, 2, 8, {"nccl.NCCL_ALGO=NVLSTree", "nic.cc=none"}, MPI_COMM_SELF, 1, true);
@@ -134,7 +122,7 @@ TEST(Nvls, NvlsTreePortBytes) {
 // whole buffer: ReduceScatter sends S into the switch and receives its S/n reduced;
 // AllGather multicasts its S/n and receives all S.
 TEST(Nvls, ReduceScatterAndAllGatherPortBytes) {
-  if (world_procs() > 1) GTEST_SKIP() << "sequential only";
+  FABRICSIM_SEQUENTIAL_ONLY("sequential only");
   const std::uint64_t S = 16ull << 20;
   std::vector<std::uint64_t> up, down;
   for (const char* coll : {"reduce_scatter", "all_gather"}) {
@@ -167,7 +155,7 @@ TEST(Nvls, ReduceScatterAndAllGatherPortBytes) {
 // Checked on 8 GPUs at 256 MiB (16 channels, 128 KiB chunks: 16 loops per channel) and with a
 // slower NVLS rate.
 TEST(Nvls, UncongestedTimeWithinItsClosedFormBounds) {
-  if (world_procs() > 1) GTEST_SKIP() << "sequential only";
+  FABRICSIM_SEQUENTIAL_ONLY("sequential only");
   const double S = 256.0 * (1 << 20), n = 8, B = 450e9, L = 100e-9, chunk = 128 * 1024, nch = 16;
   for (double R : {306e9, 200e9}) {
     const Workload w = fabricsim::jobs::nccl_tests_workload("all_reduce", 8, static_cast<std::uint64_t>(S), 0);
@@ -191,7 +179,7 @@ TEST(Nvls, UncongestedTimeWithinItsClosedFormBounds) {
 // cross a virtual per-GPU link of capacity cluster.nvls_bandwidth), at message rather than packet
 // granularity: within 3% of the packet rung at 256 MiB and 1 GiB, and inside the same bounds.
 TEST(Nvls, FlowRungAgreesWithPacketRung) {
-  if (world_procs() > 1) GTEST_SKIP() << "sequential only";
+  FABRICSIM_SEQUENTIAL_ONLY("sequential only");
   for (std::uint64_t S : {256ull << 20, 1ull << 30}) {
     const Workload w = fabricsim::jobs::nccl_tests_workload("all_reduce", 8, S, 0);
     const RunResult p = run(w, 1, 8, {}, MPI_COMM_SELF, 1, false);
@@ -219,7 +207,7 @@ TEST(Nvls, FlowRungAgreesWithPacketRung) {
 //    packet level shows no heavy congestion; NVLink has none, the remaining difference is fluid
 //    sharing against per-packet round robin at the GPU port).
 TEST(Nvls, FlowRungPipelinesTheSwitchAtMediumSizes) {
-  if (world_procs() > 1) GTEST_SKIP() << "sequential only";
+  FABRICSIM_SEQUENTIAL_ONLY("sequential only");
   const double n = 8, R = 306e9, B = 450e9, L = 100e-9, nch = 16;
   // 2.5 MiB: the second loop's chunks are single 4 KiB units; 3 MiB: the second loop's
   // contributions start while the first loop's multicasts are still being issued.
@@ -254,7 +242,7 @@ TEST(Nvls, FlowRungPipelinesTheSwitchAtMediumSizes) {
 // pause; ECN marks, if any, a handful against the ~10^5 packets). From 4 nodes on (a tree with
 // interior nodes) the flow rung is still 6-11% slow: docs/fidelity.md, "NVLS at the flow rung".
 TEST(Nvls, FlowRungNvlsTreeWithinFivePercent) {
-  if (world_procs() > 1) GTEST_SKIP() << "sequential only";
+  FABRICSIM_SEQUENTIAL_ONLY("sequential only");
   struct Case {
     unsigned hosts;
     std::uint64_t bytes;

@@ -15,6 +15,9 @@
 
 #include "jobs/run.hpp"
 #include "models/core/workload.hpp"
+#include "tests/support/mpi.hpp"
+#include "tests/support/run.hpp"
+#include "tests/support/workloads.hpp"
 
 namespace {
 
@@ -34,55 +37,25 @@ constexpr std::int64_t kComputePs = 1'000'000;      // 1 us of compute after the
 // to rank 4 on its own host, which must not be disturbed in bytes or matching; rank 2 sends to
 // rank 10 on its own rail, which needs no relay.
 Workload workload() {
-  Workload w;
-  w.source = "pxn-test";
-  w.format = "chakra";
-  w.ranks = 2 * kGpn;
-  w.groups.push_back({"world", {}});
-  for (std::uint32_t r = 0; r < w.ranks; ++r) w.groups[0].ranks.push_back(r);
-  w.programs.resize(w.ranks);
-  auto p2p = [](NodeType type, std::int32_t peer, std::int64_t tag) {
-    WorkNode n;
-    n.type = type;
-    n.peer = peer;
-    n.tag = tag;
-    n.bytes = kBytes;
-    return n;
-  };
-  auto send = [&](std::int32_t peer, std::int64_t tag) { return p2p(NodeType::kSend, peer, tag); };
-  auto recv = [&](std::int32_t peer, std::int64_t tag) { return p2p(NodeType::kRecv, peer, tag); };
-  w.programs[1].push_back(send(8, 7));
-  w.programs[8].push_back(recv(1, 7));
+  Workload w = fabricsim::testing::world_workload(2 * kGpn, "chakra", "pxn-test");
+  using fabricsim::testing::add_p2p;
+  add_p2p(w, 1, 8, kBytes, 7);
   WorkNode c;
   c.type = NodeType::kCompute;
   c.duration_ps = kComputePs;
-  c.deps = {0};
+  c.deps = {0};  // the receive
   w.programs[8].push_back(c);
-  w.programs[0].push_back(send(4, 3));   // the relay's own send, over NVLink
-  w.programs[4].push_back(recv(0, 3));
-  w.programs[2].push_back(send(10, 5));  // same rail (local GPU 2 on both hosts): direct
-  w.programs[10].push_back(recv(2, 5));
+  add_p2p(w, 0, 4, kBytes, 3);   // the relay's own send, over NVLink
+  add_p2p(w, 2, 10, kBytes, 5);  // same rail (local GPU 2 on both hosts): direct
   return w;
 }
 
 fabricsim::jobs::RunResult run(const std::vector<std::string>& nccl, MPI_Comm comm, unsigned threads,
                                bool keep = true) {
   static const Workload w = workload();
-  fabricsim::jobs::RunOptions o;
-  o.workload_data = &w;
-  o.sets = {"cluster.gpus_per_host=8", "cluster.hosts=2", "nic.cc=none"};
-  for (const auto& s : nccl) o.sets.push_back(s);
-  o.threads = threads;
-  o.write_h5 = false;
-  o.quiet = true;
-  o.keep_flows = keep;
-  return fabricsim::jobs::run_simulation(o, comm, "test", "test");
-}
-
-int procs() {
-  int p = 1;
-  MPI_Comm_size(MPI_COMM_WORLD, &p);
-  return p;
+  std::vector<std::string> sets = {"cluster.gpus_per_host=8", "cluster.hosts=2", "nic.cc=none"};
+  sets.insert(sets.end(), nccl.begin(), nccl.end());
+  return fabricsim::testing::run_quiet(&w, std::move(sets), comm, threads, keep);
 }
 
 struct Legs {
@@ -141,7 +114,7 @@ void expect_direct(const fabricsim::jobs::RunResult& r) {
 }
 
 TEST(PxnP2p, RelaysThroughThePeersRailByDefaultAndAtLevel1) {
-  if (procs() > 1) GTEST_SKIP() << "flow records checked sequentially";
+  FABRICSIM_SEQUENTIAL_ONLY("flow records checked sequentially");
   expect_pxn(run({}, MPI_COMM_SELF, 1));                              // NCCL_P2P_PXN_LEVEL=2 default
   expect_pxn(run({"nccl.NCCL_P2P_PXN_LEVEL=1"}, MPI_COMM_SELF, 1));
   // Smaller chunks: more NVLink/network legs, same bytes.
@@ -151,7 +124,7 @@ TEST(PxnP2p, RelaysThroughThePeersRailByDefaultAndAtLevel1) {
 }
 
 TEST(PxnP2p, DirectWhenDisabled) {
-  if (procs() > 1) GTEST_SKIP() << "flow records checked sequentially";
+  FABRICSIM_SEQUENTIAL_ONLY("flow records checked sequentially");
   expect_direct(run({"nccl.NCCL_PXN_DISABLE=1"}, MPI_COMM_SELF, 1));
   expect_direct(run({"nccl.NCCL_P2P_PXN_LEVEL=0"}, MPI_COMM_SELF, 1));
   // The ring planner has no PXN.
@@ -159,7 +132,7 @@ TEST(PxnP2p, DirectWhenDisabled) {
 }
 
 TEST(PxnP2p, SameRailAndSameHostStayDirect) {
-  if (procs() > 1) GTEST_SKIP() << "flow records checked sequentially";
+  FABRICSIM_SEQUENTIAL_ONLY("flow records checked sequentially");
   const auto r = run({}, MPI_COMM_SELF, 1);
   const Legs rail = legs(r, 2, 10);  // both local GPU 2
   EXPECT_EQ(rail.n, 1u);
@@ -172,7 +145,7 @@ TEST(PxnP2p, SameRailAndSameHostStayDirect) {
 // chunk pipeline is kept (within 5% of the packet level); the analytical rung has no queues, so
 // the relay forwards the whole message after it arrived: S / NVLink + S / NIC.
 TEST(PxnP2p, CoarseRungs) {
-  if (procs() > 1) GTEST_SKIP() << "flow records checked sequentially";
+  FABRICSIM_SEQUENTIAL_ONLY("flow records checked sequentially");
   const double packet = recv_us(run({}, MPI_COMM_SELF, 1));
   const auto flow = run({"sim.fidelity=flow"}, MPI_COMM_SELF, 1);
   EXPECT_EQ(legs(flow, 1, 0).n, kBytes / kChunk);

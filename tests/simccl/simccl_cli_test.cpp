@@ -14,46 +14,32 @@
 #include <string>
 #include <vector>
 
+#include "tests/support/cli.hpp"
+#include "tests/support/paths.hpp"
+#include "tests/support/scratch.hpp"
+
 namespace {
 
-struct Outcome {
-  int code = -1;
-  std::string err;
-};
+using Outcome = fabricsim::testing::CliOutcome;
+using fabricsim::testing::expect_bad_input;
+using fabricsim::testing::run_fabricsim;
 
-Outcome run_cli(const std::string& args, const std::string& dir) {
-  const char* b = std::getenv("FABRICSIM_BINARY");
-  const std::string err_file = dir + "/stderr.txt";
-  const std::string cmd = std::string(b ? b : "fabricsim") + " " + args + " >/dev/null 2>" + err_file;
-  Outcome o;
-  const int st = std::system(cmd.c_str());
-  o.code = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-  std::ifstream e(err_file);
-  std::stringstream ss;
-  ss << e.rdbuf();
-  o.err = ss.str();
-  return o;
-}
+/// Each test's own scratch directory in dir_.
+class SimcclCli : public fabricsim::testing::ScratchDirTest {};
 
-TEST(SimcclCli, BadInputsGiveOneLineAndExit2) {
-  const auto dir = std::filesystem::temp_directory_path() / ("fabricsim_simccl_cli_" + std::to_string(::getpid()));
-  std::filesystem::create_directories(dir);
-  const std::string nogpu = (dir / "nogpu.xml").string();
-  std::ofstream(nogpu) << R"(<system version="1"><cpu numaid="0"></cpu></system>)";
+TEST_F(SimcclCli, BadInputsGiveOneLineAndExit2) {
+  const std::string nogpu = write("nogpu.xml", R"(<system version="1"><cpu numaid="0"></cpu></system>)");
   const std::string base = "nccl-tests all_reduce -b 1M -e 1M --set ";
   const std::pair<std::string, std::string> cases[] = {
       {"nccl.NCCL_ALGO=Foo", "<cli>: NCCL_ALGO: 'Foo'"},
       {"nccl.NCCL_PROTO=LL256", "NCCL_PROTO: 'LL256'"},
       {"nccl.NCCL_ALGO=allreduce:Ring,Banana", "Banana"},
       {"nccl.NCCL_TOPO_FILE=" + nogpu, nogpu + ": NCCL_TOPO_FILE: describes no GPU"},
-      {"nccl.NCCL_TOPO_FILE=" + (dir / "missing.xml").string(), "missing.xml: NCCL_TOPO_FILE: cannot read"},
+      {"nccl.NCCL_TOPO_FILE=" + (dir_ / "missing.xml").string(), "missing.xml: NCCL_TOPO_FILE: cannot read"},
   };
   for (const auto& [set, needle] : cases) {
-    const Outcome o = run_cli(base + set, dir.string());
-    EXPECT_EQ(o.code, 2) << set << ": " << o.err;
-    EXPECT_EQ(std::count(o.err.begin(), o.err.end(), '\n'), 1) << o.err;
-    EXPECT_EQ(o.err.rfind("fabricsim: error: ", 0), 0u) << o.err;
-    EXPECT_NE(o.err.find(needle), std::string::npos) << o.err;
+    const Outcome o = run_fabricsim(base + set, dir_.string());
+    expect_bad_input(o, {needle}, set);
   }
   // Sizes: 0 would never grow under -f (an endless loop), decimals and sizes past 64 GiB are refused.
   const std::pair<std::string, std::string> sizes[] = {
@@ -63,33 +49,23 @@ TEST(SimcclCli, BadInputsGiveOneLineAndExit2) {
       {"plan all_reduce 99999999999999999999999 -g 8", "above 64G"},
   };
   for (const auto& [args, needle] : sizes) {
-    const Outcome o = run_cli(args, dir.string());
-    EXPECT_EQ(o.code, 2) << args << ": " << o.err;
-    EXPECT_EQ(std::count(o.err.begin(), o.err.end(), '\n'), 1) << o.err;
-    EXPECT_NE(o.err.find(needle), std::string::npos) << o.err;
+    const Outcome o = run_fabricsim(args, dir_.string());
+    expect_bad_input(o, {needle}, args);
   }
   // The fallback turns the missing file into a warning and a run.
-  const Outcome ok = run_cli(base + "nccl.NCCL_TOPO_FILE=" + (dir / "missing.xml").string() +
+  const Outcome ok = run_fabricsim(base + "nccl.NCCL_TOPO_FILE=" + (dir_ / "missing.xml").string() +
                                  " --set simccl.topo_fallback=true",
-                             dir.string());
+                                   dir_.string());
   EXPECT_EQ(ok.code, 0) << ok.err;
-  std::filesystem::remove_all(dir);
 }
 
-TEST(SimcclCli, GroupsNamingMissingRanksGiveOneLineAndExit2) {
-  const char* src = std::getenv("FABRICSIM_SOURCE_DIR");
-  ASSERT_NE(src, nullptr);
-  const auto dir = std::filesystem::temp_directory_path() / ("fabricsim_simccl_groups_" + std::to_string(::getpid()));
-  std::filesystem::create_directories(dir);
+TEST_F(SimcclCli, GroupsNamingMissingRanksGiveOneLineAndExit2) {
   // An 8-rank Chakra trace (ASTRA-sim microbenchmark, tests/data/SOURCES.md).
-  const std::string trace = std::string(src) +
-                            "/tests/data/chakra/astra-sim/examples/workload/microbenchmarks/all_reduce/8npus_1MB/all_reduce";
-  const std::string beyond = (dir / "beyond.json").string();
-  std::ofstream(beyond) << R"({"tp0": [0, 1, 2, 8]})";
-  const std::string negative = (dir / "negative.json").string();
-  std::ofstream(negative) << R"({"dp": [0, -1]})";
-  const std::string twice = (dir / "twice.json").string();
-  std::ofstream(twice) << R"({"dp": [3, 3]})";
+  const std::string trace =
+      fabricsim::testing::data("chakra/astra-sim/examples/workload/microbenchmarks/all_reduce/8npus_1MB/all_reduce");
+  const std::string beyond = write("beyond.json", R"({"tp0": [0, 1, 2, 8]})");
+  const std::string negative = write("negative.json", R"({"dp": [0, -1]})");
+  const std::string twice = write("twice.json", R"({"dp": [3, 3]})");
   const std::pair<std::string, std::string> cases[] = {
       {beyond, beyond + ": tp0: rank 8 is not an integer in 0..7"},
       {negative, negative + ": dp: rank -1 is not an integer in 0..7"},
@@ -97,33 +73,18 @@ TEST(SimcclCli, GroupsNamingMissingRanksGiveOneLineAndExit2) {
   };
   for (const auto& [file, needle] : cases) {
     for (const std::string cmd : {"run", "validate"}) {
-      const std::string out = cmd == "run" ? " -o " + (dir / "out.h5").string() : "";
-      const Outcome o = run_cli(cmd + " --workload " + trace + " --set workload.comm_groups=" + file + out, dir.string());
-      EXPECT_EQ(o.code, 2) << cmd << " " << file << ": " << o.err;
-      EXPECT_EQ(std::count(o.err.begin(), o.err.end(), '\n'), 1) << o.err;
-      EXPECT_NE(o.err.find(needle), std::string::npos) << o.err;
-      EXPECT_FALSE(std::filesystem::exists(dir / "out.h5"));  // no partial output
+      const std::string out = cmd == "run" ? " -o " + (dir_ / "out.h5").string() : "";
+      const Outcome o = run_fabricsim(cmd + " --workload " + trace + " --set workload.comm_groups=" + file + out, dir_.string());
+      expect_bad_input(o, {needle}, cmd + " " + file);
+      EXPECT_FALSE(std::filesystem::exists(dir_ / "out.h5"));  // no partial output
     }
   }
-  std::filesystem::remove_all(dir);
 }
 
 /// Runs `fabricsim ARGS`, stdout into *out.
 Outcome run_stdout(const std::string& args, const std::string& dir, std::string* out) {
-  const char* b = std::getenv("FABRICSIM_BINARY");
-  const std::string out_file = dir + "/stdout.txt";
-  const std::string cmd = std::string(b ? b : "fabricsim") + " " + args + " >" + out_file + " 2>" + dir + "/stderr.txt";
-  Outcome o;
-  const int st = std::system(cmd.c_str());
-  o.code = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-  std::ifstream f(out_file);
-  std::stringstream ss;
-  ss << f.rdbuf();
-  *out = ss.str();
-  std::ifstream e(dir + "/stderr.txt");
-  std::stringstream es;
-  es << e.rdbuf();
-  o.err = es.str();
+  Outcome o = run_fabricsim(args, dir);
+  *out = o.out;
   return o;
 }
 
@@ -168,12 +129,10 @@ std::uint64_t number_after(const std::string& text, const std::string& key) {
   return std::stoull(text.substr(p + key.size()));
 }
 
-TEST(SimcclCli, PlanPrintsTheCostTableAndTheChoice) {
-  const auto dir = std::filesystem::temp_directory_path() / ("fabricsim_plan_" + std::to_string(::getpid()));
-  std::filesystem::create_directories(dir);
+TEST_F(SimcclCli, PlanPrintsTheCostTableAndTheChoice) {
   std::string out;
   // 1 GiB AllReduce on one node of 8: the chosen row is the fastest enabled one.
-  Outcome o = run_plan("all_reduce 1G -g 8", dir.string(), &out);
+  Outcome o = run_plan("all_reduce 1G -g 8", dir_.string(), &out);
   ASSERT_EQ(o.code, 0) << o.err;
   auto rows = cost_rows(out);
   ASSERT_EQ(rows.size(), 21u) << out;  // 7 algorithms x 3 protocols
@@ -202,7 +161,7 @@ TEST(SimcclCli, PlanPrintsTheCostTableAndTheChoice) {
   EXPECT_NE(out.find("0 B on the network"), std::string::npos) << out;
   // NCCL_NVLS_ENABLE=0 takes NVLS away (with the reason in the table); so does a GPU without it.
   for (const char* extra : {"--set nccl.NCCL_NVLS_ENABLE=0", "--set simccl.gpu_sm=80"}) {
-    o = run_plan(std::string("all_reduce 1G -g 8 ") + extra, dir.string(), &out);
+    o = run_plan(std::string("all_reduce 1G -g 8 ") + extra, dir_.string(), &out);
     ASSERT_EQ(o.code, 0) << o.err;
     for (const auto& r : cost_rows(out)) {
       if (r.algo == "NVLS") {
@@ -212,7 +171,7 @@ TEST(SimcclCli, PlanPrintsTheCostTableAndTheChoice) {
     EXPECT_EQ(out.find("choice: NVLS"), std::string::npos) << out;
   }
   // NCCL_ALGO=Tree: every Ring row is disabled and Tree is chosen.
-  o = run_plan("all_reduce 64M -g 8 -n 2 --set nccl.NCCL_ALGO=Tree", dir.string(), &out);
+  o = run_plan("all_reduce 64M -g 8 -n 2 --set nccl.NCCL_ALGO=Tree", dir_.string(), &out);
   ASSERT_EQ(o.code, 0) << o.err;
   rows = cost_rows(out);
   for (const auto& r : rows) {
@@ -224,21 +183,19 @@ TEST(SimcclCli, PlanPrintsTheCostTableAndTheChoice) {
   EXPECT_NE(out.find("NCCL_ALGO=Tree"), std::string::npos) << out;  // settings in effect are listed
   // sendrecv across 2 nodes: rank r -> r+1; ranks 7 -> 8 and 15 -> 0 cross hosts on different
   // rails (7 -> 0 local index), so both are relayed: 2 x 8 MiB / 128 KiB chunk messages forwarded.
-  o = run_plan("sendrecv 8M -g 8 -n 2", dir.string(), &out);
+  o = run_plan("sendrecv 8M -g 8 -n 2", dir_.string(), &out);
   ASSERT_EQ(o.code, 0) << o.err;
   EXPECT_EQ(number_after(out, "PXN: "), 2u * 64u) << out;
-  o = run_plan("sendrecv 8M -g 8 -n 2 --set nccl.NCCL_PXN_DISABLE=1", dir.string(), &out);
+  o = run_plan("sendrecv 8M -g 8 -n 2 --set nccl.NCCL_PXN_DISABLE=1", dir_.string(), &out);
   ASSERT_EQ(o.code, 0) << o.err;
   EXPECT_EQ(out.find("PXN: "), std::string::npos) << out;
   EXPECT_EQ(number_after(out, "\nplan: "), 16u) << out;  // one message per rank
   // Bad input: one line, exit 2.
   for (const char* bad : {"all_reduce 12Q -g 8", "allreduce 1M", "all_reduce 1M --set nccl.NCCL_PROTO=LL256"}) {
-    o = run_plan(std::string(bad), dir.string(), &out);
-    EXPECT_EQ(o.code, 2) << bad;
-    EXPECT_EQ(std::count(o.err.begin(), o.err.end(), '\n'), 1) << o.err;
+    o = run_plan(std::string(bad), dir_.string(), &out);
+    expect_bad_input(o, {}, bad);
     EXPECT_TRUE(out.empty()) << out;
   }
-  std::filesystem::remove_all(dir);
 }
 
 /// The table rows of an nccl-tests output (lines not starting with '#').
@@ -256,18 +213,16 @@ std::string data_rows(const std::string& table) {
 // `nccl-tests --fidelity X` is `--set sim.fidelity=X` (as for `run`), the header names the rung,
 // and a bad rung is one line with exit 2 (before, `--fidelity flow` was read as a missing spec
 // file "flow").
-TEST(SimcclCli, NcclTestsFidelityOptionIsTheSpecKeyAndNamedInTheHeader) {
-  const auto dir = std::filesystem::temp_directory_path() / ("fabricsim_nccl_fid_" + std::to_string(::getpid()));
-  std::filesystem::create_directories(dir);
+TEST_F(SimcclCli, NcclTestsFidelityOptionIsTheSpecKeyAndNamedInTheHeader) {
   const std::string base = "nccl-tests all_reduce -b 64M -e 64M -g 8 ";
   std::string def, rows_flow;
-  ASSERT_EQ(run_stdout(base, dir.string(), &def).code, 0);
+  ASSERT_EQ(run_stdout(base, dir_.string(), &def).code, 0);
   EXPECT_NE(def.find("simulated at fidelity packet"), std::string::npos) << def;
   for (const std::string fid : {"flow", "analytical"}) {
     std::string by_option, by_set;
-    const Outcome a = run_stdout(base + "--fidelity " + fid, dir.string(), &by_option);
+    const Outcome a = run_stdout(base + "--fidelity " + fid, dir_.string(), &by_option);
     ASSERT_EQ(a.code, 0) << a.err;
-    ASSERT_EQ(run_stdout(base + "--set sim.fidelity=" + fid, dir.string(), &by_set).code, 0);
+    ASSERT_EQ(run_stdout(base + "--set sim.fidelity=" + fid, dir_.string(), &by_set).code, 0);
     EXPECT_EQ(by_option, by_set);
     EXPECT_NE(by_option.find("simulated at fidelity " + fid), std::string::npos) << by_option;
     ASSERT_FALSE(data_rows(by_option).empty()) << by_option;
@@ -275,44 +230,35 @@ TEST(SimcclCli, NcclTestsFidelityOptionIsTheSpecKeyAndNamedInTheHeader) {
     else EXPECT_NE(data_rows(by_option), rows_flow) << "the rung did not reach the simulation";
   }
   std::string ignored;
-  const Outcome bad = run_stdout(base + "--fidelity bogus", dir.string(), &ignored);
-  EXPECT_EQ(bad.code, 2);
-  EXPECT_EQ(std::count(bad.err.begin(), bad.err.end(), '\n'), 1) << bad.err;
-  EXPECT_NE(bad.err.find("sim.fidelity: 'bogus'"), std::string::npos) << bad.err;
+  const Outcome bad = run_stdout(base + "--fidelity bogus", dir_.string(), &ignored);
+  expect_bad_input(bad, {"sim.fidelity: 'bogus'"}, "--fidelity bogus");
   EXPECT_TRUE(ignored.empty()) << ignored;
-  std::filesystem::remove_all(dir);
 }
 
 // One GPU: nothing crosses a link, so every row is 0 and the header says why (NCCL settings such
 // as a forced NVLS have nothing to act on).
-TEST(SimcclCli, NcclTestsOneRankSaysNothingIsPlanned) {
-  const auto dir = std::filesystem::temp_directory_path() / ("fabricsim_nccl_one_" + std::to_string(::getpid()));
-  std::filesystem::create_directories(dir);
+TEST_F(SimcclCli, NcclTestsOneRankSaysNothingIsPlanned) {
   std::string out;
-  const Outcome o = run_stdout("nccl-tests all_reduce -b 1M -e 1M -g 1 --set nccl.NCCL_ALGO=NVLS", dir.string(), &out);
+  const Outcome o = run_stdout("nccl-tests all_reduce -b 1M -e 1M -g 1 --set nccl.NCCL_ALGO=NVLS", dir_.string(), &out);
   ASSERT_EQ(o.code, 0) << o.err;
   EXPECT_NE(out.find("# one rank: nothing crosses a link and nothing is planned"), std::string::npos) << out;
   std::string two;
-  ASSERT_EQ(run_stdout("nccl-tests all_reduce -b 1M -e 1M -g 2", dir.string(), &two).code, 0);
+  ASSERT_EQ(run_stdout("nccl-tests all_reduce -b 1M -e 1M -g 2", dir_.string(), &two).code, 0);
   EXPECT_EQ(two.find("# one rank"), std::string::npos) << two;
-  std::filesystem::remove_all(dir);
 }
 
 // Sizes below one whole element per rank round down to 0 bytes as nccl-tests rounds them; the
 // plan says so and names the smallest size that plans something (4 B for AllReduce, 4 B x ranks
 // for ReduceScatter, whose count is per rank).
-TEST(SimcclCli, PlanBelowOneElementSaysWhy) {
-  const auto dir = std::filesystem::temp_directory_path() / ("fabricsim_plan_small_" + std::to_string(::getpid()));
-  std::filesystem::create_directories(dir);
+TEST_F(SimcclCli, PlanBelowOneElementSaysWhy) {
   std::string out;
-  ASSERT_EQ(run_stdout("plan all_reduce 3 -g 8 -n 2", dir.string(), &out).code, 0);
+  ASSERT_EQ(run_stdout("plan all_reduce 3 -g 8 -n 2", dir_.string(), &out).code, 0);
   EXPECT_NE(out.find("3 B rounds down to 0 whole 4-byte float elements"), std::string::npos) << out;
   EXPECT_NE(out.find("give at least 4 B"), std::string::npos) << out;
-  ASSERT_EQ(run_stdout("plan reduce_scatter 40 -g 8 -n 2", dir.string(), &out).code, 0);
+  ASSERT_EQ(run_stdout("plan reduce_scatter 40 -g 8 -n 2", dir_.string(), &out).code, 0);
   EXPECT_NE(out.find("give at least 64 B"), std::string::npos) << out;
-  ASSERT_EQ(run_stdout("plan all_reduce 4 -g 8 -n 2", dir.string(), &out).code, 0);
+  ASSERT_EQ(run_stdout("plan all_reduce 4 -g 8 -n 2", dir_.string(), &out).code, 0);
   EXPECT_EQ(out.find("nothing to plan"), std::string::npos) << out;
-  std::filesystem::remove_all(dir);
 }
 
 namespace {
@@ -320,16 +266,14 @@ namespace {
 // QA: the nccl-tests "count" column is the count the NCCL call takes (nccl-tests common.cu prints
 // paramcount): per rank for all_gather, reduce_scatter and alltoall (size / 4 B / ranks), the whole
 // buffer for all_reduce, broadcast, reduce and sendrecv (size / 4 B). It showed size / 4 for all.
-TEST(SimcclCli, NcclTestsCountColumnIsTheCountOfTheNcclCall) {
-  const auto dir = std::filesystem::temp_directory_path() / ("fabricsim_nccl_count_" + std::to_string(::getpid()));
-  std::filesystem::create_directories(dir);
+TEST_F(SimcclCli, NcclTestsCountColumnIsTheCountOfTheNcclCall) {
   const unsigned ranks = 8;
   const std::pair<std::string, unsigned> colls[] = {{"all_gather", ranks}, {"reduce_scatter", ranks}, {"alltoall", ranks},
                                                     {"all_reduce", 1},     {"broadcast", 1},        {"reduce", 1},
                                                     {"sendrecv", 1}};
   for (const auto& [coll, per_rank_divisor] : colls) {
     std::string out;
-    const Outcome o = run_stdout("nccl-tests " + coll + " -b 1K -e 64K -f 8 -g 8 --fidelity analytical", dir.string(), &out);
+    const Outcome o = run_stdout("nccl-tests " + coll + " -b 1K -e 64K -f 8 -g 8 --fidelity analytical", dir_.string(), &out);
     ASSERT_EQ(o.code, 0) << coll << ": " << o.err;
     std::istringstream lines(out);
     std::string line;
@@ -346,7 +290,6 @@ TEST(SimcclCli, NcclTestsCountColumnIsTheCountOfTheNcclCall) {
     }
     EXPECT_EQ(rows, 3) << coll << ":\n" << out;  // 1K, 8K, 64K
   }
-  std::filesystem::remove_all(dir);
 }
 
 }  // namespace

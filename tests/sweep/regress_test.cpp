@@ -9,7 +9,11 @@
 
 #include "engine/errors.hpp"
 #include "jobs/regress.hpp"
-#include "../run/test_util.hpp"
+#include "tests/support/paths.hpp"
+#include "tests/support/scratch.hpp"
+#include "tests/support/mpi.hpp"
+
+using fabricsim::testing::world_rank;
 
 namespace {
 
@@ -18,8 +22,7 @@ using namespace fabricsim::jobs;
 
 // Writes the suite into `dir` (a ScratchDir of the test) and returns `dir`.
 std::string make_suite(const std::string& dir, const std::string& extra_case_fields) {
-  int rank = 0;
-  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  const int rank = world_rank();
   if (rank == 0) {
     fs::remove_all(fs::path(dir) / "references");
     std::ofstream(fs::path(dir) / "suite.yaml")
@@ -95,33 +98,9 @@ TEST(Regress, ToleranceAbsorbsSmallChange) {
 TEST(Regress, BadSuiteIsInputError) {
   const fabricsim::testing::ScratchDir scratch("regress_bad");
   const std::string dir = scratch.path();
-  int rank = 0;
-  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-  if (rank == 0) std::ofstream(fs::path(dir) / "suite.yaml") << "name: x\ncases:\n  - name: a b\n    workload: w\n";
-  MPI_Barrier(MPI_COMM_WORLD);
+  scratch.file("suite.yaml", "name: x\ncases:\n  - name: a b\n    workload: w\n");
   EXPECT_THROW(load_suite(dir), fabricsim::engine::InputError);
   EXPECT_THROW(load_suite(dir + "/missing"), fabricsim::engine::InputError);
-}
-
-// QA: test scratch directories are removed at the end of their scope (they were left behind in
-// /tmp, one per test run); the same path on every process, gone on every process afterwards.
-TEST(ScratchDir, RemovedWhenTheGuardGoesOutOfScope) {
-  std::string path;
-  {
-    const fabricsim::testing::ScratchDir scratch("scratch_guard");
-    path = scratch.path();
-    EXPECT_TRUE(fs::is_directory(path));
-    int rank = 0;
-    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-    if (rank == 0) {
-      fs::create_directories(fs::path(path) / "sub");
-      std::ofstream(fs::path(path) / "sub" / "f.txt") << "x";
-    }
-    MPI_Barrier(MPI_COMM_WORLD);
-    EXPECT_TRUE(fs::exists(fs::path(path) / "sub" / "f.txt"));
-  }
-  MPI_Barrier(MPI_COMM_WORLD);
-  EXPECT_FALSE(fs::exists(path)) << path;
 }
 
 }  // namespace

@@ -14,36 +14,28 @@
 
 #include "engine/errors.hpp"
 #include "jobs/sweep.hpp"
-#include "../run/test_util.hpp"
+#include "tests/support/cli.hpp"
+#include "tests/support/paths.hpp"
+#include "tests/support/scratch.hpp"
 
 namespace {
 
 namespace fs = std::filesystem;
 using fabricsim::engine::InputError;
 using namespace fabricsim::jobs;
+using fabricsim::testing::CliOutcome;
+using fabricsim::testing::expect_bad_input;
+using fabricsim::testing::run_fabricsim;
 
-std::string binary() {
-  const char* b = std::getenv("FABRICSIM_BINARY");
-  return b ? b : "fabricsim";
-}
-
-class SweepTest : public ::testing::Test {
+class SweepTest : public fabricsim::testing::ScratchDirTest {
  protected:
   void SetUp() override {
-    dir_ = fs::temp_directory_path() / ("fabricsim_sweep_" + std::to_string(::getpid()) + "_" +
-                                         ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::remove_all(dir_);
-    fs::create_directories(dir_);
+    ScratchDirTest::SetUp();
     // A 16-rank Chakra AllReduce (1 MB) on 2 hosts x 8 GPUs by default.
     std::ofstream(dir_ / "base.yaml") << "workload:\n  path: "
                                       << fabricsim::testing::data(
                                              "chakra/astra-sim/examples/workload/microbenchmarks/all_reduce/16npus_1MB/all_reduce")
                                       << "\n";
-  }
-  void TearDown() override { fs::remove_all(dir_); }
-  std::string write(const std::string& name, const std::string& text) {
-    std::ofstream(dir_ / name) << text;
-    return (dir_ / name).string();
   }
   std::string error_of(const std::string& sweep_file) {
     try {
@@ -53,7 +45,6 @@ class SweepTest : public ::testing::Test {
     }
     return "";
   }
-  fs::path dir_;
 };
 
 SweepAxis axis(const std::string& name, const std::string& key, const std::vector<std::string>& vals) {
@@ -159,33 +150,18 @@ TEST_F(SweepTest, UnknownKeyIsReportedWithPointAndKeyBeforeAnythingRuns) {
 
 TEST_F(SweepTest, CliReportsUnknownKeyOnOneLineWithExit2) {
   const std::string f = write("s.yaml", "base: base.yaml\naxes:\n  - key: cluster.nic_bw\n    values: [1Gbps, 2Gbps]\n");
-  const std::string err = (dir_ / "err.txt").string();
-  const int st = std::system((binary() + " sweep " + f + " --dry-run >/dev/null 2>" + err).c_str());
-  ASSERT_TRUE(WIFEXITED(st));
-  EXPECT_EQ(WEXITSTATUS(st), 2);
-  std::ifstream in(err);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  const std::string e = ss.str();
-  EXPECT_EQ(e.rfind("fabricsim: error: " + f + ": point nic_bw-1Gbps: cluster.nic_bw: unknown key", 0), 0u) << e;
-  EXPECT_EQ(std::count(e.begin(), e.end(), '\n'), 1) << e;
+  const CliOutcome o = run_fabricsim("sweep " + f + " --dry-run", dir_.string());
+  expect_bad_input(o, {}, "sweep --dry-run");
+  EXPECT_EQ(o.err.rfind("fabricsim: error: " + f + ": point nic_bw-1Gbps: cluster.nic_bw: unknown key", 0), 0u) << o.err;
 }
 
 TEST_F(SweepTest, UnusableOutputDirectoryIsOneLineExit2) {
   const std::string f = write("s.yaml", "base: base.yaml\naxes:\n  - key: cluster.nic_bandwidth\n    values: [1Gbps, 2Gbps]\n");
   const std::string file = write("not_a_dir", "x\n");
-  const std::string err = (dir_ / "err.txt").string();
   for (const char* mode : {"--local", "--collect", "--point 0"}) {
-    const int st = std::system((binary() + " sweep " + f + " " + std::string(mode) + " -o " + file + " >/dev/null 2>" + err).c_str());
-    ASSERT_TRUE(WIFEXITED(st));
-    EXPECT_EQ(WEXITSTATUS(st), 2) << mode;
-    std::ifstream in(err);
-    std::stringstream ss;
-    ss << in.rdbuf();
-    const std::string e = ss.str();
-    EXPECT_EQ(e.rfind("fabricsim: error: <cli>: -o: '", 0), 0u) << e;
-    EXPECT_NE(e.find("is not a directory"), std::string::npos) << e;
-    EXPECT_EQ(std::count(e.begin(), e.end(), '\n'), 1) << e;
+    const CliOutcome o = run_fabricsim("sweep " + f + " " + std::string(mode) + " -o " + file, dir_.string());
+    expect_bad_input(o, {"is not a directory"}, mode);
+    EXPECT_EQ(o.err.rfind("fabricsim: error: <cli>: -o: '", 0), 0u) << o.err;
   }
 }
 
@@ -215,7 +191,7 @@ TEST_F(SweepTest, FailingPointIsRecordedAndOthersComplete) {
   const Sweep sw = load_sweep(f);
   ASSERT_EQ(sw.points.size(), 3u);
   LocalRunOptions lo;
-  lo.exe = binary();
+  lo.exe = fabricsim::testing::fabricsim_binary();
   lo.out_dir = (dir_ / "out").string();
   lo.jobs = 2;
   std::ostringstream log;

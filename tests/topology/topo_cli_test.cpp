@@ -12,70 +12,30 @@
 #include <sstream>
 #include <string>
 
+#include "tests/support/cli.hpp"
+#include "tests/support/paths.hpp"
+#include "tests/support/scratch.hpp"
+
 namespace {
 
 namespace fs = std::filesystem;
 
-std::string source_dir() {
-  if (const char *d = std::getenv("FABRICSIM_SOURCE_DIR"))
-    return d;
-  return fs::path(__FILE__).parent_path().parent_path().parent_path().string();
-}
-std::string binary() {
-  const char *b = std::getenv("FABRICSIM_BINARY");
-  return b ? b : "fabricsim";
-}
+using fabricsim::testing::source_dir;
+using Outcome = fabricsim::testing::CliOutcome;
+
 const std::string kSimai = "/tests/data/simai/SimAI/astra-sim-alibabacloud/inputs/topo/";
 const std::string kAllReduce16 = "/tests/data/chakra/astra-sim/examples/workload/microbenchmarks/"
                                  "all_reduce/16npus_1MB/all_reduce";
 
-struct Outcome {
-  int code = -1;
-  std::string out, err;
-};
-
-class TopoCli : public ::testing::Test {
+class TopoCli : public fabricsim::testing::ScratchDirTest {
 protected:
-  void SetUp() override {
-    dir_ = fs::temp_directory_path() /
-           ("fabricsim_topo_" + std::to_string(::getpid()) + "_" +
-            ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::remove_all(dir_);
-    fs::create_directories(dir_);
-  }
-  void TearDown() override { fs::remove_all(dir_); }
   Outcome run(const std::string &args) const {
-    const std::string err_file = (dir_ / "stderr.txt").string();
-    Outcome o;
-    FILE *p = popen((binary() + " " + args + " 2>" + err_file).c_str(), "r");
-    if (!p)
-      return o;
-    std::array<char, 4096> buf{};
-    while (fgets(buf.data(), buf.size(), p))
-      o.out += buf.data();
-    const int st = pclose(p);
-    o.code = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-    std::ifstream e(err_file);
-    std::stringstream ss;
-    ss << e.rdbuf();
-    o.err = ss.str();
-    return o;
-  }
-  std::string write(const std::string &name, const std::string &text) const {
-    const std::string path = (dir_ / name).string();
-    std::ofstream(path) << text;
-    return path;
+    return fabricsim::testing::run_fabricsim(args, dir_.string());
   }
   void expect_bad(const std::string &args, const std::string &field,
                   const std::string &problem) const {
-    const Outcome o = run(args);
-    EXPECT_EQ(o.code, 2) << args << "\n" << o.err;
-    EXPECT_EQ(std::count(o.err.begin(), o.err.end(), '\n'), 1) << o.err;
-    EXPECT_EQ(o.err.rfind("fabricsim: error: ", 0), 0u) << o.err;
-    EXPECT_NE(o.err.find(field), std::string::npos) << "field '" << field << "' missing: " << o.err;
-    EXPECT_NE(o.err.find(problem), std::string::npos) << "'" << problem << "' missing: " << o.err;
+    fabricsim::testing::expect_bad_input(run(args), {field, problem}, args);
   }
-  fs::path dir_;
 };
 
 TEST_F(TopoCli, PrintsCountsBisectionDiameterAndEcmp) {

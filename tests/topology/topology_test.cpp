@@ -16,15 +16,13 @@
 #include "models/topology/cluster.hpp"
 #include "models/topology/topology_file.hpp"
 #include "models/topology/topology_stats.hpp"
+#include "tests/support/paths.hpp"
+#include "tests/support/scratch.hpp"
 
 namespace fabricsim::models {
 namespace {
 
-std::string source_dir() {
-  if (const char *d = std::getenv("FABRICSIM_SOURCE_DIR"))
-    return d;
-  return std::filesystem::path(__FILE__).parent_path().parent_path().parent_path().string();
-}
+using fabricsim::testing::source_dir;
 
 std::string simai_topo(const std::string &name) {
   return source_dir() + "/tests/data/simai/SimAI/astra-sim-alibabacloud/inputs/topo/" + name;
@@ -404,9 +402,7 @@ TEST(Topology, ExportImportRoundTripIsIdentical) {
   ClusterSpec nvl = spec(FabricKind::kRailOptimized, 9, 4, 9, 9);
   nvl.nvlink_domain = 12;
   specs.push_back(nvl);
-  const auto dir =
-      std::filesystem::temp_directory_path() / ("fabricsim_topo_rt_" + std::to_string(::getpid()));
-  std::filesystem::create_directories(dir);
+  const fabricsim::testing::ScratchDir dir("topo_rt");
   for (const auto &c : specs) {
     const Topology t(c);
     const std::string path = (dir / "t.topo").string();
@@ -420,7 +416,6 @@ TEST(Topology, ExportImportRoundTripIsIdentical) {
         ASSERT_EQ(t.hops(a, b), u.hops(a, b));
     }
   }
-  std::filesystem::remove_all(dir);
 }
 
 std::string error_of(const std::string &text) {
