@@ -367,7 +367,7 @@ std::vector<Node> converter_style_rank() {
 }
 
 TEST(ChakraReaderGenerated, ConverterStyleFilteredControlParentsAreDroppedAndCounted) {
-  test::ScratchDir dir("chakra");
+  fabricsim::testing::ScratchDir dir("chakra");
   EtWriter et(dir);
   const auto prefix = et.write(0, converter_style_rank());
   et.write(1, converter_style_rank());
@@ -390,14 +390,14 @@ TEST(ChakraReaderGenerated, ConverterStyleFilteredControlParentsAreDroppedAndCou
 }
 
 TEST(ChakraReaderGenerated, MissingDataDependencyIsAlwaysAnError) {
-  test::ScratchDir dir("chakra");
+  fabricsim::testing::ScratchDir dir("chakra");
   EtWriter et(dir);
   const auto prefix = et.write(0, {comp(1, 5), comp(2, 7, {1, 77})});
   EXPECT_INPUT_ERROR(read_chakra(prefix), "t.0.et", "node 2 'comp2'", "data_deps", "unknown node id 77");
 }
 
 TEST(ChakraReaderGenerated, ControlDependenciesCanBeLeftOutOfTheOrder) {
-  test::ScratchDir dir("chakra");
+  fabricsim::testing::ScratchDir dir("chakra");
   EtWriter et(dir);
   // comp 1 waits for comp 5 only through a control dependency.
   Node n1 = comp(1, 3);

@@ -13,16 +13,14 @@
 
 #include "engine/errors.hpp"
 #include "jobs/nccl_tests.hpp"
+#include "tests/support/paths.hpp"
 
 namespace {
 
 using fabricsim::engine::InputError;
 namespace jobs = fabricsim::jobs;
 
-std::string data_dir() {
-  const char* src = std::getenv("FABRICSIM_SOURCE_DIR");
-  return std::string(src ? src : ".") + "/tests/data/nccl/";
-}
+std::string data_dir() { return (fabricsim::testing::data_dir() / "nccl").string() + "/"; }
 
 std::string parse_error(const std::string& text) {
   try {
