@@ -10,6 +10,7 @@
 #include "engine/errors.hpp"
 
 #include "partition/partition.hpp"
+#include "partition/plan.hpp"
 
 namespace {
 
@@ -90,6 +91,34 @@ TEST(Partition, FileRoundTripsAndRefusesOtherProcessCounts) {
   EXPECT_THROW((void)fabricsim::partition::read_partition(file, 6, 2, 1), fabricsim::engine::InputError);
   EXPECT_THROW((void)fabricsim::partition::read_partition(file, 5, 2, 2), fabricsim::engine::InputError);
   std::filesystem::remove(file);
+}
+
+// Two 2-GPU domains (GPUs 0,1 + NVSwitch 4; GPUs 2,3 + NVSwitch 5), leaves 6, 7, spine 8. NVLink
+// 900 Gb/s over NIC 400 Gb/s: a scale-up link weighs floor(900/400) = 2, every other link 1; an
+// LP weighs 1 + its link count (GPU: NVSwitch + leaf = 3; NVSwitch: 2 GPUs = 3; leaf: 2 GPUs +
+// spine = 4; spine: 2 leaves = 3). Topology placement on 2 units: domain d on unit d, loose
+// leaves/spine dealt 0,1,0, then each leaf moved to the unit holding most of its non-leaf
+// neighbours (leaf 6: GPU 0 and spine 8 on unit 0, GPU 2 on unit 1; leaf 7 likewise: unit 0).
+TEST(Partition, SystemGraphWeightsAndTopologyPlacement) {
+  fabricsim::partition::SystemGraph g;
+  g.num_lps = 9;
+  g.domains = {{0, 1, 4}, {2, 3, 5}};
+  g.loose = {6, 7, 8};
+  g.edge_switches = {6, 7};
+  g.links = {{0, 4, 100, true}, {1, 4, 100, true}, {2, 5, 100, true}, {3, 5, 100, true},
+             {0, 6, 500, false}, {2, 6, 500, false}, {1, 7, 500, false}, {3, 7, 500, false},
+             {6, 8, 700, false}, {7, 8, 700, false}};
+  g.scale_up_bps = 900'000'000'000ull;
+  g.scale_out_bps = 400'000'000'000ull;
+  const auto plan = fabricsim::partition::place_system(g, "topology", 2, 1);
+  EXPECT_EQ(plan.edge_weight, (std::vector<std::uint32_t>{2, 2, 2, 2, 1, 1, 1, 1, 1, 1}));
+  EXPECT_EQ(plan.lp_weight, (std::vector<std::uint32_t>{3, 3, 3, 3, 3, 3, 4, 4, 3}));
+  EXPECT_EQ(plan.placement.proc, (std::vector<std::int32_t>{0, 0, 1, 1, 0, 1, 0, 0, 0}));
+  // Cut: GPU 2 - leaf 6 and GPU 3 - leaf 7, 500 ps each.
+  EXPECT_EQ(plan.lookahead_ps, 500);
+  EXPECT_EQ(fabricsim::partition::cut_edges(plan.placement, plan.edges), 2u);
+  g.scale_out_bps = 0;  // unknown NIC rate: every link weighs 1
+  EXPECT_EQ(fabricsim::partition::partition_graph(g).edge_weight, std::vector<std::uint32_t>(10, 1));
 }
 
 }  // namespace

@@ -1,0 +1,321 @@
+// Stage `report` of `fabricsim run`: derived figures (per-rank means, inference metrics, MFU),
+// the summary text and the summary JSON.
+#include <algorithm>
+#include <filesystem>
+#include <map>
+#include <sstream>
+#include <tuple>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "engine/units.hpp"
+#include "jobs/run/context.hpp"
+
+namespace fabricsim::jobs::run_stages {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+/// Per-rank sums, inference metrics and MFU of the gathered results; sets RunResult::ttft_ps and
+/// tpot_ps for inference workloads.
+RunMetrics compute_metrics(RunContext& c) {
+  RunMetrics mt;
+  const GenInfo& gen = c.gen;
+  for (const auto& r : c.res.ranks) {
+    mt.comp += static_cast<double>(r.compute_ps);
+    mt.commu += static_cast<double>(r.comm_ps);
+    mt.exposed += static_cast<double>(r.exposed_comm_ps);
+  }
+  mt.nr = std::max<double>(1, static_cast<double>(c.res.ranks.size()));
+  // Per-rank sums cover every iteration; reported per iteration like the iteration time.
+  mt.comp /= c.res.iterations;
+  mt.commu /= c.res.iterations;
+  mt.exposed /= c.res.iterations;
+  // Inference: time to first token (end of the prefill), time per output token (mean decode step,
+  // as vLLM's benchmark counts TPOT: (end-to-end - TTFT) / (output tokens - 1)), throughput.
+  if (gen.infer.used) {
+    const auto& phase_end = c.phase_end;
+    mt.decode_steps = gen.output_tokens - 1;
+    mt.ttft = phase_end[0];
+    mt.tpot = mt.decode_steps > 0 ? (phase_end[mt.decode_steps] - phase_end[0]) / mt.decode_steps : 0;
+    mt.out_tok_s = c.sim_end > 0 ? double(gen.replicas) * gen.batch * gen.output_tokens / (double(c.sim_end) * 1e-12)
+                                 : 0.0;
+    mt.prompt_tok_s =
+        mt.ttft > 0 ? double(gen.replicas) * gen.batch * gen.prompt_tokens / (double(mt.ttft) * 1e-12) : 0.0;
+    c.res.ttft_ps = mt.ttft;
+    c.res.tpot_ps = mt.decode_steps > 0 ? mt.tpot : -1;
+  }
+  if (gen.used && c.iter > 0) {
+    mt.tflops_per_gpu = gen.stats.model_flops / (static_cast<double>(c.iter) * 1e-12) / mt.nr / 1e12;
+    mt.mfu = mt.tflops_per_gpu * 1e12 / gen.peak_flops;
+  }
+  return mt;
+}
+
+/// Inference lines: requests, time to first token, time per output token, end-to-end throughput.
+void inference_lines(const RunContext& c, std::ostream& out) {
+  const GenInfo& gen = c.gen;
+  const RunMetrics& mt = c.metrics;
+  const auto& phase_end = c.phase_end;
+  const std::uint32_t decode_steps = mt.decode_steps;
+  out << fmt::format("inference: {} requests per replica x {} replica(s), prompt {} tokens, {} output tokens each "
+                     "({} decode steps after the prefill)\n",
+                     gen.batch, gen.replicas, gen.prompt_tokens, gen.output_tokens, decode_steps);
+  out << fmt::format("time to first token: {}  ({} ps; end of the prefill)\n", engine::format_time(mt.ttft), mt.ttft);
+  if (decode_steps > 0) {
+    out << fmt::format("time per output token: {}  ({} ps; mean of {} decode steps, first {}, last {})\n",
+                       engine::format_time(mt.tpot), mt.tpot, decode_steps,
+                       engine::format_time(phase_end[1] - phase_end[0]),
+                       engine::format_time(phase_end[decode_steps] - phase_end[decode_steps - 1]));
+  } else {
+    out << "time per output token: - (output_tokens 1: no decode step)\n";
+  }
+  out << fmt::format("end-to-end: {}  ({} ps)   throughput: {:.1f} output tokens/s, prefill {:.1f} prompt tokens/s "
+                     "(all replicas)\n",
+                     engine::format_time(c.sim_end), c.sim_end, mt.out_tok_s, mt.prompt_tok_s);
+}
+
+/// Header of the summary: version, workload, cluster, fidelity, times, per-rank means, MFU, memory.
+void summary_head(const RunContext& c, std::ostream& out) {
+  const GenInfo& gen = c.gen;
+  const RunMetrics& mt = c.metrics;
+  const engine::SimTime iter = c.iter;
+  out << "fabricsim " << c.version << "\n";
+  out << "workload:  " << workload_desc(c.w) << "\n";
+  out << "cluster:   " << cluster_desc(*c.topo) << "\n";
+  if (c.fidelity != models::Fidelity::kPacket) {
+    out << "fidelity:  " << models::fidelity_name(c.fidelity)
+        << (c.ring_flows == models::RingFlows::kStream && c.stream_applies ? " (ring flows: stream)" : "") << "\n";
+  }
+  if (gen.infer.used) {
+    inference_lines(c, out);
+  } else if (c.res.iterations > 1) {
+    out << fmt::format("iteration time: {}  ({} ps; mean of {} iterations, simulated time {})\n",
+                       engine::format_time(iter), iter, c.res.iterations, engine::format_time(c.sim_end));
+  } else {
+    out << fmt::format("iteration time: {}  ({} ps)\n", engine::format_time(iter), iter);
+  }
+  out << fmt::format("per rank (mean{}): compute {}, communication {}, exposed communication {}\n",
+                     gen.infer.used ? "" : ", per iteration",
+                     engine::format_time(static_cast<engine::SimTime>(mt.comp / mt.nr)),
+                     engine::format_time(static_cast<engine::SimTime>(mt.commu / mt.nr)),
+                     engine::format_time(static_cast<engine::SimTime>(mt.exposed / mt.nr)));
+  if (gen.used && iter > 0) {
+    out << fmt::format("model FLOPs: {:.4g} per {}, {:.1f} TFLOP/s per GPU, MFU {:.1f}% of {} dense peak\n",
+                       gen.stats.model_flops, gen.infer.used ? "request batch (prefill + decode)" : "iteration",
+                       mt.tflops_per_gpu, 100 * mt.mfu, gen.fp8 ? "FP8" : "BF16/FP16");
+  }
+  if (gen.used && !gen.stats.memory.stages.empty()) {
+    const auto& mem = gen.stats.memory;
+    const auto& pk = mem.peak();
+    out << fmt::format(
+        "memory per GPU (estimate, lower bound): {:.1f} GB on pipeline rank {} ({} {:.1f} GB, {} "
+        "{:.1f} GB) of {:.0f} GB HBM{}\n",
+        pk.total_bytes() / 1e9, pk.pp_rank, gen.infer.used ? "weights" : "model states",
+        (pk.weights_bytes + pk.grads_bytes + pk.optimizer_bytes) / 1e9,
+        gen.infer.used ? "KV cache and activations" : "activations", pk.activation_bytes / 1e9,
+        mem.capacity_bytes / 1e9, mem.exceeds() ? "  ** exceeds the GPU's memory **" : "");
+  }
+}
+
+/// The collectives line and table. Per (op, communicator size, bytes): count, mean time, and the
+/// bus bandwidth of that mean time (as nccl-tests computes busbw from its average time; a mean of
+/// per-instance busbw would disagree with the mean time whenever instances differ). Size-1
+/// communicators are no-ops and only counted.
+void collective_table(const RunResult& res, std::ostream& out) {
+  out << fmt::format("collectives: {}   flows: {}\n", res.collectives.size(), res.flows);
+  struct Agg {
+    std::uint64_t count = 0;
+    double time_s = 0;
+    double factor = 0;  // busbw / algbw of the op at this size (nccl-tests factors)
+  };
+  std::map<std::tuple<std::string, std::uint32_t, std::uint64_t>, Agg> agg;
+  std::uint64_t trivial = 0;
+  for (const auto& c : res.collectives) {
+    if (c.ranks <= 1) {
+      ++trivial;
+      continue;
+    }
+    Agg& a = agg[{c.op, c.ranks, c.bytes}];
+    ++a.count;
+    a.time_s += static_cast<double>(c.end_ps - c.start_ps) * 1e-12;
+    if (c.algbw_GBps > 0) a.factor = c.busbw_GBps / c.algbw_GBps;
+  }
+  if (!agg.empty()) {
+    out << fmt::format("  {:<15} {:>6} {:>14} {:>6} {:>14} {:>11}\n", "op", "ranks", "bytes", "count",
+                       "mean time", "busbw GB/s");
+    std::size_t shown = 0;
+    for (const auto& [k, a] : agg) {
+      if (++shown > 30) {
+        out << fmt::format("  ... {} more kinds; every collective is in the HDF5 file (/collectives)\n",
+                           agg.size() - 30);
+        break;
+      }
+      const double n = static_cast<double>(a.count);
+      const double mean_s = a.time_s / n;
+      const double busbw = mean_s > 0 ? static_cast<double>(std::get<2>(k)) / mean_s / 1e9 * a.factor : 0.0;
+      out << fmt::format("  {:<15} {:>6} {:>14} {:>6} {:>14} {:>11.2f}\n", std::get<0>(k), std::get<1>(k),
+                         std::get<2>(k), a.count, engine::format_time(static_cast<engine::SimTime>(mean_s * 1e12)),
+                         busbw);
+    }
+  }
+  if (!agg.empty()) {
+    out << "  (time: first rank's start to last rank's end, so it includes waiting for late ranks; "
+           "busbw from the mean time, nccl-tests factors)\n";
+  }
+  if (trivial) out << fmt::format("  ({} collectives on single-rank communicators take no time)\n", trivial);
+}
+
+/// --stats: the partition report, engine synchronisation counters, and the flow solver's.
+void stats_lines(const RunContext& c, std::ostream& out) {
+  const engine::EngineStats& stats = c.stats;
+  const engine::SimTime w_ps = c.plan.lookahead_ps;
+  out << partition::partition_report(c.plan.placement, c.plan.edges, c.plan.lp_weight);
+  out << fmt::format("stats: lookahead {}, remote events {}, cross-thread events {}, time in sync {:.3f} s, "
+                     "exchange {} messages {} B, cut links {}\n",
+                     w_ps == engine::kInfinity ? std::string("none (nothing cut)") : engine::format_time(w_ps),
+                     stats.remote_events, stats.thread_events, stats.sync_s, stats.exchange_messages,
+                     stats.exchange_bytes, partition::cut_edges(c.plan.placement, c.plan.edges));
+  if (const models::FlowNetLp* net = c.net.get()) {
+    // The flow rung's network LP lives on one process: its counters, when it is this one.
+    out << fmt::format("flow solver: {} flows, {} re-solves, {} flows re-solved ({:.1f} per re-solve)\n",
+                       net->flows(), net->solves(), net->resolved_flows(),
+                       net->solves() ? double(net->resolved_flows()) / double(net->solves()) : 0.0);
+    out << fmt::format("flow routes: {} look-ups, {} misses ({:.1f}%), {} cache entries\n", net->route_lookups(),
+                       net->route_misses(),
+                       net->route_lookups() ? 100.0 * double(net->route_misses()) / double(net->route_lookups()) : 0.0,
+                       net->route_entries());
+  }
+}
+
+/// The summary printed by `fabricsim run`.
+std::string summary_text(const RunContext& c) {
+  const RunResult& res = c.res;
+  const Spec& spec = c.spec;
+  std::ostringstream out;
+  summary_head(c, out);
+  collective_table(res, out);
+  if (c.fidelity == models::Fidelity::kPacket && res.fabric.nic_data_packets > 0) {
+    const FabricTotals& f = res.fabric;
+    out << fmt::format("fabric: cc {}, pfc {}, routing {}; {} switch packet hops, {} PFC pauses ({} paused), "
+                       "{} ECN marks, {} CNPs, {} drops, {} retransmits, max buffer {} B\n",
+                       models::cc_name(spec.fabric.nic.cc), spec.fabric.sw.pfc ? "on" : "off",
+                       models::routing_name(spec.fabric.sw.routing), f.switch_packets, f.pause_frames,
+                       engine::format_time(static_cast<engine::SimTime>(f.switch_paused_ps + f.nic_paused_ps)),
+                       f.ecn_marks, f.cnps, f.drops, f.retransmits, f.max_buffer_bytes);
+  }
+  out << fmt::format("engine: {} events, {} windows, {:.3g} events/s, {} processes x {} threads, wall {:.3f} s\n",
+                     c.stats.events, c.stats.windows, c.stats.events_per_s(), c.nprocs, spec.threads, c.stats.wall_s);
+  if (c.opt.stats) stats_lines(c, out);
+  out << "results digest: " << res.digest << "\n";
+  if (!res.output_h5.empty()) out << "output: " << fs::absolute(res.output_h5).string() << "\n";
+  return out.str();
+}
+
+/// JSON `fabric`: the packet-fabric settings and counters.
+nlohmann::json fabric_json(const Spec& spec, const FabricTotals& f) {
+  return {{"cc", models::cc_name(spec.fabric.nic.cc)}, {"pfc", spec.fabric.sw.pfc},
+          {"routing", models::routing_name(spec.fabric.sw.routing)},
+          {"switch_packets", f.switch_packets}, {"nic_data_packets", f.nic_data_packets},
+          {"pause_frames", f.pause_frames}, {"resume_frames", f.resume_frames},
+          {"switch_paused_ps", f.switch_paused_ps}, {"nic_paused_ps", f.nic_paused_ps},
+          {"ecn_marks", f.ecn_marks}, {"drops", f.drops}, {"headroom_drops", f.headroom_drops},
+          {"retransmits", f.retransmits}, {"timeouts", f.timeouts}, {"nacks", f.nacks},
+          {"cnps", f.cnps}, {"acks", f.acks}, {"max_buffer_bytes", f.max_buffer_bytes},
+          {"nvls_absorbed", f.nvls_absorbed}, {"nvls_copies", f.nvls_copies}};
+}
+
+/// JSON `model_flops`, `tflops_per_gpu`, `mfu` and `memory_per_gpu` of a generated workload.
+void generator_json(const RunContext& c, nlohmann::json& j) {
+  const GenInfo& gen = c.gen;
+  j["model_flops"] = gen.stats.model_flops;
+  j["tflops_per_gpu"] = c.metrics.tflops_per_gpu;
+  j["mfu"] = c.metrics.mfu;
+  if (!gen.stats.memory.stages.empty()) {
+    const auto& mem = gen.stats.memory;
+    const auto& pk = mem.peak();
+    j["memory_per_gpu"] = {{"estimate_bytes", pk.total_bytes()},
+                           {"pp_rank", pk.pp_rank},
+                           {"weights_bytes", pk.weights_bytes},
+                           {"grads_bytes", pk.grads_bytes},
+                           {"optimizer_bytes", pk.optimizer_bytes},
+                           {"activation_bytes", pk.activation_bytes},
+                           {"inflight_microbatches", pk.inflight},
+                           {"hbm_bytes", mem.capacity_bytes},
+                           {"exceeds_hbm", mem.exceeds()}};
+  }
+}
+
+/// JSON `inference`: the request shape, TTFT, TPOT, throughputs, FLOPs and every decode step.
+nlohmann::json inference_json(const RunContext& c) {
+  const GenInfo& gen = c.gen;
+  const RunMetrics& mt = c.metrics;
+  nlohmann::json inf;
+  inf["batch"] = gen.batch;
+  inf["replicas"] = gen.replicas;
+  inf["prompt_tokens"] = gen.prompt_tokens;
+  inf["output_tokens"] = gen.output_tokens;
+  inf["decode_steps"] = mt.decode_steps;
+  inf["ttft_ps"] = mt.ttft;
+  inf["tpot_ps"] = mt.tpot;
+  inf["total_ps"] = c.sim_end;
+  inf["output_tokens_per_s"] = mt.out_tok_s;
+  inf["prompt_tokens_per_s"] = mt.prompt_tok_s;
+  inf["prefill_flops"] = gen.infer.phase_flops.empty() ? 0.0 : gen.infer.phase_flops[0];
+  double dec = 0;
+  for (std::size_t i = 1; i < gen.infer.phase_flops.size(); ++i) dec += gen.infer.phase_flops[i];
+  inf["decode_flops"] = dec;
+  std::vector<engine::SimTime> steps;
+  for (std::uint32_t k = 1; k <= mt.decode_steps; ++k) steps.push_back(c.phase_end[k] - c.phase_end[k - 1]);
+  inf["decode_step_ps"] = steps;
+  return inf;
+}
+
+/// The summary JSON (--summary-json), as text.
+std::string summary_json(const RunContext& c) {
+  const RunResult& res = c.res;
+  const RunMetrics& mt = c.metrics;
+  nlohmann::json j;
+  j["simulated_time_ps"] = c.sim_end;
+  j["iteration_time_ps"] = c.iter;
+  j["iterations"] = res.iterations;
+  j["events"] = c.stats.events;
+  j["windows"] = c.stats.windows;
+  j["wall_s"] = res.meta.wall_s;
+  j["processes"] = c.nprocs;
+  j["threads"] = c.spec.threads;
+  j["fidelity"] = models::fidelity_name(c.fidelity);
+  j["ranks"] = c.w.ranks;
+  j["workload"] = c.w.source;
+  j["format"] = c.w.format;
+  j["digest"] = res.digest;
+  j["nccl_env"] = nlohmann::json::object();
+  for (const auto& [name, value] : c.nccl_env) j["nccl_env"][name] = value;
+  j["flows"] = res.flows;
+  j["fabric"] = fabric_json(c.spec, res.fabric);
+  j["output_h5"] = res.output_h5;
+  j["compute_ps_mean"] = mt.comp / mt.nr;
+  j["comm_ps_mean"] = mt.commu / mt.nr;
+  j["exposed_comm_ps_mean"] = mt.exposed / mt.nr;
+  if (c.gen.used) generator_json(c, j);
+  if (c.gen.infer.used) j["inference"] = inference_json(c);
+  j["collectives"] = nlohmann::json::array();
+  for (const auto& r : res.collectives) {
+    j["collectives"].push_back({{"group", r.group}, {"instance", r.instance}, {"op", r.op}, {"bytes", r.bytes},
+                                {"ranks", r.ranks}, {"start_ps", r.start_ps}, {"end_ps", r.end_ps},
+                                {"algbw_GBps", r.algbw_GBps}, {"busbw_GBps", r.busbw_GBps}});
+  }
+  return j.dump(2) + "\n";
+}
+
+}  // namespace
+
+void report(RunContext& c) {
+  c.metrics = compute_metrics(c);
+  c.res.summary_text = summary_text(c);
+  if (!c.spec.summary_json.empty()) c.json_text = summary_json(c);
+}
+
+}  // namespace fabricsim::jobs::run_stages
