@@ -15,12 +15,53 @@
 #include "engine/errors.hpp"
 #include "engine/units.hpp"
 #include "kernels/gpu_specs.hpp"
-#include "models/topology/topology_file.hpp"
+#include "models/topology/registry.hpp"
 
 namespace fabricsim::jobs {
 
 using engine::InputError;
 namespace fs = std::filesystem;
+
+namespace {
+
+/// Fills the registry's part of the key table (models/topology/registry.hpp): the
+/// cluster.topology help from the registered names, and each builder's own keys (once each,
+/// in registry order) at the "@builders" placeholder.
+std::vector<SpecKey> with_topology_keys(const std::vector<SpecKey>& table) {
+  static const std::string topology_help = models::topology_names() + " (docs/topology.md)";
+  static std::vector<std::string> helps;  // help + source of the builder keys that cite one
+  std::vector<SpecKey> out;
+  for (const SpecKey& key : table) {
+    if (std::string(key.path) == "cluster.topology") {
+      out.push_back({key.path, key.type, key.default_text, topology_help.c_str()});
+      continue;
+    }
+    if (std::string(key.path) != "@builders") {
+      out.push_back(key);
+      continue;
+    }
+    std::set<std::string> seen;
+    std::size_t cited = 0;
+    for (const models::TopologyBuilder* b : models::topology_builders()) {
+      for (const models::ParamDecl& d : b->params) cited += *d.source != '\0';
+    }
+    helps.reserve(cited);  // stable c_str() pointers
+    for (const models::TopologyBuilder* b : models::topology_builders()) {
+      for (const models::ParamDecl& d : b->params) {
+        if (!seen.insert(d.path).second) continue;
+        const char* help = d.help;
+        if (*d.source != '\0') {
+          helps.push_back(std::string(d.help) + " (" + d.source + ")");
+          help = helps.back().c_str();
+        }
+        out.push_back({d.path, d.type, d.default_text, help});
+      }
+    }
+  }
+  return out;
+}
+
+}  // namespace
 
 const std::vector<SpecKey>& spec_keys() {
   static const std::vector<SpecKey> keys = [] {
@@ -77,18 +118,10 @@ const std::vector<SpecKey>& spec_keys() {
       {"workload.generator.expert_ffn_hidden", "int", "", "custom model: expert FFN inner size"},
       {"cluster.hosts", "auto-int", "auto", "number of hosts; auto = enough 8-GPU hosts for the workload's ranks"},
       {"cluster.gpus_per_host", "int", "8", "GPUs per host (one NIC each, all behind one NVSwitch)"},
-      {"cluster.topology", "enum", "rail_optimized", "rail_optimized, leaf_spine, rail_only, torus, mesh or file (docs/topology.md)"},
-      {"cluster.topology_file", "string", "", "topology file (fabricsim text format or SimAI ns-3 format); implies topology: file; relative to the spec file"},
+      {"cluster.topology", "enum", "rail_optimized", "@topology"},
       {"cluster.nics_per_leaf", "auto-int", "auto", "leaf (torus/mesh: switch) NIC ports; auto = min(hosts, 32) for rail_optimized/rail_only, min(NICs, 32) for leaf_spine, NICs/switches for torus/mesh; a leaf has at most 4096 ports (NIC ports + one per spine)"},
-      {"cluster.spines", "auto-int", "auto", "spine switches (per pod, per plane; per rail for rail_only), one uplink per leaf each; auto = nics_per_leaf (non-blocking) or from cluster.oversubscription"},
-      {"cluster.tiers", "int", "2", "Clos tiers: 2 (leaf, spine) or 3 (leaf, spine/aggregation per pod, core)"},
-      {"cluster.pods", "int", "1", "tiers 3: pods (leaf-spine blocks) joined by the core; must divide the leaves"},
-      {"cluster.oversubscription", "string", "", "down:up capacity per tier, leaf first: \"3:1\" or \"1:1,4:1\" (leaf, spine->core); sets spines (and cores); empty = non-blocking"},
-      {"cluster.core_bandwidth", "rate", "fabric_bandwidth", "spine <-> core link rate per direction"},
-      {"cluster.core_latency", "time", "fabric_latency", "spine <-> core propagation delay"},
-      {"cluster.dual_plane", "bool", "false", "each NIC has two ports (nic_bandwidth/2 each) to leaves of two separate planes (Alibaba HPN)"},
       {"cluster.nvlink_domain", "auto-int", "auto", "GPUs per NVLink (scale-up) domain with one NVSwitch each, e.g. 72; a multiple of gpus_per_host (whole hosts) or a divisor of it; auto = gpus_per_host"},
-      {"cluster.dims", "string", "", "torus/mesh switch grid, e.g. \"4x4\" or \"4x4x2\" (first dimension slowest in LP order)"},
+      {"@builders", "", "", ""},
       {"cluster.nic_bandwidth", "rate", "400Gbps", "NIC <-> leaf link rate per direction"},
       {"cluster.nic_latency", "time", "500ns", "NIC <-> leaf propagation delay"},
       {"cluster.fabric_bandwidth", "rate", "400Gbps", "leaf <-> spine link rate per direction"},
@@ -132,7 +165,7 @@ const std::vector<SpecKey>& spec_keys() {
   };
   const auto& fabric = fabric_spec_keys();
   k.insert(k.end(), fabric.begin(), fabric.end());
-  return k;
+  return with_topology_keys(k);
   }();
   return keys;
 }
@@ -314,24 +347,44 @@ std::string spec_text_with_env_nccl(const std::string& text,
   return std::string(out.c_str()) + "\n# nccl: " + names + " taken from the environment (<env>)\n";
 }
 
-Spec load_spec(const std::string& path, const std::vector<std::string>& sets) {
-  Spec s;
+namespace {
+
+/// The spec as YAML after --set, and how its keys are read: where each came from, and the
+/// directory spec-relative paths resolve against.
+struct SpecReader {
   YAML::Node root;
   fs::path base = fs::current_path();
+  const Spec* spec = nullptr;
+
+  std::string file_of(const std::string& key) const { return spec->file_of(key); }
+  std::optional<std::string> str(const std::string& key) const { return get(root, key); }
+  /// A path value: relative to the spec file, or as given when it came from --set.
+  std::string resolve(const std::string& p, const std::string& key) const {
+    if (p.empty()) return p;
+    if (file_of(key) == "<cli>") return p;  // --set paths are relative to the working directory
+    return fs::path(p).is_absolute() ? p : (base / p).lexically_normal().string();
+  }
+};
+
+/// Step 1: reads the YAML file (if any), checks its keys, applies --set, and records the
+/// effective text and the keys set on the command line.
+SpecReader read_spec_yaml(const std::string& path, const std::vector<std::string>& sets, Spec& s) {
+  SpecReader r;
+  r.spec = &s;
   if (!path.empty()) {
     s.file = path;
     std::ifstream in(path);
     if (!in) throw InputError(path, "<file>", "cannot open the spec", "check the path");
     try {
-      root = YAML::Load(in);
+      r.root = YAML::Load(in);
     } catch (const YAML::Exception& e) {
       throw InputError(path, "line " + std::to_string(e.mark.line + 1), "YAML syntax error: " + e.msg,
                        "fix the YAML syntax");
     }
-    base = fs::absolute(path).parent_path();
+    r.base = fs::absolute(path).parent_path();
   }
-  if (!root || root.IsNull()) root = YAML::Node(YAML::NodeType::Map);
-  check_keys(root, "", s.file);
+  if (!r.root || r.root.IsNull()) r.root = YAML::Node(YAML::NodeType::Map);
+  check_keys(r.root, "", s.file);
   std::vector<std::string> set_keys;
   check_set_keys(sets);
   for (const std::string& kv : sets) {
@@ -342,7 +395,7 @@ Spec load_spec(const std::string& path, const std::vector<std::string>& sets) {
     std::string part;
     std::vector<std::string> parts;
     while (std::getline(ss, part, '.')) parts.push_back(part);
-    YAML::Node cur = root;
+    YAML::Node cur = r.root;
     for (std::size_t i = 0; i + 1 < parts.size(); ++i) {
       if (!cur[parts[i]] || !cur[parts[i]].IsMap()) cur[parts[i]] = YAML::Node(YAML::NodeType::Map);
       cur.reset(cur[parts[i]]);
@@ -352,187 +405,206 @@ Spec load_spec(const std::string& path, const std::vector<std::string>& sets) {
   }
   {
     YAML::Emitter out;
-    out << root;
+    out << r.root;
     s.text = out.c_str();
   }
   s.cli_keys = set_keys;
-  auto file_of = [&](const std::string& key) { return s.file_of(key); };
-  auto resolve = [&](const std::string& p, const std::string& key) {
-    if (p.empty()) return p;
-    if (file_of(key) == "<cli>") return p;  // --set paths are relative to the working directory
-    return fs::path(p).is_absolute() ? p : (base / p).lexically_normal().string();
-  };
-  auto str = [&](const std::string& key) { return get(root, key); };
+  return r;
+}
 
-  if (auto v = str("workload.path")) s.workload_path = resolve(*v, "workload.path");
-  if (auto v = str("workload.format")) {
+/// Step 2: workload.* (the generator keys are kept as text for jobs/generators).
+void load_workload_keys(const SpecReader& r, Spec& s) {
+  if (auto v = r.str("workload.path")) s.workload_path = r.resolve(*v, "workload.path");
+  if (auto v = r.str("workload.format")) {
     if (*v != "auto" && *v != "chakra" && *v != "simai") {
-      throw InputError(file_of("workload.format"), "workload.format", "'" + *v + "' is not a format",
+      throw InputError(r.file_of("workload.format"), "workload.format", "'" + *v + "' is not a format",
                        "use auto, chakra or simai");
     }
     s.workload_format = *v;
   }
-  if (auto v = str("workload.gpus")) {
-    s.workload_gpus = static_cast<std::uint32_t>(parse_uint(*v, file_of("workload.gpus"), "workload.gpus", 1));
+  if (auto v = r.str("workload.gpus")) {
+    s.workload_gpus = static_cast<std::uint32_t>(parse_uint(*v, r.file_of("workload.gpus"), "workload.gpus", 1));
   }
-  if (auto v = str("workload.comm_groups")) s.comm_groups = resolve(*v, "workload.comm_groups");
+  if (auto v = r.str("workload.comm_groups")) s.comm_groups = r.resolve(*v, "workload.comm_groups");
   for (const auto& k : spec_keys()) {  // generator keys are parsed by jobs/generators
     const std::string key = k.path;
     if (key.rfind("workload.generator.", 0) != 0) continue;
-    if (auto v = str(key)) {
-      s.generator[key.substr(19)] = key == "workload.generator.kernel_db" ? resolve(*v, key) : *v;
-      s.generator_file[key.substr(19)] = file_of(key);
+    if (auto v = r.str(key)) {
+      s.generator[key.substr(19)] = key == "workload.generator.kernel_db" ? r.resolve(*v, key) : *v;
+      s.generator_file[key.substr(19)] = r.file_of(key);
     }
   }
+}
 
-  s.cluster_given = static_cast<bool>(root["cluster"]);
+/// cluster.oversubscription: "down:up[,down:up]" -> leaf (and spine) ratios.
+void load_oversubscription(const SpecReader& r, models::ClusterSpec& c) {
+  const std::string key = "cluster.oversubscription";
+  const auto v = r.str(key);
+  if (!v) return;
+  std::vector<double> ratios;
+  std::stringstream ss(*v);
+  std::string part;
+  while (std::getline(ss, part, ',')) {
+    const auto colon = part.find(':');
+    char* end = nullptr;
+    const std::string num = part.substr(0, colon);
+    const double down = std::strtod(num.c_str(), &end);
+    bool ok = !num.empty() && *end == '\0' && down > 0 && down < 1e6;
+    double up = 1;
+    if (ok && colon != std::string::npos) {
+      const std::string den = part.substr(colon + 1);
+      up = std::strtod(den.c_str(), &end);
+      ok = !den.empty() && *end == '\0' && up > 0 && up < 1e6;
+    }
+    if (!ok) {
+      throw InputError(r.file_of(key), key, "'" + *v + "' is not a list of ratios",
+                       "write down:up per tier, leaf first, e.g. \"3:1\" or \"1:1,4:1\"");
+    }
+    ratios.push_back(down / up);
+  }
+  if (ratios.empty() || ratios.size() > 2) {
+    throw InputError(r.file_of(key), key, "'" + *v + "' needs 1 or 2 ratios", "e.g. \"3:1\" or \"1:1,4:1\"");
+  }
+  c.oversub_leaf = ratios[0];
+  if (ratios.size() > 1) c.oversub_spine = ratios[1];
+  if (ratios.size() > 1 && c.tiers != 3) {
+    throw InputError(r.file_of(key), key, "gives a spine ratio but cluster.tiers is 2", "set cluster.tiers: 3 or give one ratio");
+  }
+}
+
+/// Step 3a: cluster sizes (hosts, GPUs, NIC ports per leaf, spines).
+void load_cluster_sizes(const SpecReader& r, Spec& s) {
   models::ClusterSpec& c = s.cluster;
   auto auto_int = [&](const std::string& key, std::uint32_t& field, bool& is_auto) {
-    if (auto v = str(key)) {
+    if (auto v = r.str(key)) {
       if (*v == "auto") return;
-      field = static_cast<std::uint32_t>(parse_uint(*v, file_of(key), key, 1));
+      field = static_cast<std::uint32_t>(parse_uint(*v, r.file_of(key), key, 1));
       is_auto = false;
     }
   };
   auto_int("cluster.hosts", c.hosts, s.hosts_auto);
   auto_int("cluster.nics_per_leaf", c.nics_per_leaf, s.nics_per_leaf_auto);
-  if (auto v = str("cluster.spines"); v && *v != "auto") {
-    c.spines = static_cast<std::uint32_t>(parse_uint(*v, file_of("cluster.spines"), "cluster.spines", 0));
+  if (auto v = r.str("cluster.spines"); v && *v != "auto") {
+    c.spines = static_cast<std::uint32_t>(parse_uint(*v, r.file_of("cluster.spines"), "cluster.spines", 0));
     s.spines_auto = false;
   }
-  if (auto v = str("cluster.gpus_per_host")) {
+  if (auto v = r.str("cluster.gpus_per_host")) {
     c.gpus_per_host = static_cast<std::uint32_t>(
-        parse_uint(*v, file_of("cluster.gpus_per_host"), "cluster.gpus_per_host", 1));
+        parse_uint(*v, r.file_of("cluster.gpus_per_host"), "cluster.gpus_per_host", 1));
     if (c.gpus_per_host > 1024) {
-      throw InputError(file_of("cluster.gpus_per_host"), "cluster.gpus_per_host", "'" + *v + "' is more than 1024",
+      throw InputError(r.file_of("cluster.gpus_per_host"), "cluster.gpus_per_host", "'" + *v + "' is more than 1024",
                        "give the GPUs of one host (scale-up domain), e.g. 8");
     }
   }
   if (!s.hosts_auto && static_cast<std::uint64_t>(c.hosts) * c.gpus_per_host > (1u << 20)) {
-    throw InputError(file_of("cluster.hosts"), "cluster.hosts", "hosts x gpus_per_host is more than 1,048,576 GPUs",
+    throw InputError(r.file_of("cluster.hosts"), "cluster.hosts", "hosts x gpus_per_host is more than 1,048,576 GPUs",
                      "the packet level is built for up to ~1M GPUs per run; use fewer hosts");
   }
-  if (auto v = str("cluster.topology")) {
-    if (*v == "rail_optimized") c.fabric = models::FabricKind::kRailOptimized;
-    else if (*v == "leaf_spine") c.fabric = models::FabricKind::kLeafSpine;
-    else if (*v == "rail_only") c.fabric = models::FabricKind::kRailOnly;
-    else if (*v == "torus") c.fabric = models::FabricKind::kTorus;
-    else if (*v == "mesh") c.fabric = models::FabricKind::kMesh;
-    else if (*v == "file") c.fabric = models::FabricKind::kFile;
-    else throw InputError(file_of("cluster.topology"), "cluster.topology", "'" + *v + "' is not a topology",
-                          "use rail_optimized, leaf_spine, rail_only, torus, mesh or file");
-  }
-  if (auto v = str("cluster.topology_file")) {
-    if (v->empty()) {
-      throw InputError(file_of("cluster.topology_file"), "cluster.topology_file", "is empty", "give a topology file path");
+}
+
+/// Step 3b: the topology kind and its keys; the registered builder's own keys (cluster.<kind>.*)
+/// are kept as text for the builder, after a check of their declared type, and the kind's
+/// load-time check runs last.
+void load_topology_keys(const SpecReader& r, Spec& s) {
+  models::ClusterSpec& c = s.cluster;
+  if (auto v = r.str("cluster.topology")) {
+    const models::TopologyBuilder* b = models::find_topology(*v);
+    if (!b) {
+      throw InputError(r.file_of("cluster.topology"), "cluster.topology", "'" + *v + "' is not a topology",
+                       "use " + models::topology_names());
     }
-    if (str("cluster.topology") && c.fabric != models::FabricKind::kFile) {
-      throw InputError(file_of("cluster.topology_file"), "cluster.topology_file",
+    c.fabric = b->kind;
+  }
+  if (auto v = r.str("cluster.topology_file")) {
+    if (v->empty()) {
+      throw InputError(r.file_of("cluster.topology_file"), "cluster.topology_file", "is empty", "give a topology file path");
+    }
+    if (r.str("cluster.topology") && c.fabric != models::FabricKind::kFile) {
+      throw InputError(r.file_of("cluster.topology_file"), "cluster.topology_file",
                        std::string("is set but cluster.topology is ") + models::fabric_kind_name(c.fabric),
                        "drop cluster.topology or set it to file");
     }
-    c.topology_file = resolve(*v, "cluster.topology_file");
+    c.topology_file = r.resolve(*v, "cluster.topology_file");
     c.fabric = models::FabricKind::kFile;
   }
-  if (c.fabric == models::FabricKind::kFile && c.topology_file.empty()) {
-    throw InputError(file_of("cluster.topology"), "cluster.topology", "is file but cluster.topology_file is not set",
-                     "set cluster.topology_file: PATH");
+  if (auto v = r.str("cluster.tiers")) c.tiers = static_cast<std::uint32_t>(parse_uint(*v, r.file_of("cluster.tiers"), "cluster.tiers", 2));
+  if (c.tiers > 3) throw InputError(r.file_of("cluster.tiers"), "cluster.tiers", "must be 2 or 3", "use 2 or 3");
+  if (auto v = r.str("cluster.pods")) c.pods = static_cast<std::uint32_t>(parse_uint(*v, r.file_of("cluster.pods"), "cluster.pods", 1));
+  load_oversubscription(r, c);
+  if (auto v = r.str("cluster.dual_plane")) {
+    c.dual_plane = engine::parse_bool(*v, r.file_of("cluster.dual_plane"), "cluster.dual_plane");
   }
-  if (auto v = str("cluster.tiers")) c.tiers = static_cast<std::uint32_t>(parse_uint(*v, file_of("cluster.tiers"), "cluster.tiers", 2));
-  if (c.tiers > 3) throw InputError(file_of("cluster.tiers"), "cluster.tiers", "must be 2 or 3", "use 2 or 3");
-  if (auto v = str("cluster.pods")) c.pods = static_cast<std::uint32_t>(parse_uint(*v, file_of("cluster.pods"), "cluster.pods", 1));
-  if (auto v = str("cluster.oversubscription")) {
-    const std::string key = "cluster.oversubscription";
-    std::vector<double> ratios;
-    std::stringstream ss(*v);
-    std::string part;
-    while (std::getline(ss, part, ',')) {
-      const auto colon = part.find(':');
-      char* end = nullptr;
-      const std::string num = part.substr(0, colon);
-      const double down = std::strtod(num.c_str(), &end);
-      bool ok = !num.empty() && *end == '\0' && down > 0 && down < 1e6;
-      double up = 1;
-      if (ok && colon != std::string::npos) {
-        const std::string den = part.substr(colon + 1);
-        up = std::strtod(den.c_str(), &end);
-        ok = !den.empty() && *end == '\0' && up > 0 && up < 1e6;
-      }
-      if (!ok) {
-        throw InputError(file_of(key), key, "'" + *v + "' is not a list of ratios",
-                         "write down:up per tier, leaf first, e.g. \"3:1\" or \"1:1,4:1\"");
-      }
-      ratios.push_back(down / up);
-    }
-    if (ratios.empty() || ratios.size() > 2) {
-      throw InputError(file_of(key), key, "'" + *v + "' needs 1 or 2 ratios", "e.g. \"3:1\" or \"1:1,4:1\"");
-    }
-    c.oversub_leaf = ratios[0];
-    if (ratios.size() > 1) c.oversub_spine = ratios[1];
-    if (ratios.size() > 1 && c.tiers != 3) {
-      throw InputError(file_of(key), key, "gives a spine ratio but cluster.tiers is 2", "set cluster.tiers: 3 or give one ratio");
-    }
+  if (auto v = r.str("cluster.nvswitch_cut_through")) {
+    c.nvswitch_cut_through = engine::parse_bool(*v, r.file_of("cluster.nvswitch_cut_through"), "cluster.nvswitch_cut_through");
   }
-  if (auto v = str("cluster.dual_plane")) {
-    c.dual_plane = engine::parse_bool(*v, file_of("cluster.dual_plane"), "cluster.dual_plane");
-  }
-  if (auto v = str("cluster.nvswitch_cut_through")) {
-    c.nvswitch_cut_through = engine::parse_bool(*v, file_of("cluster.nvswitch_cut_through"), "cluster.nvswitch_cut_through");
-  }
-  if (auto v = str("cluster.nvlink_domain"); v && *v != "auto") {
-    c.nvlink_domain = static_cast<std::uint32_t>(parse_uint(*v, file_of("cluster.nvlink_domain"), "cluster.nvlink_domain", 1));
+  if (auto v = r.str("cluster.nvlink_domain"); v && *v != "auto") {
+    c.nvlink_domain = static_cast<std::uint32_t>(parse_uint(*v, r.file_of("cluster.nvlink_domain"), "cluster.nvlink_domain", 1));
     if (c.nvlink_domain > 1024) {
-      throw InputError(file_of("cluster.nvlink_domain"), "cluster.nvlink_domain", "'" + *v + "' is more than 1024",
+      throw InputError(r.file_of("cluster.nvlink_domain"), "cluster.nvlink_domain", "'" + *v + "' is more than 1024",
                        "give the GPUs of one NVLink domain, e.g. 72");
     }
   }
-  if (auto v = str("cluster.dims")) {
+  if (auto v = r.str("cluster.dims")) {
     const std::string key = "cluster.dims";
     std::stringstream ss(*v);
     std::string part;
-    while (std::getline(ss, part, 'x')) c.dims.push_back(static_cast<std::uint32_t>(parse_uint(part, file_of(key), key, 1)));
+    while (std::getline(ss, part, 'x')) c.dims.push_back(static_cast<std::uint32_t>(parse_uint(part, r.file_of(key), key, 1)));
     if (c.dims.empty() || c.dims.size() > 3) {
-      throw InputError(file_of(key), key, "'" + *v + "' needs 1 to 3 sizes", "write e.g. \"4x4\" or \"4x4x2\"");
+      throw InputError(r.file_of(key), key, "'" + *v + "' needs 1 to 3 sizes", "write e.g. \"4x4\" or \"4x4x2\"");
     }
   }
-  if ((c.fabric == models::FabricKind::kTorus || c.fabric == models::FabricKind::kMesh) && c.dims.empty()) {
-    throw InputError(file_of("cluster.topology"), "cluster.topology",
-                     std::string("'") + models::fabric_kind_name(c.fabric) + "' needs the switch grid cluster.dims",
-                     "set cluster.dims, e.g. \"4x4\"");
+  for (const models::TopologyBuilder* b : models::topology_builders()) {
+    const std::string prefix = std::string("cluster.") + b->name + ".";
+    for (const models::ParamDecl& d : b->params) {
+      const std::string key = d.path;
+      const auto v = key.rfind(prefix, 0) == 0 ? r.str(key) : std::nullopt;
+      if (!v) continue;
+      const std::string type = d.type;
+      if (type == "auto-int" && *v != "auto") parse_uint(*v, r.file_of(key), key, 1);
+      if (type == "int" || type == "uint") parse_uint(*v, r.file_of(key), key, 0);
+      if (type == "bool") engine::parse_bool(*v, r.file_of(key), key);
+      c.topology_params[key] = *v;
+    }
   }
-  if (c.oversub_leaf > 0 && str("cluster.spines") && *str("cluster.spines") != "auto") {
-    throw InputError(file_of("cluster.oversubscription"), "cluster.oversubscription",
+  if (const auto& b = models::topology_builder(c.fabric); b.check) b.check(c, r.file_of("cluster.topology"));
+  if (c.oversub_leaf > 0 && r.str("cluster.spines") && *r.str("cluster.spines") != "auto") {
+    throw InputError(r.file_of("cluster.oversubscription"), "cluster.oversubscription",
                      "and cluster.spines both set the spine count", "give only one of them");
   }
+}
+
+/// Step 3c: link rates, latencies and MTUs (the same for every topology kind).
+void load_link_keys(const SpecReader& r, Spec& s) {
+  models::ClusterSpec& c = s.cluster;
   // Physical ranges: a link between 1 Mb/s and 100 Tb/s, a latency of at most 1 s. Outside them
   // the run would only overflow simulated time or stall, so they are input errors.
   auto rate = [&](const std::string& key, std::uint64_t& field) {
-    if (auto v = str(key)) {
-      field = engine::parse_rate_bps(*v, file_of(key), key);
+    if (auto v = r.str(key)) {
+      field = engine::parse_rate_bps(*v, r.file_of(key), key);
       if (field < 1'000'000 || field > 100'000'000'000'000ull) {
-        throw InputError(file_of(key), key, "'" + *v + "' is outside 1 Mbps .. 100 Tbps", "give a rate like \"400Gbps\"");
+        throw InputError(r.file_of(key), key, "'" + *v + "' is outside 1 Mbps .. 100 Tbps", "give a rate like \"400Gbps\"");
       }
     }
   };
   auto time = [&](const std::string& key, engine::SimTime& field) {
-    if (auto v = str(key)) {
-      field = engine::parse_time_ps(*v, file_of(key), key);
+    if (auto v = r.str(key)) {
+      field = engine::parse_time_ps(*v, r.file_of(key), key);
       if (field < 1) {
-        throw InputError(file_of(key), key, "latency must be > 0 (it is the simulator's lookahead)",
+        throw InputError(r.file_of(key), key, "latency must be > 0 (it is the simulator's lookahead)",
                          "give at least 1ps, e.g. \"500ns\"");
       }
       if (field > engine::kPsPerS) {
-        throw InputError(file_of(key), key, "'" + *v + "' is longer than 1 s", "give a link latency like \"500ns\"");
+        throw InputError(r.file_of(key), key, "'" + *v + "' is longer than 1 s", "give a link latency like \"500ns\"");
       }
     }
   };
   // MTUs: 256 B (smallest RoCEv2/IB path MTU) .. 16 MiB (coarse-grained packets); see
   // models::ClusterSpec::kMinMtuBytes / kMaxMtuBytes for the sources.
   auto mtu = [&](const std::string& key, std::uint32_t& field) {
-    if (auto v = str(key)) {
-      const std::uint64_t b = engine::parse_bytes(*v, file_of(key), key);
+    if (auto v = r.str(key)) {
+      const std::uint64_t b = engine::parse_bytes(*v, r.file_of(key), key);
       if (b < models::ClusterSpec::kMinMtuBytes || b > models::ClusterSpec::kMaxMtuBytes) {
-        throw InputError(file_of(key), key,
+        throw InputError(r.file_of(key), key,
                          "'" + *v + "' is outside 256 B .. 16 MiB (RoCEv2 path MTUs are 256..4096 B, Ethernet "
                          "jumbo frames about 9 KB; larger units only coarse-grain the packet rung)",
                          "use e.g. 4KiB, or sim.fidelity: flow for coarser runs");
@@ -550,7 +622,7 @@ Spec load_spec(const std::string& path, const std::vector<std::string>& sets) {
   // Without cluster.nvlink_bandwidth, a generated job's GPUs get their own NVLink rate (half the
   // bidirectional scale-up figure of kernels/gpu_specs, e.g. A100 600 GB/s -> 2400 Gb/s per
   // direction) instead of the H100 default.
-  if (!str("cluster.nvlink_bandwidth")) {
+  if (!r.str("cluster.nvlink_bandwidth")) {
     if (const auto g = s.generator.find("gpu"); g != s.generator.end()) {
       const kernels::GpuSpec& gpu = kernels::find_gpu(g->second, s.generator_file["gpu"], "workload.generator.gpu");
       if (gpu.scaleup_gbps_bidir > 0) c.nvlink_bps = static_cast<std::uint64_t>(std::llround(gpu.scaleup_gbps_bidir / 2 * 8e9));
@@ -560,103 +632,117 @@ Spec load_spec(const std::string& path, const std::vector<std::string>& sets) {
   time("cluster.nvlink_latency", c.nvlink_latency_ps);
   mtu("cluster.mtu", c.mtu_bytes);
   mtu("cluster.nvlink_mtu", c.nvlink_mtu_bytes);
-  if (auto v = str("compute.scale")) {
+}
+
+/// Step 4: compute.scale, the switch:/nic:/cc: sections (jobs/fabric_spec.hpp) and sim.*.
+void load_sim_keys(const SpecReader& r, Spec& s) {
+  if (auto v = r.str("compute.scale")) {
     char* end = nullptr;
     s.compute_scale = std::strtod(v->c_str(), &end);
     if (end == v->c_str() || *end != '\0' || !(s.compute_scale > 0) || s.compute_scale > 1e6) {
-      throw InputError(file_of("compute.scale"), "compute.scale", "'" + *v + "' must be a number in (0, 1e6]",
+      throw InputError(r.file_of("compute.scale"), "compute.scale", "'" + *v + "' must be a number in (0, 1e6]",
                        "e.g. 1.0");
     }
   }
   s.fabric.source = s.file;
+  auto str = [&](const std::string& key) { return r.str(key); };
+  auto file_of = [&](const std::string& key) { return r.file_of(key); };
   parse_fabric_keys(str, file_of, s.fabric);
-  if (auto v = str("sim.seed")) s.seed = parse_uint(*v, file_of("sim.seed"), "sim.seed", 0, ~0ull);
-  c.seed = s.seed;
-  c.source = s.file;
-  if (auto v = str("sim.threads")) {
-    s.threads = static_cast<std::uint32_t>(parse_uint(*v, file_of("sim.threads"), "sim.threads", 1));
-    if (s.threads > 256) throw InputError(file_of("sim.threads"), "sim.threads", "more than 256 threads", "use <= 256");
+  if (auto v = r.str("sim.seed")) s.seed = parse_uint(*v, r.file_of("sim.seed"), "sim.seed", 0, ~0ull);
+  s.cluster.seed = s.seed;
+  s.cluster.source = s.file;
+  if (auto v = r.str("sim.threads")) {
+    s.threads = static_cast<std::uint32_t>(parse_uint(*v, r.file_of("sim.threads"), "sim.threads", 1));
+    if (s.threads > 256) throw InputError(r.file_of("sim.threads"), "sim.threads", "more than 256 threads", "use <= 256");
   }
-  if (root["nccl"] && root["nccl"].IsMap()) {
-    for (const auto& kv : root["nccl"]) {
-      const std::string name = kv.first.as<std::string>();
-      if (name.rfind("NCCL_", 0) != 0) {
-        throw InputError(file_of("nccl." + name), "nccl." + name, "not an NCCL setting name",
-                         "use the environment variable's name, e.g. nccl.NCCL_ALGO");
-      }
-      s.nccl.emplace_back(name, kv.second.IsNull() ? std::string() : kv.second.as<std::string>());
-      s.simccl_extras.nccl_origin[name] = file_of("nccl." + name);
-    }
-  }
-  if (auto v = str("sim.partition")) {
-    if (v->empty()) throw InputError(file_of("sim.partition"), "sim.partition", "is empty", "use topology, metis or a partition file");
+  if (auto v = r.str("sim.partition")) {
+    if (v->empty()) throw InputError(r.file_of("sim.partition"), "sim.partition", "is empty", "use topology, metis or a partition file");
     s.partition = *v;
   }
-  if (auto v = str("sim.save_partition")) s.save_partition = *v;
-  if (auto v = str("sim.fidelity")) {
+  if (auto v = r.str("sim.save_partition")) s.save_partition = *v;
+  if (auto v = r.str("sim.fidelity")) {
     if (*v != "packet" && *v != "flow" && *v != "analytical") {
-      throw InputError(file_of("sim.fidelity"), "sim.fidelity", "'" + *v + "' is not a fidelity", "use packet, flow or analytical");
+      throw InputError(r.file_of("sim.fidelity"), "sim.fidelity", "'" + *v + "' is not a fidelity", "use packet, flow or analytical");
     }
     s.fidelity = *v;
   }
-  if (auto v = str("sim.ring_flows")) {
+  if (auto v = r.str("sim.ring_flows")) {
     if (*v != "step" && *v != "stream") {
-      throw InputError(file_of("sim.ring_flows"), "sim.ring_flows", "'" + *v + "' is not a ring flow mode", "use step or stream");
+      throw InputError(r.file_of("sim.ring_flows"), "sim.ring_flows", "'" + *v + "' is not a ring flow mode", "use step or stream");
     }
     s.ring_flows = *v;
   }
-  if (auto v = str("simccl.planner")) {
+}
+
+/// Step 5: the nccl: section and simccl.*.
+void load_collective_keys(const SpecReader& r, Spec& s) {
+  if (r.root["nccl"] && r.root["nccl"].IsMap()) {
+    for (const auto& kv : r.root["nccl"]) {
+      const std::string name = kv.first.as<std::string>();
+      if (name.rfind("NCCL_", 0) != 0) {
+        throw InputError(r.file_of("nccl." + name), "nccl." + name, "not an NCCL setting name",
+                         "use the environment variable's name, e.g. nccl.NCCL_ALGO");
+      }
+      s.nccl.emplace_back(name, kv.second.IsNull() ? std::string() : kv.second.as<std::string>());
+      s.simccl_extras.nccl_origin[name] = r.file_of("nccl." + name);
+    }
+  }
+  if (auto v = r.str("simccl.planner")) {
     if (*v != "nccl" && *v != "ring") {
-      throw InputError(file_of("simccl.planner"), "simccl.planner", "'" + *v + "' is not a planner", "use nccl or ring");
+      throw InputError(r.file_of("simccl.planner"), "simccl.planner", "'" + *v + "' is not a planner", "use nccl or ring");
     }
     s.planner = *v;
   }
-  if (auto v = str("simccl.gpu_sm")) {
-    s.gpu_sm = static_cast<int>(parse_uint(*v, file_of("simccl.gpu_sm"), "simccl.gpu_sm", 60, 1000));
-    if (s.gpu_sm > 120) throw InputError(file_of("simccl.gpu_sm"), "simccl.gpu_sm", "'" + *v + "' is above 120", "use 70, 80, 90 or 100");
+  if (auto v = r.str("simccl.gpu_sm")) {
+    s.gpu_sm = static_cast<int>(parse_uint(*v, r.file_of("simccl.gpu_sm"), "simccl.gpu_sm", 60, 1000));
+    if (s.gpu_sm > 120) throw InputError(r.file_of("simccl.gpu_sm"), "simccl.gpu_sm", "'" + *v + "' is above 120", "use 70, 80, 90 or 100");
   }
-  if (auto v = str("simccl.schedule")) {
+  if (auto v = r.str("simccl.schedule")) {
     std::stringstream list(*v);
     std::string item;
     while (std::getline(list, item, ',')) {
       const auto a = item.find_first_not_of(" \t");
       const auto b = item.find_last_not_of(" \t");
       if (a == std::string::npos) continue;
-      s.simccl_extras.schedules.push_back(resolve(item.substr(a, b - a + 1), "simccl.schedule"));
+      s.simccl_extras.schedules.push_back(r.resolve(item.substr(a, b - a + 1), "simccl.schedule"));
     }
   }
-  if (auto v = str("simccl.launch_latency")) {
+  if (auto v = r.str("simccl.launch_latency")) {
     if (*v != "none" && *v != "nccl") {
-      throw InputError(file_of("simccl.launch_latency"), "simccl.launch_latency", "'" + *v + "' is not a latency model",
+      throw InputError(r.file_of("simccl.launch_latency"), "simccl.launch_latency", "'" + *v + "' is not a latency model",
                        "use none or nccl");
     }
     s.simccl_extras.launch_latency = *v == "nccl";
     s.launch_latency_given = true;
   }
-  if (auto v = str("simccl.topo_fallback")) {
-    s.simccl_extras.topo_fallback = engine::parse_bool(*v, file_of("simccl.topo_fallback"), "simccl.topo_fallback");
+  if (auto v = r.str("simccl.topo_fallback")) {
+    s.simccl_extras.topo_fallback = engine::parse_bool(*v, r.file_of("simccl.topo_fallback"), "simccl.topo_fallback");
   }
-  if (auto v = str("simccl.lazy_plans")) {
-    s.simccl_extras.lazy_plans = engine::parse_bool(*v, file_of("simccl.lazy_plans"), "simccl.lazy_plans");
+  if (auto v = r.str("simccl.lazy_plans")) {
+    s.simccl_extras.lazy_plans = engine::parse_bool(*v, r.file_of("simccl.lazy_plans"), "simccl.lazy_plans");
   }
+}
+
+/// Step 6: output.*.
+void load_output_keys(const SpecReader& r, Spec& s) {
   s.output_h5 = "fabricsim_results.h5";
-  if (auto v = str("output.h5")) s.output_h5 = *v;
-  if (auto v = str("output.flows")) {
-    s.output_flows = engine::parse_bool(*v, file_of("output.flows"), "output.flows");
+  if (auto v = r.str("output.h5")) s.output_h5 = *v;
+  if (auto v = r.str("output.flows")) {
+    s.output_flows = engine::parse_bool(*v, r.file_of("output.flows"), "output.flows");
   }
-  if (auto v = str("output.summary_json")) s.summary_json = *v;
-  if (auto v = str("output.sample_interval")) {
-    s.sample_interval_ps = engine::parse_time_ps(*v, file_of("output.sample_interval"), "output.sample_interval");
+  if (auto v = r.str("output.summary_json")) s.summary_json = *v;
+  if (auto v = r.str("output.sample_interval")) {
+    s.sample_interval_ps = engine::parse_time_ps(*v, r.file_of("output.sample_interval"), "output.sample_interval");
     if (s.sample_interval_ps < 1000 || s.sample_interval_ps > engine::kPsPerS) {
-      throw InputError(file_of("output.sample_interval"), "output.sample_interval", "'" + *v + "' is outside 1ns .. 1s",
+      throw InputError(r.file_of("output.sample_interval"), "output.sample_interval", "'" + *v + "' is outside 1ns .. 1s",
                        "give a bin width like \"10us\"");
     }
   }
-  if (auto v = str("output.trace")) s.trace_path = *v;
-  if (auto v = str("output.trace_ranks")) {
+  if (auto v = r.str("output.trace")) s.trace_path = *v;
+  if (auto v = r.str("output.trace_ranks")) {
     const std::string t = *v;
     auto bad = [&] {
-      return InputError(file_of("output.trace_ranks"), "output.trace_ranks", "'" + t + "' is not a rank range",
+      return InputError(r.file_of("output.trace_ranks"), "output.trace_ranks", "'" + t + "' is not a rank range",
                         "give A-B (e.g. 0-15), one rank, or all");
     };
     if (t == "all") {
@@ -674,62 +760,51 @@ Spec load_spec(const std::string& path, const std::vector<std::string>& sets) {
       if (s.trace_rank_lo > s.trace_rank_hi) throw bad();
     }
   }
+}
+
+}  // namespace
+
+Spec load_spec(const std::string& path, const std::vector<std::string>& sets) {
+  Spec s;
+  const SpecReader r = read_spec_yaml(path, sets, s);
+  load_workload_keys(r, s);
+  s.cluster_given = static_cast<bool>(r.root["cluster"]);
+  load_cluster_sizes(r, s);
+  load_topology_keys(r, s);
+  load_link_keys(r, s);
+  load_sim_keys(r, s);
+  load_collective_keys(r, s);
+  load_output_keys(r, s);
   return s;
 }
 
 models::ClusterSpec resolve_cluster(const Spec& spec, std::uint32_t ranks) {
   models::ClusterSpec c = spec.cluster;
   // The topology builders' cross-key checks (pods vs leaves, dual plane vs torus, ...) name
-  // c.source: the command line when it set one of the structural keys, or when there is no file.
-  if (spec.file == "<spec>" ||
-      spec.file_of_any({"cluster.topology", "cluster.tiers", "cluster.pods", "cluster.dual_plane", "cluster.hosts",
-                        "cluster.gpus_per_host", "cluster.nics_per_leaf", "cluster.spines", "cluster.dims",
-                        "cluster.nvlink_domain", "cluster.topology_file", "cluster.oversubscription"}) == "<cli>") {
-    c.source = "<cli>";
+  // c.source: the command line when it set one of the structural keys (the general ones and
+  // every builder key but rates and latencies), or when there is no file.
+  bool cli = spec.file == "<spec>" ||
+             spec.file_of_any({"cluster.topology", "cluster.hosts", "cluster.gpus_per_host", "cluster.nics_per_leaf",
+                               "cluster.nvlink_domain"}) == "<cli>";
+  for (const models::TopologyBuilder* b : models::topology_builders()) {
+    for (const models::ParamDecl& d : b->params) {
+      const std::string type = d.type;
+      if (type != "rate" && type != "time" && spec.file_of(d.path) == "<cli>") cli = true;
+    }
   }
-  if (c.fabric == models::FabricKind::kFile) {
-    // The file fixes the GPUs; hosts x gpus_per_host and the rates the NCCL model sees come from it.
-    const models::TopoGraph g = models::read_topology_file(c);
-    std::uint32_t gpus = 0;
-    for (auto k : g.kind) gpus += k == models::NodeKind::kGpu;
-    c.gpus_per_host = std::max<std::uint32_t>(1, g.gpus_per_host);
-    c.hosts = (gpus + c.gpus_per_host - 1) / c.gpus_per_host;
-    bool nic = false, nvl = false;
-    for (const auto& l : g.links) {
-      const bool gpu_end = g.kind[l.a] == models::NodeKind::kGpu || g.kind[l.b] == models::NodeKind::kGpu;
-      const bool nvs_end = g.kind[l.a] == models::NodeKind::kNvSwitch || g.kind[l.b] == models::NodeKind::kNvSwitch;
-      if (gpu_end && nvs_end && !nvl) c.nvlink_bps = l.rate_bps, c.nvlink_latency_ps = l.latency_ps, nvl = true;
-      if (gpu_end && !nvs_end && !nic) c.nic_bps = l.rate_bps, c.nic_latency_ps = l.latency_ps, nic = true;
-    }
-    if (gpus < ranks) {
-      throw InputError(c.topology_file, "nodes",
-                       "the workload has " + std::to_string(ranks) + " ranks but the topology has " + std::to_string(gpus) +
-                           " GPUs",
-                       "use a topology with >= " + std::to_string(ranks) + " GPUs");
-    }
+  if (cli) c.source = "<cli>";
+  const models::TopologyBuilder& builder = models::topology_builder(c.fabric);
+  models::TopologyResolve how;
+  how.ranks = ranks;
+  how.nics_per_leaf_auto = spec.nics_per_leaf_auto;
+  how.sizing_file = spec.file_of_any({"cluster.nics_per_leaf", "cluster.hosts"});
+  if (builder.fixes_gpus) {
+    builder.resolve(c, how);
     return c;
   }
   if (spec.hosts_auto) c.hosts = std::max<std::uint32_t>(1, (ranks + c.gpus_per_host - 1) / c.gpus_per_host);
-  const std::uint64_t nics = static_cast<std::uint64_t>(c.hosts) * c.gpus_per_host;
-  const bool grid = c.fabric == models::FabricKind::kTorus || c.fabric == models::FabricKind::kMesh;
   if (spec.nics_per_leaf_auto) c.nics_per_leaf = std::min<std::uint32_t>(c.hosts, 32);
-  if (c.fabric == models::FabricKind::kLeafSpine && spec.nics_per_leaf_auto) {
-    c.nics_per_leaf = static_cast<std::uint32_t>(std::min<std::uint64_t>(nics, 32));
-  }
-  if (grid && spec.nics_per_leaf_auto) {
-    std::uint64_t n = 1;
-    for (auto d : c.dims) n *= std::max<std::uint32_t>(d, 1);
-    c.nics_per_leaf = static_cast<std::uint32_t>(std::max<std::uint64_t>(1, (nics + n - 1) / n));
-  }
-  if (!spec.nics_per_leaf_auto && c.fabric == models::FabricKind::kRailOptimized && c.hosts > c.nics_per_leaf &&
-      c.hosts % c.nics_per_leaf != 0) {
-    // Every rail group must be whole: each rail has one NIC per host, nics_per_leaf hosts per leaf.
-    // (leaf_spine keeps a partly filled last leaf: NICs simply fill leaves in order.)
-    throw InputError(spec.file_of_any({"cluster.nics_per_leaf", "cluster.hosts"}), "cluster.nics_per_leaf",
-                     std::to_string(c.nics_per_leaf) + " does not divide the " + std::to_string(c.hosts) +
-                         " hosts of each rail (one NIC per host per rail)",
-                     "choose nics_per_leaf dividing " + std::to_string(c.hosts) + " or leave it auto");
-  }
+  if (builder.resolve) builder.resolve(c, how);
   if (spec.spines_auto) c.spines = c.nics_per_leaf;
   if (static_cast<std::uint64_t>(c.hosts) * c.gpus_per_host < ranks) {
     throw InputError(spec.file_of_any({"cluster.hosts", "cluster.gpus_per_host", "workload.gpus", "workload.path",

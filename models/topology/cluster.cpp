@@ -7,31 +7,12 @@
 
 #include "engine/errors.hpp"
 #include "engine/rng.hpp"
-#include "models/topology/topology_file.hpp"
 
 namespace fabricsim::models {
 
 using engine::InputError;
 using engine::InternalError;
 using engine::LpId;
-
-const char *fabric_kind_name(FabricKind k) {
-  switch (k) {
-  case FabricKind::kRailOptimized:
-    return "rail_optimized";
-  case FabricKind::kLeafSpine:
-    return "leaf_spine";
-  case FabricKind::kRailOnly:
-    return "rail_only";
-  case FabricKind::kTorus:
-    return "torus";
-  case FabricKind::kMesh:
-    return "mesh";
-  case FabricKind::kFile:
-    return "file";
-  }
-  return "?";
-}
 
 const char *node_kind_name(NodeKind k) {
   switch (k) {
@@ -60,13 +41,10 @@ ClusterSpec default_cluster(std::uint32_t ranks) {
 }
 
 Topology::Topology(const ClusterSpec &spec) : spec_(spec) {
-  if (spec.fabric == FabricKind::kFile) {
-    TopoGraph g = read_topology_file(spec);
+  TopoGraph g = build_graph(spec);
+  if (topology_builder(spec.fabric).fixes_gpus)
     spec_.gpus_per_host = std::max<std::uint32_t>(1, g.gpus_per_host);
-    finish(std::move(g));
-  } else {
-    finish(build_graph(spec));
-  }
+  finish(std::move(g));
 }
 
 Topology::Topology(const ClusterSpec &spec, TopoGraph graph) : spec_(spec) {
@@ -84,6 +62,19 @@ void Topology::finish(TopoGraph g) {
     throw InternalError("TopoGraph: kind and tier sizes differ");
   kinds_ = std::move(g.kind);
   tiers_ = std::move(g.tier);
+  group_ = std::move(g.group);
+  groups_ = 0;
+  if (!group_.empty()) {
+    if (group_.size() != n)
+      throw InternalError("TopoGraph: kind and group sizes differ");
+    for (LpId i = 0; i < n; ++i) {
+      const bool sw = kinds_[i] != NodeKind::kGpu && kinds_[i] != NodeKind::kNvSwitch;
+      if (sw != (group_[i] != TopoGraph::kNoGroup))
+        throw InternalError("TopoGraph: every Ethernet switch, and only they, need a group");
+      if (sw)
+        groups_ = std::max(groups_, group_[i] + 1);
+    }
+  }
   for (LpId i = 0; i < n; ++i) {
     const int k = static_cast<int>(kinds_[i]);
     if (i > 0 && (kinds_[i] < kinds_[i - 1] || (k >= 2 && tiers_[i] < tiers_[i - 1]))) {
@@ -238,10 +229,23 @@ void Topology::build_routes() {
   max_switch_ecmp_ = 0;
   std::vector<std::uint32_t> queue, next;
   queue.reserve(eth_count_);
+  // Group-minimal routes (TopoGraph::group): the switches of each group, and whether a hop from
+  // switch e to switch x may lie on a route to a GPU attached in group `to`.
+  std::vector<std::vector<std::uint32_t>> members(groups_);
+  for (std::uint32_t e = 0; e < eth_count_ && groups_ > 0; ++e)
+    members[group_[eth_first_ + e]].push_back(e);
+  auto allowed = [&](std::uint32_t e, std::uint32_t x, std::uint32_t to) {
+    return groups_ == 0 || group_[eth_first_ + x] == to ||
+           group_[eth_first_ + x] == group_[eth_first_ + e];
+  };
   for (std::uint32_t c = 0; c < classes_; ++c) {
     std::uint16_t *dist = &dist_[static_cast<std::size_t>(c) * eth_count_];
     queue.clear();
     const std::uint32_t g = rep[c];
+    const std::uint32_t to = groups_ > 0 ? group_[att_sw_[att_off_[g]]] : 0;
+    if (groups_ > 0) {
+      group_distances(g, to, members, dist);
+    } else {
     for (std::uint32_t i = att_off_[g]; i < att_off_[g + 1]; ++i) {
       const std::uint32_t e = att_sw_[i] - eth_first_;
       if (dist[e] != 0) {
@@ -263,13 +267,15 @@ void Topology::build_routes() {
         }
       }
     }
+    }
     for (std::uint32_t e = 0; e < eth_count_; ++e) {
       if (dist[e] == 0 || dist[e] == 0xFFFF)
         continue;
       next.clear();
       const auto &ps = ports_[eth_first_ + e];
       for (std::uint32_t p = 0; p < ps.size(); ++p) {
-        if (ps[p].peer >= eth_first_ && dist[ps[p].peer - eth_first_] + 1 == dist[e])
+        if (ps[p].peer >= eth_first_ && dist[ps[p].peer - eth_first_] + 1 == dist[e] &&
+            allowed(e, ps[p].peer - eth_first_, to))
           next.push_back(p);
       }
       max_switch_ecmp_ = std::max(max_switch_ecmp_, static_cast<std::uint32_t>(next.size()));
@@ -294,6 +300,56 @@ void Topology::build_routes() {
             next.push_back(p);
         }
         gpu_cand_off_[static_cast<std::size_t>(cs) * classes_ + cd] = intern_list(next);
+      }
+    }
+  }
+}
+
+void Topology::group_distances(std::uint32_t gpu, std::uint32_t to,
+                               const std::vector<std::vector<std::uint32_t>> &members,
+                               std::uint16_t *dist) const {
+  // Inside the destination group: BFS from the GPU's switches over that group's switches.
+  std::vector<std::uint32_t> queue;
+  for (std::uint32_t i = att_off_[gpu]; i < att_off_[gpu + 1]; ++i) {
+    const std::uint32_t e = att_sw_[i] - eth_first_;
+    if (group_[att_sw_[i]] != to)
+      throw InternalError("Topology: a GPU's NICs attach in two routing groups");
+    if (dist[e] != 0) {
+      dist[e] = 0;
+      queue.push_back(e);
+    }
+  }
+  for (std::size_t head = 0; head < queue.size(); ++head) {
+    const std::uint32_t e = queue[head];
+    for (const Port &p : ports_[eth_first_ + e]) {
+      if (p.peer < eth_first_ || group_[p.peer] != to)
+        continue;
+      const std::uint32_t x = p.peer - eth_first_;
+      if (dist[x] == 0xFFFF) {
+        dist[x] = static_cast<std::uint16_t>(dist[e] + 1);
+        queue.push_back(x);
+      }
+    }
+  }
+  // Every other group I: shortest paths over I's switches into the destination group, relaxed
+  // until stable (unit hops; group sizes are small).
+  for (std::uint32_t grp = 0; grp < groups_; ++grp) {
+    if (grp == to)
+      continue;
+    for (bool changed = true; changed;) {
+      changed = false;
+      for (std::uint32_t e : members[grp]) {
+        for (const Port &p : ports_[eth_first_ + e]) {
+          if (p.peer < eth_first_ || (group_[p.peer] != to && group_[p.peer] != grp))
+            continue;
+          const std::uint32_t d = dist[p.peer - eth_first_];
+          if (d != 0xFFFF && d + 1 < dist[e]) {
+            if (d + 1 >= 0xFFFF)
+              throw InputError(spec_.source, "cluster.topology", "diameter above 65534 hops", "");
+            dist[e] = static_cast<std::uint16_t>(d + 1);
+            changed = true;
+          }
+        }
       }
     }
   }

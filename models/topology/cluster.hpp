@@ -2,10 +2,11 @@
 /// @file cluster.hpp
 /// Cluster description (ClusterSpec) and the built topology (Topology): GPUs in scale-up
 /// (NVLink) domains behind one NVSwitch each, NICs into an Ethernet fabric of any shape
-/// (rail-optimized / leaf-spine 2- or 3-tier Clos, dual-plane, rail-only, torus, mesh, or a
-/// topology file), with a shortest-path ECMP routing table. docs/topology.md describes the
+/// (the kinds of models/topology/registry.hpp: Clos fabrics, grids, dragonflies, or a topology
+/// file), with a shortest-path ECMP routing table. docs/topology.md describes the
 /// builders, the file formats, the routing and the limits.
 #include <cstdint>
+#include <map>
 #include <span>
 #include <string>
 #include <vector>
@@ -13,18 +14,9 @@
 #include "engine/event.hpp"
 #include "engine/rng.hpp"
 #include "engine/time.hpp"
+#include "models/topology/registry.hpp"
 
 namespace fabricsim::models {
-
-/// Shape of the Ethernet fabric (cluster.topology).
-enum class FabricKind : std::uint8_t {
-  kRailOptimized, ///< NIC j of every host in a group of `nics_per_leaf` hosts goes to rail-j's leaf
-  kLeafSpine,     ///< NICs fill leaves in order (host-major), `nics_per_leaf` per leaf
-  kRailOnly,      ///< rail-optimized leaves, spines only within a rail: rails never interconnect
-  kTorus, ///< grid of switches (`dims`) with wrap-around links; hosts fill switches in order
-  kMesh,  ///< grid of switches without wrap-around
-  kFile,  ///< read from `topology_file` (fabricsim text format or SimAI ns-3 format)
-};
 
 /// Name of a fabric kind as cluster.topology spells it ("rail_optimized", ...).
 const char *fabric_kind_name(FabricKind k);
@@ -91,6 +83,9 @@ struct ClusterSpec {
   std::uint32_t nvlink_domain = 0; ///< GPUs per scale-up domain (0 = gpus_per_host)
   std::vector<std::uint32_t> dims; ///< torus/mesh switch grid, e.g. {4, 4} (first = slowest)
   std::string topology_file;       ///< fabric == kFile: path of the topology file
+  /// A builder's own keys (those under cluster.<kind>., e.g. "cluster.dragonfly.a") as written,
+  /// by dotted path; the builder parses and checks them (models/topology/builders/).
+  std::map<std::string, std::string> topology_params;
 
   std::uint32_t gpus() const { return hosts * gpus_per_host; }
   /// GPUs per scale-up domain (nvlink_domain, or gpus_per_host when 0).
@@ -136,6 +131,13 @@ struct TopoGraph {
   std::vector<NodeKind> kind;      ///< per node
   std::vector<std::uint8_t> tier;  ///< per node: 0 GPU/NVSwitch, 1 leaf, 2 spine, 3+ core
   std::vector<Link> links;         ///< in the order ports are created
+  /// Per node, optional (empty = none): the routing group of each Ethernet switch (kNoGroup for
+  /// GPUs and NVSwitches). With groups, routes are group-minimal: a packet at a switch of group I
+  /// bound for a GPU attached in group J only uses switches of I and J (dragonfly minimal
+  /// routing: local, global, local hops), and `fabricsim topo` cuts the groups in halves for the
+  /// bisection. Every Ethernet switch then has a group and each GPU's NICs attach in one group.
+  std::vector<std::uint32_t> group;
+  static constexpr std::uint32_t kNoGroup = 0xFFFFFFFFu; ///< group of a non-switch node
   std::uint32_t gpus_per_host = 0; ///< for ClusterSpec::gpus_per_host of file topologies
 
   /// Appends a node. @returns its LP id.
@@ -146,8 +148,9 @@ struct TopoGraph {
   }
 };
 
-/// Builds the graph of a generated topology (every FabricKind but kFile).
-/// @throws engine::InputError on inconsistent sizes (field named, with a fix).
+/// Builds the graph of the spec's kind with its registered builder (models/topology/registry.hpp).
+/// @throws engine::InputError on inconsistent sizes (field named, with a fix) or a bad topology
+/// file.
 TopoGraph build_graph(const ClusterSpec &spec);
 
 /// The built topology with its routing table.
@@ -237,6 +240,10 @@ public:
   /// Stable node name for files ("gpu3", "nvswitch0", "leaf2", "spine1", "core0").
   std::string node_name(engine::LpId n) const;
 
+  /// Routing groups of the graph (0 = none; TopoGraph::group). group(n) of a switch is its group.
+  std::uint32_t num_groups() const { return groups_; }
+  std::uint32_t group(engine::LpId n) const { return group_[n]; }
+
   /// Routing classes (distinct NIC attachment sets) and the largest next-hop set at a switch.
   std::uint32_t num_classes() const { return classes_; }
   /// Routing class of a GPU (GPUs of one class share every switch's next-hop sets).
@@ -253,6 +260,10 @@ private:
   [[noreturn]] void no_path(engine::LpId at, std::uint32_t dst) const;
   void finish(TopoGraph graph);
   void build_routes();
+  // Group-minimal switch distances to `gpu` (attached in group `to`), written to dist[e].
+  void group_distances(std::uint32_t gpu, std::uint32_t to,
+                       const std::vector<std::vector<std::uint32_t>> &members,
+                       std::uint16_t *dist) const;
 
   ClusterSpec spec_;
   std::uint32_t gpus_ = 0;
@@ -281,6 +292,8 @@ private:
   std::vector<std::uint32_t> gpu_cand_off_; // multi-homed only: [src class * classes + dst class]
   std::vector<std::uint32_t> pool_;         // interned lists: count, then ports
   std::uint32_t max_switch_ecmp_ = 0;
+  std::vector<std::uint32_t> group_; // per node when the graph has groups, else empty
+  std::uint32_t groups_ = 0;
 };
 
 } // namespace fabricsim::models

@@ -105,6 +105,20 @@ TopologyStats topology_stats(const Topology &topo) {
   if (s.unreachable_pairs > 0) {
     s.bisection_bps = 0;
     s.bisection_method = "0: the fabric does not connect every GPU pair";
+  } else if (topo.num_groups() > 1) {
+    // Grouped graph (dragonfly): groups [0, n/2) against the rest.
+    const std::uint32_t half = topo.num_groups() / 2;
+    const LpId first = topo.first_lp(NodeKind::kLeaf);
+    std::uint64_t cut = 0;
+    for (LpId a = first; a < topo.num_nodes(); ++a) {
+      for (const Port &p : topo.ports(a)) {
+        if (p.peer >= first && topo.group(a) < half && topo.group(p.peer) >= half)
+          cut += p.rate_bps;
+      }
+    }
+    s.bisection_bps = std::min(cut, s.nic_bps / 2);
+    s.bisection_method = "groups: min(NIC capacity / 2, capacity across the cut between the first "
+                         "floor(groups/2) routing groups and the rest)";
   } else if (s.clos) {
     std::uint64_t b = s.nic_bps;
     for (const auto &t : s.tiers) {

@@ -14,6 +14,7 @@
 #include "engine/errors.hpp"
 #include "engine/rng.hpp"
 #include "models/topology/cluster.hpp"
+#include "models/topology/registry.hpp"
 #include "models/topology/topology_file.hpp"
 #include "models/topology/topology_stats.hpp"
 #include "tests/support/paths.hpp"
@@ -558,6 +559,45 @@ TEST(Topology, ThousandGpuFabricsBuildFast) {
     EXPECT_LT(s, 2.0); // "well under a second" on an idle core; slack for a loaded CI machine
     EXPECT_LT(t.routing_bytes() / t.num_gpus(), 4096u);
   }
+}
+
+TEST(Topology, RegistryIndexesBuildersByKindAndName) {
+  const auto all = topology_builders();
+  ASSERT_FALSE(all.empty());
+  for (std::size_t i = 0; i < all.size(); ++i) {
+    const TopologyBuilder &b = *all[i];
+    EXPECT_EQ(static_cast<std::size_t>(b.kind), i) << b.name;
+    EXPECT_EQ(&topology_builder(b.kind), &b) << b.name;
+    EXPECT_EQ(find_topology(b.name), &b) << b.name;
+    EXPECT_STREQ(fabric_kind_name(b.kind), b.name);
+    EXPECT_NE(topology_names().find(b.name), std::string::npos) << b.name;
+    EXPECT_TRUE(b.build != nullptr) << b.name;
+    EXPECT_TRUE(!b.fixes_gpus || b.resolve != nullptr) << b.name;
+  }
+  EXPECT_EQ(find_topology("hypercube"), nullptr);
+}
+
+// Group-minimal routing (TopoGraph::group): two groups of two switches in a line a0 - a1 - b0 -
+// b1 plus a third group c0 joined to a0 and b1. Plain BFS would send a0 -> b1 via c0 (2 hops);
+// group-minimal routes stay in the groups of a and b (a0 -> a1 -> b0 -> b1, 3 hops).
+TEST(Topology, GroupMinimalRoutesNeverCrossAThirdGroup) {
+  TopoGraph g;
+  const engine::LpId g0 = g.add(NodeKind::kGpu, 0), g1 = g.add(NodeKind::kGpu, 0);
+  const engine::LpId a0 = g.add(NodeKind::kLeaf, 1), a1 = g.add(NodeKind::kLeaf, 1);
+  const engine::LpId b0 = g.add(NodeKind::kLeaf, 1), b1 = g.add(NodeKind::kLeaf, 1);
+  const engine::LpId c0 = g.add(NodeKind::kLeaf, 1);
+  g.group = {TopoGraph::kNoGroup, TopoGraph::kNoGroup, 0, 0, 1, 1, 2};
+  for (auto [x, y] : {std::pair{g0, a0}, {g1, b1}, {a0, a1}, {a1, b0}, {b0, b1}, {a0, c0}, {c0, b1}})
+    g.links.push_back({x, y, 400'000'000'000ull, 1'000'000, 4096});
+  ClusterSpec spec;
+  spec.gpus_per_host = 1;
+  const Topology t(spec, g);
+  EXPECT_EQ(t.num_groups(), 3u);
+  EXPECT_EQ(t.fabric_hops(0, 1), 3u + 2u);
+  EXPECT_EQ(t.fabric_hops(1, 0), 3u + 2u);
+  g.group.clear();
+  const Topology plain(spec, g);
+  EXPECT_EQ(plain.fabric_hops(0, 1), 2u + 2u);
 }
 
 } // namespace
