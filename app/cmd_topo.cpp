@@ -53,7 +53,7 @@ Action add_topo(CLI::App &app) {
     std::uint32_t ranks = opt->gpus;
     if (ranks == 0 && !spec.workload_path.empty() && spec.generator.count("model") == 0) {
       ranks = jobs::load_workload(spec.workload_path, spec.workload_format, spec.workload_gpus,
-                                  spec.comm_groups)
+                                  spec.comm_groups, spec.chakra)
                   .ranks;
     }
     const models::ClusterSpec c = jobs::resolve_cluster(spec, ranks);

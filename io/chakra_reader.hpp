@@ -46,6 +46,7 @@
 /// (> 1 TiB) or durations, peers outside 0..N-1, a rank using a communicator it is not a member
 /// of, a pg_name with no comm-group file or not found in it, and sends that have no matching
 /// receive (per (src, dst, tag): same count and total bytes).
+#include <cstdint>
 #include <string>
 
 #include "models/core/workload.hpp"

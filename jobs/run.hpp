@@ -89,9 +89,11 @@ struct RunResult {
 };
 
 /// Loads the workload named by a path: a Chakra ET prefix / .et file or a SimAI/AICB text file.
+/// `chakra` sets how Chakra ET dependencies are read (spec keys workload.chakra.*).
 /// @throws engine::InputError for a missing path, unknown format or malformed content.
 models::Workload load_workload(const std::string& path, const std::string& format,
-                               std::uint32_t gpus, const std::string& comm_groups);
+                               std::uint32_t gpus, const std::string& comm_groups,
+                               const io::ChakraReadOptions& chakra = {});
 
 /// Runs one simulation collectively on `comm`. Writes the HDF5 file (atomically) and the summary
 /// JSON if asked. @throws engine::InputError (exit 2) or engine::InternalError (exit 3); on error

@@ -70,6 +70,11 @@ const std::vector<SpecKey>& spec_keys() {
       {"workload.format", "enum", "auto", "auto, chakra or simai (auto: detected from the content)"},
       {"workload.gpus", "int", "0", "world size for SimAI/AICB files without all_gpus (SimAI's -g)"},
       {"workload.comm_groups", "string", "", "Chakra comm-group JSON {pg_name: [ranks]} (ASTRA-sim format)"},
+      {"workload.chakra.missing_deps", "enum", "ignore", "Chakra ET control dependencies on node ids absent from the rank's file "
+                                                         "(as Chakra's PyTorch converter leaves them): ignore (drop them, one warning with the count) "
+                                                         "or error (refuse the trace); a missing data dependency is always an error"},
+      {"workload.chakra.ctrl_deps", "bool", "true", "Chakra ET control dependencies order execution together with data dependencies "
+                                                    "(Chakra feeder with both enabled); false: data dependencies only"},
       // Workload generator (jobs/generators.hpp, docs/generators.md): set model to generate
       // instead of reading workload.path.
       {"workload.generator.model", "string", "", "built-in model (gpt3-175b, llama3-70b, mixtral-8x7b, deepseek-v3, ...) or custom"},
@@ -149,7 +154,7 @@ const std::vector<SpecKey>& spec_keys() {
       {"output.trace", "string", "", "Perfetto / Chrome trace-event JSON file (none if empty)"},
       {"output.trace_ranks", "string", "0-15", "ranks traced: A-B, A, or all (keeps 1,024-rank traces small)"},
       {"nccl.*", "string", "", "any NCCL_* setting as NCCL reads it from the environment (e.g. nccl.NCCL_ALGO: Ring); "
-                               "wins over the environment; unknown names are warned about (simccl/nccl_settings.cpp)"},
+                               "wins over the environment; an unknown name or one fabricsim does not model is an error (simccl/nccl_settings.cpp)"},
       {"simccl.planner", "enum", "nccl", "nccl (NCCL 2.28 cost model, channels, protocols) or ring (one ring, no channels)"},
       {"simccl.gpu_sm", "int", "90", "GPU compute capability x10 for the NCCL cost model (70 V100, 80 A100, 90 H100, 100 B200)"},
       {"simccl.schedule", "string", "", "custom schedules replayed as given: TE-CCL JSON / MSCCL-IR XML files, comma-separated, "
@@ -426,6 +431,13 @@ void load_workload_keys(const SpecReader& r, Spec& s) {
     s.workload_gpus = static_cast<std::uint32_t>(parse_uint(*v, r.file_of("workload.gpus"), "workload.gpus", 1));
   }
   if (auto v = r.str("workload.comm_groups")) s.comm_groups = r.resolve(*v, "workload.comm_groups");
+  if (auto v = r.str("workload.chakra.missing_deps")) {
+    s.chakra.missing_ctrl_deps =
+        io::parse_missing_deps(*v, r.file_of("workload.chakra.missing_deps"), "workload.chakra.missing_deps");
+  }
+  if (auto v = r.str("workload.chakra.ctrl_deps")) {
+    s.chakra.ctrl_deps = engine::parse_bool(*v, r.file_of("workload.chakra.ctrl_deps"), "workload.chakra.ctrl_deps");
+  }
   for (const auto& k : spec_keys()) {  // generator keys are parsed by jobs/generators
     const std::string key = k.path;
     if (key.rfind("workload.generator.", 0) != 0) continue;

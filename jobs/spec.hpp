@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "models/topology/cluster.hpp"
+#include "io/chakra_reader.hpp"
 #include "models/core/fabric_params.hpp"
 #include "simccl/planner_factory.hpp"
 
@@ -36,6 +37,7 @@ struct Spec {
   std::string workload_format = "auto";  ///< auto | chakra | simai
   std::uint32_t workload_gpus = 0;       ///< world size for SimAI files without all_gpus (0 = none)
   std::string comm_groups;               ///< Chakra comm-group JSON (resolved path) or empty
+  io::ChakraReadOptions chakra;          ///< workload.chakra.*: Chakra dependency handling
   /// workload.generator.* values as written (key without the prefix -> text), parsed by
   /// jobs/generators (train_config_from_spec); generator_file says where each came from.
   std::map<std::string, std::string> generator, generator_file;

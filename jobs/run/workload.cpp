@@ -17,7 +17,8 @@ using engine::InputError;
 namespace fs = std::filesystem;
 
 models::Workload load_workload(const std::string& path, const std::string& format,
-                               std::uint32_t gpus, const std::string& comm_groups) {
+                               std::uint32_t gpus, const std::string& comm_groups,
+                               const io::ChakraReadOptions& chakra) {
   if (path.empty()) {
     throw InputError("<spec>", "workload.path", "no workload given",
                      "pass --workload PATH or set workload.path in the spec");
@@ -35,7 +36,7 @@ models::Workload load_workload(const std::string& path, const std::string& forma
   }
   if (fmt_used == "chakra") {
     const std::string prefix = fs::exists(path + ".0.et") ? path : io::chakra_prefix_of(path);
-    return io::read_chakra(prefix, comm_groups);
+    return io::read_chakra(prefix, comm_groups, chakra);
   }
   return io::read_simai(path, gpus);
 }
@@ -47,7 +48,8 @@ namespace {
 /// The spec's workload: generated when workload.generator.model is set, else read from a file.
 models::Workload load_spec_workload(const Spec& spec, GenInfo* info) {
   if (spec.generator.count("model") == 0) {
-    return load_workload(spec.workload_path, spec.workload_format, spec.workload_gpus, spec.comm_groups);
+    return load_workload(spec.workload_path, spec.workload_format, spec.workload_gpus, spec.comm_groups,
+                         spec.chakra);
   }
   if (!spec.workload_path.empty()) {
     throw InputError(spec.file_of_any({"workload.path", "workload.generator.model"}), "workload.path", "both workload.path and workload.generator.model are set",
