@@ -789,3 +789,23 @@ TEST_F(Cli, FlowRouteCacheMissesOnlyEachRanksFirstRingFlow) {
     EXPECT_NE(o.out.find(want), std::string::npos) << "want '" << want << "' in:\n" << o.out;
   }
 }
+
+namespace {
+
+// A Chakra trace whose control dependency names a node absent from the file (as Chakra's
+// PyTorch converter leaves them): it runs with one warning giving the count, and
+// workload.chakra.missing_deps: error refuses it in one line naming the first missing id.
+TEST_F(Cli, ChakraMissingControlDependencies) {
+  const std::string trace = (fabricsim::testing::data_dir() / "bad" / "unknown_dep").string();
+  const Outcome ok = run_fabricsim("run --workload " + trace + " -o " + out_h5(), dir_.string());
+  EXPECT_EQ(ok.code, 0) << ok.err;
+  EXPECT_NE(ok.err.find("dropped 1 control dependencies"), std::string::npos) << ok.err;
+  EXPECT_NE(ok.err.find("-> id 42"), std::string::npos) << ok.err;
+  fs::remove(out_h5());
+  expect_bad("run --workload " + trace + " --set workload.chakra.missing_deps=error",
+             {"unknown_dep.0.et", "ctrl_deps", "unknown node id 42"});
+  expect_bad("run --workload " + trace + " --set workload.chakra.missing_deps=drop",
+             {"workload.chakra.missing_deps", "use ignore or error"});
+}
+
+}  // namespace
