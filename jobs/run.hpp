@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "engine/simulator.hpp"
+#include "io/chakra_reader.hpp"
 #include "io/results.hpp"
 #include "models/core/workload.hpp"
 
