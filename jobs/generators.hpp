@@ -32,7 +32,9 @@
 ///    (TP·DP/EP ranks).
 /// Inference (TrainConfig::inference): prefill and decode steps of a request batch per replica,
 /// no SP (AllReduce(T·h·B) after attention and MLP), EP AllToAll for MoE, PP p2p, KV-cache reads
-/// in decode; see docs/generators.md "Inference" and build_inference_rank in generators.cpp.
+/// in decode; see docs/generators.md "Inference" and Builder::build_inference_rank in
+/// jobs/generators/inference.cpp. The builder is split by concern under jobs/generators/
+/// (jobs/generators/builder.hpp lists the files).
 /// FLOPs: GEMM 2mnk; attention core 2·b·s²·heads·(d_qk + d_v) per layer forward (Megatron counts
 /// the full s² even with a causal mask; kernels are timed with half of it when causal); backward
 /// = 2× forward; full recompute adds one more forward of every layer.

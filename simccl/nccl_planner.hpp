@@ -23,6 +23,7 @@
 /// Protocol wire efficiency is applied to the bytes sent: LL carries 8 data bytes per 16-byte line
 /// (50%), LL128 120 per 128-byte line (15/16), Simple 100%.
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -98,8 +99,31 @@ class NcclPlanner final : public models::CollectivePlanner {
   struct CommInfo;  ///< per-communicator layout (nodes, rings, trees)
 
  private:
+  struct PlanCtx;  ///< one request's planning inputs (simccl/nccl_plan_detail.hpp)
+
   std::shared_ptr<const CommInfo> comm(const std::vector<std::uint32_t>& ranks) const;
+  /// Plans `req`: picks algorithm, protocol and channels (decision()), then expands the call with
+  /// the algorithm family's planner below; `lazy` asks for the lazy form where one exists.
   models::RankPlan plan_impl(const models::CollRequest& req, bool lazy) const;
+  /// AllToAll as grouped point-to-point with PXN relays (simccl/plan_p2p.cpp).
+  models::RankPlan plan_alltoall(const PlanCtx& x) const;
+  /// NVLS AllReduce / ReduceScatter / AllGather inside one node (simccl/plan_nvls.cpp).
+  models::RankPlan plan_nvls(const PlanCtx& x) const;
+  /// NVLSTree AllReduce: NVSwitch inside nodes, double binary tree of nodes (simccl/plan_nvls.cpp).
+  models::RankPlan plan_nvls_tree(const PlanCtx& x) const;
+  /// Tree AllReduce: chains inside nodes, double binary tree across them (simccl/plan_tree.cpp).
+  models::RankPlan plan_tree(const PlanCtx& x) const;
+  /// Broadcast / Reduce as a pipelined chain along each channel's ring (simccl/plan_ring.cpp).
+  models::RankPlan plan_chain(const PlanCtx& x) const;
+  /// Ring AllReduce / AllGather / ReduceScatter, materialized (simccl/plan_ring.cpp).
+  models::RankPlan plan_ring(const PlanCtx& x) const;
+  /// The same ring in lazy form (models::LazyChannelRing); materialized when tags would pass 32
+  /// bits (simccl/plan_ring.cpp).
+  models::RankPlan plan_ring_lazy(const PlanCtx& x) const;
+  /// A lazy plan's `materialize`: plan_impl(req, false) with the communicator's ranks taken from
+  /// the cached `ci` (shared by all its ranks, kept alive by the closure) instead of a per-rank copy.
+  std::function<models::RankPlan()> materializer(const models::CollRequest& req,
+                                                 std::shared_ptr<const CommInfo> ci) const;
   /// Builds the lazy NVLS / NVLSTree plan (models::LazyNvls) of `req` into `out`: nc channels of
   /// S bytes in loops of `loop` bytes, tag stride max_loops loops, heads[0..m) (owned by `ci`),
   /// this rank head q. @returns false when op indices or tags would pass 32 bits (the caller then
