@@ -165,6 +165,9 @@ const std::vector<SpecKey>& spec_keys() {
       {"simccl.launch_latency", "enum", "none", "none, or nccl: each tuned collective (NCCL planner) starts after the NCCL cost "
                                                 "model's latency of its algorithm/protocol (base + per-step hop latency); "
                                                 "AllToAll and sends after one step of the Ring model (base + one hop)"},
+      {"simccl.step_latency", "enum", "none", "none, or nccl: every send of a Ring plan (NCCL planner) waits NCCL's per-hop "
+                                              "latency of its protocol and link class (NVLink, or NET across hosts) after its "
+                                              "dependencies, and each tuned collective starts after the base latency"},
       {"simccl.topo_fallback", "bool", "false", "when NCCL_TOPO_FILE cannot be read, plan on NCCL's fallback (flat PCIe, no NVLink) "
                                                "instead of failing"},
   };
@@ -726,6 +729,13 @@ void load_collective_keys(const SpecReader& r, Spec& s) {
     }
     s.simccl_extras.launch_latency = *v == "nccl";
     s.launch_latency_given = true;
+  }
+  if (auto v = r.str("simccl.step_latency")) {
+    if (*v != "none" && *v != "nccl") {
+      throw InputError(r.file_of("simccl.step_latency"), "simccl.step_latency", "'" + *v + "' is not a step latency model",
+                       "use none or nccl");
+    }
+    s.simccl_extras.step_latency = *v == "nccl";
   }
   if (auto v = r.str("simccl.topo_fallback")) {
     s.simccl_extras.topo_fallback = engine::parse_bool(*v, r.file_of("simccl.topo_fallback"), "simccl.topo_fallback");

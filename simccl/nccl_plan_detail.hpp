@@ -50,12 +50,14 @@ inline std::uint32_t checked_tag(std::uint64_t t) {
 struct Builder {
   models::RankPlan plan;
   Proto proto = Proto::kSimple;
+  std::int64_t delay_ps = 0;  ///< P2pOp::delay_ps of the sends added next
   std::uint32_t send(std::uint32_t peer, std::uint64_t data, std::uint32_t tag, std::span<const std::uint32_t> deps,
                      std::uint16_t channel, bool relay = false) {
     models::P2pOp o{true, peer, wire_bytes(proto, data), tag};
     o.payload_bytes = data;
     o.channel = channel;
     o.relay = relay;
+    o.delay_ps = delay_ps;
     return plan.add(o, deps);
   }
   std::uint32_t recv(std::uint32_t peer, std::uint32_t tag, std::uint16_t channel, bool relay = false) {

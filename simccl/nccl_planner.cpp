@@ -145,8 +145,14 @@ std::shared_ptr<const NcclPlanner::CommInfo> NcclPlanner::comm(const std::vector
 }
 
 std::int64_t NcclPlanner::start_latency_ps(const CollRequest& req) const {
-  if (!cfg_.launch_latency || req.ranks == nullptr || req.ranks->size() <= 1 || req.bytes == 0) return 0;
+  if (!(cfg_.launch_latency || cfg_.step_latency) || req.ranks == nullptr || req.ranks->size() <= 1 || req.bytes == 0) {
+    return 0;
+  }
   const TuningDecision d = decision(req);
+  if (cfg_.step_latency && req.op != CollOp::kAllToAll) {
+    return static_cast<std::int64_t>(std::llround(NcclTuner::base_latency_us(d.algo, d.proto) * 1e6));
+  }
+  if (!cfg_.launch_latency) return 0;
   if (req.op == CollOp::kAllToAll) {
     const bool across = comm(*req.ranks)->nodes.size() > 1;
     return static_cast<std::int64_t>(std::llround(p2p_latency_us(d.proto, across) * 1e6));
@@ -188,6 +194,12 @@ TuningDecision NcclPlanner::decision(const CollRequest& req) const {
     return d;
   }
   return ci->tuner->decide(func_of(req.op), req.bytes);
+}
+
+std::int64_t NcclPlanner::step_delay_ps(const CommInfo& ci, Algo a, Proto p, std::uint32_t from, std::uint32_t to) const {
+  if (!cfg_.step_latency) return 0;
+  const std::uint32_t g = std::max<std::uint32_t>(1, cfg_.gpus_per_host);
+  return static_cast<std::int64_t>(std::llround(ci.tuner->hop_latency_us(a, p, from / g != to / g) * 1e6));
 }
 
 RankPlan NcclPlanner::plan(const CollRequest& req) const { return plan_impl(req, cfg_.lazy_rings); }

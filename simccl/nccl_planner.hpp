@@ -54,6 +54,13 @@ struct NcclPlannerConfig {
   /// each point-to-point operation (AllToAll, workload sends) p2p_latency_us
   /// (p2p_start_latency_ps).
   bool launch_latency = false;
+  /// simccl.step_latency=nccl: NCCL's per-step pipeline synchronization as timed dependencies:
+  /// every send of a Ring plan waits, once its dependencies are met, the hop latency of its
+  /// link class (NcclTuner::hop_latency_us: NET to another node, else NVLink) before it starts
+  /// (P2pOp::delay_ps, LazyChannelRing::step_delay_ps), and each tuned collective starts after
+  /// the base latency baseLatencies[algo][proto] (nccl.md §2.1) instead of launch_latency's
+  /// whole cost-model latency (which would count the steps twice).
+  bool step_latency = false;
   /// The network reduces and replicates in the NVSwitch (NVLink SHARP; every rung does). False:
   /// the NVLS rows of the cost model are unavailable.
   bool nvls_network = true;
@@ -120,6 +127,10 @@ class NcclPlanner final : public models::CollectivePlanner {
   /// The same ring in lazy form (models::LazyChannelRing); materialized when tags would pass 32
   /// bits (simccl/plan_ring.cpp).
   models::RankPlan plan_ring_lazy(const PlanCtx& x) const;
+  /// With NcclPlannerConfig::step_latency: the ps a step of (a, p) sent from global rank `from`
+  /// to `to` waits before it starts (NcclTuner::hop_latency_us, a NET hop when the two are on
+  /// different hosts); without it 0.
+  std::int64_t step_delay_ps(const CommInfo& ci, Algo a, Proto p, std::uint32_t from, std::uint32_t to) const;
   /// A lazy plan's `materialize`: plan_impl(req, false) with the communicator's ranks taken from
   /// the cached `ci` (shared by all its ranks, kept alive by the closure) instead of a per-rank copy.
   std::function<models::RankPlan()> materializer(const models::CollRequest& req,

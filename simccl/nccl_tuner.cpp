@@ -279,6 +279,21 @@ void NcclTuner::compute_tables() {
   }
 }
 
+double NcclTuner::hop_latency_us(Algo a, Proto p, bool net_hop) const {
+  const auto ai = static_cast<std::size_t>(a), pi = static_cast<std::size_t>(p);
+  if (net_hop) return topo_.ppn == 1 ? kHwLat[kHwNet][kTree][pi] : kHwLat[kHwNet][ai][pi];
+  double lat = kHwLat[kHwNvlink][ai][pi];
+  if (a == Algo::kRing && topo_.n_nodes > 1) {
+    const double net_overhead = settings_.net_overhead_us >= 0 ? settings_.net_overhead_us : (topo_.intel_cpu ? 1.0 : 2.0);
+    lat = std::max(lat, p == Proto::kSimple ? 3 * net_overhead : net_overhead);
+  }
+  return lat;
+}
+
+double NcclTuner::base_latency_us(Algo a, Proto p) {
+  return kBaseLat[static_cast<std::size_t>(a)][static_cast<std::size_t>(p)];
+}
+
 double p2p_latency_us(Proto p, bool across_nodes) {
   const auto pi = static_cast<std::size_t>(p);
   return kBaseLat[kRing][pi] + kHwLat[across_nodes ? kHwNet : kHwNvlink][kRing][pi];

@@ -82,6 +82,14 @@ class NcclTuner {
   double bandwidth(Func f, Algo a, Proto p) const { return bw_[idx(f)][idx(a)][idx(p)]; }
   /// Latency (us) of a combination (tuning.cc).
   double latency(Func f, Algo a, Proto p) const { return lat_[idx(f)][idx(a)][idx(p)]; }
+  /// Latency (us) of one pipeline step over one hop of (algorithm, protocol), the per-step term
+  /// of the latency model (tuning.cc, nccl.md §2.5): a NET hop (`net_hop`, to another node)
+  /// hwLatencies[NET][a][p] (the Tree NET value when one rank per node); a hop inside a node
+  /// hwLatencies[NVLINK][a][p] (this tuner's intra class: the node's GPUs sit on an NVSwitch),
+  /// for Ring on several nodes at least the network overhead (x3 Simple, §2.2).
+  double hop_latency_us(Algo a, Proto p, bool net_hop) const;
+  /// baseLatencies[a][p] (us, tuning.cc, nccl.md §2.1).
+  static double base_latency_us(Algo a, Proto p);
   /// Why a combination is unavailable ("" if available).
   std::string unavailable_reason(Func f, Algo a, Proto p) const;
   /// Estimated time (us) of `nbytes` (NCCL's nBytes: per-rank max(send, recv); for AllGather and

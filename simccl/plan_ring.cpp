@@ -36,6 +36,7 @@ RankPlan NcclPlanner::plan_chain(const PlanCtx& x) const {
     const std::uint32_t cp = req.op == CollOp::kBroadcast ? mod(static_cast<std::int64_t>(p) - rp, n)
                                                           : mod(static_cast<std::int64_t>(p) - rp - 1, n);
     const std::uint32_t next = ranks[ring[(p + 1) % n]], prev = ranks[ring[(p + n - 1) % n]];
+    b.delay_ps = step_delay_ps(*ci, d.algo, d.proto, ranks[me], next);
     const std::uint64_t Bc = chunk_bytes(S, nc, c);
     const std::uint64_t nchunks = std::max<std::uint64_t>(1, ceil_div(Bc, z.chunk));
     const std::uint64_t stride = ceil_div(chunk_bytes(S, nc, 0), z.chunk) + 1;
@@ -82,6 +83,7 @@ RankPlan NcclPlanner::plan_ring_lazy(const PlanCtx& x) const {
     pos[c] = p;
     r->next.push_back(ranks[ring[(p + 1) % n]]);
     r->prev.push_back(ranks[ring[(p + n - 1) % n]]);
+    if (cfg_.step_latency) r->step_delay_ps.push_back(step_delay_ps(*ci, d.algo, d.proto, ranks[me], r->next.back()));
     bc[c] = chunk_bytes(S, nc, c);
     const std::uint64_t loop = ar ? z.chunk * n : z.chunk;
     std::uint64_t nloops = 1;
@@ -137,6 +139,7 @@ RankPlan NcclPlanner::plan_ring(const PlanCtx& x) const {
     const auto& ring = ci->rings[c];
     const std::uint32_t p = ci->ring_pos[c][me];
     const std::uint32_t next = ranks[ring[(p + 1) % n]], prev = ranks[ring[(p + n - 1) % n]];
+    b.delay_ps = step_delay_ps(*ci, d.algo, d.proto, ranks[me], next);
     // Bytes of the piece that the rank at ring position `from` sends at step k of loop l.
     const std::uint64_t Bc = chunk_bytes(S, nc, c);
     const std::uint64_t loop = ar ? z.chunk * n : z.chunk;

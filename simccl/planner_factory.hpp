@@ -47,6 +47,8 @@ struct PlannerExtras {
   bool lazy_plans = true;
   /// simccl.launch_latency: "none" (default) or "nccl" (NcclPlannerConfig::launch_latency).
   bool launch_latency = false;
+  /// simccl.step_latency: "none" (default) or "nccl" (NcclPlannerConfig::step_latency).
+  bool step_latency = false;
   /// The run's network models NVLink SHARP (every fabricsim rung does); false disables NVLS in
   /// the cost model (NcclPlannerConfig::nvls_network), e.g. for a network model without it.
   bool nvls_network = true;

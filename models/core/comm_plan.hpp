@@ -29,7 +29,7 @@
 
 namespace fabricsim::models {
 
-/// One point-to-point operation of a rank inside a collective (32 bytes). Its dependencies live
+/// One point-to-point operation of a rank inside a collective (40 bytes). Its dependencies live
 /// in the owning RankPlan (RankPlan::deps).
 struct P2pOp {
   bool is_send = false;
@@ -45,6 +45,10 @@ struct P2pOp {
   /// of the communicator, which receive it from this rank (peer = this rank, ignored).
   std::uint8_t nvls = 0;
   std::uint64_t payload_bytes = 0;  ///< sends: data bytes carried; bytes - payload = protocol overhead (LL/LL128)
+  /// Sends: ps the rank waits, once the dependencies are met, before the send starts (the
+  /// per-step synchronization of a pipelined collective; executed by the rank executor on every
+  /// rung). 0: starts at once.
+  std::int64_t delay_ps = 0;
 };
 
 /// A ring of `steps` steps, the shape of simccl's ring AllReduce/AllGather/ReduceScatter: at
@@ -98,7 +102,11 @@ struct LazyChannelRing {
   std::function<std::uint64_t(std::uint64_t data)> wire;
   /// The equivalent materialized plan.
   std::function<RankPlan()> materialize;
+  /// Per channel: ps every send of the channel waits once its dependencies are met (P2pOp::delay_ps
+  /// of each of its sends); empty: none.
+  std::vector<std::int64_t> step_delay_ps;
 
+  std::int64_t delay(std::uint32_t c) const { return c < step_delay_ps.size() ? step_delay_ps[c] : 0; }
   std::uint32_t nslices(std::uint64_t bytes) const {
     const std::uint64_t n = bytes == 0 ? 1 : (bytes + slice_bytes - 1) / slice_bytes;
     return static_cast<std::uint32_t>(n < 1 ? 1 : (n > max_slices ? max_slices : n));

@@ -548,6 +548,10 @@ void GpuRankLp::tree_ready(std::uint32_t slot, std::uint32_t op, Context& ctx) {
   CollState& st = state(slot);
   const P2pOp o = with_dag(st.plan, [op](const auto& t) { return t.op(op); });
   if (o.is_send) {
+    if (o.delay_ps > 0) {
+      ctx.send(id_, ctx.now() + o.delay_ps, kEvStepDelay, StepDelay{slot, op});
+      return;
+    }
     start_flow(o.peer, o.bytes, st.group, st.instance, o.tag, slot, op, ctx, o.channel, 0, o.nvls);
     return;
   }
@@ -607,6 +611,17 @@ void GpuRankLp::channel_send(std::uint32_t slot, std::uint32_t c, Context& ctx) 
   std::uint64_t need = 0;
   if (r.waits_for(c, cur, need) && !(st.ring_got[st.got_word[c] + need / 64] >> (need % 64) & 1u)) return;
   st.in_flight[c] = 1;  // before start_flow: a completion may come back synchronously
+  if (const std::int64_t delay = r.delay(c); delay > 0) {
+    ctx.send(id_, ctx.now() + delay, kEvStepDelay, StepDelay{slot, c});
+    return;
+  }
+  channel_start(slot, c, ctx);
+}
+
+void GpuRankLp::channel_start(std::uint32_t slot, std::uint32_t c, Context& ctx) {
+  const CollState& st = state(slot);
+  const LazyChannelRing& r = *st.plan.lazy_channels;
+  const RingCursor cur = st.cursor[c];
   start_flow(r.next[c], r.wire(r.send_data(c, cur)), static_cast<std::uint32_t>(group_of((*program_)[st.node])),
              instance_[st.node], r.tag(c, cur.l, cur.k, cur.j), slot, c, ctx, static_cast<std::uint16_t>(c));
 }
@@ -644,6 +659,10 @@ void GpuRankLp::op_ready(std::uint32_t slot, std::uint32_t op, Context& ctx) {
   const P2pOp& o = state(slot).plan.ops[op];
   const auto group = static_cast<std::uint32_t>(group_of(node));
   if (o.is_send) {
+    if (o.delay_ps > 0) {
+      ctx.send(id_, ctx.now() + o.delay_ps, kEvStepDelay, StepDelay{slot, op});
+      return;
+    }
     start_flow(o.peer, o.bytes, group, instance_[n], o.tag, slot, op, ctx, o.channel, 0, o.nvls);
     return;
   }
@@ -653,6 +672,23 @@ void GpuRankLp::op_ready(std::uint32_t slot, std::uint32_t op, Context& ctx) {
   } else {
     st.state[op] |= kPosted;
   }
+}
+
+void GpuRankLp::delayed_send(const StepDelay& d, Context& ctx) {
+  CollState& st = state(d.slot);
+  if (st.plan.lazy_channels) {
+    channel_start(d.slot, d.idx, ctx);
+    return;
+  }
+  if (st.plan.lazy_tree || st.plan.lazy_nvls) {
+    const P2pOp o = with_dag(st.plan, [&d](const auto& t) { return t.op(d.idx); });
+    start_flow(o.peer, o.bytes, st.group, st.instance, o.tag, d.slot, d.idx, ctx, o.channel, 0, o.nvls);
+    return;
+  }
+  const WorkNode& node = (*program_)[st.node];
+  const P2pOp& o = st.plan.ops[d.idx];
+  start_flow(o.peer, o.bytes, static_cast<std::uint32_t>(group_of(node)), instance_[st.node], o.tag, d.slot, d.idx, ctx,
+             o.channel, 0, o.nvls);
 }
 
 std::uint32_t GpuRankLp::recv_of(const CollState& st, std::uint64_t key) const {
@@ -1052,6 +1088,9 @@ void GpuRankLp::handle(const engine::Event& ev, Context& ctx) {
       return;
     case kEvSendLaunch:
       send_now(ev.get<std::uint32_t>(), ctx);
+      return;
+    case kEvStepDelay:
+      delayed_send(ev.get<StepDelay>(), ctx);
       return;
     case kEvRingStreamDone:
       finish_collective(ev.get<std::uint32_t>(), ctx);

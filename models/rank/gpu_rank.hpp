@@ -263,7 +263,18 @@ class GpuRankLp final : public engine::Lp, private NicOwner {
   void tree_ready(std::uint32_t slot, std::uint32_t op, engine::Context& ctx);
   void tree_done(std::uint32_t slot, std::uint32_t op, engine::Context& ctx);
   void tree_message(std::uint32_t slot, std::uint64_t key, engine::Context& ctx);
+  /// Lazy channel ring: starts channel c's next send if it is ready (after the channel's
+  /// LazyChannelRing::delay, a kEvStepDelay event, when that is not 0).
   void channel_send(std::uint32_t slot, std::uint32_t c, engine::Context& ctx);
+  /// Puts channel c's next send on the wire.
+  void channel_start(std::uint32_t slot, std::uint32_t c, engine::Context& ctx);
+  /// Payload of kEvStepDelay: the collective's slot and the send (op index; channel for a lazy
+  /// channel ring) whose P2pOp::delay_ps elapsed.
+  struct StepDelay {
+    std::uint32_t slot = 0, idx = 0;
+  };
+  /// A send's delay elapsed (kEvStepDelay): puts it on the wire.
+  void delayed_send(const StepDelay& d, engine::Context& ctx);
   void channel_message(std::uint32_t slot, std::uint64_t key, engine::Context& ctx);
   void finish_collective(std::uint32_t slot, engine::Context& ctx);
   void ring_send(std::uint32_t slot, std::uint32_t step, engine::Context& ctx);
