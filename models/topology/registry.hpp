@@ -22,6 +22,7 @@
   X(Torus, torus) \
   X(Mesh, mesh) \
   X(File, file) \
+  X(Dragonfly, dragonfly) \
 
 
 namespace fabricsim::models {
