@@ -44,6 +44,17 @@ void read_bytes(const SpecReader& r, const std::string& key, std::uint64_t lo, s
   }
 }
 
+void read_rate(const SpecReader& r, const std::string& key, std::uint64_t lo, std::uint64_t hi, std::uint64_t& out) {
+  if (auto v = r.get(key)) {
+    const std::uint64_t b = engine::parse_rate_bps(*v, r.file_of(key), key);
+    if (b < lo || b > hi) {
+      throw InputError(r.file_of(key), key, "'" + *v + "' is outside " + std::to_string(lo) + " .. " +
+                                              std::to_string(hi) + " bits/s", "e.g. 10Mbps");
+    }
+    out = b;
+  }
+}
+
 void read_count(const SpecReader& r, const std::string& key, std::uint32_t lo, std::uint32_t hi, std::uint32_t& out) {
   if (auto v = r.get(key)) {
     char* end = nullptr;

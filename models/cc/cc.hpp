@@ -55,6 +55,10 @@ struct CcTraits {
   bool windowed = false;
   /// rate_bps can be below the line rate (the NIC paces the QP's packets).
   bool paced = true;
+  /// Every data packet carries the time its last byte left the sender, the receiver echoes it
+  /// in the ACK, and on_ack gets the RTT sample (AckInfo::rtt_ps). The stamp travels in the INT
+  /// slot hops[0]: not together with wants_int.
+  bool echo_send_time = false;
 };
 
 /// The link of an acknowledged QP, as every hook sees it.
@@ -78,6 +82,11 @@ struct AckInfo {
   std::uint32_t snd_nxt = 0;  ///< the QP's next PSN to send, when the ACK arrives
   std::uint32_t nint = 0;     ///< INT hops in `hops` (CcTraits::wants_int; else 0)
   const IntHop* hops = nullptr;
+  /// RTT sample (ps): the ACK's arrival minus the time the last byte of the data packet that
+  /// triggered it left the sender (CcTraits::echo_send_time; else -1). Without that packet's
+  /// serialization at the sender, with everything after it: propagation and queueing both
+  /// ways, the receiver's nic.nic_delay, the ACK's serialization.
+  engine::SimTime rtt_ps = -1;
 };
 
 /// The send window of a QP when the scheduler considers its next data packet.
@@ -96,9 +105,9 @@ struct SpecReader {
 };
 
 /// One spec key of an algorithm: its declaration, the member of `P` it sets, and the accepted
-/// range [lo, hi] (in the member's unit: ps, bytes, or the plain number). The member's type
-/// follows the declaration's type: "double" double, "time" engine::SimTime, "bytes"
-/// std::uint64_t, "int" std::uint32_t.
+/// range [lo, hi] (in the member's unit: ps, bytes, bits/s or the plain number). The member's
+/// type follows the declaration's type: "double" double, "time" engine::SimTime, "bytes" and
+/// "rate" (bits/s) std::uint64_t, "int" std::uint32_t.
 template <class P>
 struct ParamField {
   ParamDecl decl;
@@ -122,6 +131,8 @@ void read_double(const SpecReader& r, const std::string& key, double lo, double 
 void read_time(const SpecReader& r, const std::string& key, engine::SimTime lo, engine::SimTime hi, engine::SimTime& out);
 /// Parses a "bytes" value in [lo, hi]. @throws engine::InputError.
 void read_bytes(const SpecReader& r, const std::string& key, std::uint64_t lo, std::uint64_t hi, std::uint64_t& out);
+/// Parses a "rate" (e.g. 10Mbps) in [lo, hi] bits/s. @throws engine::InputError.
+void read_rate(const SpecReader& r, const std::string& key, std::uint64_t lo, std::uint64_t hi, std::uint64_t& out);
 /// Parses an "int" (non-negative integer) in [lo, hi]. @throws engine::InputError.
 void read_count(const SpecReader& r, const std::string& key, std::uint32_t lo, std::uint32_t hi, std::uint32_t& out);
 /// An algorithm's fields' declaration or member type do not match (a programming error).
@@ -142,6 +153,9 @@ void read_fields(std::span<const ParamField<P>> fields, const SpecReader& r, P& 
     } else if (type == "bytes" && std::holds_alternative<std::uint64_t P::*>(f.member)) {
       read_bytes(r, key, static_cast<std::uint64_t>(f.lo), static_cast<std::uint64_t>(f.hi),
                  p.*std::get<std::uint64_t P::*>(f.member));
+    } else if (type == "rate" && std::holds_alternative<std::uint64_t P::*>(f.member)) {
+      read_rate(r, key, static_cast<std::uint64_t>(f.lo), static_cast<std::uint64_t>(f.hi),
+                p.*std::get<std::uint64_t P::*>(f.member));
     } else if (type == "int" && std::holds_alternative<std::uint32_t P::*>(f.member)) {
       read_count(r, key, static_cast<std::uint32_t>(f.lo), static_cast<std::uint32_t>(f.hi),
                  p.*std::get<std::uint32_t P::*>(f.member));

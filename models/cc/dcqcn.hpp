@@ -46,7 +46,8 @@ class Dcqcn {
   static constexpr const char* kName = "dcqcn";
   static constexpr const char* kSummary = "dcqcn (ECN/CNP rate control, Zhu et al. SIGCOMM 2015)";
   static constexpr CcTraits kTraits{.ack_interval = 4, .wants_int = false, .notify_on_ce = true,
-                                    .needs_path_rtt = false, .windowed = false, .paced = true};
+                                    .needs_path_rtt = false, .windowed = false, .paced = true,
+                                    .echo_send_time = false};
 
   /// Spec keys cc.dcqcn_*.
   static ParamDecls decls();

@@ -41,7 +41,8 @@ class Hpcc {
   static constexpr const char* kName = "hpcc";
   static constexpr const char* kSummary = "hpcc (INT window control, Li et al. SIGCOMM 2019)";
   static constexpr CcTraits kTraits{.ack_interval = 1, .wants_int = true, .notify_on_ce = false,
-                                    .needs_path_rtt = true, .windowed = true, .paced = true};
+                                    .needs_path_rtt = true, .windowed = true, .paced = true,
+                                    .echo_send_time = false};
 
   /// Spec keys cc.hpcc_*.
   static ParamDecls decls();

@@ -22,7 +22,8 @@ class None {
   static constexpr const char* kName = "none";
   static constexpr const char* kSummary = "none (every QP at line rate)";
   static constexpr CcTraits kTraits{.ack_interval = 4, .wants_int = false, .notify_on_ce = false,
-                                    .needs_path_rtt = false, .windowed = false, .paced = false};
+                                    .needs_path_rtt = false, .windowed = false, .paced = false,
+                                    .echo_send_time = false};
 
   static ParamDecls decls();
   static void parse(const SpecReader&, Params&) {}

@@ -71,6 +71,12 @@ constexpr CcTraits traits(CcKind k) {
   return CcTraits{};
 }
 
+#define FABRICSIM_CC_CHECK(name, Class)                                                     \
+  static_assert(!(Class::kTraits.wants_int && Class::kTraits.echo_send_time),                \
+                #Class ": the send-time echo uses the INT slot hops[0], so not both");
+FABRICSIM_CC_LIST(FABRICSIM_CC_CHECK)
+#undef FABRICSIM_CC_CHECK
+
 /// Bytes the NIC stores per acknowledged QP for algorithm `k` (0 for an empty State).
 constexpr std::size_t state_bytes(CcKind k) {
   switch (k) {

@@ -493,6 +493,8 @@ void Nic::send_data(std::uint32_t qi, Context& ctx) {
   np.busy_until = end;
   np.tx_bytes += wb;
   if (sampler_.enabled()) sampler_.tx(q.port, now, end, p.bytes);  // payload (see SwitchLp)
+  // The RTT sample's start (cc::AckInfo::rtt_ps): the last byte leaves the port.
+  if (!q.noack && cc_.traits().echo_send_time) p.hops[0].bits = static_cast<std::uint64_t>(end);
   ctx.send(link.peer, end + link.latency_ps, kEvWire, p);
   ++ctr_.data_packets;
   // Unacknowledged QPs never rewind, so every packet goes out for the first time.
@@ -688,6 +690,7 @@ void Nic::on_data(const WirePacket& p, Context& ctx) {
     a.nint = p.nint;
     a.flags = static_cast<std::uint8_t>((p.flags & kFlagCe) ? kFlagEce : 0);
     for (std::uint32_t i = 0; i < p.nint; ++i) a.hops[i] = p.hops[i];
+    if (cc_.traits().echo_send_time) a.hops[0] = p.hops[0];  // the data packet's send time
     if (kind == kWireNack) {
       ++ctr_.nacks_sent;
     } else {
@@ -793,7 +796,10 @@ void Nic::on_ack(const WirePacket& p, Context& ctx) {
       cc_.on_cnp(q.rel, r.link(), now);
       return;
     case kWireAck:
-      cc_.on_ack(q.rel, r.link(), cc::AckInfo{p.psn, q.snd_nxt, p.nint, p.hops}, now);
+      cc_.on_ack(q.rel, r.link(),
+                 cc::AckInfo{p.psn, q.snd_nxt, p.nint, p.hops,
+                             cc_.traits().echo_send_time ? now - static_cast<SimTime>(p.hops[0].bits) : SimTime{-1}},
+                 now);
       acked_to(p.qp, p.psn, ctx);
       kick(q.port, ctx);
       return;
