@@ -1,6 +1,8 @@
 #include "jobs/fabric_spec.hpp"
 
 #include <cstdlib>
+#include <deque>
+#include <string>
 
 #include "engine/errors.hpp"
 #include "engine/units.hpp"
@@ -10,7 +12,8 @@ namespace fabricsim::jobs {
 using engine::InputError;
 
 const std::vector<SpecKey>& fabric_spec_keys() {
-  static const std::vector<SpecKey> keys = {
+  static const std::vector<SpecKey> keys = [] {
+  std::vector<SpecKey> k = {
       {"switch.buffer", "bytes", "auto", "packet buffer per Ethernet switch; auto = 64MiB (Tomahawk 3 class), more if PFC headroom needs it"},
       {"switch.pfc", "bool", "true", "PFC (802.1Qbb) on the RDMA data class: lossless; false = lossy with go-back-N"},
       {"switch.pfc_alpha", "double", "0.125", "dynamic XOFF threshold: pause when an ingress port's buffer use >= alpha x free buffer"},
@@ -23,7 +26,7 @@ const std::vector<SpecKey>& fabric_spec_keys() {
       {"switch.ecn_kmax", "bytes", "0", "ECN Kmax at 100 Gb/s, scaled with port rate (0 = 400KB)"},
       {"switch.ecn_pmax", "double", "0.2", "ECN marking probability at Kmax"},
       {"switch.routing", "enum", "ecmp", "ecmp (5-tuple hash, per-switch seed), spray (per packet) or adaptive (least-loaded egress)"},
-      {"nic.cc", "enum", "dcqcn", "congestion control: none (line rate), dcqcn or hpcc"},
+      {"nic.cc", "enum", models::cc_name(models::NicParams{}.cc), models::cc::kind_help().c_str()},
       {"nic.qps_per_connection", "int", "1", "queue pairs per connection; default: NCCL_IB_QPS_PER_CONNECTION of the nccl: section / environment (NCCL default 1)"},
       {"nic.split_data_on_qps", "bool", "false", "split each message of >= qps x MTU over the QPs (else whole messages round-robin); default: NCCL_IB_SPLIT_DATA_ON_QPS (0)"},
       {"nic.header_bytes", "bytes", "0", "wire bytes per data packet beyond the payload (RoCEv2 on Ethernet with preamble/IFG: 82)"},
@@ -32,20 +35,17 @@ const std::vector<SpecKey>& fabric_spec_keys() {
       {"nic.rto", "time", "4294967296ns", "go-back-N retransmission timeout (4.096us x 2^NCCL_IB_TIMEOUT, default 20)"},
       {"nic.flow_start", "enum", "all", "all (QPs start at once) or staggered (per-QP offset in [0, nic.stagger_window))"},
       {"nic.stagger_window", "time", "10us", "window of nic.flow_start: staggered"},
-      {"cc.dcqcn_g", "double", "0.00390625", "DCQCN alpha gain g (1/256)"},
-      {"cc.dcqcn_cnp_interval", "time", "50us", "DCQCN: at most one CNP per QP per interval"},
-      {"cc.dcqcn_alpha_timer", "time", "55us", "DCQCN alpha decay period"},
-      {"cc.dcqcn_rate_timer", "time", "55us", "DCQCN rate-increase timer T"},
-      {"cc.dcqcn_byte_counter", "bytes", "10MiB", "DCQCN rate-increase byte counter B"},
-      {"cc.dcqcn_fast_recovery", "int", "5", "DCQCN fast-recovery steps F"},
-      {"cc.dcqcn_rai", "double", "0.001", "DCQCN additive increase R_AI as a fraction of line rate (40 Mb/s at 40 Gb/s)"},
-      {"cc.dcqcn_rhai", "double", "0.01", "DCQCN hyper increase R_HAI as a fraction of line rate"},
-      {"cc.dcqcn_min_rate", "double", "0.001", "DCQCN minimum rate as a fraction of line rate"},
-      {"cc.hpcc_eta", "double", "0.95", "HPCC target utilization eta"},
-      {"cc.hpcc_max_stage", "int", "5", "HPCC maxStage"},
-      {"cc.hpcc_wai", "double", "0.005", "HPCC W_AI as a fraction of W_init"},
-      {"cc.hpcc_base_rtt", "time", "0ns", "HPCC base RTT T (0 = per connection from its path)"},
   };
+  // cc.*: declared by each congestion control beside its parameters (models/cc/registry.hpp);
+  // the help names where a default comes from.
+  static std::deque<std::string> helps;
+  for (const models::ParamDecl& d : models::cc::param_decls()) {
+    const std::string& h =
+        helps.emplace_back(*d.source ? std::string(d.help) + " (default: " + d.source + ")" : std::string(d.help));
+    k.push_back({d.path, d.type, d.default_text, h.c_str()});
+  }
+  return k;
+  }();
   return keys;
 }
 
@@ -144,21 +144,9 @@ void parse_fabric_keys(const std::function<std::optional<std::string>(const std:
     }
   }
   time("nic.stagger_window", n.stagger_window_ps, 0);
-  models::DcqcnParams& d = p.dcqcn;
-  dbl("cc.dcqcn_g", d.g, 0, 1);
-  time("cc.dcqcn_cnp_interval", d.cnp_interval_ps, 0);
-  time("cc.dcqcn_alpha_timer", d.alpha_timer_ps, 1);
-  time("cc.dcqcn_rate_timer", d.rate_timer_ps, 1);
-  bytes("cc.dcqcn_byte_counter", d.byte_counter_bytes, 1, 1ull << 40);
-  count("cc.dcqcn_fast_recovery", d.fast_recovery_steps, 0, 1000);
-  dbl("cc.dcqcn_rai", d.rai_fraction, 0, 1);
-  dbl("cc.dcqcn_rhai", d.rhai_fraction, 0, 1);
-  dbl("cc.dcqcn_min_rate", d.min_rate_fraction, 1e-6, 1);
-  models::HpccParams& h = p.hpcc;
-  dbl("cc.hpcc_eta", h.eta, 0.01, 1);
-  count("cc.hpcc_max_stage", h.max_stage, 0, 1000);
-  dbl("cc.hpcc_wai", h.wai_fraction, 0, 1);
-  time("cc.hpcc_base_rtt", h.base_rtt_ps, 0);
+  const models::cc::SpecReader reader{get, file_of};
+  models::cc::parse_params(reader, p.cc);
+  models::cc::validate_params(p.cc, reader);
   models::validate(p);
 }
 

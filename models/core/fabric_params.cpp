@@ -4,27 +4,11 @@
 
 namespace fabricsim::models {
 
-CcKind parse_cc(const std::string& v, const std::string& file, const std::string& field) {
-  if (v == "none") return CcKind::kNone;
-  if (v == "dcqcn") return CcKind::kDcqcn;
-  if (v == "hpcc") return CcKind::kHpcc;
-  throw engine::InputError(file, field, "'" + v + "' is not a congestion control", "use none, dcqcn or hpcc");
-}
-
 RoutingMode parse_routing(const std::string& v, const std::string& file, const std::string& field) {
   if (v == "ecmp") return RoutingMode::kEcmp;
   if (v == "spray") return RoutingMode::kSpray;
   if (v == "adaptive") return RoutingMode::kAdaptive;
   throw engine::InputError(file, field, "'" + v + "' is not a routing mode", "use ecmp, spray or adaptive");
-}
-
-const char* cc_name(CcKind k) {
-  switch (k) {
-    case CcKind::kNone: return "none";
-    case CcKind::kDcqcn: return "dcqcn";
-    case CcKind::kHpcc: return "hpcc";
-  }
-  return "?";
 }
 
 const char* routing_name(RoutingMode m) {
@@ -54,9 +38,6 @@ void validate(const FabricParams& p) {
   if (p.nic.flow_start == FlowStart::kStaggered && p.nic.stagger_window_ps <= 0) {
     throw engine::InputError(p.origin("nic.stagger_window"), "nic.stagger_window", "is 0 with nic.flow_start: staggered",
                              "give a window like 10us, or nic.flow_start: all");
-  }
-  if (p.dcqcn.g <= 0) {
-    throw engine::InputError(p.origin("cc.dcqcn_g"), "cc.dcqcn_g", "is 0: alpha would never change", "use e.g. 0.00390625 (1/256)");
   }
   const std::uint64_t kmin = p.sw.ecn_kmin_bytes > 0 ? p.sw.ecn_kmin_bytes : 100'000;
   const std::uint64_t kmax = p.sw.ecn_kmax_bytes > 0 ? p.sw.ecn_kmax_bytes : 400'000;

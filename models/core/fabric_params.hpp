@@ -2,21 +2,18 @@
 /// @file fabric_params.hpp
 /// Parameters of the packet-level RoCE fabric (issue 3): switch buffers, PFC, ECN, routing,
 /// NIC queue pairs, reliability and congestion control. Spec sections `switch:`, `nic:` and
-/// `cc:` (jobs/spec.cpp); `fabricsim describe` and docs/config.md list them with units.
+/// `cc:` (jobs/spec.cpp); `fabricsim describe` and docs/config.md list them with units. The
+/// congestion-control algorithms and their parameters are plug-ins in models/cc (registry.hpp);
+/// this header embeds their parameter structs (header only: models/cc's code depends on core,
+/// not the other way round).
 #include <cstdint>
 #include <map>
 #include <string>
 
 #include "engine/time.hpp"
+#include "models/cc/registry.hpp"
 
 namespace fabricsim::models {
-
-/// Congestion control at the NIC (reaction point).
-enum class CcKind : std::uint8_t {
-  kNone,   ///< every QP sends at line rate
-  kDcqcn,  ///< DCQCN (Zhu et al., "Congestion Control for Large-Scale RDMA Deployments", SIGCOMM 2015)
-  kHpcc,   ///< HPCC (Li et al., "HPCC: High Precision Congestion Control", SIGCOMM 2019)
-};
 
 /// How a switch picks the egress port among equal-cost next hops.
 enum class RoutingMode : std::uint8_t {
@@ -75,7 +72,7 @@ struct SwitchParams {
 
 /// NIC (RoCEv2 RNIC) parameters, per GPU.
 struct NicParams {
-  CcKind cc = CcKind::kDcqcn;
+  CcKind cc = CcKind::kDcqcn;  ///< nic.cc: the algorithm of every acknowledged QP
   /// Queue pairs per connection (NCCL_IB_QPS_PER_CONNECTION; NCCL default 1), each with its own
   /// UDP source port. Taken from the run's NCCL settings unless the spec's nic: section sets it.
   std::uint32_t qps_per_connection = 1;
@@ -102,39 +99,12 @@ struct NicParams {
   engine::SimTime nic_delay_ps = 0;
 };
 
-/// DCQCN reaction-point and notification-point parameters (Zhu et al., SIGCOMM 2015, §3 and
-/// the parameter list of §5; rate steps scaled with the line rate from the paper's 40 Gb/s).
-struct DcqcnParams {
-  double g = 1.0 / 256;                          ///< alpha EWMA gain
-  engine::SimTime cnp_interval_ps = 50'000'000;  ///< NP: at most one CNP per QP per 50 us
-  engine::SimTime alpha_timer_ps = 55'000'000;   ///< RP: alpha decays every 55 us without CNP
-  engine::SimTime rate_timer_ps = 55'000'000;    ///< RP: rate-increase timer T
-  std::uint64_t byte_counter_bytes = 10ull << 20;  ///< RP: rate-increase byte counter B (10 MB)
-  std::uint32_t fast_recovery_steps = 5;         ///< F
-  /// Additive increase R_AI as a fraction of line rate: 40 Mb/s at 40 Gb/s in the paper = 1/1000.
-  double rai_fraction = 0.001;
-  double rhai_fraction = 0.01;                   ///< hyper increase R_HAI (10 x R_AI)
-  double min_rate_fraction = 0.001;              ///< floor on the sending rate
-};
-
-/// HPCC parameters (Li et al., SIGCOMM 2019, §3.3 Algorithm 1 and §5 settings).
-struct HpccParams {
-  double eta = 0.95;            ///< target utilization
-  std::uint32_t max_stage = 5;  ///< additive-increase stages before a multiplicative update
-  /// W_AI as a fraction of the initial window W_init = line rate x base RTT; the paper sets
-  /// W_AI so that N flows' increases stay within (1 - eta); 1/(2 x 100) here (100 flows).
-  double wai_fraction = 0.005;
-  /// Base RTT T (ps); 0 = auto: twice the sum of link latencies plus serialization of one MTU
-  /// per hop on the connection's path, computed when the QP is created.
-  engine::SimTime base_rtt_ps = 0;
-};
-
 /// Everything the packet fabric needs beyond the topology.
 struct FabricParams {
   SwitchParams sw;
   NicParams nic;
-  DcqcnParams dcqcn;
-  HpccParams hpcc;
+  /// Every registered congestion control's parameters (models/cc/registry.hpp), e.g. cc.dcqcn.
+  CcParams cc;
   std::string source = "<spec>";  ///< spec file, for error messages
   /// Where each key that was given came from (the spec file, "<cli>" for --set, ...), filled by
   /// jobs::parse_fabric_keys. Keys not listed were defaults or derived: their origin is `source`.
@@ -146,11 +116,8 @@ struct FabricParams {
   }
 };
 
-/// Parses "none" | "dcqcn" | "hpcc". @throws engine::InputError naming `file` and `field`.
-CcKind parse_cc(const std::string& v, const std::string& file, const std::string& field);
 /// Parses "ecmp" | "spray" | "adaptive". @throws engine::InputError.
 RoutingMode parse_routing(const std::string& v, const std::string& file, const std::string& field);
-const char* cc_name(CcKind k);
 const char* routing_name(RoutingMode m);
 /// Checks cross-field consistency (e.g. spraying needs PFC). @throws engine::InputError.
 void validate(const FabricParams& p);

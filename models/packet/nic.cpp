@@ -29,10 +29,9 @@ constexpr std::uint64_t kMaxDeliveryBytes = 1ull << 31;  // largest Packet::byte
 }  // namespace
 
 Nic::Nic(const Topology& topo, engine::LpId gpu, const FabricParams& params, NicOwner& owner)
-    : topo_(topo), id_(gpu), params_(params), owner_(owner), ports_(topo.ports(gpu).size()) {
-  ack_interval_ = params.nic.ack_interval_packets > 0 ? params.nic.ack_interval_packets
-                  : params.nic.cc == CcKind::kHpcc      ? 1u
-                                                        : 4u;
+    : topo_(topo), id_(gpu), params_(params), owner_(owner), ports_(topo.ports(gpu).size()),
+      cc_(params.nic.cc, params.cc) {
+  ack_interval_ = params.nic.ack_interval_packets > 0 ? params.nic.ack_interval_packets : cc_.traits().ack_interval;
 }
 
 SimTime Nic::path_latency(std::uint32_t dst, std::uint64_t flow_hash, SimTime* rtt) const {
@@ -99,18 +98,10 @@ void Nic::add_qp(Qp q, std::uint64_t line_bps, std::uint32_t mtu) {
     RelQp r;
     r.line_bps = line_bps;
     r.mtu = mtu;
-    r.rate = static_cast<double>(line_bps);
-    r.target = r.rate;
     rel_.push_back(r);
-    if (params_.nic.cc == CcKind::kHpcc) {
-      HpccState hs;
-      SimTime rtt = 0;
-      path_latency(q.dst, roce_flow_hash(id_, q.dst, q.sport), &rtt);
-      hs.base_rtt = params_.hpcc.base_rtt_ps > 0 ? params_.hpcc.base_rtt_ps : rtt;
-      hs.window = static_cast<double>(line_bps) * static_cast<double>(hs.base_rtt) / 8e12;  // W_init = B x T
-      hs.wc = hs.window;
-      hpcc_.push_back(hs);
-    }
+    cc::QpInit init{r.link(), 0};
+    if (cc_.traits().needs_path_rtt) path_latency(q.dst, roce_flow_hash(id_, q.dst, q.sport), &init.path_rtt_ps);
+    cc_.add(init);
   }
   if (params_.nic.flow_start == FlowStart::kStaggered) activations_.push_back(0);
   qps_.push_back(std::move(q));
@@ -123,7 +114,7 @@ Nic::Layout Nic::layout() {
 
 double Nic::qp_rate_bps(std::uint32_t qp) const {
   const Qp& q = qps_[qp];
-  return q.noack ? static_cast<double>(topo_.ports(id_)[q.port].rate_bps) : rel_[q.rel].rate;
+  return q.noack ? static_cast<double>(topo_.ports(id_)[q.port].rate_bps) : cc_.rate_bps(q.rel, rel_[q.rel].link());
 }
 
 std::uint64_t Nic::unit_of(const Qp& q, std::uint64_t bytes) const {
@@ -383,9 +374,8 @@ void Nic::kick(std::uint32_t port, Context& ctx) {
 
 bool Nic::eligible(const Qp& q, SimTime now) const {
   if (q.snd_nxt >= q.next_psn || q.next_tx > now) return false;
-  if (!q.noack && params_.nic.cc == CcKind::kHpcc) {
-    const double inflight = static_cast<double>(q.snd_nxt - q.snd_una) * (rel_[q.rel].mtu + params_.nic.header_bytes);
-    if (inflight >= hpcc_[q.rel].window && q.snd_nxt > q.snd_una) return false;
+  if (!q.noack && cc_.traits().windowed) {
+    return cc_.window_open(q.rel, cc::TxWindow{q.snd_una, q.snd_nxt, rel_[q.rel].mtu + params_.nic.header_bytes});
   }
   return true;
 }
@@ -503,6 +493,8 @@ void Nic::send_data(std::uint32_t qi, Context& ctx) {
   np.busy_until = end;
   np.tx_bytes += wb;
   if (sampler_.enabled()) sampler_.tx(q.port, now, end, p.bytes);  // payload (see SwitchLp)
+  // The RTT sample's start (cc::AckInfo::rtt_ps): the last byte leaves the port.
+  if (!q.noack && cc_.traits().echo_send_time) p.hops[0].bits = static_cast<std::uint64_t>(end);
   ctx.send(link.peer, end + link.latency_ps, kEvWire, p);
   ++ctr_.data_packets;
   // Unacknowledged QPs never rewind, so every packet goes out for the first time.
@@ -533,27 +525,22 @@ void Nic::send_data(std::uint32_t qi, Context& ctx) {
       pop_part(q);
     }
   } else {
-    RelQp& r = *rel;
-    if (params_.nic.cc == CcKind::kDcqcn) {
-      dcqcn_catch_up(r, now);
-      r.byte_acc += wb;
-      if (r.limited && r.byte_acc >= params_.dcqcn.byte_counter_bytes) {
-        r.byte_acc -= params_.dcqcn.byte_counter_bytes;
-        ++r.bc_count;
-        dcqcn_increase(r);
+    const cc::QpLink l = rel->link();
+    cc_.on_send(q.rel, l, wb, now);
+    if (cc_.traits().paced) {
+      const double rate = cc_.rate_bps(q.rel, l);
+      if (rate < static_cast<double>(l.line_bps)) {
+        q.next_tx = now + static_cast<SimTime>(std::ceil(static_cast<double>(wb) * 8e12 / rate));
       }
-    }
-    if (r.rate < static_cast<double>(r.line_bps)) {
-      q.next_tx = now + static_cast<SimTime>(std::ceil(static_cast<double>(wb) * 8e12 / r.rate));
     }
     arm_rto(qi, ctx);
   }
 }
 
 void Nic::arm_rto(std::uint32_t qi, Context& ctx) {
-  RelQp& q = rel_[qps_[qi].rel];
+  Qp& q = qps_[qi];
   if (q.rto_armed) return;
-  q.rto_armed = true;
+  q.rto_armed = 1;
   ctx.send(id_, ctx.now() + params_.nic.rto_ps, kEvQpTimer, QpTimer{qi, kTimerRto, 0, 0});
 }
 
@@ -643,7 +630,7 @@ bool Nic::handle(const engine::Event& ev, Context& ctx) {
       }
       Qp& q = qps_[t.qp];
       RelQp& r = rel_[q.rel];
-      r.rto_armed = false;
+      q.rto_armed = 0;
       if (q.snd_una >= q.next_psn) return true;  // everything acknowledged
       if (ctx.now() - r.last_progress >= params_.nic.rto_ps) {
         if (q.snd_nxt > q.snd_una) {
@@ -653,7 +640,7 @@ bool Nic::handle(const engine::Event& ev, Context& ctx) {
         r.last_progress = ctx.now();
         activate(t.qp, ctx);
       }
-      r.rto_armed = true;
+      q.rto_armed = 1;
       ctx.send(id_, r.last_progress + params_.nic.rto_ps, kEvQpTimer, QpTimer{t.qp, kTimerRto, 0, 0});
       return true;
     }
@@ -676,13 +663,13 @@ void Nic::on_data(const WirePacket& p, Context& ctx) {
   RxQp& r = rxq_[static_cast<std::size_t>(ri)];
   const bool reorder_ok = params_.sw.routing != RoutingMode::kEcmp || (p.flags & kFlagNoAck);
   const bool noack = (p.flags & kFlagNoAck) != 0;
-  // DCQCN notification point: at most one CNP per cnp_interval per QP (no entry yet: none sent).
+  // Notification point (e.g. DCQCN's: at most one CNP per cnp_interval per QP); no entry yet:
+  // no CNP sent.
   SimTime* last_cnp = nullptr;
-  if ((p.flags & kFlagCe) && params_.nic.cc == CcKind::kDcqcn && !noack) {
+  if ((p.flags & kFlagCe) && cc_.traits().notify_on_ce && !noack) {
     last_cnp = &rx_last_cnp_.try_emplace(static_cast<std::uint32_t>(ri), SimTime{-1}).first->second;
   }
-  if (last_cnp != nullptr && (*last_cnp < 0 || ctx.now() - *last_cnp >= params_.dcqcn.cnp_interval_ps)) {
-    *last_cnp = ctx.now();
+  if (last_cnp != nullptr && cc_.notify_ce(*last_cnp, ctx.now())) {
     WirePacket cnp;
     cnp.src = id_;
     cnp.dst = p.src;
@@ -703,6 +690,7 @@ void Nic::on_data(const WirePacket& p, Context& ctx) {
     a.nint = p.nint;
     a.flags = static_cast<std::uint8_t>((p.flags & kFlagCe) ? kFlagEce : 0);
     for (std::uint32_t i = 0; i < p.nint; ++i) a.hops[i] = p.hops[i];
+    if (cc_.traits().echo_send_time) a.hops[0] = p.hops[0];  // the data packet's send time
     if (kind == kWireNack) {
       ++ctr_.nacks_sent;
     } else {
@@ -805,10 +793,13 @@ void Nic::on_ack(const WirePacket& p, Context& ctx) {
   switch (p.kind) {
     case kWireCnp:
       ++ctr_.cnps_received;
-      on_cnp(r, now);
+      cc_.on_cnp(q.rel, r.link(), now);
       return;
     case kWireAck:
-      if (params_.nic.cc == CcKind::kHpcc && p.nint > 0) hpcc_update(q, r, hpcc_[q.rel], p);
+      cc_.on_ack(q.rel, r.link(),
+                 cc::AckInfo{p.psn, q.snd_nxt, p.nint, p.hops,
+                             cc_.traits().echo_send_time ? now - static_cast<SimTime>(p.hops[0].bits) : SimTime{-1}},
+                 now);
       acked_to(p.qp, p.psn, ctx);
       kick(q.port, ctx);
       return;
@@ -837,111 +828,6 @@ void Nic::acked_to(std::uint32_t qi, std::uint32_t psn, Context& ctx) {
     q.head_psn += n;
     pop_part(q);
   }
-}
-
-// --- DCQCN reaction point (Zhu et al., SIGCOMM 2015, §3.1 Algorithm of the RP) ---------------
-
-void Nic::on_cnp(RelQp& q, SimTime now) {
-  if (params_.nic.cc != CcKind::kDcqcn) return;
-  const DcqcnParams& d = params_.dcqcn;
-  dcqcn_catch_up(q, now);
-  const double line = static_cast<double>(q.line_bps);
-  q.target = q.rate;
-  q.rate = std::max(line * d.min_rate_fraction, q.rate * (1.0 - q.alpha / 2));
-  q.alpha = (1 - d.g) * q.alpha + d.g;
-  q.t_count = 0;
-  q.bc_count = 0;
-  q.byte_acc = 0;
-  q.alpha_at = now;
-  q.rate_at = now;
-  q.limited = true;
-}
-
-void Nic::dcqcn_catch_up(RelQp& q, SimTime now) {
-  if (!q.limited) return;
-  const DcqcnParams& d = params_.dcqcn;
-  // Timers evaluated lazily, in time order, at the QP's next CC decision (no timer events).
-  while (q.alpha_at + d.alpha_timer_ps <= now || q.rate_at + d.rate_timer_ps <= now) {
-    if (q.alpha_at + d.alpha_timer_ps <= q.rate_at + d.rate_timer_ps) {
-      q.alpha_at += d.alpha_timer_ps;
-      q.alpha *= 1 - d.g;
-    } else {
-      q.rate_at += d.rate_timer_ps;
-      ++q.t_count;
-      dcqcn_increase(q);
-      if (!q.limited) return;
-    }
-  }
-}
-
-void Nic::dcqcn_increase(RelQp& q) {
-  const DcqcnParams& d = params_.dcqcn;
-  const double line = static_cast<double>(q.line_bps);
-  const std::uint32_t f = d.fast_recovery_steps;
-  if (std::max(q.t_count, q.bc_count) < f) {
-    // fast recovery: towards the rate before the cut
-  } else if (std::min(q.t_count, q.bc_count) > f) {
-    q.target += line * d.rhai_fraction * static_cast<double>(std::min(q.t_count, q.bc_count) - f);
-  } else {
-    q.target += line * d.rai_fraction;
-  }
-  q.target = std::min(q.target, line);
-  q.rate = std::min(line, (q.target + q.rate) / 2);
-  if (q.rate >= line * (1 - 1e-9)) {
-    q.rate = line;
-    q.limited = false;
-  }
-}
-
-// --- HPCC (Li et al., SIGCOMM 2019, §3.3 Algorithm 1) ---------------------------------------
-
-void Nic::hpcc_update(const Qp& q, RelQp& r, HpccState& hs, const WirePacket& ack) {
-  const HpccParams& h = params_.hpcc;
-  const double t_ns = static_cast<double>(hs.base_rtt) / 1000.0;
-  if (hs.last_nint == ack.nint && t_ns > 0) {
-    double u_max = 0, tau = 0;
-    for (std::uint32_t i = 0; i < ack.nint; ++i) {
-      const IntHop& cur = ack.hops[i];
-      const IntHop& prev = hs.last_int[i];
-      const std::uint32_t dt = (cur.ts_ns() - prev.ts_ns()) & 0xFFFFFFu;
-      const double rate = static_cast<double>(cur.rate_bps());
-      if (dt == 0 || rate <= 0) continue;
-      const double tx_bytes = static_cast<double>(((cur.tx_units() - prev.tx_units()) & 0xFFFFFu) * 64u);
-      const double tx_rate = tx_bytes * 8 / (static_cast<double>(dt) * 1e-9);
-      const double qlen = static_cast<double>(std::min(cur.qlen_bytes(), prev.qlen_bytes()));
-      const double u = qlen * 8 / (rate * t_ns * 1e-9) + tx_rate / rate;
-      if (u > u_max) {
-        u_max = u;
-        tau = dt;
-      }
-    }
-    if (tau > 0) {
-      tau = std::min(tau, t_ns);
-      hs.u = (1 - tau / t_ns) * hs.u + tau / t_ns * u_max;
-      const double w_init = static_cast<double>(r.line_bps) * t_ns * 1e-9 / 8;
-      const double w_ai = w_init * h.wai_fraction;
-      const bool update = ack.psn > hs.last_update_seq;
-      double w;
-      if (hs.u >= h.eta || hs.inc_stage >= h.max_stage) {
-        w = hs.wc / (hs.u / h.eta) + w_ai;
-        if (update) {
-          hs.inc_stage = 0;
-          hs.wc = std::min(w, w_init);
-        }
-      } else {
-        w = hs.wc + w_ai;
-        if (update) {
-          ++hs.inc_stage;
-          hs.wc = std::min(w, w_init);
-        }
-      }
-      if (update) hs.last_update_seq = q.snd_nxt;
-      hs.window = std::clamp(w, static_cast<double>(r.mtu), w_init);
-      r.rate = std::min(static_cast<double>(r.line_bps), hs.window * 8 / (t_ns * 1e-9));
-    }
-  }
-  hs.last_nint = ack.nint;
-  for (std::uint32_t i = 0; i < ack.nint; ++i) hs.last_int[i] = ack.hops[i];
 }
 
 }  // namespace fabricsim::models

@@ -1,8 +1,8 @@
 #pragma once
 /// @file nic.hpp
-/// The GPU's network endpoint (issue 3): RoCEv2 RNIC ports with queue pairs, per-QP rate
-/// limiters (DCQCN) or windows (HPCC), a TX scheduler across QPs, ACK/NACK, go-back-N, CNPs,
-/// PFC reaction; and the NVLink port (lossless, unacknowledged, line rate). Owned by GpuRankLp,
+/// The GPU's network endpoint (issue 3): RoCEv2 RNIC ports with queue pairs, per-QP congestion
+/// control (a plug-in of models/cc: rate limiter, window, notification point), a TX scheduler
+/// across QPs, ACK/NACK, go-back-N, CNPs, PFC reaction; and the NVLink port (lossless, unacknowledged, line rate). Owned by GpuRankLp,
 /// which hands it messages and receives completed message parts and send completions.
 #include <algorithm>
 #include <cstdint>
@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "engine/lp.hpp"
+#include "models/cc/registry.hpp"
 #include "models/topology/cluster.hpp"
 #include "models/core/fabric_params.hpp"
 #include "models/core/fifo_pool.hpp"
@@ -184,7 +185,9 @@ class Nic {
     std::size_t tx_part;   ///< per message part queued on a send QP (was 48)
     std::size_t tx_run;    ///< per run of such parts (TxRun), what a send QP's queue stores
     std::size_t qp;        ///< per send QP (was 176 with the CC state inline)
-    std::size_t rel_qp;    ///< per acknowledged (RoCE) send QP, in addition
+    /// per acknowledged (RoCE) send QP, in addition; plus cc::state_bytes(nic.cc) of the
+    /// congestion control's own state
+    std::size_t rel_qp;
     std::size_t rx_qp;     ///< per receive QP (was 80 plus ~32 of unordered_map node and bucket)
     std::size_t rx_desc;   ///< per message part announced and not yet received (MsgDesc: 64)
     std::size_t nvls_key;  ///< per distinct NVLS switch key queued
@@ -195,8 +198,8 @@ class Nic {
   /// Starts sampling egress bytes of the GPU's ports in bins of `bin_ps` (ps).
   void enable_sampling(engine::SimTime bin_ps) { sampler_.enable(bin_ps, ports_.size()); }
   const LinkSampler& sampler() const { return sampler_; }
-  /// Current DCQCN/HPCC sending rate of a QP (bits/s), for tests. QP indices are dense per NIC.
-  /// NVLink/NVLS QPs (no CC): their port's line rate.
+  /// Current sending rate of a QP as its congestion control sets it (bits/s), for tests. QP
+  /// indices are dense per NIC. NVLink/NVLS QPs (no CC): their port's line rate.
   double qp_rate_bps(std::uint32_t qp) const;
   std::uint32_t num_qps() const { return static_cast<std::uint32_t>(qps_.size()); }
 
@@ -217,7 +220,7 @@ class Nic {
     std::uint32_t refs = 0;
   };
   /// Send queue pair: 56 B (was 176 B with the congestion-control state inline; issue 7). The
-  /// state only acknowledged (RoCE) QPs use lives in rel_ (index `rel`); NVLink and NVLS QPs,
+  /// state only acknowledged (RoCE) QPs use lives in rel_ and cc_ (index `rel`); NVLink and NVLS QPs,
   /// unacknowledged and without CC, have none (~130 NVLS QPs per GPU in the NVLSTree benchmark).
   struct Qp {
     std::uint32_t dst = 0;
@@ -228,36 +231,21 @@ class Nic {
     std::uint8_t nvls : 2 = 0;  // NvlsMode of every message on this QP (NVLS QPs carry nothing else)
     std::uint8_t noack : 1 = 0;
     std::uint8_t active : 1 = 0;
+    std::uint8_t rto_armed : 1 = 0;  // acknowledged QPs: a retransmission timer is pending
     TxFifos::Fifo parts;  // unacknowledged parts in PSN order, as runs (elements in tx_parts_)
     std::uint32_t head_psn = 0;  // first PSN of parts.front()
     std::uint32_t snd_una = 0, snd_nxt = 0, next_psn = 0;
     engine::SimTime next_tx = 0;  // pacing / staggered start: earliest start of the next data packet
   };
-  /// Per-QP state of acknowledged (RoCE) QPs only: rate limiter, DCQCN reaction point and
-  /// go-back-N (88 B per such QP).
+  /// Per-QP state of acknowledged (RoCE) QPs only, besides their congestion control's (cc_,
+  /// same index): the port's line rate and MTU every algorithm reads (cc::QpLink) and go-back-N
+  /// (24 B per such QP; with DCQCN's 64 B the 88 B that RelQp held with DCQCN inline).
   struct RelQp {
     std::uint64_t line_bps = 0;
-    std::uint32_t mtu = 0;  // MTU of the QP's port (HPCC window floor)
-    double rate = 0;  // current rate RC (bits/s)
-    // DCQCN reaction point
-    double target = 0, alpha = 1.0;
-    std::uint32_t t_count = 0, bc_count = 0;
-    std::uint64_t byte_acc = 0;
-    engine::SimTime alpha_at = 0, rate_at = 0;  // last alpha decay / rate-timer tick
-    // go-back-N
-    engine::SimTime last_progress = 0;
+    engine::SimTime last_progress = 0;  // go-back-N: last ACK progress (RTO reference)
+    std::uint32_t mtu = 0;   // MTU of the QP's port
     std::uint32_t high = 0;  // highest PSN sent + 1 (retransmission counting)
-    bool limited = false;    // below line rate: increase timers run
-    bool rto_armed = false;
-  };
-  /// HPCC sender state of an acknowledged QP, kept in hpcc_ (index as rel_) only when
-  /// nic.cc = hpcc: 88 B per QP that DCQCN runs and NVLink QPs do not carry (issue 7).
-  struct HpccState {
-    double window = 0, wc = 0, u = 0;
-    std::uint32_t inc_stage = 0, last_update_seq = 0;
-    engine::SimTime base_rtt = 0;
-    std::uint8_t last_nint = 0;
-    IntHop last_int[kMaxIntHops];
+    cc::QpLink link() const { return cc::QpLink{line_bps, mtu}; }
   };
   /// What the receiver keeps of a MsgDesc until the part's last packet: 48 B (MsgDesc is 64 B;
   /// src and qp are the receive QP's key, the UDP source port comes with every packet, and
@@ -278,7 +266,7 @@ class Nic {
   using RxFifos = FifoPool<RxDesc, 0>;
   /// Receive state of one (source GPU, source QP): 32 B (was 80 B plus an unordered_map node
   /// and bucket; issue 7). Packets held out of order (adaptive routing, spraying) wait in
-  /// rx_ooo_, DCQCN's per-QP CNP time in rx_last_cnp_.
+  /// rx_ooo_, the notification point's last CNP per QP in rx_last_cnp_.
   struct RxQp {
     std::uint32_t expected = 0;
     std::uint32_t since_ack = 0;
@@ -300,7 +288,7 @@ class Nic {
   };
 
   std::uint32_t qp_for(std::uint32_t dst, std::uint32_t channel, std::uint32_t k);
-  /// Appends a new QP to qps_ (with its rel_/hpcc_ entries when `q.noack` is false) on a port of
+  /// Appends a new QP to qps_ (with its rel_/cc_ entries when `q.noack` is false) on a port of
   /// `line_bps` bits/s and `mtu` bytes.
   void add_qp(Qp q, std::uint64_t line_bps, std::uint32_t mtu);
   /// Transfer unit (payload bytes per packet; the last one may be shorter) of a `bytes`-byte
@@ -346,11 +334,7 @@ class Nic {
   void send_ctrl(WirePacket p, engine::Context& ctx);
   void on_data(const WirePacket& p, engine::Context& ctx);
   void on_ack(const WirePacket& p, engine::Context& ctx);
-  void on_cnp(RelQp& r, engine::SimTime now);
   void acked_to(std::uint32_t qi, std::uint32_t psn, engine::Context& ctx);
-  void dcqcn_catch_up(RelQp& r, engine::SimTime now);
-  void dcqcn_increase(RelQp& r);
-  void hpcc_update(const Qp& q, RelQp& r, HpccState& hs, const WirePacket& ack);
   void arm_rto(std::uint32_t qi, engine::Context& ctx);
   std::uint32_t wire_bytes(const WirePacket& p) const {
     return p.kind == kWireData ? p.bytes + params_.nic.header_bytes : params_.nic.control_bytes;
@@ -368,7 +352,8 @@ class Nic {
   std::vector<RelQp> rel_;       // acknowledged QPs only (Qp::rel)
   // nic.flow_start = staggered: activations per QP (index as qps_; the start offset's hash input).
   std::vector<std::uint32_t> activations_;
-  std::vector<HpccState> hpcc_;  // nic.cc = hpcc: per acknowledged QP (index as rel_); else empty
+  // The congestion control's per-QP state (index as rel_) and the dispatch of its hooks.
+  cc::CcStates cc_;
   std::vector<NvlsKey> nvls_keys_;         // shared NVLS keys of queued parts (refs > 0) and free ones
   std::vector<std::uint32_t> free_nvls_keys_;
   std::uint32_t last_nvls_key_ = 0;        // the last key found (consecutive parts share one)
@@ -382,7 +367,8 @@ class Nic {
   FlatIndex rx_index_;
   std::deque<RxQp> rxq_;  // receive QPs in order of first descriptor
   RxFifos rx_descs_;      // elements of every RxQp::descs
-  // nic.cc = dcqcn: last CNP sent, per receive QP (index in rxq_) that has sent one (none: -1).
+  // Notification point (cc::CcTraits::notify_on_ce): last CNP sent, per receive QP (index in
+  // rxq_) that has seen CE-marked data (none sent yet: -1).
   std::unordered_map<std::uint32_t, engine::SimTime> rx_last_cnp_;
   // Receive QPs (index in rxq_) with packets held out of order:
   // psn - expected -> bytes | last << 32 | present << 33. Erased once drained.
@@ -397,7 +383,7 @@ class Nic {
   static_assert(sizeof(TxPart) == 16);
   static_assert(sizeof(TxRun) == 28);
   static_assert(sizeof(Qp) == 56);
-  static_assert(sizeof(RelQp) == 88);
+  static_assert(sizeof(RelQp) == 24);
   static_assert(sizeof(RxQp) == 32);
   static_assert(sizeof(RxDesc) == 48);
   static_assert(sizeof(NvlsKey) == 24);

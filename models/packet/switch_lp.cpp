@@ -34,7 +34,7 @@ std::uint16_t roce_sport(std::uint32_t src, std::uint32_t dst, std::uint32_t qp_
 
 SwitchLp::SwitchLp(const Topology& topo, engine::LpId id, const FabricParams& params, bool lossless_unbounded)
     : topo_(topo), id_(id), params_(params), ports_(topo.ports(id)), unbounded_(lossless_unbounded),
-      hpcc_(params.nic.cc == CcKind::kHpcc) {
+      int_(cc::traits(params.nic.cc).wants_int) {
   const std::size_t n = ports_.size();
   queue_ = BlockFifos<std::uint32_t>(n * kNumClasses);
   qbytes_.assign(n * kNumClasses, 0);
@@ -360,7 +360,7 @@ void SwitchLp::try_tx(std::uint32_t port, Context& ctx) {
     }
   }
   const Port& link = ports_[port];
-  if (hpcc_ && p.kind == kWireData && !unbounded_ && p.nint < kMaxIntHops) {
+  if (int_ && p.kind == kWireData && !unbounded_ && p.nint < kMaxIntHops) {
     p.hops[p.nint++] = IntHop::make(now, tx_bytes_[port] + size, qbytes_[k], link.rate_bps);
   }
   // Ethernet switches store and forward: serialization starts when the last bit arrived (now).

@@ -120,7 +120,7 @@ class SwitchLp final : public engine::Lp {
   const FabricParams& params_;
   const std::vector<Port>& ports_;
   bool unbounded_;
-  bool hpcc_;
+  bool int_;  // the congestion control wants in-band telemetry (cc::CcTraits::wants_int)
   std::uint64_t shared_size_ = 0;
   std::uint64_t min_xoff_ = 0;  // floor of the dynamic XOFF threshold: two of the largest frames
   std::uint64_t shared_used_ = 0;

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "jobs/run.hpp"
+#include "tests/fabric/fabric_helpers.hpp"
 #include "models/packet/switch_lp.hpp"
 #include "models/core/workload.hpp"
 #include "tests/support/workloads.hpp"
@@ -22,24 +23,11 @@ using fabricsim::testing::world_procs;
 
 namespace {
 
-using fabricsim::jobs::RunOptions;
 using fabricsim::jobs::RunResult;
 using fabricsim::models::NodeType;
 using fabricsim::models::WorkNode;
 using fabricsim::models::Workload;
-
-using Flow = fabricsim::testing::P2pFlow;
-
-/// Point-to-point messages (tests/support/workloads.hpp): each flow is a send on its source,
-/// after a compute node of `start_ps` when that is positive, and a receive on its destination.
-Workload chakra_p2p(unsigned ranks, const std::vector<Flow>& flows) {
-  return fabricsim::testing::p2p_workload(ranks, flows, "chakra", "<fabric_test>");
-}
-
-/// Runs `w` quietly, keeping the flow records.
-RunResult run(const Workload& w, std::vector<std::string> sets, MPI_Comm comm = MPI_COMM_SELF, unsigned threads = 1) {
-  return fabricsim::testing::run_quiet(&w, std::move(sets), comm, threads, /*keep_flows=*/true);
-}
+using namespace fabricsim::fabric_test;  // Flow, chakra_p2p, run, mean_queue, utilization
 
 constexpr long long kPsPerBit400G = 2'500;  // 1 bit at 400 Gb/s = 2.5 ps (exact in integer ps per byte: 20 ps)
 long long ser_ps(long long bytes, long long gbps) { return bytes * 8 * 1000 / gbps; }  // exact for the rates used
@@ -157,40 +145,6 @@ TEST(Fabric, PfcPausePropagationSlowsAVictimFlow) {
   EXPECT_EQ(pauses_off, 0u);
   EXPECT_GT(with_pfc, 1.5) << "the victim should be held by pauses that spread from leaf 1 to spine to leaf 0";
   EXPECT_LT(without, 1.05) << "without PFC the victim shares no queue with the incast";
-}
-
-// Mean backlog (bytes) of the queue feeding `to_node` from a switch, over bins in [t0, t1).
-double mean_queue(const RunResult& r, unsigned to_node, long long t0, long long t1) {
-  std::uint32_t link = ~0u;
-  for (const auto& l : r.link_records) {
-    if (l.to_node == to_node && l.tier != 0 && l.from_node > to_node) link = l.link_id;
-  }
-  double sum = 0;
-  int n = 0;
-  for (const auto& q : r.queue_records) {
-    if (q.link_id == link && q.bin_start_ps >= t0 && q.bin_start_ps < t1) {
-      sum += static_cast<double>(q.max_queue_bytes);
-      ++n;
-    }
-  }
-  return n ? sum / n : -1;
-}
-
-// Bytes per ps delivered to `to_node` over bins in [t0, t1), as a fraction of `gbps`.
-double utilization(const RunResult& r, unsigned to_node, long long t0, long long t1, double gbps) {
-  double bytes = 0;
-  for (const auto& l : r.link_records) {
-    if (l.to_node == to_node && l.bin_start_ps >= t0 && l.bin_start_ps < t1) bytes += static_cast<double>(l.bytes);
-  }
-  return bytes * 8 / (gbps * 1e9 * static_cast<double>(t1 - t0) * 1e-12);
-}
-
-/// Two flows of `bytes` from hosts 0 and 1 into host 2 (3 hosts of 1 GPU under one leaf, 100 Gb/s
-/// NICs) under congestion control `cc`, link samples every 10 us.
-RunResult two_into_one(unsigned long long bytes, const std::string& cc) {
-  return run(chakra_p2p(3, {{0, 2, bytes}, {1, 2, bytes}}),
-             {"cluster.hosts=3", "cluster.gpus_per_host=1", "cluster.topology=leaf_spine", "cluster.nics_per_leaf=3",
-              "cluster.nic_bandwidth=100Gbps", "cluster.mtu=4KiB", "nic.cc=" + cc, "output.sample_interval=10us"});
 }
 
 // Must-show 4: DCQCN fairness and queue near Kmin; HPCC utilization with a near-empty queue.

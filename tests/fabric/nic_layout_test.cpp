@@ -28,7 +28,17 @@ TEST(NicLayout, RecordSizesAreTheDocumentedBytes) {
   EXPECT_EQ(l.tx_part, 16u);   // 4 x 4 B: bytes low, bytes high/multi/key, done index, tag or done slot
   EXPECT_EQ(l.tx_run, 28u);    // a TxPart + count + the two 4 B steps
   EXPECT_EQ(l.qp, 56u);        // 16 B of ids and flags + 16 B FifoPool handle + 4 x 4 B PSNs + 8 B next_tx
-  EXPECT_EQ(l.rel_qp, 88u);    // only acknowledged (RoCE) QPs
+  EXPECT_EQ(l.rel_qp, 24u);    // only acknowledged (RoCE) QPs: line rate, last progress, MTU, highest PSN
+  // Each congestion control's own per-QP state (models/cc): none stores nothing; DCQCN's 6 x 8 B
+  // rates, byte count and times + 2 x 4 B counters + 1 B flag, HPCC's 5 x 8 B + 4 B stage + 4 B sequence + 1 B hop
+  // count + 5 x 8 B INT hops, rounded up to 8 B.
+  EXPECT_EQ(cc::state_bytes(CcKind::kNone), 0u);
+  EXPECT_EQ(cc::state_bytes(CcKind::kDcqcn), 64u);
+  EXPECT_EQ(cc::state_bytes(CcKind::kHpcc), 96u);
+  // Per acknowledged QP with DCQCN (the default): the 88 B RelQp held with DCQCN inline; with
+  // HPCC below the former 88 B RelQp + 88 B HpccState.
+  EXPECT_LE(l.rel_qp + cc::state_bytes(CcKind::kDcqcn), 88u);
+  EXPECT_LE(l.rel_qp + cc::state_bytes(CcKind::kHpcc), 176u);
   EXPECT_EQ(l.rx_qp, 32u);     // 4 + 4 + 8 B counters + 16 B FifoPool handle of descriptors
   EXPECT_EQ(l.rx_desc, 48u);   // flow id, bytes|aux, part bytes, start, tag: 8 B each; group, instance
   EXPECT_EQ(l.nvls_key, 24u);
