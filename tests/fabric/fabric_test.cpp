@@ -147,6 +147,14 @@ TEST(Fabric, PfcPausePropagationSlowsAVictimFlow) {
   EXPECT_LT(without, 1.05) << "without PFC the victim shares no queue with the incast";
 }
 
+/// Two flows of `bytes` from hosts 0 and 1 into host 2 (3 hosts of 1 GPU under one leaf, 100 Gb/s
+/// NICs) under congestion control `cc`, link samples every 10 us.
+RunResult two_into_one(unsigned long long bytes, const std::string& cc) {
+  return run(chakra_p2p(3, {{0, 2, bytes}, {1, 2, bytes}}),
+             {"cluster.hosts=3", "cluster.gpus_per_host=1", "cluster.topology=leaf_spine", "cluster.nics_per_leaf=3",
+              "cluster.nic_bandwidth=100Gbps", "cluster.mtu=4KiB", "nic.cc=" + cc, "output.sample_interval=10us"});
+}
+
 // Must-show 4: DCQCN fairness and queue near Kmin; HPCC utilization with a near-empty queue.
 TEST(Fabric, DcqcnConvergesToFairShareWithQueueNearKmin) {
   const unsigned long long s = 16ull << 20;
