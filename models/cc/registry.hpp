@@ -17,6 +17,7 @@
 #include "models/cc/dcqcn.hpp"
 #include "models/cc/hpcc.hpp"
 #include "models/cc/none.hpp"
+#include "models/cc/timely.hpp"
 
 /// X(name, Class) per algorithm: `name` is its nic.cc value and its CcParams member, `Class`
 /// its plug-in class in fabricsim::models::cc and CcKind::k<Class>. Order: nic.cc help, the
@@ -25,6 +26,7 @@
   X(none, None)              \
   X(dcqcn, Dcqcn)            \
   X(hpcc, Hpcc)              \
+  X(timely, Timely)          \
   /* end of FABRICSIM_CC_LIST */
 
 namespace fabricsim::models {
