@@ -1,4 +1,4 @@
-// `fabricsim ladder`: the same spec at each fidelity rung (issue 9), differences side by side.
+// `fabricsim ladder`: the same spec at each fidelity rung, differences side by side.
 #include <mpi.h>
 
 #include <fmt/format.h>

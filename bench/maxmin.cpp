@@ -1,5 +1,5 @@
 // bench_maxmin: cost of one max-min solve of a whole AllToAll component, and whether a
-// data-parallel (Kokkos-style) formulation of the solver would pay (issue 9, DESIGN.md §2).
+// data-parallel (Kokkos-style) formulation of the solver would pay (DESIGN.md §2).
 //
 //   bench_maxmin [--gpus 128] [--oversubscription 4] [--reps 10] [--json FILE]
 //

@@ -21,14 +21,14 @@
 ///    return to it when their bucket is sorted;
 ///  - records beyond the ring go to a 4-ary heap `far_` and migrate into the ring as it advances.
 ///
-/// Event size (issue 7): the queue holds a 32-byte record per event (time, src/seq, dst, kind and
+/// Event size: the queue holds a 32-byte record per event (time, src/seq, dst, kind and
 /// a payload slot) and keeps a payload in a 64-byte, line-aligned slab slot only when it is not
 /// all zeros. An event without payload (PHOLD, timers, port wake-ups) therefore costs 32 bytes of
 /// queue memory instead of 96 + 24, and a payload is one cache line instead of two. pop() writes
 /// the whole 96-byte Event (payload zeros included) into the caller's buffer, so a handler sees
 /// exactly the bytes that were sent.
 ///
-/// Queue memory (issue 7) follows the records pending, not the history of the buckets: ring
+/// Queue memory follows the records pending, not the history of the buckets: ring
 /// buckets used to be vectors that kept (or were handed, recycled) the capacity of earlier, denser
 /// buckets, so at 256 GPUs (64 MiB AllReduce) the ring held 164 K record slots (5.2 MB) for 7.7 K
 /// records spread over ~640 sparse buckets. A bucket now holds at most one partly filled block,

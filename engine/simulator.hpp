@@ -9,7 +9,7 @@
 /// events; events for other threads or processes go to outboxes and are exchanged at the
 /// window's end (DESIGN.md §2).
 ///
-/// Window exchange between processes (issue 7): one point-to-point message per ordered pair of
+/// Window exchange between processes: one point-to-point message per ordered pair of
 /// processes and window, no collective call (was MPI_Alltoall + MPI_Alltoallv + two
 /// MPI_Allreduce). The message header carries the sender's queue minimum (and which of its
 /// threads holds it alone, and the other threads' minimum), its error flag, and the earliest

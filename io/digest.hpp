@@ -1,6 +1,6 @@
 #pragma once
 /// @file digest.hpp
-/// Results digest without gathering rows (issue 7/9 scale work): the flow table enters as an
+/// Results digest without gathering rows: the flow table enters as an
 /// order-independent sum of per-record hashes, so each process (and each GPU LP) folds in its own
 /// flow records as they complete and keeps none of them; one MPI_Allreduce combines the sums.
 ///

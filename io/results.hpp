@@ -83,7 +83,7 @@ struct LinkBinRecord {
   engine::SimTime bin_start_ps = 0;
   std::uint64_t bytes = 0;         ///< bytes serialized onto the link during the bin
   double utilization = 0;          ///< bytes * 8 / (rate * bin width), 0..1
-  // Schema 3 (packet fabric, issue 3):
+  // Schema 3 (packet fabric):
   engine::SimTime pause_ps = 0;    ///< time the transmitter was paused by PFC in the bin (ps)
   std::uint64_t pfc_pauses = 0;    ///< PFC XOFF frames that paused this link's transmitter in the bin
   std::uint64_t ecn_marks = 0;     ///< packets CE-marked at this egress in the bin

@@ -44,7 +44,7 @@ struct RunOptions {
   bool keep_flows = false;
 };
 
-/// Packet-fabric counters summed over all switches and NICs (issue 3). Zero at coarse rungs.
+/// Packet-fabric counters summed over all switches and NICs. Zero at coarse rungs.
 struct FabricTotals {
   std::uint64_t switch_packets = 0;    ///< packets forwarded by switches (packet hops out of switches)
   std::uint64_t nic_data_packets = 0;  ///< data packets sent by NICs and NVLink ports (incl. retransmissions)

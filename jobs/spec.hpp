@@ -48,7 +48,7 @@ struct Spec {
   double compute_scale = 1.0;
   std::uint64_t seed = 1;
   std::uint32_t threads = 1;
-  std::string partition = "topology";  ///< sim.partition: topology | metis | a partition file (issue 7)
+  std::string partition = "topology";  ///< sim.partition: topology | metis | a partition file
   std::string save_partition;           ///< sim.save_partition: write the placement used here ("" = no)
   std::string fidelity = "packet";  ///< sim.fidelity: packet | flow | analytical (models/flow/flow_model.hpp)
   /// sim.ring_flows: step | stream (models/flow/ring_stream.hpp; flow and analytical rungs only).

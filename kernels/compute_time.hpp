@@ -2,7 +2,7 @@
 /// @file compute_time.hpp
 /// Compute-time source for workload nodes. The walking skeleton takes durations from the trace
 /// (Chakra duration_micros, SimAI ns columns) and applies an optional scale factor; the measured
-/// kernel database and roofline scaling arrive with issue 5.
+/// kernel database and roofline scaling live in kernels/ (kernel_db, efficiency_model).
 #include <cstdint>
 
 #include "engine/time.hpp"

@@ -1,4 +1,4 @@
-// METIS partitioning, partition files and the partition report (issue 7).
+// METIS partitioning, partition files and the partition report.
 #include <algorithm>
 #include <cstdio>
 #include <filesystem>

@@ -29,7 +29,7 @@ engine::Placement place_blocks(std::uint32_t num_lps, const Blocks& blocks,
 
 /// Moves each LP of `affine` (e.g. a leaf switch) to the (process, thread) unit that holds most
 /// of its neighbours outside `affine` (its hosts' GPUs), counting one per edge in `edges`, so a
-/// leaf's host links stay inside one unit where the topology allows (issue 7: "leaves with their
+/// leaf's host links stay inside one unit where the topology allows ("leaves with their
 /// hosts"). Ties (a rail leaf wired to hosts on every unit) and LPs without such neighbours go to
 /// the tied unit holding the fewest affine LPs so far, then the lowest unit. Deterministic: depends
 /// only on `p`, `affine` order and `edges`. Precondition: every LP is placed in `p`.

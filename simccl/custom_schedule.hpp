@@ -1,6 +1,6 @@
 #pragma once
 /// @file custom_schedule.hpp
-/// Custom collective schedules replayed as given (issue 4, must-show 5): TE-CCL JSON schedules
+/// Custom collective schedules replayed as given: TE-CCL JSON schedules
 /// (microsoft/TE-CCL `teccl/examples/schedules/*.json`) and MSCCL-IR XML algorithms
 /// (`<algo><gpu><tb><step/>`, as written by msccl-tools, TE-CCL and ASTRA-sim's custom
 /// collectives). Both are turned into one neutral form: per rank, point-to-point operations

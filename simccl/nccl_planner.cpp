@@ -149,7 +149,8 @@ std::int64_t NcclPlanner::start_latency_ps(const CollRequest& req) const {
     return 0;
   }
   const TuningDecision d = decision(req);
-  if (cfg_.step_latency && req.op != CollOp::kAllToAll) {
+  // Ring plans carry their per-step latencies; the other algorithms' plans keep the whole model's.
+  if (cfg_.step_latency && req.op != CollOp::kAllToAll && d.algo == Algo::kRing) {
     return static_cast<std::int64_t>(std::llround(NcclTuner::base_latency_us(d.algo, d.proto) * 1e6));
   }
   if (!cfg_.launch_latency) return 0;

@@ -57,9 +57,9 @@ struct NcclPlannerConfig {
   /// simccl.step_latency=nccl: NCCL's per-step pipeline synchronization as timed dependencies:
   /// every send of a Ring plan waits, once its dependencies are met, the hop latency of its
   /// link class (NcclTuner::hop_latency_us: NET to another node, else NVLink) before it starts
-  /// (P2pOp::delay_ps, LazyChannelRing::step_delay_ps), and each tuned collective starts after
-  /// the base latency baseLatencies[algo][proto] (nccl.md §2.1) instead of launch_latency's
-  /// whole cost-model latency (which would count the steps twice).
+  /// (P2pOp::delay_ps, LazyChannelRing::step_delay_ps); a Ring collective starts after the base
+  /// latency baseLatencies[Ring][proto] (nccl.md §2.1) instead of launch_latency's whole model
+  /// latency (counting the steps twice); Tree/NVLS/NVLSTree plans keep launch_latency's.
   bool step_latency = false;
   /// The network reduces and replicates in the NVSwitch (NVLink SHARP; every rung does). False:
   /// the NVLS rows of the cost model are unavailable.

@@ -1,7 +1,7 @@
 #pragma once
 /// @file ring_planner.hpp
-/// Minimal collective planner for the walking skeleton (replaced by the NCCL-faithful planner of
-/// issue 4): ring AllReduce (reduce-scatter then all-gather, 2(N-1) steps), ring AllGather and
+/// Minimal collective planner for the walking skeleton (`simccl.planner: ring`; the NCCL-faithful planner is
+/// simccl/nccl_planner.hpp): ring AllReduce (reduce-scatter then all-gather, 2(N-1) steps), ring AllGather and
 /// ReduceScatter (N-1 steps), pipelined chain Broadcast and Reduce along the ring, and direct
 /// AllToAll (every rank sends size/N to every peer at once).
 #include <cstdint>

@@ -3,7 +3,7 @@
 /// A fixed set of FIFOs (a switch's per-port, per-class egress queues) whose elements live in
 /// small blocks from one pool shared by all of them.
 ///
-/// Why (issue 7, memory per simulated GPU): a FIFO per queue that doubles and never shrinks
+/// Why (memory per simulated GPU): a FIFO per queue that doubles and never shrinks
 /// holds the sum of every queue's historical peak; queues of one switch rarely all peak at once
 /// (an NVSwitch's GPU ports fill in turn with the NVLS phases). Here a queue holds at most one
 /// partly used block at each end, a block goes back to the pool as soon as it is drained, and

@@ -3,7 +3,7 @@
 /// The contract between the rank executor (models) and the collective planner (simccl): a
 /// collective becomes, on each rank, a small DAG of point-to-point sends and receives.
 ///
-/// Layout (compact, issue 7/9 scale work): a RankPlan holds its ops in one vector and their
+/// Layout (compact): a RankPlan holds its ops in one vector and their
 /// dependencies in CSR form (dep_begin offsets into one dep_index vector) instead of a vector per
 /// op. Planners build plans only through RankPlan::add(op, deps) and read them back through
 /// size(), ops[i] and deps(i); for example
@@ -174,7 +174,7 @@ struct LazyChannelRing {
 
 /// NCCL's Tree AllReduce (simccl's NcclPlanner: a chain inside each node and a double binary
 /// tree across nodes, per channel, pipelined in chunks) in lazy form: O(channels) memory per rank
-/// instead of ~8 ops per chunk and channel (issue 7: ~3,800 ops and ~230 KB per rank for 16 MiB
+/// instead of ~8 ops per chunk and channel (~3,800 ops and ~230 KB per rank for 16 MiB
 /// on 1,024 GPUs with LL128). The executor still walks op indices, dependency counts and
 /// dependents exactly as for the materialized plan; this struct computes each op, its number of
 /// dependencies and its dependents from the channel's shape instead of storing them.
@@ -325,7 +325,7 @@ struct LazyTree {
 };
 
 /// NCCL's NVLS and NVLSTree collectives (simccl's NcclPlanner; nccl.md §1.4/1.6) in lazy form:
-/// O(channels) memory per rank instead of ~2 m + 7 ops per loop of m chunks (issue 7: ~2,900 ops
+/// O(channels) memory per rank instead of ~2 m + 7 ops per loop of m chunks (~2,900 ops
 /// and ~400 KB per rank for a 64 MiB NVLSTree AllReduce on 1,024 GPUs). As for LazyTree, the
 /// executor walks op indices, dependency counts and dependents exactly as for the materialized
 /// plan; this struct computes each op, its dependency count and its dependents from the shape.

@@ -1,6 +1,6 @@
 #pragma once
 /// @file fabric_params.hpp
-/// Parameters of the packet-level RoCE fabric (issue 3): switch buffers, PFC, ECN, routing,
+/// Parameters of the packet-level RoCE fabric: switch buffers, PFC, ECN, routing,
 /// NIC queue pairs, reliability and congestion control. Spec sections `switch:`, `nic:` and
 /// `cc:` (jobs/spec.cpp); `fabricsim describe` and docs/config.md list them with units. The
 /// congestion-control algorithms and their parameters are plug-ins in models/cc (registry.hpp);

@@ -3,7 +3,7 @@
 /// Any number of FIFOs whose elements live in small blocks from one pool, each FIFO a 16-byte
 /// handle kept by its owner (a NIC's queue pair records; the pool is the NIC's).
 ///
-/// Why (issue 7, memory per simulated GPU): a SmallFifo per queue pair doubles and never
+/// Why (memory per simulated GPU): a SmallFifo per queue pair doubles and never
 /// shrinks, so a NIC held the sum over its queue pairs of each one's historical peak, rounded up
 /// to a power of two. 256 GPUs x 64 MiB NVLSTree AllReduce: the receive descriptors of ~175
 /// receive QPs per GPU held 78,269 slots (3.76 MB) while at most 32,810 were announced at once

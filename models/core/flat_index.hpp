@@ -2,7 +2,7 @@
 /// @file flat_index.hpp
 /// A small map from 64-bit keys to 32-bit values in two sorted vectors.
 ///
-/// Why (issue 7, memory per simulated GPU): the NIC looks up its queue pairs by (peer, channel,
+/// Why (memory per simulated GPU): the NIC looks up its queue pairs by (peer, channel,
 /// QP) and its receive QPs by (source, QP), ~130-180 entries per GPU in the 1,024-GPU NVLSTree
 /// benchmark. Two parallel vectors cost 12 B per entry (plus the vectors' growth slack), where a
 /// vector of std::pair<u64, u32> costs 16 B and an unordered_map ~110 B (node, bucket and

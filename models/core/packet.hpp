@@ -64,7 +64,7 @@ struct WirePacket {
 };
 static_assert(sizeof(WirePacket) == 64);
 
-/// What the NVSwitch does with an NVLink packet (NVLink SHARP, issue 4).
+/// What the NVSwitch does with an NVLink packet (NVLink SHARP).
 enum NvlsMode : std::uint8_t {
   kNvlsNone = 0,
   /// multimem.ld_reduce contribution: GPU j's copy of the shard owned by GPU `dst`. The NVSwitch

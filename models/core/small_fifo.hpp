@@ -2,7 +2,7 @@
 /// @file small_fifo.hpp
 /// A FIFO for per-QP state that costs 24 bytes and no heap memory while empty.
 ///
-/// Why (issue 7, memory per simulated GPU): libstdc++'s std::deque allocates a 512-byte block and
+/// Why (memory per simulated GPU): libstdc++'s std::deque allocates a 512-byte block and
 /// its map when it is constructed, so every receive QP with two deques held ~1.2 KB even when
 /// idle (massif: 73 KB per GPU at 128 GPUs with NCCL Tree plans). This ring grows by doubling a
 /// power-of-two buffer (first one element of 32 bytes or more, else four) on the first push and
@@ -70,7 +70,7 @@ class SmallFifo {
 
   // First buffer: 4 small elements, or one of 32 bytes or more. Most per-QP FIFOs hold one
   // element at a time (a QP's message in flight, its receiver's descriptor), and at 1,024 GPUs
-  // with NCCL Tree the first buffer of 4 was ~26 KB per GPU (issue 7): 64 receive QPs x 4 x
+  // with NCCL Tree the first buffer of 4 was ~26 KB per GPU: 64 receive QPs x 4 x
   // 64-byte MsgDesc and 70 send QPs x 4 x 48-byte TxPart.
   static constexpr std::uint32_t kFirstCapacity = sizeof(T) >= 32 ? 1 : 4;
 

@@ -53,7 +53,7 @@ struct CommGroup {
 
 /// A whole workload: one DAG per rank and the communicators they name.
 ///
-/// Shared programs (generated workloads at scale, issue 9): ranks whose DAGs differ only in the
+/// Shared programs (generated workloads at scale): ranks whose DAGs differ only in the
 /// communicators and peers they name run one program. Then `program_of[r]` says which program
 /// rank r runs, and in a shared program a collective's `group` and a send/receive's `peer` are
 /// slots: the rank's global group index is group_slots[r * group_width + group] and its global

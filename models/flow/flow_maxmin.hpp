@@ -34,7 +34,7 @@ namespace fabricsim::models {
 /// coupled only through links where they are not bottlenecked (an all-to-all's flows limited by
 /// their NICs, crossing shared spine links) are therefore not re-solved together, which a filling
 /// over the connected component did: one all-to-all's component was the whole cluster's active
-/// flows (issue 9, must-show 3).
+/// flows.
 class MaxMinSolver {
  public:
   static constexpr std::uint32_t kMaxHops = 8;

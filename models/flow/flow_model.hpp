@@ -1,6 +1,6 @@
 #pragma once
 /// @file flow_model.hpp
-/// The coarser fidelity rungs (issue 9): flow level (max-min fair sharing in one network LP) and
+/// The coarser fidelity rungs: flow level (max-min fair sharing in one network LP) and
 /// analytical (alpha-beta per transfer on its route's bottleneck, no sharing). Both keep the
 /// rank executor (GpuRankLp), the planners, routes/ECMP and the output tables of the packet level.
 #include <cstdint>

@@ -755,7 +755,7 @@ void Nic::on_data(const WirePacket& p, Context& ctx) {
   const std::uint64_t entry = p.bytes | ((p.flags & kFlagLast) ? kLastBit : 0) | kPresent;
   if (gap == 0 && !r.held) {
     // In order with nothing held back (nearly every packet): delivered at once, without an
-    // rx_ooo_ entry (issue 7: a receive QP keeps no out-of-order buffer unless it needs one).
+    // rx_ooo_ entry (a receive QP keeps no out-of-order buffer unless it needs one).
     deliver(entry);
   } else {
     // An unordered_map node: the reference stays valid while deliver() calls the owner.

@@ -1,6 +1,6 @@
 #pragma once
 /// @file nic.hpp
-/// The GPU's network endpoint (issue 3): RoCEv2 RNIC ports with queue pairs, per-QP congestion
+/// The GPU's network endpoint: RoCEv2 RNIC ports with queue pairs, per-QP congestion
 /// control (a plug-in of models/cc: rate limiter, window, notification point), a TX scheduler
 /// across QPs, ACK/NACK, go-back-N, CNPs, PFC reaction; and the NVLink port (lossless, unacknowledged, line rate). Owned by GpuRankLp,
 /// which hands it messages and receives completed message parts and send completions.
@@ -88,7 +88,7 @@ class Nic {
   /// Handles kEvWire, kEvPortFree, kEvPfc, kEvMsgDesc, kEvQpTimer. @returns false for other kinds.
   bool handle(const engine::Event& ev, engine::Context& ctx);
 
-  /// How send_message splits a message over the connection's queue pairs (issue 9: the coarse
+  /// How send_message splits a message over the connection's queue pairs (the coarse
   /// rungs ride the same QPs, so they take the same UDP source ports and ECMP paths).
   struct Split {
     std::uint32_t parts = 1;    ///< messages of >= qps x MTU split over all QPs (NCCL_IB_SPLIT_DATA_ON_QPS=1)
@@ -112,7 +112,7 @@ class Nic {
   }
 
   /// One message part queued on a send QP, in PSN order; public for the tests of its packing.
-  /// 16 B, was 48 B (issue 7, memory per simulated GPU): its first PSN is implicit
+  /// 16 B, was 48 B (memory per simulated GPU): its first PSN is implicit
   /// (Qp::head_psn plus the packets of the parts before it), its transfer unit and packet count
   /// follow from its bytes (unit_of, npkts_of), a message in one part carries the owner's
   /// completion handle itself (no msgs_ entry), and an NVLS part refers to its shared switch key
@@ -134,7 +134,7 @@ class Nic {
       bytes_hi = static_cast<std::uint32_t>(b >> 32) & 0xFFu;
     }
   };
-  /// Consecutive parts of a send QP stored as one record (issue 7, memory per simulated GPU):
+  /// Consecutive parts of a send QP stored as one record (memory per simulated GPU):
   /// `count` parts equal to `first` but for done_idx and word, which advance by `step_idx` and
   /// `step_word` per part (modulo 2^32). An NVLS QP's window of parts (NCCL_STEPS = 8 slices of
   /// one collective: same size and key, done index and tag in steps) is one 28-byte run instead
@@ -179,7 +179,7 @@ class Nic {
   using TxFifos = FifoPool<TxRun, 0>;
   /// Distinct NVLS keys a NIC can hold at once (TxPart::key is 23 bits).
   static constexpr std::uint32_t kMaxNvlsKeys = 1u << 23;
-  /// Bytes of the NIC's per-QP and per-message records (issue 7, memory per simulated GPU); the
+  /// Bytes of the NIC's per-QP and per-message records (memory per simulated GPU); the
   /// sizes are a contract checked by static_assert here and by tests/fabric/nic_layout_test.cpp.
   struct Layout {
     std::size_t tx_part;   ///< per message part queued on a send QP (was 48)
@@ -219,7 +219,7 @@ class Nic {
     std::uint32_t slot = 0;  // MsgMeta::done_slot
     std::uint32_t refs = 0;
   };
-  /// Send queue pair: 56 B (was 176 B with the congestion-control state inline; issue 7). The
+  /// Send queue pair: 56 B (was 176 B with the congestion-control state inline). The
   /// state only acknowledged (RoCE) QPs use lives in rel_ and cc_ (index `rel`); NVLink and NVLS QPs,
   /// unacknowledged and without CC, have none (~130 NVLS QPs per GPU in the NVLSTree benchmark).
   struct Qp {
@@ -260,12 +260,12 @@ class Nic {
     std::uint32_t group = 0;
     std::uint32_t instance = 0;
   };
-  /// Announced parts of the receive QPs: one descriptor per block from the NIC's pool (issue 7:
+  /// Announced parts of the receive QPs: one descriptor per block from the NIC's pool (
   /// most receive QPs hold 0-2 at a time, and the NIC's peak is ~128 at once in the 64 MiB
   /// NVLSTree AllReduce; with blocks of 2 the pool held 1.5x the bytes there).
   using RxFifos = FifoPool<RxDesc, 0>;
   /// Receive state of one (source GPU, source QP): 32 B (was 80 B plus an unordered_map node
-  /// and bucket; issue 7). Packets held out of order (adaptive routing, spraying) wait in
+  /// and bucket). Packets held out of order (adaptive routing, spraying) wait in
   /// rx_ooo_, the notification point's last CNP per QP in rx_last_cnp_.
   struct RxQp {
     std::uint32_t expected = 0;
@@ -358,11 +358,11 @@ class Nic {
   std::vector<std::uint32_t> free_nvls_keys_;
   std::uint32_t last_nvls_key_ = 0;        // the last key found (consecutive parts share one)
   // (dst, channel, k) -> qp (binary search; one lookup per message): 12 B per QP instead of an
-  // unordered_map's node, bucket and allocator overhead (issue 7: ~176 QPs per GPU in an NVLSTree
+  // unordered_map's node, bucket and allocator overhead (~176 QPs per GPU in an NVLSTree
   // run, ~18 KB per GPU as a map).
   FlatIndex qp_index_;
   std::unordered_map<std::uint64_t, std::uint32_t> conn_rr_;   // (dst, channel) -> next QP for whole messages
-  // (src << 16 | qp) -> index into rxq_: 12 B per receive QP (issue 7: the unordered_map it
+  // (src << 16 | qp) -> index into rxq_: 12 B per receive QP (the unordered_map it
   // replaces cost ~112 B per entry in node, bucket and allocator overhead).
   FlatIndex rx_index_;
   std::deque<RxQp> rxq_;  // receive QPs in order of first descriptor

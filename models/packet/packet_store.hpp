@@ -3,7 +3,7 @@
 /// Per-switch slab of queued packets with reference counts, so that a switch's egress queues
 /// hold 4-byte references and an NVLS multicast packet is stored once for all its copies.
 ///
-/// Why (issue 7, memory per simulated GPU): each (port, class) queue used to be a ring of whole
+/// Why (memory per simulated GPU): each (port, class) queue used to be a ring of whole
 /// 64-byte WirePackets that doubled and never shrank, so a switch held the sum of its ports'
 /// historical peaks, and an NVLS multicast (multimem.st, copied to all 8 GPU ports of an
 /// NVSwitch) held 8 copies of one packet. At 256 GPUs (64 MiB AllReduce, NVLSTree) the rings

@@ -1,7 +1,7 @@
 #pragma once
 /// @file switch_lp.hpp
 /// Output-queued, store-and-forward switch (Ethernet leaf/spine/core, or NVSwitch) with a shared
-/// buffer, per-port per-class queues, PFC, ECN and HPCC INT (issue 3).
+/// buffer, per-port per-class queues, PFC, ECN and HPCC INT.
 #include <cstdint>
 #include <unordered_map>
 #include <vector>
@@ -18,7 +18,7 @@ namespace fabricsim::models {
 
 /// Growable ring buffer of packets (a NIC's control queue): no allocation per packet once it
 /// reached its high-water mark. It doubles and never shrinks, so it suits a queue that is short;
-/// switch queues use a PacketStore and references instead (issue 7).
+/// switch queues use a PacketStore and references instead.
 class PacketRing {
  public:
   bool empty() const { return size_ == 0; }

@@ -100,7 +100,7 @@ class GpuRankLp final : public engine::Lp, private NicOwner {
   /// Order-independent digest of every flow received here (kept or not; io/digest.hpp).
   const io::FlowDigest& flow_digest() const { return flow_digest_; }
   const std::vector<CollectivePartial>& collective_partials() const { return partials_; }
-  /// Network rung (issue 9): flow level hands flows to the network LP `net_lp`; analytical
+  /// Network rung: flow level hands flows to the network LP `net_lp`; analytical
   /// schedules each transfer alone on its route. Default: packet level. Call before init().
   void set_fidelity(Fidelity f, engine::LpId net_lp) {
     fidelity_ = f;

@@ -142,7 +142,7 @@ TEST(Time, SatAdd) {
 }
 
 // Input bytes quoted in an error message are escaped, so a NUL cannot cut the line (c_str()
-// stops there) and a newline or an escape sequence cannot split or recolour it (QA: a partition
+// stops there) and a newline or an escape sequence cannot split or recolour it (a partition
 // file with a NUL gave "bad entry '0 0 0" and nothing after it).
 TEST(Errors, InputErrorEscapesUnprintableBytes) {
   using namespace std::string_literals;

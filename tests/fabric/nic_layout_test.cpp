@@ -42,7 +42,7 @@ TEST(NicLayout, RecordSizesAreTheDocumentedBytes) {
   EXPECT_EQ(l.rx_qp, 32u);     // 4 + 4 + 8 B counters + 16 B FifoPool handle of descriptors
   EXPECT_EQ(l.rx_desc, 48u);   // flow id, bytes|aux, part bytes, start, tag: 8 B each; group, instance
   EXPECT_EQ(l.nvls_key, 24u);
-  // What they replaced (issue 7 baseline): TxPart 48 B, Qp 176 B, MsgDesc kept whole (64 B).
+  // What they replaced (the earlier layout): TxPart 48 B, Qp 176 B, MsgDesc kept whole (64 B).
   EXPECT_LT(l.tx_part, 48u);
   EXPECT_LT(l.qp + 0, 176u);
   EXPECT_LT(l.rx_desc, sizeof(MsgDesc));

@@ -194,7 +194,7 @@ TEST(Fidelity, JustOverOneMtuFlowWithinFivePercentOfPacket) {
   }
 }
 
-// Must-show 2 of issue 9: the NCCL planner (ring over 16+ channels, one connection - QPs, UDP
+// The NCCL planner (ring over 16+ channels, one connection - QPs, UDP
 // source ports, ECMP paths - per channel and peer), DCQCN on (the default), 128 GPUs on the
 // rail-optimized non-blocking fabric. The flow rung rides the same QPs, so it takes exactly the
 // packet level's ECMP paths; where the packet level shows no heavy congestion (no PFC pause,

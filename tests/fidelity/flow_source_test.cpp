@@ -1,4 +1,4 @@
-// The flow rung's direct path (models::FlowSource, issue 9 must-show 1): a GPU delivers a
+// The flow rung's direct path (models::FlowSource): a GPU delivers a
 // single-packet flow itself, without the network LP, when the network LP's answer is already
 // known. The claim is exactness: every flow arrives, and every send completes, at the same
 // picosecond as when all flows go through models::FlowNetLp. Checked here by running the same

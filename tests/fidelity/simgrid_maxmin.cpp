@@ -1,4 +1,4 @@
-// simgrid_maxmin: the SimGrid side of the flow-rung cross-check (issue 9, must-show 4).
+// simgrid_maxmin: the SimGrid side of the flow-rung cross-check.
 //
 // Reads a set of flows over explicit routes of directed links, simulates them with SimGrid's
 // s4u API under its plain max-min sharing model, and writes each flow's completion time.

@@ -350,7 +350,7 @@ TEST(Generators, BadConfigsAreInputErrors) {
   EXPECT_NE(error_of(c).find("world size 1000 is not TP·PP·DP·CP"), std::string::npos);
   c = gpt3_175b(8, 8, 2, 15);
   EXPECT_NE(error_of(c).find("global batch 15"), std::string::npos);
-  // Interleaving: the two reasons apart (QA: one message listed both, one of them true).
+  // Interleaving: the two reasons apart (one message listed both, one of them true).
   c = gpt3_175b(8, 1, 2, 16);
   c.vp = 2;
   EXPECT_NE(error_of(c).find("interleaved schedule (vp 2) needs pipeline parallelism, but pp is 1"), std::string::npos);
@@ -869,7 +869,7 @@ TEST(Generators, InferenceTensorParallelBytes) {
   EXPECT_EQ(p.workload.programs[4][p.infer.phase_end_nodes[4][2]].name, "d2.sample");
 }
 
-// QA: the inference export wrote the DP groups although no node uses them (replicas serve
+// Case: the inference export wrote the DP groups although no node uses them (replicas serve
 // independently: no gradient reduction). The comm-group file lists exactly the communicators the
 // nodes name: TP 2, PP 2, DP 2 gives one TP group per (stage, replica), ranks t + TP·(d + DP·p),
 // and nothing else; the reader (which creates a group on first use) gets back as many.

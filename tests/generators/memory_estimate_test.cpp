@@ -160,7 +160,7 @@ TEST(MemoryEstimate, PublishedConfigsFitAndAnImpossibleOneIsFlagged) {
 }
 
 // The warning's advice names only the fixes not in effect yet that would lower the estimate
-// (QA: "zero: 1-3" was advised to a job with zero: 1). GPT-3 175B, TP 8, DP 2 on A100: the model
+// ("zero: 1-3" was advised to a job with zero: 1). GPT-3 175B, TP 8, DP 2 on A100: the model
 // states alone are 21.9e9 parameters x 16/2 B = 175 GB even with ZeRO-3, so every variant
 // below still exceeds the 80 GB.
 TEST(MemoryEstimate, WarningAdvisesOnlyFixesNotInEffect) {

@@ -1,5 +1,5 @@
 /// @file ns3_chain.cc
-/// ns-3 reference run for the fabricsim cross-check (issue 3, must-show 6): S constant-rate UDP
+/// ns-3 reference run for the fabricsim cross-check: S constant-rate UDP
 /// senders feed a chain of point-to-point links with drop-tail device queues; every packet's
 /// one-way delay (socket send -> socket receive) is written as CSV. Written against ns-3 3.37's
 /// public API (Debian libns3-dev); no ns-3 example code.

@@ -1,4 +1,4 @@
-// Must-show 1 and 5 of issue 2 at the command line: real inputs run end to end; bad input gives
+// Real inputs run end to end; bad input gives
 // one line naming file and field, exit code 2, and no output file.
 #include <gtest/gtest.h>
 #include <sys/stat.h>
@@ -374,7 +374,7 @@ TEST_F(Cli, KernelsLookupWithoutWorkOrWithNonFiniteShapesIsRefused) {
   EXPECT_EQ(run_fabricsim("kernels lookup --gpu H100 --m 4096 --n 4096 --k 4096", dir_.string()).code, 0);
 }
 
-// QA: `kernels scale` without --op silently scaled as compute-bound. Without a kind or the work
+// Case: `kernels scale` without --op silently scaled as compute-bound. Without a kind or the work
 // it is refused (one line, exit 2, nothing on stdout); each way of giving the class works, with
 // the datasheet ratios (A100 -> H100 BF16: 312 -> 989.4 TFLOP/s, 2.039 -> 3.35 TB/s).
 TEST_F(Cli, KernelsScaleNeedsTheRooflineClass) {
@@ -398,7 +398,7 @@ TEST_F(Cli, KernelsScaleNeedsTheRooflineClass) {
   scaled("--bytes 1e6", 715 * 2.039 / 3.35, "memory");
 }
 
-// QA: `validate` goes through run's checks (RunOptions::dry_run), so a spec `run` refuses is
+// Case: `validate` goes through run's checks (RunOptions::dry_run), so a spec `run` refuses is
 // refused by `validate` with the same line: a bad NCCL_ALGO, a missing schedule, partition or
 // NCCL topology file, an output path that cannot be created. validate writes nothing, not even
 // sim.save_partition.
@@ -426,7 +426,7 @@ TEST_F(Cli, ValidateRefusesWhatRunRefusesWithTheSameLine) {
   EXPECT_FALSE(fs::exists(part)) << "validate wrote the partition file";
 }
 
-// QA: a NUL byte in a partition file cut the error line at the NUL ("bad entry '0 0 0" and
+// Case: a NUL byte in a partition file cut the error line at the NUL ("bad entry '0 0 0" and
 // nothing after it). Every reader that quotes file content (partition, topology file, SimAI
 // workload) now shows unprintable bytes escaped: one line, exit 2, the text after the byte kept.
 TEST_F(Cli, UnprintableBytesInInputFilesAreEscapedInTheErrorLine) {
@@ -468,7 +468,7 @@ TEST_F(Cli, UnprintableBytesInInputFilesAreEscapedInTheErrorLine) {
   check("validate --workload " + wl + " --gpus 8", "unknown comm type 'BOG\\x00US'");
 }
 
-// QA: a partition file saved by a 2-process run could not be validated without mpiexec (validate
+// Case: a partition file saved by a 2-process run could not be validated without mpiexec (validate
 // checked it against its own 1 process). `validate --processes 2` checks it for 2; without it
 // the file is refused as made for another process count; --processes 0 is bad input.
 TEST_F(Cli, ValidateChecksAPartitionFileForTheGivenProcessCount) {
@@ -511,7 +511,7 @@ TEST_F(Cli, ValidateChecksAPartitionFileForTheGivenProcessCount) {
     EXPECT_EQ(count_lines(o.err), 1) << o.err;
     EXPECT_NE(o.err.find("not in range 1 to 1048576"), std::string::npos) << o.err;
   }
-  // QA: validate takes the run's thread count (--threads, OMP_NUM_THREADS) for the partition check.
+  // Case: validate takes the run's thread count (--threads, OMP_NUM_THREADS) for the partition check.
   const std::string threads2 = (dir_ / "threads2.part").string();
   ASSERT_EQ(run_fabricsim("run " + spec + " -q --threads 2 -o " + (dir_ / "t.h5").string() + " --set sim.save_partition=" + threads2,
                           dir_.string()).code, 0);
@@ -520,7 +520,7 @@ TEST_F(Cli, ValidateChecksAPartitionFileForTheGivenProcessCount) {
   EXPECT_EQ(run_fabricsim("validate " + spec + " --set sim.partition=" + threads2, dir_.string(), "OMP_NUM_THREADS=2").code, 0);
 }
 
-// QA: nccl-tests and plan size the cluster from -g/-n; a --set of cluster.gpus_per_host or
+// Case: nccl-tests and plan size the cluster from -g/-n; a --set of cluster.gpus_per_host or
 // cluster.hosts was overridden without a word. Now one line naming the key, exit 2.
 TEST_F(Cli, NcclTestsRefuseClusterSizeSets) {
   for (const std::string args : {"nccl-tests all_reduce -b 1M -e 1M -g 16 --set cluster.gpus_per_host=4",
@@ -535,7 +535,7 @@ TEST_F(Cli, NcclTestsRefuseClusterSizeSets) {
   EXPECT_EQ(run_fabricsim("nccl-tests all_reduce -b 1M -e 1M -g 8 --set cluster.nic_bandwidth=200Gbps", dir_.string()).code, 0);
 }
 
-// QA: sim.ring_flows: stream where it changes nothing (packet rung, NCCL planner) says so in one
+// Case: sim.ring_flows: stream where it changes nothing (packet rung, NCCL planner) says so in one
 // warning line and the summary does not claim it.
 TEST_F(Cli, RingFlowsStreamWarnsWhereItHasNoEffect) {
   const std::string spec = fabricsim::testing::source_dir() + "/examples/quickstart.yaml";
@@ -554,7 +554,7 @@ TEST_F(Cli, RingFlowsStreamWarnsWhereItHasNoEffect) {
   EXPECT_NE(ring.out.find("(ring flows: stream)"), std::string::npos) << ring.out;
 }
 
-// QA: cluster.mtu=1 was accepted and the run then cut every byte into a packet (it seemed to
+// Case: cluster.mtu=1 was accepted and the run then cut every byte into a packet (it seemed to
 // hang). Both MTUs are bounded to 256 B (the smallest RoCEv2/IB path MTU) .. 16 MiB
 // (coarse-grained packets); the bounds themselves are accepted.
 TEST_F(Cli, MtuOutsideItsBoundsIsRefused) {
@@ -571,7 +571,7 @@ TEST_F(Cli, MtuOutsideItsBoundsIsRefused) {
   }
 }
 
-// QA: `regress --set` with an unknown key failed every case as a run error (exit 1, rebaseline
+// Case: `regress --set` with an unknown key failed every case as a run error (exit 1, rebaseline
 // advice); it is bad input like `run --set` (exit 2, one line). An unwritable --report is refused
 // before the cases run (nothing on stdout: no case ran).
 TEST_F(Cli, RegressRefusesUnknownSetKeyAndUnwritableReportUpFront) {
@@ -594,7 +594,7 @@ TEST_F(Cli, RegressRefusesUnknownSetKeyAndUnwritableReportUpFront) {
   }
 }
 
-// QA: `generate -o ''` printed the summary and exited 0 without writing anything; an unknown
+// Case: `generate -o ''` printed the summary and exited 0 without writing anything; an unknown
 // subcommand (and none at all) said only "A subcommand is required". Both are one line, exit 2;
 // the second names the word and lists every subcommand.
 TEST_F(Cli, EmptyGeneratePrefixAndUnknownSubcommandAreRefused) {
@@ -663,7 +663,7 @@ TEST_F(Cli, HugePagesAreRequestedUnderThpMadviseAndNeverChangeResults) {
   }
 }
 
-// Huge pages, the ways the re-exec broke a run (QA, engine/heap_pages.hpp). Each case must give
+// Huge pages, the ways the re-exec broke a run (engine/heap_pages.hpp). Each case must give
 // the digest of a plain run with FABRICSIM_HUGEPAGES=0, and under THP "madvise" say why huge
 // pages were not requested:
 //  - started through the dynamic loader (`ld.so fabricsim ...`): /proc/self/exe is the loader,

@@ -1,4 +1,4 @@
-// Must-show 3 of issue 2: the same spec gives bit-identical per-collective and per-flow tables
+// The same spec gives bit-identical per-collective and per-flow tables
 // for 1, 2 and 4 MPI processes and 1 and 2 threads. Registered sequentially and under
 // mpiexec -n 2 / -n 4; in every configuration the run on MPI_COMM_WORLD (all processes, with 1
 // and 2 threads) is compared with a sequential reference run on MPI_COMM_SELF.

@@ -1,4 +1,4 @@
-// Topology-aware placement (issue 7 scope: "a host's GPUs, NICs and NVSwitch together; leaves with
+// Topology-aware placement ("a host's GPUs, NICs and NVSwitch together; leaves with
 // their hosts"): leaves join the unit that holds their hosts; rail leaves wired to hosts on every
 // unit are spread evenly. Expected units and cut counts are worked out by hand for each graph.
 #include <gtest/gtest.h>

@@ -1,4 +1,4 @@
-// Must-show 1 of issue 2 in-process: every Chakra ET trace set under tests/data/chakra (copied
+// Every Chakra ET trace set under tests/data/chakra (copied
 // from ../shared/inputs, see tests/data/SOURCES.md) and real SimAI/AICB files run to completion,
 // with values checked against what the input files say.
 #include <gtest/gtest.h>

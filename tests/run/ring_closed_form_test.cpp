@@ -1,4 +1,4 @@
-// Must-show 2 of issue 2: ring AllReduce time on an uncongested fabric against the closed form.
+// Ring AllReduce time on an uncongested fabric against the closed form.
 //
 // The ring (reduce-scatter then all-gather) has 2(N-1) steps; in each step every rank sends one
 // chunk C = S/N to its successor and the successor's next send waits for that chunk. On an

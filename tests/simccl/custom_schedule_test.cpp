@@ -1,4 +1,4 @@
-// Must-show 5 of issue 4: custom schedules replayed as given.
+// Custom schedules replayed as given.
 //  * TE-CCL's 4x4 mesh AllGather schedule (microsoft/TE-CCL teccl/examples/schedules/mesh_4.json)
 //    parses into 16 x 15 transfers and, on TE-CCL's Mesh topology (GPU i linked to i+-1 and
 //    i+-4, teccl/topologies/mesh.py) with 50 GB/s links and 1 MB chunks, finishes in the 8 epochs

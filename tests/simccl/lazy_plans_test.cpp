@@ -1,4 +1,4 @@
-// Lazy NCCL ring-family, Tree and NVLS plans (LazyChannelRing, LazyTree, LazyNvls; issue 7
+// Lazy NCCL ring-family, Tree and NVLS plans (LazyChannelRing, LazyTree, LazyNvls; the
 // memory target): the executor's step-by-step walk must be exactly the materialized plan.
 //  1. Structure: walking every channel's cursor gives the materialized plan's sends of that
 //     channel in index order (peer, wire bytes, payload, tag, the receive each one waits for)

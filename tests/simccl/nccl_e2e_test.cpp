@@ -1,5 +1,5 @@
 // End-to-end runs with the NCCL planner:
-//  * must-show 2 of issue 4: single-node AllReduce busbw at >= 1 GiB against the published
+//  * single-node AllReduce busbw at >= 1 GiB against the published
 //    nccl-tests peaks in ../shared/reference/nccl-validation.csv (Azure AI-benchmarking-guide
 //    @8fd0c6e, ND H100 v5 and ND A100 v4, NCCL 2.18.5, in-place busbw);
 //  * bit-identical results for 1, 2 and 4 MPI processes and 1 and 2 threads (the
@@ -154,7 +154,7 @@ TEST(NcclValidation, LaunchLatencyIsTheCostModelLatency) {
   EXPECT_LT(base[0].time_us, published_1k_us / 5) << base[0].time_us;
 }
 
-// QA: nccl-tests charged no launch latency to alltoall and sendrecv although every nccl-tests
+// Case: nccl-tests charged no launch latency to alltoall and sendrecv although every nccl-tests
 // operation is a launched kernel. NCCL does not tune point-to-point operations; simccl charges
 // one step of the Ring latency model (nccl.md §2.1-2.2, §2.5 Ring Broadcast on sameChannels
 // graphs): base + one hop, LL up to NCCL_P2P_LL_THRESHOLD (16 KiB) per peer, Simple above.
@@ -307,7 +307,7 @@ TEST(NcclInput, GroupWithMissingRankIsInputError) {
   }
 }
 
-// QA: NCCL settings taken from the environment change the run exactly as the spec's nccl: keys
+// Case: NCCL settings taken from the environment change the run exactly as the spec's nccl: keys
 // do, and the run records them: the effective spec (HDF5 spec_text) lists them under nccl:.
 TEST(NcclInput, EnvironmentSettingsActLikeSpecKeysAndAreRecorded) {
   const Case base{"allreduce_2x4", "all_reduce", 3u << 20, 4, 2, {}};

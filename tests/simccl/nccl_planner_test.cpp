@@ -5,7 +5,7 @@
 //    block; Broadcast: S; AllToAll: its block from each peer; AllReduce/ReduceScatter/Reduce: the
 //    (n-1)-fold totals); relayed (PXN) data is counted once, at its final receiver;
 //  * bytes on the wire are the protocol's inflation of the payload (LL 2x, LL128 128/120).
-// And must-show 3 of issue 4 (PXN).
+// And PXN.
 #include <gtest/gtest.h>
 
 #include <map>

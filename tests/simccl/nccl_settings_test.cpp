@@ -99,7 +99,7 @@ TEST(NcclSettings, BadValuesAreErrors) {
   EXPECT_NO_THROW(load_nccl_settings({{"NCCL_NVLS_ENABLE", "0"}, {"NCCL_DEBUG", "INFO"}}, "s", false));
 }
 
-// QA: every NCCL_* value simccl reads is parsed strictly, also the names it does not model
+// Case: every NCCL_* value simccl reads is parsed strictly, also the names it does not model
 // (NCCL_NTHREADS=abc was accepted, NCCL_P2P_LEVEL=bogus dropped), from the spec and from the
 // environment alike; the error names where the value came from, the name and the allowed values.
 TEST(NcclSettings, EveryKnownValueIsParsedStrictlyFromSpecAndEnvironment) {

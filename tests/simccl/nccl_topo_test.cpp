@@ -1,4 +1,4 @@
-// Must-show 6 of issue 4: NCCL_TOPO_FILE. Real NCCL topology XML files (tests/data/nccl-topo,
+// NCCL_TOPO_FILE. Real NCCL topology XML files (tests/data/nccl-topo,
 // see tests/data/SOURCES.md) give GPUs, NVLink bandwidth (links x NCCL's per-link bw,
 // src/graph/topo.h: SM80 20.0, SM90 20.6 GB/s), NICs (speed Mb/s / 8000) and the GPU each NIC
 // shares a PCI switch with; a missing file is an error naming it unless simccl.topo_fallback asks

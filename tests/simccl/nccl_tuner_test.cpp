@@ -1,4 +1,4 @@
-// Must-show 1 of issue 4: the cost model's (algorithm, protocol, channels) per size for an
+// The cost model's (algorithm, protocol, channels) per size for an
 // 8xH100 NVSwitch node and for 2, 4 and 16 such nodes with 8x400 Gb/s NICs. Expected values are
 // derived here, independently of simccl/nccl_tuner.cpp, from the formulas and tables of
 // ../shared/reference/nccl.md §2 (NCCL 2.28 src/graph/tuning.cc, src/enqueue.cc), restricted to

@@ -1,4 +1,4 @@
-// NVLink SHARP (NVLS) at the packet rung (issue 4): the NVSwitch reduces (multimem.ld_reduce) and
+// NVLink SHARP (NVLS) at the packet rung: the NVSwitch reduces (multimem.ld_reduce) and
 // multicasts (multimem.st), so an NVLS AllReduce of S bytes on n GPUs moves (1 + 1/n) x S through
 // each GPU port per direction: up, every chunk once into the reduction plus the owned chunk's
 // multicast (S + S/n); down, the owned chunk reduced plus every chunk by multicast (S/n + S).
@@ -203,7 +203,7 @@ TEST(Nvls, FlowRungAgreesWithPacketRung) {
 //  * the closed-form bounds of UncongestedTimeWithinItsClosedFormBounds, with the chunk the
 //    planner uses at that size (NCCL_NVLS_CHUNKSIZE 128 KiB, then 64/32/16 KiB while
 //    S < 64/8/2 x channels x n x chunk; enqueue.cc calcCollChunking);
-//  * within 5% of the packet rung (issue 9, must-show 2: flow within 5% of packet where the
+//  * within 5% of the packet rung (flow within 5% of packet where the
 //    packet level shows no heavy congestion; NVLink has none, the remaining difference is fluid
 //    sharing against per-packet round robin at the GPU port).
 TEST(Nvls, FlowRungPipelinesTheSwitchAtMediumSizes) {

@@ -1,4 +1,4 @@
-// PXN for workload Send/Recv nodes (issue 4, must-show 3; ../shared/reference/nccl.md §3.4):
+// PXN for workload Send/Recv nodes (../shared/reference/nccl.md §3.4):
 // a Send from GPU 1 of host A to GPU 0 of host B (NIC on another rail) goes NVLink 1 -> 0 on
 // host A, then over GPU 0's NIC (rail 0) to B's GPU 0, when NCCL_P2P_PXN_LEVEL is 1 or 2 and
 // NCCL_PXN_DISABLE=0; directly over GPU 1's NIC otherwise. Checked on the emitted flow records

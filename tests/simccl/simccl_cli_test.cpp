@@ -1,4 +1,4 @@
-// Must-show 7 of issue 4: bad NCCL_ALGO / NCCL_PROTO strings, an NCCL topology XML without
+// Bad NCCL_ALGO / NCCL_PROTO strings, an NCCL topology XML without
 // GPUs, a missing NCCL_TOPO_FILE and a communicator naming ranks that do not exist give one line
 // on stderr and exit 2.
 #include <gtest/gtest.h>
@@ -88,7 +88,7 @@ Outcome run_stdout(const std::string& args, const std::string& dir, std::string*
   return o;
 }
 
-/// `fabricsim plan ARGS` (issue 4), stdout into *out.
+/// `fabricsim plan ARGS`, stdout into *out.
 Outcome run_plan(const std::string& args, const std::string& dir, std::string* out) {
   return run_stdout("plan " + args, dir, out);
 }
@@ -263,7 +263,7 @@ TEST_F(SimcclCli, PlanBelowOneElementSaysWhy) {
 
 namespace {
 
-// QA: the nccl-tests "count" column is the count the NCCL call takes (nccl-tests common.cu prints
+// Case: the nccl-tests "count" column is the count the NCCL call takes (nccl-tests common.cu prints
 // paramcount): per rank for all_gather, reduce_scatter and alltoall (size / 4 B / ranks), the whole
 // buffer for all_reduce, broadcast, reduce and sendrecv (size / 4 B). It showed size / 4 for all.
 TEST_F(SimcclCli, NcclTestsCountColumnIsTheCountOfTheNcclCall) {

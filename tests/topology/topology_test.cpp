@@ -452,7 +452,7 @@ TEST(Topology, BadFilesNameTheLineAndProblem) {
   }
 }
 
-// QA: a repeated link (either direction) in a topology file, an NVLink domain that takes part of
+// Case: a repeated link (either direction) in a topology file, an NVLink domain that takes part of
 // a host, and a leaf of more ports than any switch were accepted. Each is refused naming the
 // line or field; legitimate shapes (NVL72 over 4-GPU hosts, 2 domains per host, a 3-tier
 // multi-pod fabric of 1,024-port counts) still build.
