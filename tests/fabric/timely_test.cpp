@@ -157,7 +157,7 @@ TEST(Timely, IncastKeepsTheQueueWellBelowLineRateSenders) {
   const unsigned long long s = 8ull << 20;
   std::vector<Flow> flows;
   for (unsigned i = 0; i < 4; ++i) flows.push_back({i, 4, s});
-  const auto w = fabric_test::p2p_workload(5, flows);
+  const auto w = fabric_test::chakra_p2p(5, flows);
   struct Reading {
     double peak, mean;
     long long t_end;
