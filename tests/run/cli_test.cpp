@@ -97,7 +97,8 @@ TEST_F(Cli, RunsRealChakraTraceAndWritesOutputs) {
 TEST_F(Cli, TruncatedEt) { expect_bad("run --workload " + fabricsim::testing::data("bad/truncated"), {"truncated.0.et"}); }
 TEST_F(Cli, GarbageEt) { expect_bad("run --workload " + fabricsim::testing::data("bad/garbage"), {"garbage.0.et"}); }
 TEST_F(Cli, UnknownDependency) {
-  expect_bad("run --workload " + fabricsim::testing::data("bad/unknown_dep"), {"unknown_dep.0.et"});
+  expect_bad("run --workload " + fabricsim::testing::data("bad/unknown_dep") + " --set workload.chakra.missing_deps=error",
+             {"unknown_dep.0.et"});
 }
 TEST_F(Cli, MalformedSimaiLine) {
   expect_bad("run --workload " + fabricsim::testing::data("bad/simai_malformed_line.txt") + " --gpus 8",
@@ -350,7 +351,7 @@ TEST_F(Cli, UsageErrorsAreOneLine) {
 // Issue 3 must-show 9 (fabric part): bad fabric settings are one line naming the key, exit 2.
 TEST_F(Cli, FabricBadInput) {
   const std::string w = fabricsim::testing::data("chakra/astra-sim/examples/workload/microbenchmarks/all_reduce/8npus_1MB/all_reduce");
-  expect_bad("run --workload " + w + " --set nic.cc=timely", {"nic.cc", "'timely'", "none, dcqcn or hpcc"});
+  expect_bad("run --workload " + w + " --set nic.cc=swift", {"nic.cc", "'swift'", "none, dcqcn, hpcc or timely"});
   expect_bad("run --workload " + w + " --set switch.routing=random", {"switch.routing", "ecmp, spray or adaptive"});
   expect_bad("run --workload " + w + " --set switch.routing=spray --set switch.pfc=false", {"<cli>: switch.routing", "switch.pfc"});
   expect_bad("run --workload " + w + " --set switch.buffer=16KiB", {"<cli>: switch.buffer", "headroom"});
