@@ -374,7 +374,7 @@ def dp_sync_s(fabricsim, nbytes, dp, g, op, out, env, planner="nccl", per_host=1
     if dp % per_host != 0:
         raise RuntimeError(f"DP {dp} not a multiple of {per_host} GPUs per host")
     nbytes = int(nbytes) // (4 * dp) * (4 * dp)
-    g_n = ["-g", str(per_host), "-n", str(dp // per_host)]
+    g_n = ["-g", str(per_host), "--nodes", str(dp // per_host)]
     cmd = [fabricsim, "nccl-tests", op, "-b", str(nbytes), "-e", str(nbytes)] + g_n
     nv = tp_nvlink_rate(g, nbytes, os.path.dirname(REF_USED[0])) if per_host > 1 else None
     for x in cluster_sets(g, nv, planner=planner) + ["sim.fidelity=flow"]:
