@@ -86,6 +86,12 @@ struct TrainConfig {
   /// stages, so the first / last virtual stage builds one transformer layer fewer (126 layers + 2
   /// over PP 8 x VP 8: 2 per virtual stage, 1 on the first and the last). See chunk_layers.
   bool pp_split_embedding = false, pp_split_loss = false;
+  /// Megatron-Core `pipeline_model_parallel_layout`, decoder layers only: transformer layers of
+  /// each virtual pipeline stage in model order (PP·VP entries summing to the layer count; the
+  /// embedding stays on the first stage and the output layer + loss on the last). Empty = the
+  /// even split of chunk_layers. Megatron-Bridge's DeepSeek-V3 recipes use it for 61 layers
+  /// (e.g. PP 16: 4 on each of the first 15 stages, 1 on the last).
+  std::vector<std::uint32_t> pipeline_layout;
   std::uint32_t micro_batch = 1;       ///< sequences per micro-batch per DP rank
   std::uint32_t global_batch = 0;      ///< sequences per iteration (0 = micro_batch · DP)
   std::uint32_t seq_len = 2048;
@@ -213,7 +219,8 @@ LayerParams rank_layer_params(const TrainConfig& c, std::uint32_t l);
 /// Transformer layers [first, second) of virtual pipeline stage v (0 .. PP·VP-1; virtual stage
 /// v = chunk·PP + pp_rank): L/(PP·VP) each, or with the embedding/loss accounted (TrainConfig::
 /// pp_split_embedding / pp_split_loss) (L + e + l)/(PP·VP) units each, the embedding taking the
-/// first unit of stage 0 and the loss the last unit of the last stage.
+/// first unit of stage 0 and the loss the last unit of the last stage; with
+/// TrainConfig::pipeline_layout the layers listed for v, after those of stages 0 .. v-1.
 std::pair<std::uint32_t, std::uint32_t> chunk_layers(const TrainConfig& c, std::uint32_t v);
 
 /// Generates one rank DAG per GPU. Compute durations come from `db` for the config's GPU with

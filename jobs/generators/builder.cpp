@@ -22,7 +22,6 @@ Builder::Builder(const TrainConfig& c, const kernels::KernelDb* db, bool plan_on
   }
   Tl_ = sp_ ? T_ / c.tp : T_;
   vstages_ = c.pp * c.vp;
-  layers_per_chunk_ = m_.layers / vstages_;  // the even split (chunk_layers for the accounted one)
   ring_tag_base_ = std::int64_t(c.iterations) * mbs_ * vstages_ * 2;  // above every pipeline tag (tag())
   bucket_ = c.bucket_params ? c.bucket_params : std::max<std::uint64_t>(40'000'000ull, 1'000'000ull * dpx_);
 }

@@ -478,7 +478,7 @@ class Builder {
   bool tp_ovl_ = false;  ///< TE userbuffers TP overlap (TrainConfig::tp_comm_overlap with SP)
   double rs_margin_scale_ = 1.0;  ///< SMs / (SMs - tp_comm_overlap_rs_sms) for the pipelined-RS GEMM chunks
   bool fp8_ = false;  ///< FP8 GEMMs (TransformerEngine): emit the cast/transpose kernels
-  std::uint32_t gb_ = 0, mbs_ = 0, vstages_ = 1, layers_per_chunk_ = 0;
+  std::uint32_t gb_ = 0, mbs_ = 0, vstages_ = 1;
   std::uint32_t dpx_ = 1;  ///< DP·CP: the combined data index range (rank_of)
   std::int64_t ring_tag_base_ = 0;  ///< first p2p tag of the TP ring-exchange steps (ag_gemm)
   std::uint64_t bucket_ = 0;

@@ -35,6 +35,12 @@ LayerParams rank_layer_params(const TrainConfig& c, std::uint32_t l) {
 }
 
 std::pair<std::uint32_t, std::uint32_t> chunk_layers(const TrainConfig& c, std::uint32_t v) {
+  if (!c.pipeline_layout.empty()) {
+    std::uint32_t begin = 0;
+    for (std::uint32_t i = 0; i < v && i < c.pipeline_layout.size(); ++i) begin += c.pipeline_layout[i];
+    const std::uint32_t n = v < c.pipeline_layout.size() ? c.pipeline_layout[v] : 0;
+    return {std::min(begin, c.model.layers), std::min(begin + n, c.model.layers)};
+  }
   const std::uint32_t e = c.pp_split_embedding ? 1 : 0, lo = c.pp_split_loss ? 1 : 0;
   const std::uint32_t per = (c.model.layers + e + lo) / (c.pp * c.vp);
   const std::uint32_t begin = v * per > e ? v * per - e : 0;

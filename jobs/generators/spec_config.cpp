@@ -82,6 +82,45 @@ struct SpecReader {
   }
 };
 
+/// `pipeline_layout`: transformer layers per virtual pipeline stage, comma-separated, each entry
+/// a whole number or `N*K` (N layers on each of K consecutive stages), e.g. "4*15,1". Length and
+/// sum are checked against PP·VP and the layer count in validate_train. @throws
+/// engine::InputError naming the key for anything else.
+std::vector<std::uint32_t> parse_pipeline_layout(const SpecReader& r, const std::string& v) {
+  std::vector<std::uint32_t> out;
+  auto fail = [&](const std::string& part) {
+    throw InputError(r.where("pipeline_layout"), "workload.generator.pipeline_layout",
+                     "'" + part + "' is not a layer count (whole number, or N*K for K stages of N layers)",
+                     "write the layers of each virtual stage in order, e.g. \"4*15,1\"");
+  };
+  auto number = [&](const std::string& t, const std::string& part) -> std::uint64_t {
+    std::size_t pos = 0;
+    long long x = -1;
+    try {
+      x = std::stoll(t, &pos);
+    } catch (...) {
+      pos = 0;
+    }
+    if (t.empty() || pos != t.size() || x < 0 || x > 1'000'000) fail(part);
+    return static_cast<std::uint64_t>(x);
+  };
+  std::size_t start = 0;
+  while (start <= v.size()) {
+    const std::size_t comma = v.find(',', start);
+    std::string part = v.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+    part.erase(0, part.find_first_not_of(' '));
+    part.erase(part.find_last_not_of(' ') + 1);
+    const std::size_t star = part.find('*');
+    const std::uint64_t n = number(part.substr(0, star), part);
+    const std::uint64_t k = star == std::string::npos ? 1 : number(part.substr(star + 1), part);
+    if (k == 0 || out.size() + k > 1'000'000) fail(part);
+    out.insert(out.end(), k, static_cast<std::uint32_t>(n));
+    if (comma == std::string::npos) break;
+    start = comma + 1;
+  }
+  return out;
+}
+
 /// Model shape keys: a built-in `model` (name marked "[modified:...]" when shape keys change
 /// it) or `model: custom` with layers, hidden, heads and vocab. @throws engine::InputError.
 void read_model(const SpecReader& r, const std::string& model_name, TrainConfig& c) {
@@ -177,6 +216,7 @@ void read_training(const SpecReader& r, TrainConfig& c) {
   c.tp_comm_overlap = r.boolean("tp_comm_overlap", false);
   c.pp_split_embedding = r.boolean("account_for_embedding_in_pipeline_split", false);
   c.pp_split_loss = r.boolean("account_for_loss_in_pipeline_split", false);
+  if (auto v = r.get("pipeline_layout")) c.pipeline_layout = parse_pipeline_layout(r, *v);
   c.tp_comm_overlap_rs_sms = static_cast<std::uint32_t>(r.uint("tp_comm_overlap_rs_sms", 24, 0));
   if (r.get("tp_comm_overlap_rs_sms") && !c.tp_comm_overlap) {
     throw InputError(r.where("tp_comm_overlap_rs_sms", {"tp_comm_overlap"}), "workload.generator.tp_comm_overlap_rs_sms",
@@ -235,7 +275,7 @@ void read_mode(const SpecReader& r, TrainConfig& c) {
                                               "sequence_parallel", "tp_comm_overlap", "tp_comm_overlap_rs_sms",
                                               "overlap_grad_reduce", "bucket_params", "grad_bytes", "iterations",
                                               "account_for_embedding_in_pipeline_split",
-                                              "account_for_loss_in_pipeline_split"};
+                                              "account_for_loss_in_pipeline_split", "pipeline_layout"};
   if (c.inference) {
     for (const char* k : kTrainingKeys) {
       if (r.get(k)) {

@@ -100,8 +100,23 @@ void validate_train(const TrainConfig& c) {
     bad(c, "tp", fmt::format("{} KV heads and TP {} do not divide one another", m.kv_heads, c.tp),
         "choose a TP that divides or is a multiple of the KV-head count", {"model", "kv_heads"});
   }
+  if (!c.pipeline_layout.empty()) {
+    if (c.pp_split_embedding || c.pp_split_loss) {
+      bad(c, "pipeline_layout", "is given together with account_for_embedding/loss_in_pipeline_split",
+          "use one of them: the layout already says how many layers each stage builds",
+          {"account_for_embedding_in_pipeline_split", "account_for_loss_in_pipeline_split"});
+    }
+    std::uint64_t sum = 0;
+    for (std::uint32_t n : c.pipeline_layout) sum += n;
+    if (c.pipeline_layout.size() != std::size_t(c.pp) * c.vp || sum != m.layers) {
+      bad(c, "pipeline_layout",
+          fmt::format("lists {} stages with {} layers in all, but PP {} x VP {} = {} virtual stages hold the {} layers",
+                      c.pipeline_layout.size(), sum, c.pp, c.vp, c.pp * c.vp, m.layers),
+          "give one entry per virtual stage (pp*vp) summing to the layer count", {"pp", "vp", "model", "layers"});
+    }
+  }
   const std::uint32_t split_units = m.layers + (c.pp_split_embedding ? 1 : 0) + (c.pp_split_loss ? 1 : 0);
-  if (split_units % (c.pp * c.vp) != 0) {
+  if (c.pipeline_layout.empty() && split_units % (c.pp * c.vp) != 0) {
     const bool acc = c.pp_split_embedding || c.pp_split_loss;
     bad(c, c.vp > 1 ? "vp" : "pp",
         fmt::format("{} layers{} are not divisible by PP {} x VP {} = {} (virtual) stages", m.layers,
@@ -109,7 +124,7 @@ void validate_train(const TrainConfig& c) {
                     c.pp, c.vp, c.pp * c.vp),
         acc ? "choose pp (and vp) so that pp*vp divides layers plus the accounted embedding/loss"
             : "choose pp (and vp) so that pp*vp divides the layer count (or set account_for_embedding_in_pipeline_split / "
-              "account_for_loss_in_pipeline_split, as Megatron-Bridge does for Llama 3.1 405B)",
+              "account_for_loss_in_pipeline_split, as Megatron-Bridge does for Llama 3.1 405B, or give pipeline_layout)",
         {"pp", "vp", "model", "layers", "account_for_embedding_in_pipeline_split", "account_for_loss_in_pipeline_split"});
   }
   const std::uint64_t world = std::uint64_t(c.tp) * c.pp * c.dp * c.cp;

@@ -528,6 +528,62 @@ std::vector<std::string> gen(std::initializer_list<std::string> kv) {
   return out;
 }
 
+// pipeline_layout (Megatron-Core pipeline_model_parallel_layout, decoder layers): DeepSeek-V3's
+// 61 layers over PP 16 as Megatron-Bridge's recipe lays them out (deepseek_v3.py layout map,
+// (16, 1): 4 on stages 0-14, 1 on stage 15). The ranges tile [0, 61) in order; the layout's
+// length and sum are checked against PP x VP and the layer count, and bad entries name the key.
+TEST(Generators, PipelineLayoutSplitsLayersUnevenly) {
+  const TrainConfig c = train_config_from_spec(load_spec(
+      "", gen({"model=deepseek-v3", "tp=1", "pp=16", "dp=1", "ep=1", "global_batch=16", "pipeline_layout=4*15,1"})));
+  ASSERT_EQ(c.pipeline_layout.size(), 16u);
+  EXPECT_EQ(error_of(c), "no error");
+  std::uint32_t next = 0;
+  for (std::uint32_t v = 0; v < 16; ++v) {
+    const auto [b, e] = chunk_layers(c, v);
+    EXPECT_EQ(b, next) << v;
+    EXPECT_EQ(e - b, v < 15 ? 4u : 1u) << v;
+    next = e;
+  }
+  EXPECT_EQ(next, 61u);
+  // Without a layout 61 layers do not divide over 16 stages.
+  TrainConfig even = c;
+  even.pipeline_layout.clear();
+  EXPECT_NE(error_of(even).find("61 layers are not divisible by PP 16"), std::string::npos);
+  EXPECT_NE(spec_error("", gen({"model=deepseek-v3", "tp=1", "pp=16", "dp=1", "global_batch=16",
+                                "pipeline_layout=4*15"})).find("lists 15 stages with 60 layers"),
+            std::string::npos);
+  EXPECT_NE(spec_error("", gen({"model=deepseek-v3", "pp=2", "global_batch=2", "pipeline_layout=30,x"}))
+                .find("workload.generator.pipeline_layout: 'x' is not a layer count"),
+            std::string::npos);
+  EXPECT_NE(spec_error("", gen({"model=deepseek-v3", "pp=2", "global_batch=2", "pipeline_layout=31,30",
+                                "account_for_loss_in_pipeline_split=true"}))
+                .find("together with account_for"),
+            std::string::npos);
+  // End to end on a small model with interleaving: 6 layers over PP 2 x VP 2 laid out 3,1,1,1;
+  // rank 0 holds virtual stages 0 and 2 (layers 0-2 and 4), rank 1 stages 1 and 3 (3 and 5).
+  TrainConfig g;
+  g.model = find_model("gpt3-13b", "", "");
+  g.model.layers = 6;
+  g.pp = 2;
+  g.vp = 2;
+  g.dp = 1;
+  g.global_batch = 2;
+  g.pipeline_layout = {3, 1, 1, 1};
+  const auto w = generate_per_rank(g, empty_db());
+  EXPECT_NEAR(w.stats.model_flops / closed_form_model_flops(g.model, 2.0 * 2048, 2048), 1.0, 0.01);
+  std::map<std::string, int> qkv;
+  for (std::uint32_t r = 0; r < 2; ++r) {
+    for (const auto& n : w.workload.programs[r]) {
+      if (n.type == NodeType::kCompute && n.name.find(".qkv") != std::string::npos &&
+          n.name.find(".qkv.") == std::string::npos) {
+        ++qkv[std::to_string(r) + ":" + n.name.substr(0, n.name.find('.'))];
+      }
+    }
+  }
+  EXPECT_EQ(qkv.size(), 6u);
+  for (const char* k : {"0:L0", "0:L1", "0:L2", "0:L4", "1:L3", "1:L5"}) EXPECT_EQ(qkv[k], 2) << k;
+}
+
 // 32-bit keys are range-checked instead of wrapping modulo 2^32 (4294967304 = 2^32 + 8 would be 8).
 TEST(Generators, WholeNumberKeysAboveTheirFieldAreRefused) {
   for (const char* k : {"tp", "pp", "dp", "ep", "vp", "zero", "global_batch", "seq_len", "iterations", "grad_bytes",
