@@ -24,6 +24,7 @@
 #include "jobs/run.hpp"
 #include "models/core/workload.hpp"
 #include "tests/support/mpi.hpp"
+#include "tests/support/paths.hpp"
 #include "tests/support/run.hpp"
 #include "tests/support/scratch.hpp"
 
@@ -185,6 +186,36 @@ TEST(Breakdown, SendRecvAndUntaggedGroups) {
     EXPECT_EQ(r.pp_wait_ps, r.rank == 2 ? r.exposed_kind_ps[kPp] : 0) << r.rank;
   }
   expect_conserved(res);
+}
+
+// A SimAI/AICB file names its groups by column and suffix: plain collectives of the TP columns
+// run on TP groups, `_EP` ones on EP groups (docs/hdf5_schema.md "/ranks"). The MoE prefill
+// file (TP 4, EP 8, 32 GPUs) exposes TP all-reduces and EP all-to-alls and nothing else.
+TEST(Breakdown, SimaiGroupsCarryTheirKind) {
+  const auto w = fabricsim::jobs::load_workload(
+      fabricsim::testing::source_dir() + "/examples/workloads/moe_prefill/moe_prefill_tp4ep8.txt", "", 0, "");
+  std::size_t tp = 0, ep = 0;
+  for (const auto& g : w.groups) {
+    if (g.name.rfind("tp", 0) == 0) {
+      EXPECT_EQ(g.kind, m::CommKind::kTp) << g.name;
+      ++tp;
+    }
+    if (g.name.rfind("ep", 0) == 0) {
+      EXPECT_EQ(g.kind, m::CommKind::kEp) << g.name;
+      ++ep;
+    }
+  }
+  EXPECT_EQ(tp, 8u);
+  EXPECT_EQ(ep, 4u);
+  const RunResult res = fabricsim::testing::run_quiet(&w, {"cluster.gpus_per_host=1", "simccl.planner=ring"});
+  expect_conserved(res);
+  for (const auto& r : res.ranks) {
+    EXPECT_GT(r.exposed_kind_ps[kTp], 0) << r.rank;
+    EXPECT_GT(r.exposed_kind_ps[static_cast<std::size_t>(m::CommKind::kEp)], 0) << r.rank;
+    EXPECT_EQ(r.exposed_kind_ps[kTp] + r.exposed_kind_ps[static_cast<std::size_t>(m::CommKind::kEp)],
+              r.exposed_comm_ps)
+        << r.rank;
+  }
 }
 
 /// A generated GPT-3 13B slice (4 layers) with TP 2, PP 2, DP 2 on one 8-GPU host.
