@@ -75,6 +75,11 @@ constexpr Column kRankCols[] = {
     {"rank", ColType::U32, "1"},          {"finish_ps", ColType::I64, "ps"},
     {"compute_ps", ColType::I64, "ps"},   {"comm_ps", ColType::I64, "ps"},
     {"exposed_comm_ps", ColType::I64, "ps"},
+    // schema 4
+    {"exposed_tp_ps", ColType::I64, "ps"},    {"exposed_dp_ps", ColType::I64, "ps"},
+    {"exposed_ep_ps", ColType::I64, "ps"},    {"exposed_pp_ps", ColType::I64, "ps"},
+    {"exposed_cp_ps", ColType::I64, "ps"},    {"exposed_other_ps", ColType::I64, "ps"},
+    {"pp_wait_ps", ColType::I64, "ps"},       {"bubble_ps", ColType::I64, "ps"},
 };
 constexpr Column kCollCols[] = {
     {"group", ColType::U32, "1"},       {"instance", ColType::U32, "1"},
@@ -173,6 +178,9 @@ PackedTable pack(const std::vector<RankRecord>& v) {
     w.i64(r.compute_ps);
     w.i64(r.comm_ps);
     w.i64(r.exposed_comm_ps);
+    for (engine::SimTime v : r.exposed_kind_ps) w.i64(v);
+    w.i64(r.pp_wait_ps);
+    w.i64(r.bubble_ps);
   }
   return t;
 }
@@ -425,6 +433,9 @@ RunMeta bcast_meta(MPI_Comm comm, const RunMeta& meta) {
     put(meta.events);
     put(meta.simulated_time_ps);
     put(meta.sample_interval_ps);
+    put(meta.fits_memory);
+    put(meta.memory_estimate_bytes);
+    put(meta.memory_capacity_bytes);
     const std::uint64_t nf = meta.fabric_counters.size();
     put(nf);
     for (const auto& [name, value] : meta.fabric_counters) {
@@ -458,6 +469,9 @@ RunMeta bcast_meta(MPI_Comm comm, const RunMeta& meta) {
   get(m.events);
   get(m.simulated_time_ps);
   get(m.sample_interval_ps);
+  get(m.fits_memory);
+  get(m.memory_estimate_bytes);
+  get(m.memory_capacity_bytes);
   std::uint64_t nf = 0;
   get(nf);
   m.fabric_counters.resize(nf);
@@ -721,6 +735,14 @@ void write_meta(hid_t file, const RunMeta& m) {
   unit("simulated_time_ps", "ps");
   attr_number<std::int64_t>(gid, "sample_interval_ps", H5T_STD_I64LE, m.sample_interval_ps);
   unit("sample_interval_ps", "ps");
+  if (m.fits_memory >= 0) {  // schema 4: only where the workload has a memory estimate
+    attr_number<std::uint8_t>(gid, "fits_memory", H5T_STD_U8LE, static_cast<std::uint8_t>(m.fits_memory));
+    unit("fits_memory", "1");
+    attr_number<std::uint64_t>(gid, "memory_estimate_bytes", H5T_STD_U64LE, m.memory_estimate_bytes);
+    unit("memory_estimate_bytes", "bytes");
+    attr_number<std::uint64_t>(gid, "memory_capacity_bytes", H5T_STD_U64LE, m.memory_capacity_bytes);
+    unit("memory_capacity_bytes", "bytes");
+  }
   for (const auto& [name, value] : m.fabric_counters) {
     attr_number<std::uint64_t>(gid, "fabric_" + name, H5T_STD_U64LE, value);
     unit("fabric_" + name, fabric_counter_unit(name));

@@ -13,7 +13,7 @@
 namespace fabricsim::io {
 
 /// Version of the file layout written by write_results_h5 (attribute /meta/schema_version).
-inline constexpr int kHdf5SchemaVersion = 3;
+inline constexpr int kHdf5SchemaVersion = 4;
 /// Fixed length of the `op` column of /collectives (NUL-padded, no terminator needed).
 inline constexpr std::size_t kOpChars = 24;
 /// Rows per chunk of every table dataset.

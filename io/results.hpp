@@ -1,6 +1,7 @@
 #pragma once
 /// @file results.hpp
 /// Result records of a run, as written to HDF5 and the summary JSON. Plain data; times in ps.
+#include <array>
 #include <cstdint>
 #include <string>
 #include <utility>
@@ -27,6 +28,12 @@ struct RunMeta {
   /// Packet-fabric totals (schema 3), name -> value, e.g. {"pause_frames", 12}; written as
   /// /meta attributes "fabric_<name>" (uint64). Empty at the coarse rungs.
   std::vector<std::pair<std::string, std::uint64_t>> fabric_counters;
+  /// Schema 4: whether the per-GPU memory estimate (generated workloads, jobs/memory_estimate.hpp)
+  /// fits the GPU's HBM: 1 fits, 0 does not, -1 no estimate (trace files; the /meta attributes
+  /// fits_memory, memory_estimate_bytes and memory_capacity_bytes are then absent).
+  std::int32_t fits_memory = -1;
+  std::uint64_t memory_estimate_bytes = 0;  ///< peak estimate over pipeline ranks (bytes), when fits_memory >= 0
+  std::uint64_t memory_capacity_bytes = 0;  ///< the GPU's HBM (bytes), when fits_memory >= 0
 };
 
 /// Per-rank summary (dataset /ranks). Ordered by rank.
@@ -36,6 +43,19 @@ struct RankRecord {
   engine::SimTime compute_ps = 0;        ///< time with compute running
   engine::SimTime comm_ps = 0;           ///< time with >= 1 communication op in flight
   engine::SimTime exposed_comm_ps = 0;   ///< communication time not overlapped by compute
+  // Schema 4 (appended; the /ranks table is not part of the results digest):
+  /// exposed_comm_ps by what the communication serves, in models::CommKind order: TP, DP, EP,
+  /// PP, CP, other. Time with communication of several kinds in flight (and no compute) is split
+  /// equally among them, leftover picoseconds to the first kinds in that order, so the six add
+  /// up to exposed_comm_ps exactly (docs/hdf5_schema.md, "/ranks").
+  std::array<engine::SimTime, 6> exposed_kind_ps{};
+  /// Part of exposed_kind_ps[PP] during which every communication op in flight is a receive
+  /// from a neighbour pipeline stage: the stage waits for its input.
+  engine::SimTime pp_wait_ps = 0;
+  /// The pipeline bubble: pp_wait_ps plus the time the rank has nothing in flight at all
+  /// (simulated_time - compute_ps - exposed_comm_ps: after its own DAG finished until the last
+  /// rank's did). Filled when the ranks are gathered (it needs the simulated time).
+  engine::SimTime bubble_ps = 0;
 };
 
 /// Per-collective record (dataset /collectives). Ordered by (group, instance).

@@ -293,10 +293,15 @@ class Groups {
     auto& table = member_of_[static_cast<std::size_t>(family)];
     table.assign(world_, 0);
     const std::uint32_t dp = world_ / tp_;
+    // SimAI's group types (AICB/SimAI workload layer: TP, DP, EP, DP_EP): DP_EP is the expert
+    // data-parallel group, which reduces expert gradients, so it counts as DP.
+    const models::CommKind kind = family == Family::kTp   ? models::CommKind::kTp
+                                  : family == Family::kEp ? models::CommKind::kEp
+                                                          : models::CommKind::kDp;
     const auto add = [&](std::string name, std::vector<std::uint32_t> ranks) {
       const auto index = static_cast<std::int32_t>(groups_.size());
       for (const auto r : ranks) table[r] = index;
-      groups_.push_back(models::CommGroup{std::move(name), std::move(ranks)});
+      groups_.push_back(models::CommGroup{std::move(name), std::move(ranks), kind});
     };
     // DP group of TP index t, as an ordered list of ranks.
     const auto dp_members = [&](std::uint32_t t) {

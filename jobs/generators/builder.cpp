@@ -33,22 +33,23 @@ void Builder::make_groups(models::Workload& w) {
   for (std::uint32_t r = 0; r < world; ++r) all.ranks.push_back(r);
   w.groups.push_back(all);
   rg_.assign(world, {});
-  auto add = [&](const std::string& name, std::vector<std::uint32_t> ranks, std::int32_t RankGroups::*field) {
+  auto add = [&](const std::string& name, std::vector<std::uint32_t> ranks, std::int32_t RankGroups::*field,
+                 models::CommKind kind) {
     if (ranks.size() < 2) return;
     const auto idx = static_cast<std::int32_t>(w.groups.size());
     for (auto r : ranks) rg_[r].*field = idx;
-    w.groups.push_back(models::CommGroup{name, std::move(ranks)});
+    w.groups.push_back(models::CommGroup{name, std::move(ranks), kind});
   };
   for (std::uint32_t p = 0; p < c_.pp; ++p) {
     for (std::uint32_t d = 0; d < dpx_; ++d) {
       std::vector<std::uint32_t> g;
       for (std::uint32_t t = 0; t < c_.tp; ++t) g.push_back(rank_of(t, d, p));
-      add(fmt::format("tp{}.{}", p, d), g, &RankGroups::tp);
+      add(fmt::format("tp{}.{}", p, d), g, &RankGroups::tp, models::CommKind::kTp);
     }
     for (std::uint32_t t = 0; t < c_.tp; ++t) {
       std::vector<std::uint32_t> g;
       for (std::uint32_t d = 0; d < dpx_; ++d) g.push_back(rank_of(t, d, p));
-      add(fmt::format("dp{}.{}", p, t), g, &RankGroups::dp);
+      add(fmt::format("dp{}.{}", p, t), g, &RankGroups::dp, models::CommKind::kDp);
     }
     if (m_.is_moe()) {
       // EP folds into the stage's TP·DP ranks, linearised TP-fastest (Megatron-Core MoE folding).
@@ -57,19 +58,21 @@ void Builder::make_groups(models::Workload& w) {
       for (std::uint32_t blk = 0; blk < edp; ++blk) {
         std::vector<std::uint32_t> g;
         for (std::uint32_t j = 0; j < ep; ++j) g.push_back(stage_rank(blk * ep + j));
-        add(fmt::format("ep{}.{}", p, blk), g, &RankGroups::ep);
+        add(fmt::format("ep{}.{}", p, blk), g, &RankGroups::ep, models::CommKind::kEp);
       }
       for (std::uint32_t j = 0; j < ep; ++j) {
         std::vector<std::uint32_t> g;
         for (std::uint32_t blk = 0; blk < edp; ++blk) g.push_back(stage_rank(blk * ep + j));
-        add(fmt::format("edp{}.{}", p, j), g, &RankGroups::edp);
+        add(fmt::format("edp{}.{}", p, j), g, &RankGroups::edp, models::CommKind::kDp);
       }
     }
   }
   if (m_.tied_embeddings && c_.pp > 1) {
     for (std::uint32_t d = 0; d < dpx_; ++d) {
       for (std::uint32_t t = 0; t < c_.tp; ++t) {
-        add(fmt::format("emb{}.{}", d, t), {rank_of(t, d, 0), rank_of(t, d, c_.pp - 1)}, &RankGroups::emb);
+        // The tied-embedding gradient all-reduce is part of the gradient sync: DP.
+        add(fmt::format("emb{}.{}", d, t), {rank_of(t, d, 0), rank_of(t, d, c_.pp - 1)}, &RankGroups::emb,
+            models::CommKind::kDp);
       }
     }
   }
@@ -156,7 +159,7 @@ std::int64_t Builder::coll(Rank& R, const std::string& name, CollOp op, double b
 }
 
 std::int64_t Builder::ring_p2p(Rank& R, bool send, std::uint32_t peer, double bytes, std::int64_t tg, const std::string& name,
-                             std::vector<std::uint32_t> deps) {
+                             std::vector<std::uint32_t> deps, models::CommKind kind) {
   if (plan_only_) return -1;
   WorkNode nd;
   nd.name = name;
@@ -164,6 +167,7 @@ std::int64_t Builder::ring_p2p(Rank& R, bool send, std::uint32_t peer, double by
   nd.peer = share_ ? peer_slot(peer) : static_cast<std::int32_t>(peer);
   nd.bytes = u64(bytes);
   nd.tag = tg;
+  nd.kind = kind;
   nd.deps = std::move(deps);
   return push(R, std::move(nd));
 }
@@ -173,7 +177,8 @@ std::uint32_t Builder::p2p(Rank& R, bool send, std::uint32_t peer, double bytes,
   // A send waits for the producing compute; a receive is posted when the stream reaches it.
   std::vector<std::uint32_t> deps;
   add_dep(deps, R.last);
-  return static_cast<std::uint32_t>(ring_p2p(R, send, peer, bytes, tg, name, std::move(deps)));
+  // p2p() carries the pipeline's activations and gradients between stages.
+  return static_cast<std::uint32_t>(ring_p2p(R, send, peer, bytes, tg, name, std::move(deps), models::CommKind::kPp));
 }
 
 std::vector<KernelNeed> Builder::plan() {

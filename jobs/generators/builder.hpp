@@ -255,13 +255,15 @@ class Builder {
   /// after receive j (deps = `first` for j = 0); before it, send/receive j+1 forwards what step j
   /// received (the own chunk first) to `next` and takes one from `prev`, posted after
   /// `step_deps` (j = 0) or receive j. Tags: one per step from the rank's ring counter, the same
-  /// sequence on every rank of the ring. Node names `<tx><j+1>` / `<rx><j+1>`.
+  /// sequence on every rank of the ring. Node names `<tx><j+1>` / `<rx><j+1>`; the messages
+  /// are tagged `kind` (TP for the overlap rings, CP for context-parallel attention).
   void ring_steps(Rank& R, std::uint32_t n, std::uint32_t next, std::uint32_t prev, double bytes, const std::string& tx,
                   const std::string& rx_name, std::vector<std::uint32_t> step_deps, std::vector<std::uint32_t> first,
-                  const std::function<void(std::uint32_t, std::vector<std::uint32_t>)>& compute);
-  /// A send or receive of a ring-exchange step with explicit deps (p2p() waits for the stream).
+                  const std::function<void(std::uint32_t, std::vector<std::uint32_t>)>& compute, models::CommKind kind);
+  /// A send or receive of a ring-exchange step with explicit deps (p2p() waits for the stream),
+  /// serving parallelism `kind` (WorkNode::kind).
   std::int64_t ring_p2p(Rank& R, bool send, std::uint32_t peer, double bytes, std::int64_t tg, const std::string& name,
-                        std::vector<std::uint32_t> deps);
+                        std::vector<std::uint32_t> deps, models::CommKind kind);
   /// GEMM followed by the reduce-scatter of its output, pipelined (TE userbuffers `pipeline`
   /// method): kTpOverlapRsSplits row chunks, each chunk's partial result reduce-scattered
   /// (T_·h·B_/splits bytes, so the chunks move what the whole reduce-scatter moves) while the next

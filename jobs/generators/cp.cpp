@@ -15,7 +15,8 @@ void Builder::cp_attention(Rank& R, const std::string& L, bool bwd, bool recompu
   ring_steps(R, n, next, prev, bytes, base_name + ".cptx", base_name + ".cprx", std::move(step_deps), {},
              [&](std::uint32_t j, std::vector<std::uint32_t> deps) {
                comp(R, fmt::format("{}.cp{}", base_name, j), flash_k(bwd), std::move(deps), recompute);
-             });
+             },
+             models::CommKind::kCp);
 }
 
 }  // namespace fabricsim::jobs::gen

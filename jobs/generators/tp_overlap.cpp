@@ -14,20 +14,22 @@ void Builder::ag_gemm(Rank& R, const std::string& name, const std::function<Kern
   ring_steps(R, n, next, prev, shard_bytes, name + ".tx", name + ".rx", std::move(step_deps), std::move(first),
              [&](std::uint32_t j, std::vector<std::uint32_t> deps) {
                comp(R, fmt::format("{}.c{}", name, j), chunk(T_ / n), std::move(deps), recompute);
-             });
+             },
+             models::CommKind::kTp);
 }
 
 void Builder::ring_steps(Rank& R, std::uint32_t n, std::uint32_t next, std::uint32_t prev, double bytes, const std::string& tx,
                        const std::string& rx_name, std::vector<std::uint32_t> step_deps, std::vector<std::uint32_t> first,
-                       const std::function<void(std::uint32_t, std::vector<std::uint32_t>)>& compute) {
+                       const std::function<void(std::uint32_t, std::vector<std::uint32_t>)>& compute,
+                       models::CommKind kind) {
   std::int64_t rx = -1;
   for (std::uint32_t j = 0; j < n; ++j) {
     std::int64_t next_rx = -1;
     if (j + 1 < n) {
       const std::vector<std::uint32_t> d = j == 0 ? step_deps : deps_of({rx});
       const std::int64_t tg = ring_tag_base_ + R.ring_steps++;
-      ring_p2p(R, true, next, bytes, tg, tx + std::to_string(j + 1), d);
-      next_rx = ring_p2p(R, false, prev, bytes, tg, rx_name + std::to_string(j + 1), d);
+      ring_p2p(R, true, next, bytes, tg, tx + std::to_string(j + 1), d, kind);
+      next_rx = ring_p2p(R, false, prev, bytes, tg, rx_name + std::to_string(j + 1), d, kind);
     }
     compute(j, j == 0 ? std::move(first) : deps_of({rx}));
     rx = next_rx;

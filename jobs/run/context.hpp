@@ -5,6 +5,7 @@
 /// not included outside jobs/run.cpp and jobs/run/*.cpp.
 #include <mpi.h>
 
+#include <array>
 #include <chrono>
 #include <cstdint>
 #include <memory>
@@ -48,6 +49,11 @@ struct RunMetrics {
   /// communication; the per-rank means divide by `nr`.
   double comp = 0, commu = 0, exposed = 0;
   double nr = 1;  ///< ranks (at least 1)
+  /// Step breakdown per iteration (ps, as double; io::RankRecord::exposed_kind_ps, bubble_ps):
+  /// exposed communication per models::CommKind and the bubble summed over ranks, and the
+  /// largest rank's value of each (and of compute and exposed communication).
+  std::array<double, models::kCommKinds> exposed_kind{}, exposed_kind_max{};
+  double bubble = 0, bubble_max = 0, comp_max = 0, exposed_max = 0;
   /// Inference (docs/generators.md "Inference"): decode steps after the prefill, time to first
   /// token, mean time per output token (ps), throughputs in tokens/s over all replicas.
   std::uint32_t decode_steps = 0;

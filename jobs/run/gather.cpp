@@ -1,5 +1,6 @@
 // Stage `gather` of `fabricsim run`: every process's results made global (MPI), the digest.
 #include <algorithm>
+#include <cmath>
 #include <map>
 
 #include <fmt/format.h>
@@ -213,6 +214,12 @@ void fill_meta(RunContext& c) {
   m.simulated_time_ps = c.sim_end;
   m.wall_s = now_s() - c.t0;
   m.sample_interval_ps = c.spec.sample_interval_ps;
+  if (c.gen.used && !c.gen.stats.memory.stages.empty()) {
+    const MemoryEstimate& mem = c.gen.stats.memory;
+    m.fits_memory = mem.exceeds() ? 0 : 1;
+    m.memory_estimate_bytes = static_cast<std::uint64_t>(std::llround(mem.peak().total_bytes()));
+    m.memory_capacity_bytes = static_cast<std::uint64_t>(std::llround(mem.capacity_bytes));
+  }
 }
 
 }  // namespace
@@ -230,6 +237,12 @@ void gather(RunContext& c) {
   res.ranks = std::move(all_ranks);
   res.stats = c.stats;
   for (const auto& r : res.ranks) c.sim_end = std::max(c.sim_end, r.finish_ps);
+  // Compute and exposed communication are disjoint parts of [0, finish_ps]; the rest of the run
+  // and the exposed waits for a neighbour stage's data are the rank's bubble.
+  // (c.local_ranks too: the HDF5 file is written from each process's own rows.)
+  for (auto* v : {&res.ranks, &c.local_ranks}) {
+    for (auto& r : *v) r.bubble_ps = c.sim_end - r.compute_ps - r.exposed_comm_ps + r.pp_wait_ps;
+  }
   res.iterations = c.gen.used ? c.gen.iterations : 1;
   // Mean iteration time (the simulated time when the workload is one iteration).
   c.iter = c.sim_end / res.iterations;

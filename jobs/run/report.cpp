@@ -23,16 +23,27 @@ namespace {
 RunMetrics compute_metrics(RunContext& c) {
   RunMetrics mt;
   const GenInfo& gen = c.gen;
+  const double it = c.res.iterations;
   for (const auto& r : c.res.ranks) {
     mt.comp += static_cast<double>(r.compute_ps);
     mt.commu += static_cast<double>(r.comm_ps);
     mt.exposed += static_cast<double>(r.exposed_comm_ps);
+    mt.bubble += static_cast<double>(r.bubble_ps);
+    mt.comp_max = std::max(mt.comp_max, static_cast<double>(r.compute_ps) / it);
+    mt.exposed_max = std::max(mt.exposed_max, static_cast<double>(r.exposed_comm_ps) / it);
+    mt.bubble_max = std::max(mt.bubble_max, static_cast<double>(r.bubble_ps) / it);
+    for (std::size_t k = 0; k < models::kCommKinds; ++k) {
+      mt.exposed_kind[k] += static_cast<double>(r.exposed_kind_ps[k]);
+      mt.exposed_kind_max[k] = std::max(mt.exposed_kind_max[k], static_cast<double>(r.exposed_kind_ps[k]) / it);
+    }
   }
   mt.nr = std::max<double>(1, static_cast<double>(c.res.ranks.size()));
   // Per-rank sums cover every iteration; reported per iteration like the iteration time.
-  mt.comp /= c.res.iterations;
-  mt.commu /= c.res.iterations;
-  mt.exposed /= c.res.iterations;
+  mt.comp /= it;
+  mt.commu /= it;
+  mt.exposed /= it;
+  mt.bubble /= it;
+  for (double& v : mt.exposed_kind) v /= it;
   // Inference: time to first token (end of the prefill), time per output token (mean decode step,
   // as vLLM's benchmark counts TPOT: (end-to-end - TTFT) / (output tokens - 1)), throughput.
   if (gen.infer.used) {
@@ -77,6 +88,24 @@ void inference_lines(const RunContext& c, std::ostream& out) {
                      engine::format_time(c.sim_end), c.sim_end, mt.out_tok_s, mt.prompt_tok_s);
 }
 
+/// The step breakdown (docs/hdf5_schema.md, "/ranks"): exposed communication per group kind and
+/// the bubble, per rank and iteration, mean / max over ranks. "other" is shown when not zero.
+void breakdown_lines(const RunContext& c, std::ostream& out) {
+  const RunMetrics& mt = c.metrics;
+  auto t = [](double ps) { return engine::format_time(static_cast<engine::SimTime>(ps)); };
+  out << fmt::format("breakdown (per rank{}, mean / max over ranks): compute {} / {}, bubble {} / {}\n",
+                     c.gen.infer.used ? "" : " and iteration", t(mt.comp / mt.nr), t(mt.comp_max),
+                     t(mt.bubble / mt.nr), t(mt.bubble_max));
+  static constexpr const char* kLabel[models::kCommKinds] = {"TP", "DP", "EP", "PP", "CP", "other"};
+  std::string parts;
+  for (std::size_t k = 0; k < models::kCommKinds; ++k) {
+    if (k + 1 == models::kCommKinds && mt.exposed_kind_max[k] == 0) continue;
+    parts += fmt::format("{}{} {} / {}", parts.empty() ? "" : ", ", kLabel[k], t(mt.exposed_kind[k] / mt.nr),
+                         t(mt.exposed_kind_max[k]));
+  }
+  out << "  exposed communication by group: " << parts << "\n";
+}
+
 /// Header of the summary: version, workload, cluster, fidelity, times, per-rank means, MFU, memory.
 void summary_head(const RunContext& c, std::ostream& out) {
   const GenInfo& gen = c.gen;
@@ -102,6 +131,7 @@ void summary_head(const RunContext& c, std::ostream& out) {
                      engine::format_time(static_cast<engine::SimTime>(mt.comp / mt.nr)),
                      engine::format_time(static_cast<engine::SimTime>(mt.commu / mt.nr)),
                      engine::format_time(static_cast<engine::SimTime>(mt.exposed / mt.nr)));
+  breakdown_lines(c, out);
   if (gen.used && iter > 0) {
     out << fmt::format("model FLOPs: {:.4g} per {}, {:.1f} TFLOP/s per GPU, MFU {:.1f}% of {} dense peak\n",
                        gen.stats.model_flops, gen.infer.used ? "request batch (prefill + decode)" : "iteration",
@@ -299,6 +329,22 @@ std::string summary_json(const RunContext& c) {
   j["compute_ps_mean"] = mt.comp / mt.nr;
   j["comm_ps_mean"] = mt.commu / mt.nr;
   j["exposed_comm_ps_mean"] = mt.exposed / mt.nr;
+  // The step breakdown (docs/hdf5_schema.md): per rank and iteration, mean and max over ranks.
+  j["compute_ps_max"] = mt.comp_max;
+  j["exposed_comm_ps_max"] = mt.exposed_max;
+  for (std::size_t k = 0; k < models::kCommKinds; ++k) {
+    const std::string name = models::comm_kind_name(static_cast<models::CommKind>(k));
+    j["exposed_" + name + "_ps_mean"] = mt.exposed_kind[k] / mt.nr;
+    j["exposed_" + name + "_ps_max"] = mt.exposed_kind_max[k];
+  }
+  j["bubble_ps_mean"] = mt.bubble / mt.nr;
+  j["bubble_ps_max"] = mt.bubble_max;
+  const io::RunMeta& meta = res.meta;
+  if (meta.fits_memory >= 0) {
+    j["fits_memory"] = meta.fits_memory == 1;
+  } else {
+    j["fits_memory"] = nullptr;  // no estimate for this workload (trace files)
+  }
   if (c.gen.used) generator_json(c, j);
   if (c.gen.infer.used) j["inference"] = inference_json(c);
   j["collectives"] = nlohmann::json::array();

@@ -18,6 +18,18 @@ const char* coll_op_name(CollOp op) {
   return "unknown";
 }
 
+const char* comm_kind_name(CommKind k) {
+  switch (k) {
+    case CommKind::kTp: return "tp";
+    case CommKind::kDp: return "dp";
+    case CommKind::kEp: return "ep";
+    case CommKind::kPp: return "pp";
+    case CommKind::kCp: return "cp";
+    case CommKind::kOther: return "other";
+  }
+  return "other";
+}
+
 double busbw_factor(CollOp op, std::uint32_t n) {
   if (n <= 1) return 0.0;
   const double nd = static_cast<double>(n);

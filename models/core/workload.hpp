@@ -2,6 +2,7 @@
 /// @file workload.hpp
 /// The per-rank workload DAG that the GPU-rank LP walks. Readers in io/ (Chakra ET, SimAI/AICB
 /// text) and generators in jobs/ produce it; it is deliberately plain data.
+#include <cstddef>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -29,6 +30,23 @@ const char* coll_op_name(CollOp op);
 /// nccl-tests bus-bandwidth factor: busbw = algbw * factor(N) (nccl-tests doc/PERFORMANCE.md).
 double busbw_factor(CollOp op, std::uint32_t n);
 
+/// Parallelism a communicator or point-to-point message serves, for the exposed-communication
+/// breakdown (io::RankRecord::exposed_kind_ps). Generators and SimAI/AICB files know it; Chakra
+/// traces name process groups without saying what they are for, so theirs are kOther.
+enum class CommKind : std::uint8_t {
+  kTp,     ///< tensor parallel (also TP communication-overlap ring exchanges)
+  kDp,     ///< data parallel: gradient reduction and parameter gathering (dense and expert DP, the
+           ///< tied-embedding gradient group)
+  kEp,     ///< expert parallel (MoE dispatch and combine)
+  kPp,     ///< pipeline parallel (activations and gradients between stages)
+  kCp,     ///< context parallel (ring of K/V exchanges)
+  kOther,  ///< anything else: the world group, Chakra process groups, hand-built workloads
+};
+/// Number of CommKind values (array sizes; CommKind values are 0 .. kCommKinds-1).
+inline constexpr std::size_t kCommKinds = 6;
+/// Lower-case name of a kind: "tp", "dp", "ep", "pp", "cp", "other".
+const char* comm_kind_name(CommKind k);
+
 /// One node of a rank's DAG. Fields are ordered largest first so the struct has no padding
 /// (104 B on LP64; a 9,216-GPU MoE iteration holds ~75 M of them).
 struct WorkNode {
@@ -43,12 +61,16 @@ struct WorkNode {
   std::int32_t root = 0;            ///< broadcast/reduce root, as an index inside the group
   NodeType type = NodeType::kCompute;
   CollOp op = CollOp::kAllReduce;   ///< collectives only
+  /// Send/receive: the parallelism the message serves (a collective's kind is its group's,
+  /// CommGroup::kind).
+  CommKind kind = CommKind::kOther;
 };
 
 /// A communicator: a named, ordered set of global ranks (ring order = this order).
 struct CommGroup {
   std::string name;                  ///< e.g. "world", "tp0", "dp3", or a Chakra pg_name
   std::vector<std::uint32_t> ranks;  ///< global ranks, no duplicates
+  CommKind kind = CommKind::kOther;  ///< what the communicator is for (exposed-time breakdown)
 };
 
 /// A whole workload: one DAG per rank and the communicators they name.

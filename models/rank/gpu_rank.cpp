@@ -119,7 +119,21 @@ void GpuRankLp::account(SimTime now) {
   if (compute_busy_) compute_ps_ += dt;
   if (comm_active_ > 0) {
     comm_ps_ += dt;
-    if (!compute_busy_) exposed_ps_ += dt;
+    if (!compute_busy_ && dt > 0) {
+      exposed_ps_ += dt;
+      if (pp_recv_active_ == comm_active_) pp_wait_ps_ += dt;
+      // Equal split over the kinds in flight; the dt mod m leftover picoseconds go one each to the
+      // first kinds in CommKind order, so the per-kind sums add up to exposed_ps_ exactly.
+      SimTime m = 0;
+      for (std::uint32_t a : kind_active_) m += a > 0 ? 1 : 0;
+      const SimTime share = dt / m;
+      SimTime rem = dt % m;
+      for (std::size_t k = 0; k < kCommKinds; ++k) {
+        if (kind_active_[k] == 0) continue;
+        exposed_kind_[k] += share + (rem > 0 ? 1 : 0);
+        if (rem > 0) --rem;
+      }
+    }
   }
   last_change_ = now;
 }
@@ -137,19 +151,19 @@ void GpuRankLp::node_ready(std::uint32_t n, Context& ctx) {
     case NodeType::kSend:
       if (trace_on_) node_start_[n] = ctx.now();
       account(ctx.now());
-      ++comm_active_;
+      comm_begin(node.kind);
       start_send(n, ctx);
       return;
     case NodeType::kRecv: {
       if (trace_on_) node_start_[n] = ctx.now();
       account(ctx.now());
-      ++comm_active_;
+      comm_begin(node.kind, is_pp_recv(node));
       const P2pKey key{static_cast<std::uint32_t>(peer_of(node)), node.tag};
       auto it = arrived_.find(key);
       if (it != arrived_.end()) {
         if (--it->second == 0) arrived_.erase(it);
         account(ctx.now());
-        --comm_active_;
+        comm_end(node.kind, is_pp_recv(node));
         node_done(n, ctx);
       } else {
         waiting_rx_[key].push_back(n);
@@ -279,7 +293,7 @@ void GpuRankLp::start_collective(std::uint32_t n, Context& ctx) {
     return;
   }
   account(ctx.now());
-  ++comm_active_;
+  comm_begin(workload_->groups[group].kind);
   const std::uint32_t slot = slot_of(group, inst);
   CollState& st = state(slot);
   st.node = n;
@@ -809,7 +823,7 @@ void GpuRankLp::finish_collective(std::uint32_t slot, Context& ctx) {
     st2.completed = true;
     const WorkNode& node = (*program_)[st2.node];
     account(ctx.now());
-    --comm_active_;
+    comm_end(kind_of(node));
     trace_add(st2.node, TraceInterval::kCollective, instance_[st2.node], st2.start, ctx.now());
     partials_.push_back(CollectivePartial{static_cast<std::uint32_t>(group_of(node)), instance_[st2.node],
                                           node.op, node.bytes,
@@ -932,7 +946,7 @@ void GpuRankLp::on_send_complete(std::uint32_t slot, std::uint32_t idx, Context&
   }
   if (slot == kNoSlot) {
     account(ctx.now());
-    --comm_active_;
+    comm_end((*program_)[idx].kind);
     if (trace_on_) trace_add(idx, TraceInterval::kSend, 0, node_start_[idx], ctx.now());
     node_done(idx, ctx);
   } else {
@@ -1017,7 +1031,7 @@ void GpuRankLp::p2p_arrived(const P2pKey& key, Context& ctx) {
   it->second.pop_front();
   if (it->second.empty()) waiting_rx_.erase(it);
   account(ctx.now());
-  --comm_active_;
+  comm_end((*program_)[idx].kind, is_pp_recv((*program_)[idx]));
   if (trace_on_) trace_add(idx, TraceInterval::kRecv, 0, node_start_[idx], ctx.now());
   node_done(idx, ctx);
 }
@@ -1123,7 +1137,11 @@ std::int64_t GpuRankLp::first_unfinished() const {
 }
 
 io::RankRecord GpuRankLp::rank_record() const {
-  return io::RankRecord{id_, finish_ps_, compute_ps_, comm_ps_, exposed_ps_};
+  io::RankRecord r{id_, finish_ps_, compute_ps_, comm_ps_, exposed_ps_};
+  static_assert(std::tuple_size_v<decltype(r.exposed_kind_ps)> == kCommKinds);
+  for (std::size_t k = 0; k < kCommKinds; ++k) r.exposed_kind_ps[k] = exposed_kind_[k];
+  r.pp_wait_ps = pp_wait_ps_;
+  return r;
 }
 
 }  // namespace fabricsim::models

@@ -220,7 +220,27 @@ class GpuRankLp final : public engine::Lp, private NicOwner {
   /// a shared program names slots).
   std::int32_t group_of(const WorkNode& n) const { return workload_->group_of(id_, n); }
   std::int32_t peer_of(const WorkNode& n) const { return workload_->peer_of(id_, n); }
+  /// Adds the time since the last change to the compute, communication and exposed sums; the
+  /// exposed share is split equally over the kinds with communication in flight (exposed_kind_).
   void account(engine::SimTime now);
+  /// What communication node `n` serves: its group's kind for a collective, its own for a
+  /// send/receive.
+  CommKind kind_of(const WorkNode& n) const {
+    return n.type == NodeType::kCollective ? workload_->groups[static_cast<std::size_t>(group_of(n))].kind : n.kind;
+  }
+  /// A communication op of `kind` starts / ends now (call after account()); `pp_recv`: it is a
+  /// receive from a neighbour pipeline stage (a PP-tagged Recv node: the pipeline wait).
+  void comm_begin(CommKind kind, bool pp_recv = false) {
+    ++comm_active_;
+    ++kind_active_[static_cast<std::size_t>(kind)];
+    pp_recv_active_ += pp_recv ? 1 : 0;
+  }
+  void comm_end(CommKind kind, bool pp_recv = false) {
+    --comm_active_;
+    --kind_active_[static_cast<std::size_t>(kind)];
+    pp_recv_active_ -= pp_recv ? 1 : 0;
+  }
+  static bool is_pp_recv(const WorkNode& n) { return n.type == NodeType::kRecv && n.kind == CommKind::kPp; }
   void node_ready(std::uint32_t n, engine::Context& ctx);
   void node_done(std::uint32_t n, engine::Context& ctx);
   void start_compute(engine::Context& ctx);
@@ -394,6 +414,10 @@ class GpuRankLp final : public engine::Lp, private NicOwner {
   engine::SimTime last_change_ = 0;
   std::uint32_t comm_active_ = 0;
   engine::SimTime compute_ps_ = 0, comm_ps_ = 0, exposed_ps_ = 0, finish_ps_ = 0;
+  std::uint32_t kind_active_[kCommKinds] = {};    // communication ops in flight per CommKind
+  engine::SimTime exposed_kind_[kCommKinds] = {};  // exposed time per CommKind (sums to exposed_ps_)
+  std::uint32_t pp_recv_active_ = 0;  // PP receives in flight
+  engine::SimTime pp_wait_ps_ = 0;    // no compute, and only PP receives in flight
 
   std::vector<io::FlowRecord> flows_;
   std::vector<CollectivePartial> partials_;

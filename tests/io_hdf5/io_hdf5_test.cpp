@@ -43,6 +43,9 @@ RankRecord rank_row(int i) {
   r.compute_ps = i * 1000 + 1;
   r.comm_ps = i * 2000 + 2;
   r.exposed_comm_ps = (i % 3 == 0) ? 0 : i * 300 + 3;
+  for (std::size_t k = 0; k < r.exposed_kind_ps.size(); ++k) r.exposed_kind_ps[k] = i * 10 + static_cast<int>(k);
+  r.pp_wait_ps = i * 3;
+  r.bubble_ps = i * 11 + 5;
   return r;
 }
 
@@ -186,6 +189,8 @@ class Hdf5WriterTest : public fabricsim::testing::ScratchDirTest {
 struct RankRow {
   std::uint32_t rank;
   std::int64_t finish_ps, compute_ps, comm_ps, exposed_comm_ps;
+  std::int64_t kind[6];
+  std::int64_t pp_wait_ps, bubble_ps;
 };
 struct CollRow {
   std::uint32_t group, instance;
@@ -276,7 +281,7 @@ void check_file(const std::string& path, const RunMeta& meta, const std::vector<
   // /meta
   hid_t g = H5Gopen2(file, "/meta", H5P_DEFAULT);
   ASSERT_GE(g, 0);
-  EXPECT_EQ(read_num_attr<std::int32_t>(g, "schema_version", H5T_NATIVE_INT32), 3);
+  EXPECT_EQ(read_num_attr<std::int32_t>(g, "schema_version", H5T_NATIVE_INT32), 4);
   EXPECT_EQ(read_string_attr(g, "spec_text"), meta.spec_text);
   EXPECT_EQ(read_string_attr(g, "version"), meta.version);
   EXPECT_EQ(read_string_attr(g, "git_commit"), meta.git_commit);
@@ -311,7 +316,17 @@ void check_file(const std::string& path, const RunMeta& meta, const std::vector<
     const char* want = name.ends_with("_ps") ? "ps" : name.ends_with("_bytes") ? "bytes" : "1";
     EXPECT_EQ(read_string_attr(g, ("units." + a).c_str()), want) << a;
   }
-  EXPECT_EQ(H5Aget_num_attrs(g), 2 * (13 + static_cast<int>(meta.fabric_counters.size())));
+  // Schema 4: fits_memory (uint8 0/1) and the estimate only where the workload has one.
+  const int memory_attrs = meta.fits_memory >= 0 ? 3 : 0;
+  EXPECT_EQ(H5Aexists(g, "fits_memory") > 0, meta.fits_memory >= 0);
+  if (meta.fits_memory >= 0) {
+    EXPECT_EQ(read_num_attr<std::uint32_t>(g, "fits_memory", H5T_NATIVE_UINT32),
+              static_cast<std::uint32_t>(meta.fits_memory));
+    EXPECT_EQ(read_num_attr<std::uint64_t>(g, "memory_estimate_bytes", H5T_NATIVE_UINT64), meta.memory_estimate_bytes);
+    EXPECT_EQ(read_num_attr<std::uint64_t>(g, "memory_capacity_bytes", H5T_NATIVE_UINT64), meta.memory_capacity_bytes);
+    EXPECT_EQ(read_string_attr(g, "units.memory_estimate_bytes"), "bytes");
+  }
+  EXPECT_EQ(H5Aget_num_attrs(g), 2 * (13 + memory_attrs + static_cast<int>(meta.fabric_counters.size())));
   H5Gclose(g);
 
   // /ranks
@@ -321,6 +336,13 @@ void check_file(const std::string& path, const RunMeta& meta, const std::vector<
   H5Tinsert(rt, "compute_ps", HOFFSET(RankRow, compute_ps), H5T_NATIVE_INT64);
   H5Tinsert(rt, "comm_ps", HOFFSET(RankRow, comm_ps), H5T_NATIVE_INT64);
   H5Tinsert(rt, "exposed_comm_ps", HOFFSET(RankRow, exposed_comm_ps), H5T_NATIVE_INT64);
+  const char* const kinds[] = {"exposed_tp_ps", "exposed_dp_ps", "exposed_ep_ps",
+                               "exposed_pp_ps", "exposed_cp_ps", "exposed_other_ps"};
+  for (std::size_t k = 0; k < 6; ++k) {
+    H5Tinsert(rt, kinds[k], HOFFSET(RankRow, kind) + k * sizeof(std::int64_t), H5T_NATIVE_INT64);
+  }
+  H5Tinsert(rt, "pp_wait_ps", HOFFSET(RankRow, pp_wait_ps), H5T_NATIVE_INT64);
+  H5Tinsert(rt, "bubble_ps", HOFFSET(RankRow, bubble_ps), H5T_NATIVE_INT64);
   const auto rr = read_rows<RankRow>(file, "/ranks", rt);
   H5Tclose(rt);
   ASSERT_EQ(rr.size(), ranks.size());
@@ -330,6 +352,9 @@ void check_file(const std::string& path, const RunMeta& meta, const std::vector<
     EXPECT_EQ(rr[i].compute_ps, ranks[i].compute_ps) << i;
     EXPECT_EQ(rr[i].comm_ps, ranks[i].comm_ps) << i;
     EXPECT_EQ(rr[i].exposed_comm_ps, ranks[i].exposed_comm_ps) << i;
+    for (std::size_t k = 0; k < 6; ++k) EXPECT_EQ(rr[i].kind[k], ranks[i].exposed_kind_ps[k]) << i << " kind " << k;
+    EXPECT_EQ(rr[i].pp_wait_ps, ranks[i].pp_wait_ps) << i;
+    EXPECT_EQ(rr[i].bubble_ps, ranks[i].bubble_ps) << i;
   }
 
   // /collectives
@@ -386,7 +411,9 @@ void check_file(const std::string& path, const RunMeta& meta, const std::vector<
 
   check_units(file, "/ranks",
               {{"rank", "1"}, {"finish_ps", "ps"}, {"compute_ps", "ps"}, {"comm_ps", "ps"},
-               {"exposed_comm_ps", "ps"}},
+               {"exposed_comm_ps", "ps"}, {"exposed_tp_ps", "ps"}, {"exposed_dp_ps", "ps"},
+               {"exposed_ep_ps", "ps"}, {"exposed_pp_ps", "ps"}, {"exposed_cp_ps", "ps"},
+               {"exposed_other_ps", "ps"}, {"pp_wait_ps", "ps"}, {"bubble_ps", "ps"}},
               "rank");
   check_units(file, "/collectives",
               {{"group", "1"}, {"instance", "1"}, {"op", "text"}, {"bytes", "bytes"},
@@ -420,6 +447,9 @@ TEST_F(Hdf5WriterTest, WritesSortedGlobalTablesAndMeta) {
   RunMeta meta2 = meta;
   meta2.seed = 7;
   meta2.spec_text = "small";
+  meta2.fits_memory = 0;  // a memory verdict: the three schema-4 attributes appear
+  meta2.memory_estimate_bytes = 1'400'000'000'000ull;
+  meta2.memory_capacity_bytes = 80'000'000'000ull;
   write_results_h5(MPI_COMM_WORLD, path, meta2, local_rows<RankRecord>(8, rank_row),
                    local_rows<CollectiveRecord>(kRows, coll_row),
                    local_rows<FlowRecord>(kRows, flow_row));

@@ -4,7 +4,7 @@
 usage: results_test.py FABRICSIM SOURCE_DIR MPIEXEC
 
 1. every dataset, column (name, order, HDF5 class), unit attribute and /meta attribute documented
-   in docs/hdf5_schema.md (schema 3) exists, /meta attributes with their units.* attribute, the
+   in docs/hdf5_schema.md (schema 4) exists, /meta attributes with their units.* attribute, the
    packet run's fabric_<counter> attributes (uint64, units ps / bytes / 1);
 2. conservation: ring-planned collectives move exactly their closed-form bytes as flows
    (AllReduce 2(N-1)S, AllGather/ReduceScatter (N-1)S for S divisible by N), and the bytes of the
@@ -51,10 +51,12 @@ def run(args, np_=1, **kw):
     return subprocess.run(cmd, capture_output=True, text=True, **kw)
 
 
-# Documented schema 3: dataset -> [(column, numpy kind, unit)]
+# Documented schema 4: dataset -> [(column, numpy kind, unit)]
 SCHEMA = {
     "ranks": [("rank", "u", "1"), ("finish_ps", "i", "ps"), ("compute_ps", "i", "ps"), ("comm_ps", "i", "ps"),
-              ("exposed_comm_ps", "i", "ps")],
+              ("exposed_comm_ps", "i", "ps"), ("exposed_tp_ps", "i", "ps"), ("exposed_dp_ps", "i", "ps"),
+              ("exposed_ep_ps", "i", "ps"), ("exposed_pp_ps", "i", "ps"), ("exposed_cp_ps", "i", "ps"),
+              ("exposed_other_ps", "i", "ps"), ("pp_wait_ps", "i", "ps"), ("bubble_ps", "i", "ps")],
     "collectives": [("group", "u", "1"), ("instance", "u", "1"), ("op", "S", "text"), ("bytes", "u", "bytes"),
                     ("ranks", "u", "1"), ("start_ps", "i", "ps"), ("end_ps", "i", "ps"), ("algbw_GBps", "f", "GB/s"),
                     ("busbw_GBps", "f", "GB/s"), ("algorithm", "S", "text"), ("protocol", "S", "text"),
@@ -77,6 +79,8 @@ META = {"schema_version": "i", "spec_text": "S", "version": "S", "git_commit": "
 META_UNITS = {"schema_version": "1", "spec_text": "text", "version": "text", "git_commit": "text", "workload": "text",
               "seed": "1", "processes": "1", "threads": "1", "ranks": "1", "wall_s": "s", "events": "1",
               "simulated_time_ps": "ps", "sample_interval_ps": "ps"}
+# Documented /meta attributes of runs with a memory estimate (generated workloads; schema 4).
+MEMORY = {"fits_memory": ("u", "1"), "memory_estimate_bytes": ("u", "bytes"), "memory_capacity_bytes": ("u", "bytes")}
 # Documented /meta fabric counters of packet-level runs (fabric_<name>, uint64).
 FABRIC = ["switch_packets", "nic_data_packets", "pause_frames", "resume_frames", "switch_paused_ps", "nic_paused_ps",
           "nic_pauses", "ecn_marks", "drops", "headroom_drops", "retransmits", "timeouts", "nacks", "cnps", "acks",
@@ -100,7 +104,12 @@ def check_meta(path):
                 check(k == kind, f"/meta.{name} kind {k} != {kind}")
             u = attrs.get("units." + name)
             check(u is not None and u.decode() == META_UNITS[name], f"/meta units.{name} = {u!r}")
-        check(int(attrs["schema_version"]) == 3, "schema_version != 3")
+        check(int(attrs["schema_version"]) == 4, "schema_version != 4")
+        for name, (kind, unit) in MEMORY.items():
+            if name in attrs:
+                check(np.asarray(attrs[name]).dtype.kind == kind, f"/meta.{name} kind")
+                u = attrs.get("units." + name)
+                check(u is not None and u.decode() == unit, f"/meta units.{name} = {u!r}")
         for name in FABRIC:
             a = "fabric_" + name
             check(a in attrs, f"{path}: /meta.{a} missing")
@@ -108,7 +117,7 @@ def check_meta(path):
                 check(np.asarray(attrs[a]).dtype == np.dtype("<u8"), f"/meta.{a} dtype {np.asarray(attrs[a]).dtype}")
                 u = attrs.get("units." + a)
                 check(u is not None and u.decode() == fabric_unit(name), f"/meta units.{a} = {u!r}")
-        extra = {k for k in attrs if not k.startswith("units.")} - set(META) - {"fabric_" + n for n in FABRIC}
+        extra = {k for k in attrs if not k.startswith("units.")} - set(META) - set(MEMORY) - {"fabric_" + n for n in FABRIC}
         check(not extra, f"undocumented /meta attributes {sorted(extra)}")
         check(all(k[len("units."):] in attrs for k in attrs if k.startswith("units.")), "units.X without X")
         return {k: attrs[k] for k in attrs}

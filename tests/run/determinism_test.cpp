@@ -76,6 +76,9 @@ TEST(Determinism, IdenticalTablesAcrossProcessesAndThreads) {
         EXPECT_EQ(got.ranks[r].compute_ps, ref.ranks[r].compute_ps);
         EXPECT_EQ(got.ranks[r].comm_ps, ref.ranks[r].comm_ps);
         EXPECT_EQ(got.ranks[r].exposed_comm_ps, ref.ranks[r].exposed_comm_ps);
+        EXPECT_EQ(got.ranks[r].exposed_kind_ps, ref.ranks[r].exposed_kind_ps);
+        EXPECT_EQ(got.ranks[r].pp_wait_ps, ref.ranks[r].pp_wait_ps);
+        EXPECT_EQ(got.ranks[r].bubble_ps, ref.ranks[r].bubble_ps);
       }
       if (procs > 1 || threads > 1) {
         // The partition really was cut: windows are bounded by the lookahead.
