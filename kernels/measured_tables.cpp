@@ -3,6 +3,7 @@
 #include <zstd.h>
 
 #include <algorithm>
+#include <charconv>
 #include <chrono>
 #include <cmath>
 #include <cstdlib>
@@ -10,6 +11,7 @@
 #include <fstream>
 #include <iterator>
 #include <sstream>
+#include <string_view>
 
 #include "engine/errors.hpp"
 
@@ -139,15 +141,16 @@ std::optional<TableTime> Grid3::lookup(const std::array<double, 3>& x) const {
 
 namespace {
 
-/// Splits one plain CSV line (the tables have no quoted fields) into views.
-void split_fields(const std::string& text, std::size_t b, std::size_t e, std::vector<std::string>& f) {
+/// Splits one plain CSV line (the tables have no quoted fields) into views of `text`.
+void split_fields(const std::string& text, std::size_t b, std::size_t e, std::vector<std::string_view>& f) {
   f.clear();
+  const std::string_view all(text);
   std::size_t s = b;
   for (std::size_t i = b; i <= e; ++i) {
     if (i == e || text[i] == ',') {
       std::size_t t = i;
       if (t > s && text[t - 1] == '\r') --t;
-      f.emplace_back(text, s, t - s);
+      f.push_back(all.substr(s, t - s));
       s = i + 1;
     }
   }
@@ -159,7 +162,7 @@ struct CsvReader {
   const std::string& text;
   const std::string& file;
   std::size_t pos = 0, lineno = 0;
-  std::vector<std::string> f;
+  std::vector<std::string_view> f;
   std::vector<std::string> header;
 
   bool next() {
@@ -177,7 +180,7 @@ struct CsvReader {
   std::string where() const { return "line " + std::to_string(lineno); }
   void read_header() {
     if (!next()) throw InputError(file, "line 1", "no header line", "the table must start with its column names");
-    header = f;
+    header.assign(f.begin(), f.end());
   }
   std::size_t col(const std::string& name) const {
     for (std::size_t i = 0; i < header.size(); ++i) {
@@ -185,18 +188,19 @@ struct CsvReader {
     }
     throw InputError(file, "line 1 (header)", "missing column '" + name + "'", "give the table with aiconfigurator's column names (kernels/data/measured/SOURCES.md)");
   }
-  const std::string& get(std::size_t c, const std::string& name) const {
+  std::string_view get(std::size_t c, const std::string& name) const {
     if (c >= f.size()) {
       throw InputError(file, where() + " column " + name, "missing field (" + std::to_string(f.size()) + " fields)", "every row needs all header columns");
     }
     return f[c];
   }
   double num(std::size_t c, const std::string& name, bool positive) const {
-    const std::string& s = get(c, name);
-    char* end = nullptr;
-    const double v = std::strtod(s.c_str(), &end);
-    if (s.empty() || end != s.c_str() + s.size() || !std::isfinite(v) || v < 0 || (positive && !(v > 0))) {
-      throw InputError(file, where() + " column " + name, "'" + s + "' is not a number " + (positive ? "> 0" : ">= 0"),
+    const std::string_view s = get(c, name);
+    double v = 0;
+    const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+    if (s.empty() || ec != std::errc() || end != s.data() + s.size() || !std::isfinite(v) || v < 0 ||
+        (positive && !(v > 0))) {
+      throw InputError(file, where() + " column " + name, "'" + std::string(s) + "' is not a number " + (positive ? "> 0" : ">= 0"),
                        "fix the row (times are ms per call, dimensions whole numbers)");
     }
     return v;
@@ -209,10 +213,16 @@ void parse_gemm_table(const std::string& text, const std::string& file, std::map
   CsvReader r(text, file);
   r.read_header();
   const std::size_t cd = r.col("gemm_dtype"), cm = r.col("m"), cn = r.col("n"), ck = r.col("k"), cl = r.col("latency");
+  std::string last_name;
+  Grid3* last = nullptr;
   while (r.next()) {
-    const std::string& d = r.get(cd, "gemm_dtype");
+    const std::string_view d = r.get(cd, "gemm_dtype");
     if (d.empty()) throw InputError(file, r.where() + " column gemm_dtype", "empty dtype", "name the GEMM dtype, e.g. bfloat16");
-    out[d].add({r.num(cm, "m", true), r.num(cn, "n", true), r.num(ck, "k", true)}, r.num(cl, "latency", true));
+    if (d != last_name) {
+      last_name = std::string(d);
+      last = &out[last_name];
+    }
+    last->add({r.num(cm, "m", true), r.num(cn, "n", true), r.num(ck, "k", true)}, r.num(cl, "latency", true));
   }
   for (auto& [d, g] : out) g.finish();
 }
@@ -241,7 +251,8 @@ void parse_attn_table(const std::string& text, const std::string& file, std::map
     const double h = r.num(ch, "num_heads", true), kv = r.num(ckv, "num_key_value_heads", true);
     const double hd = r.num(chd, "head_dim", true), win = r.num(cw, "window_size", false);
     if (std::fmod(h, kv) != 0) continue;  // not a whole GQA group: never matched by a query
-    const AttnKey key{int(hd), int(win), r.get(cad, "attn_dtype"), r.get(ckd, "kv_cache_dtype"), int(h / kv)};
+    const AttnKey key{int(hd), int(win), std::string(r.get(cad, "attn_dtype")), std::string(r.get(ckd, "kv_cache_dtype")),
+                      int(h / kv)};
     out[key].add({r.num(cb, "batch_size", true), r.num(cs, "isl", true), h}, r.num(cl, "latency", true));
   }
   for (auto& [k, g] : out) g.finish();
