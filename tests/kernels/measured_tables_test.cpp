@@ -57,6 +57,23 @@ TEST(MeasuredTables, H100Bf16Gemm4096CubedIsTheMeasuredRow) {
   EXPECT_NEAR(t8->time_us, 1404.784, 0.0005);
 }
 
+TEST(MeasuredTables, EveryShippedSystemLoads) {
+  // ../shared/inputs/kernels/SOURCES.md: 8192^3 bf16 reaches H100 782.7, H200 806, B200 1492,
+  // GB200 1407, A100 263 TFLOP/s (2mnk / t); H100 fp8 1243.
+  const struct {
+    const char* gpu;
+    Dtype d;
+    double tflops;
+  } cases[] = {{"H100", Dtype::kBf16, 782.7}, {"H200", Dtype::kBf16, 806}, {"B200", Dtype::kBf16, 1492},
+               {"GB200", Dtype::kBf16, 1407},  {"A100", Dtype::kBf16, 263}, {"H100", Dtype::kFp8, 1243}};
+  for (const auto& c : cases) {
+    const auto t = tables().gemm(find_gpu(c.gpu), c.d, 8192, 8192, 8192);
+    ASSERT_TRUE(t.has_value()) << c.gpu;
+    EXPECT_EQ(t->how, TableHow::kMeasured) << c.gpu;
+    EXPECT_NEAR(2.0 * 8192 * 8192 * 8192 / (t->time_us * 1e-6) / 1e12, c.tflops, 0.5) << c.gpu;
+  }
+}
+
 TEST(MeasuredTables, BetweenGridPointsLiesBetweenNeighboursAndIsMonotone) {
   const Grid3& g = h100_gemm_grids().at("bfloat16");
   std::mt19937 rng(7);
