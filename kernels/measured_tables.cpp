@@ -75,6 +75,8 @@ void Grid3::finish() {
     return static_cast<std::size_t>(std::lower_bound(axis_[a].begin(), axis_[a].end(), v) - axis_[a].begin());
   };
   for (const auto& r : raw_) ms_.emplace(pack(idx(0, r.first[0]), idx(1, r.first[1]), idx(2, r.first[2])), r.second);
+  raw_.clear();
+  raw_.shrink_to_fit();
 }
 
 std::optional<double> Grid3::at(std::size_t i, std::size_t j, std::size_t k) const {

@@ -57,7 +57,8 @@ class Grid3 {
   /// Adds a measured point; the first time given for a point is kept (as aiconfigurator's
   /// loader does). Coordinates must be > 0.
   void add(const std::array<double, 3>& x, double ms);
-  /// Sorts the axes; call once after the last add().
+  /// Sorts the axes and indexes the points; call once after the last add() (the added list is
+  /// released then).
   void finish();
   /// Time (µs) at `x`, or nullopt when a needed corner was not measured.
   std::optional<TableTime> lookup(const std::array<double, 3>& x) const;
@@ -65,7 +66,8 @@ class Grid3 {
   const std::vector<double>& axis(int a) const { return axis_[static_cast<std::size_t>(a)]; }
   /// The measured time (ms) at grid indices, or nullopt.
   std::optional<double> at(std::size_t i, std::size_t j, std::size_t k) const;
-  std::size_t size() const { return raw_.size(); }
+  /// Measured points (after finish()).
+  std::size_t size() const { return ms_.size(); }
 
  private:
   static std::uint64_t pack(std::size_t i, std::size_t j, std::size_t k) {
