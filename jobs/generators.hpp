@@ -38,6 +38,7 @@
 /// FLOPs: GEMM 2mnk; attention core 2·b·s²·heads·(d_qk + d_v) per layer forward (Megatron counts
 /// the full s² even with a causal mask; kernels are timed with half of it when causal); backward
 /// = 2× forward; full recompute adds one more forward of every layer.
+#include <array>
 #include <cstdint>
 #include <string>
 #include <utility>
@@ -128,6 +129,9 @@ struct TrainConfig {
   std::uint32_t output_tokens = 0;     ///< inference: tokens generated per request, the prefill's included
   std::uint32_t batch = 0;             ///< inference: concurrent requests per replica
   kernels::Fallback fallback = kernels::Fallback::kRoofline;
+  /// `kernels: measured`: GEMMs and fused attention are timed from the measured tables of the GPU
+  /// first (kernels/measured_tables.hpp); false (`kernels: model`): the database rows and model only.
+  bool measured_kernels = true;
   kernels::RooflineEfficiency efficiency;
   std::string file = "<spec>";         ///< for error messages
   /// workload.generator keys (without the prefix) given with --set: a check failing on one of
@@ -147,6 +151,12 @@ struct GenStats {
   std::uint64_t kernels_scaled = 0;    ///< ... roofline-scaled from another GPU's rows
   std::uint64_t kernels_modelled = 0;  ///< ... from the analytic roofline or extrapolation
   double compute_ps_rank0 = 0;         ///< sum of rank 0's compute durations (ps)
+  /// Compute durations of all ranks (ps) by where their time came from, indexed by
+  /// kernels::EstimateSource: measured, interpolated, extrapolated, model.
+  std::array<double, 4> compute_ps_by_source{};
+  /// Folder of the measured tables used (e.g. "h100_sxm"), empty when the GPU has none or
+  /// `kernels: model` was asked for.
+  std::string kernel_table;
   MemoryEstimate memory;               ///< HBM per GPU the job needs (jobs/memory_estimate.hpp)
 };
 
@@ -246,7 +256,8 @@ std::vector<KernelNeed> kernel_plan(const TrainConfig& c);
 /// heads and vocab. @throws engine::InputError naming the key (file or <cli>) and the fix.
 TrainConfig train_config_from_spec(const Spec& spec);
 
-/// Loads the kernel database a config asks for (`kernel_db` key, else KernelDb::default_path()).
+/// Loads the kernel database a config asks for (`kernel_db` key, else KernelDb::default_path())
+/// with the shipped measured tables attached (kernels::MeasuredTables::shipped()).
 kernels::KernelDb load_kernel_db(const std::string& path);
 
 /// Model FLOPs of one iteration by Narayanan et al. SC'21 eq. (3) without recompute,

@@ -59,6 +59,9 @@ struct KernelShape {
   /// attention: FlashAttention-2 kernel class (Megatron/TE before Hopper-native kernels) instead
   /// of the GPU's native fused attention (FlashAttention-3 / cuDNN 9 on Hopper, FA2 on Ampere)
   bool flash2 = false;
+  double heads = 0;     ///< attention: query heads on this GPU (0 = unknown: no table lookup)
+  double kv_heads = 0;  ///< attention: KV heads on this GPU (0 = unknown)
+  double window = 0;    ///< attention: sliding window (tokens), 0 = full
 
   static KernelShape gemm(double m, double n, double k, double batch = 1) {
     KernelShape s;

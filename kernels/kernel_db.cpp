@@ -226,8 +226,52 @@ std::optional<KernelEstimate> KernelDb::on_gpu(const GpuSpec& gpu, const std::st
   return KernelEstimate{pts.front().second * x / pts.front().first, cls, "interpolated"};
 }
 
+std::optional<KernelEstimate> KernelDb::from_tables(const GpuSpec& gpu, Dtype d, const KernelShape& shape,
+                                                    double flops, double bytes, Fallback fb) const {
+  std::optional<TableTime> t;
+  double ratio = 1;
+  if (shape.kind == KernelShape::Kind::kGemm && shape.batch == 1) {
+    t = tables_->gemm(gpu, d, shape.m, shape.n, shape.k);
+  } else if (shape.kind == KernelShape::Kind::kAttention && shape.causal && shape.heads > 0 && shape.kv_heads > 0 &&
+             shape.seq > 0) {
+    const double b = shape.batch / shape.heads;  // KernelShape::batch is batch·heads
+    t = tables_->attention(gpu, d, b, shape.seq, shape.heads, shape.kv_heads, shape.head_dim, shape.window);
+    if (shape.backward) ratio = kAttnBwdOverFwd;
+  }
+  if (!t || (fb == Fallback::kNone && t->how == TableHow::kExtrapolated)) return std::nullopt;
+  KernelEstimate e;
+  e.time_us = t->time_us * ratio;
+  e.cls = classify(shape.kind == KernelShape::Kind::kGemm ? "gemm" : "attention", flops, bytes, gpu, d);
+  e.how = std::string("table ") + table_how_name(t->how);
+  e.source = t->how == TableHow::kMeasured     ? EstimateSource::kMeasured
+             : t->how == TableHow::kInterpolated ? EstimateSource::kInterpolated
+                                                  : EstimateSource::kExtrapolated;
+  return e;
+}
+
+namespace {
+EstimateSource source_of(const std::string& how) {
+  if (how == "measured") return EstimateSource::kMeasured;
+  if (how == "interpolated") return EstimateSource::kInterpolated;
+  if (how == "extrapolated") return EstimateSource::kExtrapolated;
+  return EstimateSource::kModel;
+}
+}  // namespace
+
 KernelEstimate KernelDb::estimate(const GpuSpec& gpu, const std::string& op, Dtype d, double flops, double bytes,
-                                  Fallback fb, const RooflineEfficiency& eff, const KernelShape& shape) const {
+                                  Fallback fb, const RooflineEfficiency& eff, const KernelShape& shape,
+                                  bool tables) const {
+  if (tables && tables_ != nullptr && shape.kind != KernelShape::Kind::kNone) {
+    if (auto e = from_tables(gpu, d, shape, flops, bytes, fb)) return *e;
+  }
+  KernelEstimate e = estimate_rows(gpu, op, d, flops, bytes, fb, eff, shape);
+  e.source = source_of(e.how);
+  return e;
+}
+
+KernelEstimate KernelDb::estimate_rows(const GpuSpec& gpu, const std::string& op, Dtype d, double flops,
+                                       double bytes, Fallback fb, const RooflineEfficiency& eff,
+                                       const KernelShape& shape) const {
   std::string why;
   if (auto e = on_gpu(gpu, op, d, flops, bytes, false, &why)) return *e;
   // Another GPU with data for this op, scaled by the roofline (most rows first, then table order).

@@ -11,6 +11,11 @@
 ///  * time_us: measured time of one call (µs, > 0); source, quality: provenance of the row.
 ///
 /// Lookup (KernelDb::estimate) for (gpu, op, dtype, flops, bytes), in order:
+///  0. with measured tables attached (use_tables) and the call's shape known: a single GEMM
+///     (shape kind kGemm, batch 1) or a fused attention forward (kAttention with heads and KV
+///     heads) is looked up in the GPU's measured tables (kernels/measured_tables.hpp); an
+///     attention backward is the table's forward time × kAttnBwdOverFwd. Grouped/batched GEMMs
+///     (batch > 1), non-causal attention and every other kernel go on to the steps below;
 ///  1. rows of that gpu/op/dtype: an exact (flops, bytes) match is returned as measured; a query
 ///     inside the measured range of its work coordinate (FLOPs for a compute-bound query, bytes
 ///     for a memory-bound one) is interpolated: the achieved rate (work / time) is linear in
@@ -33,6 +38,7 @@
 
 #include "kernels/efficiency_model.hpp"
 #include "kernels/gpu_specs.hpp"
+#include "kernels/measured_tables.hpp"
 
 namespace fabricsim::kernels {
 
@@ -92,12 +98,29 @@ struct RooflineEfficiency {
   bool shape_model = true;
 };
 
+/// Time of a fused-attention backward over its forward, applied to measured forward tables:
+/// the backward does 2.5× the forward's matmul FLOPs (5 matmuls against 2) and reaches 63% of
+/// A100 peak against the forward's 73% (Dao, FlashAttention-2, arXiv:2307.08691: abstract and
+/// Sec. 4.1), so t_bwd = t_fwd · 2.5 · 73/63 ≈ 2.897.
+inline constexpr double kAttnBwdOverFwd = 2.5 * 73.0 / 63.0;
+
+/// Where an estimate came from, coarsely (the run's compute-time shares).
+enum class EstimateSource : std::uint8_t {
+  kMeasured,      ///< a measured row or table point
+  kInterpolated,  ///< between measured points
+  kExtrapolated,  ///< off the measured range by a documented rule
+  kModel,         ///< efficiency/roofline model, or rows of another GPU roofline-scaled
+};
+
 /// The result of a lookup.
 struct KernelEstimate {
   double time_us = 0;
   KernelClass cls = KernelClass::kCompute;
-  /// "measured", "interpolated", "extrapolated", "scaled from <GPU>", "efficiency model", "roofline model"
+  /// "measured", "interpolated", "extrapolated", "scaled from <GPU>", "efficiency model",
+  /// "roofline model"; from the measured tables "table measured", "table interpolated",
+  /// "table extrapolated"
   std::string how;
+  EstimateSource source = EstimateSource::kModel;
 };
 
 /// A loaded kernel database.
@@ -115,14 +138,21 @@ class KernelDb {
   void add(KernelRow row);
   /// All rows in load order.
   const std::vector<KernelRow>& rows() const { return rows_; }
+  /// Attaches measured tables consulted first by estimate() (nullptr detaches). Not owned.
+  void use_tables(const MeasuredTables* t) { tables_ = t; }
+  /// The attached tables, or nullptr.
+  const MeasuredTables* tables() const { return tables_; }
 
   /// Estimates one call of `op` on `gpu` (see the file comment for the order of attempts).
   /// @param flops FLOP of the call, @param bytes HBM bytes of the call (0 = unknown).
   /// @param shape the call's GEMM/attention shape (kind kNone = unknown): used only by the
-  /// model fallback, never to pick measured rows.
-  /// @throws engine::InputError when nothing covers the query and `fb` is kNone.
+  /// model fallback and the measured tables (step 0), never to pick rows of the CSV database.
+  /// @param tables false: skip the attached measured tables (`kernels: model`).
+  /// @throws engine::InputError when nothing covers the query and `fb` is kNone (a table
+  /// extrapolation counts as not covered then).
   KernelEstimate estimate(const GpuSpec& gpu, const std::string& op, Dtype d, double flops, double bytes,
-                          Fallback fb, const RooflineEfficiency& eff = {}, const KernelShape& shape = {}) const;
+                          Fallback fb, const RooflineEfficiency& eff = {}, const KernelShape& shape = {},
+                          bool tables = true) const;
 
   /// The analytic roofline time (µs): max(F/(eff_c·peak), B/(eff_m·BW)) + launch.
   static double analytic_us(const GpuSpec& gpu, Dtype d, double flops, double bytes,
@@ -131,7 +161,12 @@ class KernelDb {
  private:
   std::optional<KernelEstimate> on_gpu(const GpuSpec& gpu, const std::string& op, Dtype d, double flops,
                                        double bytes, bool extrapolate, std::string* why) const;
+  KernelEstimate estimate_rows(const GpuSpec& gpu, const std::string& op, Dtype d, double flops, double bytes,
+                               Fallback fb, const RooflineEfficiency& eff, const KernelShape& shape) const;
+  std::optional<KernelEstimate> from_tables(const GpuSpec& gpu, Dtype d, const KernelShape& shape, double flops,
+                                            double bytes, Fallback fb) const;
   std::vector<KernelRow> rows_;
+  const MeasuredTables* tables_ = nullptr;
   std::map<std::string, std::vector<std::size_t>> by_key_;  ///< "gpu|op|dtype" -> row indices
 };
 

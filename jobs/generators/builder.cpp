@@ -137,6 +137,7 @@ std::uint32_t Builder::comp(Rank& R, const std::string& name, const Kernel& k, s
   if (k.time_scale != 1.0) tr.ps = static_cast<decltype(tr.ps)>(std::llround(double(tr.ps) * k.time_scale));
   n.duration_ps = tr.ps;
   (tr.how == 0 ? stats_.kernels_measured : tr.how == 1 ? stats_.kernels_scaled : stats_.kernels_modelled)++;
+  stats_.compute_ps_by_source[static_cast<std::size_t>(tr.source)] += double(tr.ps);
   if (R.r == 0) stats_.compute_ps_rank0 += double(tr.ps);
   n.deps = std::move(extra);
   if (R.last >= 0) n.deps.push_back(static_cast<std::uint32_t>(R.last));
@@ -249,6 +250,9 @@ void Builder::build_shared(models::Workload& w, Rank& R, std::map<std::vector<st
     cl.delta.kernels_measured = stats_.kernels_measured - before.kernels_measured;
     cl.delta.kernels_scaled = stats_.kernels_scaled - before.kernels_scaled;
     cl.delta.kernels_modelled = stats_.kernels_modelled - before.kernels_modelled;
+    for (std::size_t i = 0; i < 4; ++i) {
+      cl.delta.compute_ps_by_source[i] = stats_.compute_ps_by_source[i] - before.compute_ps_by_source[i];
+    }
     cl.phase_flops = infer_.phase_flops;
     for (std::size_t k = 0; k < cl.phase_flops.size(); ++k) cl.phase_flops[k] -= flops_before[k];
     if (c_.inference) cl.phase_end_nodes = infer_.phase_end_nodes[r];
@@ -262,6 +266,7 @@ void Builder::build_shared(models::Workload& w, Rank& R, std::map<std::vector<st
     stats_.kernels_measured += cl.delta.kernels_measured;
     stats_.kernels_scaled += cl.delta.kernels_scaled;
     stats_.kernels_modelled += cl.delta.kernels_modelled;
+    for (std::size_t i = 0; i < 4; ++i) stats_.compute_ps_by_source[i] += cl.delta.compute_ps_by_source[i];
     for (std::size_t k = 0; k < cl.phase_flops.size(); ++k) infer_.phase_flops[k] += cl.phase_flops[k];
     if (c_.inference) infer_.phase_end_nodes[r] = cl.phase_end_nodes;
   }
@@ -356,6 +361,7 @@ Generated Builder::run() {
   // model/hw FLOPs were summed over all ranks' nodes; the counts are per iteration.
   stats_.model_flops /= c_.iterations;
   stats_.hw_flops /= c_.iterations;
+  stats_.kernel_table = timer_.table();
   g.stats = stats_;
   g.infer = infer_;
   return g;

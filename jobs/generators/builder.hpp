@@ -97,18 +97,29 @@ struct KernelKeyHash {
 class Timer {
  public:
   Timer(const TrainConfig& c, const kernels::KernelDb* db)
-      : c_(c), db_(db), gpu_(kernels::find_gpu(c.gpu, c.file, "workload.generator.gpu")) {}
+      : c_(c), db_(db), gpu_(kernels::find_gpu(c.gpu, c.file, "workload.generator.gpu")) {
+    if (db_ != nullptr && c_.measured_kernels && db_->tables() != nullptr && db_->tables()->has(gpu_, "gemm")) {
+      table_ = kernels::table_system(gpu_);
+    }
+  }
   struct Result {
     engine::SimTime ps;
-    int how;  // 0 measured/interpolated, 1 scaled, 2 modelled
+    int how;  // 0 measured/interpolated, 1 scaled, 2 modelled or extrapolated
+    kernels::EstimateSource source = kernels::EstimateSource::kModel;
   };
   /// Duration of `k` in dtype `d` (cached per kernel key); 0 ps, "modelled" without a database.
+  /// @throws engine::InputError naming workload.generator.fallback when `fallback: none` asks
+  /// for measured kernels on a GPU without measured tables.
   Result time(const Kernel& k, Dtype d);
+  /// The measured-table folder in use ("" when none).
+  const std::string& table() const { return table_; }
 
  private:
   const TrainConfig& c_;
   const kernels::KernelDb* db_;
   const kernels::GpuSpec& gpu_;
+  std::string table_;  ///< measured-table folder of the GPU when used
+  bool checked_ = false;
   std::unordered_map<KernelKey, Result, KernelKeyHash> cache_;
 };
 

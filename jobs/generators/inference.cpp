@@ -66,6 +66,8 @@ void Builder::inf_layer(Rank& R, std::uint32_t l, std::uint32_t k, double T, std
              fmt::format("b={} heads={} kv_heads={} s={} d={} causal=1", u64(b), u64(hl), u64(kvl), u64(P), u64(hd)), f,
              b * P * (2 * hl * hd + 2 * kvl * hd) * B_, f};
     a.dims = kernels::KernelShape::attention(b * hl, P, hd, true, false, c_.flash2);
+    a.dims.heads = hl;
+    a.dims.kv_heads = kvl;
     comp(R, L + ".attn", a);
   } else {
     // Decode attention (FlashAttention/FlashInfer decode over the paged cache): every request's

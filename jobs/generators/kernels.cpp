@@ -43,9 +43,21 @@ Timer::Result Timer::time(const Kernel& k, Dtype d) {
   if (it != cache_.end()) return it->second;
   Result r{0, 2};
   if (db_ != nullptr) {
-    const auto e = db_->estimate(gpu_, k.op, d, k.flops, k.bytes, c_.fallback, c_.efficiency, k.dims);
+    if (!checked_ && c_.measured_kernels && c_.fallback == kernels::Fallback::kNone && table_.empty()) {
+      throw InputError(c_.file, "workload.generator.fallback",
+                       fmt::format("is none but GPU {} has no measured kernel tables (kernels/data/measured has "
+                                   "H100, H200, B200, GB200 and A100)",
+                                   gpu_.name),
+                       "set workload.generator.fallback: roofline to model its kernels, or choose a GPU with tables");
+    }
+    checked_ = true;
+    const auto e = db_->estimate(gpu_, k.op, d, k.flops, k.bytes, c_.fallback, c_.efficiency, k.dims,
+                                 c_.measured_kernels);
     r.ps = static_cast<engine::SimTime>(std::llround(e.time_us * double(engine::kPsPerUs)));
-    r.how = (e.how == "measured" || e.how == "interpolated") ? 0 : e.how.rfind("scaled", 0) == 0 ? 1 : 2;
+    r.source = e.source;
+    r.how = (e.source == kernels::EstimateSource::kMeasured || e.source == kernels::EstimateSource::kInterpolated) ? 0
+            : e.how.rfind("scaled", 0) == 0                                                                      ? 1
+                                                                                                                 : 2;
   }
   cache_.emplace(key, r);
   return r;
@@ -77,6 +89,9 @@ Kernel Builder::flash_k(bool bwd) const {
            exec, bytes, model};
   k.dims = kernels::KernelShape::attention(double(c_.micro_batch) * hl, s, m_.qk_head_dim(), c_.causal, bwd,
                                            c_.flash2);
+  k.dims.heads = hl;
+  // MLA attends with every head's own K and V after the up-projection (multi-head attention).
+  k.dims.kv_heads = m_.attn == AttnType::kMla ? hl : kv_local();
   return k;
 }
 

@@ -49,7 +49,9 @@ std::pair<std::uint32_t, std::uint32_t> chunk_layers(const TrainConfig& c, std::
 }
 
 kernels::KernelDb load_kernel_db(const std::string& path) {
-  return kernels::KernelDb::load(path.empty() ? kernels::KernelDb::default_path() : path);
+  auto db = kernels::KernelDb::load(path.empty() ? kernels::KernelDb::default_path() : path);
+  db.use_tables(&kernels::MeasuredTables::shipped());
+  return db;
 }
 
 }  // namespace fabricsim::jobs

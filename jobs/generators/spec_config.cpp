@@ -257,6 +257,11 @@ void read_training(const SpecReader& r, TrainConfig& c) {
     else if (*v == "none") c.fallback = kernels::Fallback::kNone;
     else throw InputError(r.where("fallback"), "workload.generator.fallback", "'" + *v + "' is not a fallback", "use roofline or none");
   }
+  if (auto v = r.get("kernels")) {
+    if (*v == "measured") c.measured_kernels = true;
+    else if (*v == "model") c.measured_kernels = false;
+    else throw InputError(r.where("kernels"), "workload.generator.kernels", "'" + *v + "' is not a kernel source", "use measured or model");
+  }
   c.efficiency.compute = r.real("compute_efficiency", c.efficiency.compute);
   c.efficiency.memory = r.real("memory_efficiency", c.efficiency.memory);
 }

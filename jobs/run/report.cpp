@@ -1,6 +1,7 @@
 // Stage `report` of `fabricsim run`: derived figures (per-rank means, inference metrics, MFU),
 // the summary text and the summary JSON.
 #include <algorithm>
+#include <array>
 #include <filesystem>
 #include <map>
 #include <sstream>
@@ -106,6 +107,26 @@ void breakdown_lines(const RunContext& c, std::ostream& out) {
   out << "  exposed communication by group: " << parts << "\n";
 }
 
+/// Shares of the generated compute time (all ranks) by source, in percent: measured table points
+/// or database rows, interpolated, extrapolated by the tables' edge rule, modelled.
+std::array<double, 4> kernel_source_shares(const GenStats& st) {
+  double total = 0;
+  for (double v : st.compute_ps_by_source) total += v;
+  std::array<double, 4> pct{};
+  for (std::size_t i = 0; i < 4; ++i) pct[i] = total > 0 ? 100.0 * st.compute_ps_by_source[i] / total : 0.0;
+  return pct;
+}
+
+/// "compute time: X% measured, Y% interpolated, Z% extrapolated, W% model (...)".
+std::string kernel_sources_line(const GenStats& st) {
+  const auto p = kernel_source_shares(st);
+  return fmt::format("compute time: {:.1f}% measured, {:.1f}% interpolated, {:.1f}% extrapolated, {:.1f}% model ({})",
+                     p[0], p[1], p[2], p[3],
+                     st.kernel_table.empty()
+                         ? std::string("no measured kernel tables used: efficiency/roofline model")
+                         : "measured tables kernels/data/measured/" + st.kernel_table + "; other kernels modelled");
+}
+
 /// Header of the summary: version, workload, cluster, fidelity, times, per-rank means, MFU, memory.
 void summary_head(const RunContext& c, std::ostream& out) {
   const GenInfo& gen = c.gen;
@@ -137,6 +158,7 @@ void summary_head(const RunContext& c, std::ostream& out) {
                        gen.stats.model_flops, gen.infer.used ? "request batch (prefill + decode)" : "iteration",
                        mt.tflops_per_gpu, 100 * mt.mfu, gen.fp8 ? "FP8" : "BF16/FP16");
   }
+  if (gen.used) out << kernel_sources_line(gen.stats) << "\n";
   if (gen.used && !gen.stats.memory.stages.empty()) {
     const auto& mem = gen.stats.memory;
     const auto& pk = mem.peak();
@@ -263,6 +285,13 @@ void generator_json(const RunContext& c, nlohmann::json& j) {
   j["model_flops"] = gen.stats.model_flops;
   j["tflops_per_gpu"] = c.metrics.tflops_per_gpu;
   j["mfu"] = c.metrics.mfu;
+  const auto p = kernel_source_shares(gen.stats);
+  j["compute_time_sources"] = {{"measured_pct", p[0]},
+                               {"interpolated_pct", p[1]},
+                               {"extrapolated_pct", p[2]},
+                               {"model_pct", p[3]},
+                               {"table", gen.stats.kernel_table.empty() ? nlohmann::json(nullptr)
+                                                                         : nlohmann::json(gen.stats.kernel_table)}};
   if (!gen.stats.memory.stages.empty()) {
     const auto& mem = gen.stats.memory;
     const auto& pk = mem.peak();
