@@ -132,7 +132,9 @@ struct TrainConfig {
   /// `kernels: measured`: GEMMs and fused attention are timed from the measured tables of the GPU
   /// first (kernels/measured_tables.hpp); false (`kernels: model`): the database rows and model only.
   bool measured_kernels = true;
-  kernels::RooflineEfficiency efficiency;
+  /// Roofline/efficiency settings; measured table times run at the sustained clock unless
+  /// `workload.generator.clock: burst` (RooflineEfficiency::sustained_tables).
+  kernels::RooflineEfficiency efficiency{.sustained_tables = true};
   std::string file = "<spec>";         ///< for error messages
   /// workload.generator keys (without the prefix) given with --set: a check failing on one of
   /// them names "<cli>" instead of `file`.

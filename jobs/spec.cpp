@@ -109,6 +109,7 @@ const std::vector<SpecKey>& spec_keys() {
       {"workload.generator.output_tokens", "int", "", "inference: tokens generated per request, the one from prefill included (output_tokens - 1 decode steps)"},
       {"workload.generator.kernel_db", "string", "", "kernel database CSV (default kernels/data/kernels.csv)"},
       {"workload.generator.fallback", "enum", "roofline", "roofline (model kernels the data lacks) or none (error)"},
+      {"workload.generator.clock", "enum", "sustained", "clock of the measured kernel tables' compute-bound times: sustained (divided by the GPU's sustained/burst matmul rate, all GPUs of a node power-saturated: Hopper 698.6/823.9, Blackwell 1426.4/1751.2, ml-engineering; A100 1305/1410 MHz) or burst (as measured, one GPU alone)"},
       {"workload.generator.kernels", "enum", "measured", "measured (GEMMs and fused attention from the GPU's measured tables, kernels/data/measured: H100, H200, B200, GB200, A100; the model where they do not reach) or model (database rows and the efficiency/roofline model only)"},
       {"workload.generator.kernel_model", "enum", "shape", "unmeasured GEMM/attention kernels: shape (published achievable throughput with tile/wave quantization, kernels/efficiency_model.hpp) or flat (compute_efficiency x peak)"},
       {"workload.generator.compute_efficiency", "double", "0.7", "analytic roofline: achieved / peak FLOP/s (kernel_model flat, or GPUs without published figures)"},

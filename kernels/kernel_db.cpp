@@ -227,7 +227,8 @@ std::optional<KernelEstimate> KernelDb::on_gpu(const GpuSpec& gpu, const std::st
 }
 
 std::optional<KernelEstimate> KernelDb::from_tables(const GpuSpec& gpu, Dtype d, const KernelShape& shape,
-                                                    double flops, double bytes, Fallback fb) const {
+                                                    double flops, double bytes, Fallback fb,
+                                                    const RooflineEfficiency& eff) const {
   std::optional<TableTime> t;
   double ratio = 1;
   if (shape.kind == KernelShape::Kind::kGemm && shape.batch == 1) {
@@ -242,6 +243,10 @@ std::optional<KernelEstimate> KernelDb::from_tables(const GpuSpec& gpu, Dtype d,
   KernelEstimate e;
   e.time_us = t->time_us * ratio;
   e.cls = classify(shape.kind == KernelShape::Kind::kGemm ? "gemm" : "attention", flops, bytes, gpu, d);
+  if (eff.sustained_tables && e.cls == KernelClass::kCompute) {
+    const GpuEfficiency* ge = find_efficiency(gpu);
+    if (ge != nullptr && ge->sustained > 0) e.time_us /= ge->sustained;
+  }
   e.how = std::string("table ") + table_how_name(t->how);
   e.source = t->how == TableHow::kMeasured     ? EstimateSource::kMeasured
              : t->how == TableHow::kInterpolated ? EstimateSource::kInterpolated
@@ -262,7 +267,7 @@ KernelEstimate KernelDb::estimate(const GpuSpec& gpu, const std::string& op, Dty
                                   Fallback fb, const RooflineEfficiency& eff, const KernelShape& shape,
                                   bool tables) const {
   if (tables && tables_ != nullptr && shape.kind != KernelShape::Kind::kNone) {
-    if (auto e = from_tables(gpu, d, shape, flops, bytes, fb)) return *e;
+    if (auto e = from_tables(gpu, d, shape, flops, bytes, fb, eff)) return *e;
   }
   KernelEstimate e = estimate_rows(gpu, op, d, flops, bytes, fb, eff, shape);
   e.source = source_of(e.how);

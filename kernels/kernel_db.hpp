@@ -96,6 +96,13 @@ struct RooflineEfficiency {
   /// attention when the shape is known and the GPU has published figures; false = the flat
   /// `compute` fraction for every matrix kernel (the pre-model behaviour).
   bool shape_model = true;
+  /// Run compute-bound table times at the GPU's sustained clock: divide them by the sustained /
+  /// burst matmul rate of its architecture (GpuEfficiency::sustained, efficiency_model.cpp). The
+  /// measured tables time one GPU alone in short CUDA-graph replays, i.e. at the boost (burst)
+  /// clock; a training node runs all its GPUs power-saturated, which ml-engineering's "alone vs
+  /// all-8 concurrent" matmul measurement (H200 698.6 / 823.9, B200 1426.4 / 1751.2 TFLOP/s)
+  /// quantifies. false = the table times as measured (lookups, `kernels` CLI).
+  bool sustained_tables = false;
 };
 
 /// Time of a fused-attention backward over its forward, applied to measured forward tables:
@@ -164,7 +171,7 @@ class KernelDb {
   KernelEstimate estimate_rows(const GpuSpec& gpu, const std::string& op, Dtype d, double flops, double bytes,
                                Fallback fb, const RooflineEfficiency& eff, const KernelShape& shape) const;
   std::optional<KernelEstimate> from_tables(const GpuSpec& gpu, Dtype d, const KernelShape& shape, double flops,
-                                            double bytes, Fallback fb) const;
+                                            double bytes, Fallback fb, const RooflineEfficiency& eff) const;
   std::vector<KernelRow> rows_;
   const MeasuredTables* tables_ = nullptr;
   std::map<std::string, std::vector<std::size_t>> by_key_;  ///< "gpu|op|dtype" -> row indices

@@ -248,6 +248,11 @@ void read_training(const SpecReader& r, TrainConfig& c) {
     else if (*v == "flat") c.efficiency.shape_model = false;
     else throw InputError(r.where("kernel_model"), "workload.generator.kernel_model", "'" + *v + "' is not a kernel model", "use shape or flat");
   }
+  if (auto v = r.get("clock")) {
+    if (*v == "sustained") c.efficiency.sustained_tables = true;
+    else if (*v == "burst") c.efficiency.sustained_tables = false;
+    else throw InputError(r.where("clock"), "workload.generator.clock", "'" + *v + "' is not a clock", "use sustained or burst");
+  }
   c.overlap_grad_reduce = r.boolean("overlap_grad_reduce", true);
   c.bucket_params = r.uint("bucket_params", 0, 0, kMaxShape);
   c.grad_bytes = static_cast<std::uint32_t>(r.uint("grad_bytes", 2));
