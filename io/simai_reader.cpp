@@ -296,9 +296,6 @@ class Groups {
     return table[rank];
   }
 
-  /// True once `family` has been built (some collective named it).
-  bool built(Family family) const { return !member_of_[static_cast<std::size_t>(family)].empty(); }
-
   std::vector<models::CommGroup> take() { return std::move(groups_); }
 
  private:
