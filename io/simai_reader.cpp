@@ -43,6 +43,7 @@ struct Comm {
 
 struct Layer {
   std::size_t line = 0;
+  std::string sig;  ///< name and comm columns, space-joined (finds repeated micro-batch blocks)
   std::string name;
   engine::SimTime fwd_ps = 0, ig_ps = 0, wg_ps = 0, update_ps = 0;
   Comm fwd, ig, wg;
@@ -51,7 +52,8 @@ struct Layer {
 struct Header {
   std::string policy_token;
   Policy policy = Policy::kTransformer;
-  std::uint64_t tp = 1, ep = 1, pp = 1, ga = 1, all_gpus = 0;
+  std::uint64_t tp = 1, ep = 1, pp = 1, vpp = 1, ga = 1, all_gpus = 0;
+  std::uint64_t pp_comm = 0;  ///< bytes of one activation (or gradient) between pipeline stages
 };
 
 std::string where(const std::string& path, std::size_t line) {
@@ -217,7 +219,7 @@ Header parse_header(const std::string& path, const std::string& line) {
     } else if (key == "pp:") {
       h.pp = std::max<std::uint64_t>(value(key), 1);
     } else if (key == "vpp:") {
-      (void)value(key);
+      h.vpp = std::max<std::uint64_t>(value(key), 1);
     } else if (key == "ga:") {
       h.ga = std::max<std::uint64_t>(value(key), 1);
       if (h.ga > 100000) {
@@ -227,7 +229,7 @@ Header parse_header(const std::string& path, const std::string& line) {
     } else if (key == "all_gpus:") {
       h.all_gpus = value(key);
     } else if (key == "pp_comm" || key == "pp_comm:") {
-      (void)value(key);
+      h.pp_comm = value(key);
     } else if (key == "checkpoints:" || key == "checkpoint_initiates:") {
       const std::uint64_t n = value(key);
       for (std::uint64_t k = 0; k < n; ++k) (void)value(key);
@@ -266,14 +268,22 @@ Layer parse_layer(const std::string& path, std::size_t line_no, const std::strin
   l.wg_ps = parse_ns(at, col(8), cols[8]);
   l.wg = parse_comm(at, 9, cols, Family::kDp);
   l.update_ps = parse_ns(at, col(11), cols[11]);
+  // Compute times stay out: AICB's measured times differ between micro-batches (the first
+  // micro-batch's embedding line of SimAI's example/workload_analytical.txt, for one).
+  for (const std::size_t c : {std::size_t{0}, std::size_t{3}, std::size_t{4}, std::size_t{6}, std::size_t{7},
+                              std::size_t{9}, std::size_t{10}}) {
+    l.sig += cols[c];
+    l.sig += ' ';
+  }
   return l;
 }
 
-/// Lazily built communicator families over a world of `world` ranks.
+/// Lazily built communicator families over a world of `world` ranks laid out as
+/// rank = t + tp * (s + pp * d) (TP index t, pipeline stage s, DP index d).
 class Groups {
  public:
-  Groups(std::string path, std::uint32_t world, std::uint32_t tp, std::uint32_t ep)
-      : path_(std::move(path)), world_(world), tp_(tp), ep_(ep) {
+  Groups(std::string path, std::uint32_t world, std::uint32_t tp, std::uint32_t pp, std::uint32_t ep)
+      : path_(std::move(path)), world_(world), tp_(tp), pp_(pp), ep_(ep) {
     models::CommGroup w{"world", {}};
     for (std::uint32_t r = 0; r < world; ++r) w.ranks.push_back(r);
     groups_.push_back(std::move(w));
@@ -292,7 +302,8 @@ class Groups {
   void build(Family family, std::size_t line_no) {
     auto& table = member_of_[static_cast<std::size_t>(family)];
     table.assign(world_, 0);
-    const std::uint32_t dp = world_ / tp_;
+    const std::uint32_t stride = tp_ * pp_;  // ranks per pipeline replica
+    const std::uint32_t dp = world_ / stride;
     // SimAI's group types (AICB/SimAI workload layer: TP, DP, EP, DP_EP): DP_EP is the expert
     // data-parallel group, which reduces expert gradients, so it counts as DP.
     const models::CommKind kind = family == Family::kTp   ? models::CommKind::kTp
@@ -303,16 +314,18 @@ class Groups {
       for (const auto r : ranks) table[r] = index;
       groups_.push_back(models::CommGroup{std::move(name), std::move(ranks), kind});
     };
-    // DP group of TP index t, as an ordered list of ranks.
-    const auto dp_members = [&](std::uint32_t t) {
+    // DP group of replica position i = t + tp * s, as an ordered list of ranks (SimAI
+    // MockNcclGroup::MockNcclGroup: rank = i + j * DP_nums with DP_nums = TP * PP).
+    const auto dp_members = [&](std::uint32_t i) {
       std::vector<std::uint32_t> m;
-      for (std::uint32_t k = 0; k < dp; ++k) m.push_back(t + k * tp_);
+      for (std::uint32_t k = 0; k < dp; ++k) m.push_back(i + k * stride);
       return m;
     };
     if ((family == Family::kEp || family == Family::kDpEp) && dp % ep_ != 0) {
       throw InputError(where(path_, line_no), "ep",
                        "ep " + std::to_string(ep_) + " does not divide the DP size " + std::to_string(dp),
-                       "choose ep dividing all_gpus / model_parallel_NPU_group");
+                       pp_ > 1 ? "choose ep dividing all_gpus / (model_parallel_NPU_group x pp)"
+                               : "choose ep dividing all_gpus / model_parallel_NPU_group");
     }
     switch (family) {
       case Family::kTp:
@@ -323,10 +336,10 @@ class Groups {
         }
         break;
       case Family::kDp:
-        for (std::uint32_t t = 0; t < tp_; ++t) add("dp" + std::to_string(t), dp_members(t));
+        for (std::uint32_t t = 0; t < stride; ++t) add("dp" + std::to_string(t), dp_members(t));
         break;
       case Family::kEp:
-        for (std::uint32_t t = 0; t < tp_; ++t) {
+        for (std::uint32_t t = 0; t < stride; ++t) {
           const auto members = dp_members(t);
           for (std::uint32_t k = 0; k < dp / ep_; ++k) {
             std::vector<std::uint32_t> m(members.begin() + k * ep_, members.begin() + (k + 1) * ep_);
@@ -335,7 +348,7 @@ class Groups {
         }
         break;
       case Family::kDpEp:
-        for (std::uint32_t t = 0; t < tp_; ++t) {
+        for (std::uint32_t t = 0; t < stride; ++t) {
           const auto members = dp_members(t);
           for (std::uint32_t j = 0; j < ep_; ++j) {
             std::vector<std::uint32_t> m;
@@ -348,10 +361,19 @@ class Groups {
   }
 
   std::string path_;
-  std::uint32_t world_, tp_, ep_;
+  std::uint32_t world_, tp_, pp_, ep_;
   std::array<std::vector<std::int32_t>, 4> member_of_;
   std::vector<models::CommGroup> groups_;
 };
+
+/// Node name "L<i>.<what>" (built by appending: GCC 12's -Wrestrict misfires on the operator+ chain).
+std::string layer_label(std::size_t i, const char* what) {
+  std::string out = "L";
+  out += std::to_string(i);
+  out += '.';
+  out += what;
+  return out;
+}
 
 /// Appends nodes to one rank's program, keeping track of the serial chain's tail.
 class ProgramBuilder {
@@ -386,6 +408,21 @@ class ProgramBuilder {
     return push(std::move(n), on_chain, std::nullopt);
   }
 
+  /// Point-to-point node: kSend issued off the chain (the chain does not wait for it), kRecv on
+  /// the chain. `peer` is a peer slot (shared programs).
+  std::uint32_t p2p(const std::string& name, NodeType type, std::int32_t peer, std::uint64_t bytes,
+                    std::int64_t tag) {
+    WorkNode n;
+    n.source_id = 0;
+    n.name = name;
+    n.type = type;
+    n.peer = peer;
+    n.bytes = bytes;
+    n.tag = tag;
+    n.kind = models::CommKind::kPp;  // the only point-to-point traffic of a SimAI file: pp_comm
+    return push(std::move(n), type == NodeType::kRecv, std::nullopt);
+  }
+
   std::optional<std::uint32_t> tail() const { return tail_; }
 
  private:
@@ -409,7 +446,7 @@ std::vector<WorkNode> build_program(const Header& h, const std::vector<Layer>& l
   const auto group = [&](const Comm& c, const Layer& l) {
     return c.present ? groups.of(c.family, rank, l.line) : 0;
   };
-  const auto label = [](std::size_t i, const char* what) { return "L" + std::to_string(i) + "." + what; };
+  const auto label = [](std::size_t i, const char* what) { return layer_label(i, what); };
 
   if (h.policy == Policy::kMicro || h.policy == Policy::kData) {
     for (std::size_t i = 0; i < layers.size(); ++i) {
@@ -441,6 +478,209 @@ std::vector<WorkNode> build_program(const Header& h, const std::vector<Layer>& l
     }
   }
   return prog;
+}
+
+/// Where the micro-batches sit in the layer list: lines [0, start) run once before them,
+/// `count` copies of block [start, start + block) follow (written out in the file when
+/// `unrolled`, else the one block repeats), and the lines after them run once at the end.
+struct MicroBatches {
+  std::size_t start = 0, block = 0, count = 1;
+  bool unrolled = false;
+};
+
+/// Finds `ga` consecutive blocks with the same layer names and comm columns line by line, as
+/// AICB's SimAI_training_workload_generator.py workload_generate writes them ("for _ in
+/// range(self.ga_num)" around the model's layers): the longest block, then the earliest start.
+std::optional<MicroBatches> find_unrolled(const std::vector<Layer>& layers, std::uint64_t ga) {
+  const std::size_t n = layers.size();
+  if (ga < 2 || n < ga) return std::nullopt;
+  for (std::size_t b = n / ga; b >= 1; --b) {
+    // run = consecutive i with line i equal to line i + b; ga blocks need (ga - 1) * b of them.
+    const std::size_t need = (ga - 1) * b;
+    std::size_t run = 0;
+    for (std::size_t i = 0; i + b < n; ++i) {
+      run = layers[i].sig == layers[i + b].sig ? run + 1 : 0;
+      if (run == need) return MicroBatches{i + 1 - need, b, ga, true};
+    }
+  }
+  return std::nullopt;
+}
+
+/// One step of a pipeline schedule: forward or backward of micro-batch `mb` on model chunk `chunk`.
+struct PipeStep {
+  bool forward = true;
+  std::uint32_t mb = 0, chunk = 0;
+};
+
+/// The order in which stage `s` of `p` runs `m` micro-batches over `v` model chunks: Megatron-LM's
+/// 1F1B (v = 1) and interleaved 1F1B (v > 1) schedules (megatron/core/pipeline_parallel/
+/// schedules.py, forward_backward_pipelining_with_interleaving: warm-up (p - s - 1) * 2 +
+/// (v - 1) * p forwards (p - s - 1 for v = 1), then one forward and one backward alternately,
+/// then the remaining backwards; virtual micro-batch k runs chunk (k mod p*v) / p (backward:
+/// v - 1 minus that) of micro-batch (k / (p*v)) * p + k mod p). Needs m % p == 0 when v > 1.
+std::vector<PipeStep> pipeline_order(std::uint32_t s, std::uint32_t p, std::uint32_t v, std::uint32_t m) {
+  const std::uint64_t total = std::uint64_t{m} * v;
+  std::uint64_t warmup = v == 1 ? p - s - 1 : std::uint64_t{p - s - 1} * 2 + std::uint64_t{v - 1} * p;
+  warmup = std::min(warmup, total);
+  const auto step = [&](std::uint64_t k, bool fwd) {
+    const std::uint64_t in_group = k % (std::uint64_t{p} * v);
+    std::uint32_t chunk = static_cast<std::uint32_t>(in_group / p);
+    if (!fwd) chunk = v - 1 - chunk;
+    const auto mb = v == 1 ? static_cast<std::uint32_t>(k)
+                           : static_cast<std::uint32_t>(k / (std::uint64_t{p} * v) * p + k % p);
+    return PipeStep{fwd, mb, chunk};
+  };
+  std::vector<PipeStep> out;
+  out.reserve(2 * total);
+  for (std::uint64_t k = 0; k < warmup; ++k) out.push_back(step(k, true));
+  for (std::uint64_t k = 0; k < total - warmup; ++k) {
+    out.push_back(step(warmup + k, true));
+    out.push_back(step(k, false));
+  }
+  for (std::uint64_t k = total - warmup; k < total; ++k) out.push_back(step(k, false));
+  return out;
+}
+
+/// Group slots of a shared pipeline program: one per communicator family.
+constexpr std::uint32_t kGroupWidth = 4;
+/// Peer slots: the previous and the next pipeline stage of the same TP index and DP replica.
+constexpr std::int32_t kPrevStage = 0, kNextStage = 1;
+constexpr std::uint32_t kPeerWidth = 2;
+
+/// Stage `s`'s program (shared by every rank of that stage: collectives name family slots,
+/// sends/receives the kPrevStage/kNextStage slots). See read_simai's file comment for the rules.
+std::vector<WorkNode> build_stage(const Header& h, const std::vector<Layer>& layers, const MicroBatches& mbs,
+                                  std::uint32_t s) {
+  const auto p = static_cast<std::uint32_t>(h.pp);
+  const auto v = static_cast<std::uint32_t>(h.vpp);
+  const auto m = static_cast<std::uint32_t>(mbs.count);
+  std::vector<WorkNode> prog;
+  ProgramBuilder b(prog);
+  const auto slot = [](const Comm& c) { return static_cast<std::int32_t>(c.family); };
+  const auto label = [](std::size_t i, const char* what) { return layer_label(i, what); };
+  const auto fwd_line = [&](const std::string& pre, std::size_t i) {
+    const Layer& l = layers[i];
+    b.compute(pre + label(i, "fwd.compute"), l.line, l.fwd_ps);
+    b.collective(pre + label(i, "fwd.comm"), l.line, l.fwd, slot(l.fwd));
+  };
+  const auto bwd_line = [&](const std::string& pre, std::size_t i, bool with_wg) {
+    const Layer& l = layers[i];
+    b.compute(pre + label(i, "ig.compute"), l.line, l.ig_ps);
+    b.collective(pre + label(i, "ig.comm"), l.line, l.ig, slot(l.ig));
+    b.compute(pre + label(i, "wg.compute"), l.line, l.wg_ps);
+    if (!with_wg) return;
+    const auto wg = b.collective(pre + label(i, "wg.comm"), l.line, l.wg, slot(l.wg), false);
+    b.compute(pre + label(i, "wg.update"), l.line, l.update_ps, false, wg ? wg : b.tail());
+  };
+  // Chunk c of the micro-batch block: lines [start + c*block/v, start + (c+1)*block/v).
+  const auto chunk_begin = [&](std::uint32_t c) { return mbs.start + std::size_t{c} * mbs.block / v; };
+  // Tags: one per (micro-batch, receiving chunk, direction); the source rank tells stages apart.
+  const auto tag = [&](std::uint32_t mb, std::uint32_t chunk, bool fwd) {
+    return static_cast<std::int64_t>((std::uint64_t{mb} * v + chunk) * 2 + (fwd ? 0 : 1));
+  };
+  const std::size_t end = mbs.start + mbs.block * (mbs.unrolled ? mbs.count : 1);
+
+  for (std::size_t i = 0; i < mbs.start; ++i) fwd_line("", i);
+  for (const PipeStep& st : pipeline_order(s, p, v, m)) {
+    const std::string pre = "mb" + std::to_string(st.mb) + ".c" + std::to_string(st.chunk) + ".";
+    const bool first_virtual = s == 0 && st.chunk == 0;
+    const bool last_virtual = s + 1 == p && st.chunk + 1 == v;
+    // In the unrolled layout every micro-batch has its own lines (SimAI runs each of them).
+    const std::size_t base = mbs.unrolled ? std::size_t{st.mb} * mbs.block : 0;
+    if (st.forward) {
+      if (!first_virtual) b.p2p(pre + "recv.act", NodeType::kRecv, kPrevStage, h.pp_comm, tag(st.mb, st.chunk, true));
+      for (std::size_t i = chunk_begin(st.chunk); i < chunk_begin(st.chunk + 1); ++i) fwd_line(pre, base + i);
+      if (!last_virtual) {
+        const std::uint32_t to = s + 1 < p ? st.chunk : st.chunk + 1;
+        b.p2p(pre + "send.act", NodeType::kSend, kNextStage, h.pp_comm, tag(st.mb, to, true));
+      }
+    } else {
+      if (!last_virtual) b.p2p(pre + "recv.grad", NodeType::kRecv, kNextStage, h.pp_comm, tag(st.mb, st.chunk, false));
+      const bool with_wg = mbs.unrolled || st.mb + 1 == m;
+      for (std::size_t i = chunk_begin(st.chunk + 1); i-- > chunk_begin(st.chunk);) bwd_line(pre, base + i, with_wg);
+      if (!first_virtual) {
+        const std::uint32_t to = s > 0 ? st.chunk : st.chunk - 1;
+        b.p2p(pre + "send.grad", NodeType::kSend, kPrevStage, h.pp_comm, tag(st.mb, to, false));
+      }
+    }
+  }
+  for (std::size_t i = end; i < layers.size(); ++i) fwd_line("", i);
+  for (std::size_t i = layers.size(); i-- > end;) bwd_line("", i, true);
+  for (std::size_t i = mbs.start; i-- > 0;) bwd_line("", i, true);
+  return prog;
+}
+
+/// Header checks for pp > 1 (one InputError line each, naming the header field).
+void check_pipeline(const std::string& path, const Header& h, std::uint64_t world, const MicroBatches& mbs) {
+  const std::string at = where(path, 1);
+  if (h.policy != Policy::kTransformer) {
+    throw InputError(at, "pp", "pp " + std::to_string(h.pp) + " with policy " + h.policy_token +
+                     " (pipeline stages need a training transformer policy)",
+                     "use pp: 1, or a HYBRID_TRANSFORMER / HYBRID_TRANSFORMER_FWD_IN_BCKWD workload");
+  }
+  if (world % (h.tp * h.pp) != 0) {
+    throw InputError(at, "pp", "model_parallel_NPU_group x pp = " + std::to_string(h.tp * h.pp) +
+                     " does not divide the " + std::to_string(world) + " GPUs",
+                     "choose pp so that model_parallel_NPU_group x pp divides all_gpus");
+  }
+  if (h.pp_comm == 0) {
+    throw InputError(at, "pp_comm", "pp " + std::to_string(h.pp) + " but no pp_comm bytes between stages",
+                     "write 'pp_comm: <bytes>' (AICB writes 2 x micro_batch x seq_length x hidden, / TP with "
+                     "sequence parallelism)");
+  }
+  if (h.pp_comm > (1ull << 40)) {
+    throw InputError(at, "pp_comm", std::to_string(h.pp_comm) + " bytes is over 1 TiB",
+                     "write the bytes of one micro-batch's activation");
+  }
+  if (h.vpp > mbs.block) {
+    throw InputError(at, "vpp", "vpp " + std::to_string(h.vpp) + " virtual stages but a micro-batch has " +
+                     std::to_string(mbs.block) + " layer lines",
+                     "write vpp at most the layer lines of one micro-batch (AICB writes the layers per stage)");
+  }
+  if (h.vpp > 1 && mbs.count % h.pp != 0) {
+    throw InputError(at, "ga", "ga " + std::to_string(mbs.count) + " is not a multiple of pp " +
+                     std::to_string(h.pp) + " (the interleaved schedule needs it)",
+                     "choose ga as a multiple of pp, or write vpp: 1");
+  }
+  if (h.pp > 4096 || h.vpp > 4096) {
+    throw InputError(at, h.pp > 4096 ? "pp" : "vpp", "more than 4096 stages is absurd", "check the value");
+  }
+}
+
+/// Fills `w` with the p shared stage programs and each rank's group and peer slots.
+void build_pipeline(const std::string& path, const Header& h, const std::vector<Layer>& layers,
+                    const MicroBatches& mbs, models::Workload& w) {
+  const auto tp = static_cast<std::uint32_t>(h.tp);
+  const auto pp = static_cast<std::uint32_t>(h.pp);
+  Groups groups(path, w.ranks, tp, pp, static_cast<std::uint32_t>(h.ep));
+  // Build the families the file uses (first use names the line, for the ep error).
+  std::array<std::size_t, 4> first_line{};
+  for (const Layer& l : layers) {
+    for (const Comm* c : {&l.fwd, &l.ig, &l.wg}) {
+      if (c->present && first_line[static_cast<std::size_t>(c->family)] == 0) {
+        first_line[static_cast<std::size_t>(c->family)] = l.line;
+      }
+    }
+  }
+  for (std::uint32_t s = 0; s < pp; ++s) w.programs.push_back(build_stage(h, layers, mbs, s));
+  w.program_of.resize(w.ranks);
+  w.group_width = kGroupWidth;
+  w.peer_width = kPeerWidth;
+  w.group_slots.assign(std::size_t{w.ranks} * kGroupWidth, 0);
+  w.peer_slots.assign(std::size_t{w.ranks} * kPeerWidth, -1);
+  for (std::uint32_t r = 0; r < w.ranks; ++r) {
+    const std::uint32_t t = r % tp;
+    const std::uint32_t s = r / tp % pp;
+    const std::uint32_t replica = r / (tp * pp) * (tp * pp);
+    w.program_of[r] = s;
+    for (std::size_t f = 0; f < 4; ++f) {
+      if (first_line[f] == 0) continue;
+      w.group_slots[std::size_t{r} * kGroupWidth + f] = groups.of(static_cast<Family>(f), r, first_line[f]);
+    }
+    w.peer_slots[std::size_t{r} * kPeerWidth + kPrevStage] = static_cast<std::int32_t>(replica + t + tp * ((s + pp - 1) % pp));
+    w.peer_slots[std::size_t{r} * kPeerWidth + kNextStage] = static_cast<std::int32_t>(replica + t + tp * ((s + 1) % pp));
+  }
+  w.groups = groups.take();
 }
 
 }  // namespace
@@ -476,11 +716,6 @@ models::Workload read_simai(const std::string& path, std::uint32_t gpus_override
   if (world == 0) world = gpus_override;
   if (world > (1u << 24)) {
     throw InputError(where(path, 1), "all_gpus", std::to_string(world) + " GPUs is absurd", "check the value");
-  }
-  if (h.pp > 1) {
-    throw InputError(where(path, 1), "pp",
-                     "pp > 1 is not supported yet (pipeline send/recv arrive with the workload generators)",
-                     "use a pp: 1 workload");
   }
   if (h.tp > world || world % h.tp != 0) {
     throw InputError(where(path, 1), "model_parallel_NPU_group",
@@ -522,9 +757,32 @@ models::Workload read_simai(const std::string& path, std::uint32_t gpus_override
   w.source = path;
   w.format = "simai";
   w.ranks = static_cast<std::uint32_t>(world);
-  Groups groups(path, w.ranks, static_cast<std::uint32_t>(h.tp), static_cast<std::uint32_t>(h.ep));
+
+  // Micro-batches: AICB writes the ga copies of the stage's layers into the file.
+  MicroBatches mbs;
+  mbs.block = layers.size();
+  mbs.count = h.ga;
+  const auto unrolled = h.policy == Policy::kTransformer ? find_unrolled(layers, h.ga) : std::nullopt;
+  if (unrolled) mbs = *unrolled;
+  if (h.pp > 1) {
+    check_pipeline(path, h, world, mbs);
+    build_pipeline(path, h, layers, mbs, w);
+    return w;
+  }
+  Header flat = h;
+  if (unrolled) {
+    // SimAI runs the layer list once (Workload.cc iterate_hybrid_parallel_Transformer*); the
+    // list already holds the ga micro-batches.
+    flat.ga = 1;
+    w.warnings.push_back(where(path, 1) + ": ga: " + std::to_string(h.ga) + " micro-batches are written out in the "
+                         "file (lines " + std::to_string(layers[mbs.start].line) + ".." +
+                         std::to_string(layers[mbs.start + mbs.block * mbs.count - 1].line) +
+                         "); the layer list runs once, as in SimAI");
+  }
+  Groups groups(path, w.ranks, static_cast<std::uint32_t>(h.tp), static_cast<std::uint32_t>(h.pp),
+                static_cast<std::uint32_t>(h.ep));
   w.programs.reserve(w.ranks);
-  for (std::uint32_t r = 0; r < w.ranks; ++r) w.programs.push_back(build_program(h, layers, r, groups));
+  for (std::uint32_t r = 0; r < w.ranks; ++r) w.programs.push_back(build_program(flat, layers, r, groups));
   w.groups = groups.take();
   return w;
 }

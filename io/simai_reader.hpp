@@ -18,7 +18,7 @@
 ///    `_EP` or `_DP_EP`.
 ///
 /// World size W = all_gpus from the file, or the caller's override (CLI --gpus); both given and
-/// different is an error. Only pp = 1 is supported.
+/// different is an error.
 ///
 /// Communicators (groups[0] is always the world "world"; the others are created on first use):
 ///  * TP (`tp<i>`): consecutive blocks of tp ranks: {i*tp .. i*tp+tp-1}.
@@ -47,9 +47,20 @@
 ///    compute node (the chain just continues from the previous node).
 ///  * Node names: "L<layer>.<fwd|ig|wg>.<compute|comm>" and "L<layer>.wg.update", prefixed with
 ///    "mb<m>." when ga > 1. source_id is the 1-based line number of the layer in the file.
+///  * Written-out micro-batches (AICB's layout: head lines, ga blocks with the same names and comm
+///    columns, tail lines): with pp = 1 the list runs once, as SimAI's Workload.cc runs it (a
+///    warning says so); ga repeats only files without that layout.
 ///
-/// Limitations: pp > 1 (pipeline send/recv), activation recomputation (`checkpoints`, the
-/// FWD_IN_BCKWD recompute) and HYBRID_CUSTOMIZED's per-layer policy column are not modeled.
+/// pp > 1 (docs/input_formats.md, "Pipeline stages"): rank = t + tp * (s + pp * d); DP, EP and
+/// DP_EP groups are per stage; every stage runs the file's micro-batch block cut into vpp chunks,
+/// in Megatron-LM's 1F1B / interleaved 1F1B order, receiving pp_comm bytes from the previous
+/// virtual stage before each chunk's forward and sending them on after it (backward mirrored);
+/// head lines' forward before the pipeline, tail lines after it, then the tail's and head's
+/// backward. The result has one shared program per stage (Workload::program_of, group slots =
+/// TP, DP, EP, DP_EP; peer slots = previous, next stage).
+///
+/// Limitations: activation recomputation (`checkpoints`, the FWD_IN_BCKWD recompute) and
+/// HYBRID_CUSTOMIZED's per-layer policy column are not modeled.
 #include <cstdint>
 #include <string>
 
@@ -61,11 +72,12 @@ namespace fabricsim::io {
 /// @param path           the workload .txt file
 /// @param gpus_override  world size from the CLI (--gpus); 0 = take `all_gpus` from the file.
 ///                       Required when the file has no `all_gpus`; must agree with it otherwise.
-/// @return one program per rank (see file comment for the DAG), compute durations in ps, sizes in
-///         bytes, groups[0] = world.
+/// @return one program per rank (pp = 1) or one shared program per stage (pp > 1; see file
+///         comment for the DAG), compute durations in ps, sizes in bytes, groups[0] = world.
 /// @throws engine::InputError naming file:line, the column/key and a fix, for: unreadable file,
-///         malformed header, missing/conflicting world size, tp/ep not dividing the world, pp > 1,
-///         unsupported policy, wrong layer count, wrong column count, non-numeric or negative
+///         malformed header, missing/conflicting world size, tp/ep not dividing the world, tp x pp
+///         not dividing the world, pp > 1 without pp_comm or with a non-transformer policy, vpp
+///         above a micro-batch's lines, vpp > 1 with ga not a multiple of pp, unsupported policy, wrong layer count, wrong column count, non-numeric or negative
 ///         values, unknown comm types.
 models::Workload read_simai(const std::string& path, std::uint32_t gpus_override);
 

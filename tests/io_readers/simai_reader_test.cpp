@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <map>
+#include <set>
 
 #include "io/simai_reader.hpp"
 #include "tests/support/paths.hpp"
@@ -174,8 +175,10 @@ TEST(SimaiReaderGenerated, HeaderChecks) {
   const auto f = [&](const std::string& name, const std::string& header) {
     return dir.file(name, header + "\n2\n" + kLayers);
   };
-  EXPECT_INPUT_ERROR(read_simai(f("pp.txt", "HYBRID_TRANSFORMER model_parallel_NPU_group: 2 pp: 2 all_gpus: 8"), 0),
-                     "pp.txt:1", "pp", "pp > 1 is not supported yet");
+  // pp > 1 runs as a pipeline; it needs the bytes sent between stages.
+  EXPECT_NO_THROW(read_simai(f("pp.txt", "HYBRID_TRANSFORMER model_parallel_NPU_group: 2 pp: 2 all_gpus: 8 pp_comm: 64"), 0));
+  EXPECT_INPUT_ERROR(read_simai(f("ppc.txt", "HYBRID_TRANSFORMER model_parallel_NPU_group: 2 pp: 2 all_gpus: 8"), 0),
+                     "ppc.txt:1", "pp_comm", "write 'pp_comm: <bytes>'");
   EXPECT_INPUT_ERROR(read_simai(f("dlrm.txt", "HYBRID_DLRM model_parallel_NPU_group: 2"), 8), "dlrm.txt:1",
                      "policy", "not supported");
   EXPECT_INPUT_ERROR(read_simai(f("pol.txt", "FOO model_parallel_NPU_group: 2"), 8), "pol.txt:1", "policy", "FOO");
@@ -273,6 +276,223 @@ TEST(SimaiReaderGenerated, InferenceAndDataPolicies) {
   EXPECT_EQ(data.groups.at(static_cast<std::size_t>(data.programs[2][1].group)).ranks.size(), 4u);
   EXPECT_EQ(data.programs[2][3].op, CollOp::kAllReduce);  // ALLREDUCE_EP with ep 1: size-1 group
   EXPECT_EQ(data.groups.at(static_cast<std::size_t>(data.programs[2][3].group)).ranks.size(), 1u);
+}
+
+// ---- pipeline parallelism (pp > 1) ----
+
+// pp 2, ga 2, tp 2 on 8 GPUs, written as AICB writes it: one iteration-level line, the two
+// micro-batches of the stage's two layers, one iteration-level line.
+constexpr const char* kPp2 =
+    "HYBRID_TRANSFORMER_FWD_IN_BCKWD model_parallel_NPU_group: 2 ep: 1 pp: 2 vpp: 1 ga: 2 all_gpus: 8 "
+    "checkpoints: 0 checkpoint_initiates: 0 pp_comm: 1048576\n"
+    "6\n"
+    "grad_param_comm -1 1 NONE 0 1 NONE 0 1 REDUCESCATTER 4194304 100\n"
+    "attn -1 100000 ALLREDUCE 65536 200000 ALLREDUCE 65536 100000 NONE 0 100\n"
+    "mlp -1 150000 ALLREDUCE 65536 300000 ALLREDUCE 65536 150000 NONE 0 100\n"
+    "attn -1 100000 ALLREDUCE 65536 200000 ALLREDUCE 65536 100000 NONE 0 100\n"
+    "mlp -1 150000 ALLREDUCE 65536 300000 ALLREDUCE 65536 150000 NONE 0 100\n"
+    "optimizer -1 0 ALLREDUCE 4 0 NONE 0 0 NONE 0 0\n";
+
+/// "recv.act", "send.grad", ... of a pipeline node named "mb<m>.c<c>.<kind>".
+std::string p2p_kind(const std::string& name) { return name.substr(name.find('.', name.find('.') + 1) + 1); }
+
+/// The steps of a stage program in order: "F<mb>" / "B<mb>" from each step's first node.
+std::vector<std::string> steps_of(const std::vector<WorkNode>& prog) {
+  std::vector<std::string> out;
+  std::string last;
+  for (const auto& n : prog) {
+    if (n.name.rfind("mb", 0) != 0) continue;
+    const auto dot = n.name.find('.', n.name.find('.') + 1);  // "mb<m>.c<c>."
+    const std::string step = n.name.substr(0, dot);
+    const bool fwd = n.name.find(".fwd.") != std::string::npos || n.name.find(".act") != std::string::npos;
+    const std::string key = (fwd ? "F" : "B") + step;
+    if (key != last) out.push_back(key);
+    last = key;
+  }
+  return out;
+}
+
+TEST(SimaiReaderPipeline, Pp2Ga2Structure) {
+  fabricsim::testing::ScratchDir dir("simai");
+  const auto w = read_simai(dir.file("pp2.txt", kPp2), 0);
+  ASSERT_EQ(w.ranks, 8u);
+  ASSERT_TRUE(w.shared());
+  EXPECT_NO_THROW(w.check_shared());
+  ASSERT_EQ(w.programs.size(), 2u);  // one program per stage
+  // rank = t + tp * (s + pp * d): stage s = (r / 2) % 2.
+  for (std::uint32_t r = 0; r < 8; ++r) EXPECT_EQ(w.program_of[r], (r / 2) % 2) << r;
+  // Megatron 1F1B with p = 2, m = 2: stage 0 warms up with p - s - 1 = 1 forward.
+  EXPECT_EQ(steps_of(w.programs[0]), (std::vector<std::string>{"Fmb0.c0", "Fmb1.c0", "Bmb0.c0", "Bmb1.c0"}));
+  EXPECT_EQ(steps_of(w.programs[1]), (std::vector<std::string>{"Fmb0.c0", "Bmb0.c0", "Fmb1.c0", "Bmb1.c0"}));
+  // Per stage: 2 activations sent forward and 2 gradients back, pp_comm bytes each; stage 0
+  // sends activations and receives gradients, stage 1 the other way round.
+  for (std::uint32_t s = 0; s < 2; ++s) {
+    std::map<std::string, int> count;
+    for (const auto& n : w.programs[s]) {
+      if (n.type == NodeType::kSend || n.type == NodeType::kRecv) {
+        EXPECT_EQ(n.bytes, 1048576u) << n.name;
+        count[p2p_kind(n.name)]++;
+      }
+    }
+    EXPECT_EQ(count[s == 0 ? "send.act" : "recv.act"], 2) << s;
+    EXPECT_EQ(count[s == 0 ? "recv.grad" : "send.grad"], 2) << s;
+    EXPECT_EQ(count.size(), 2u) << s;
+  }
+  // Peers: rank 5 = (t 1, s 0, d 1) sends to rank 7 = (t 1, s 1, d 1); tags pair up.
+  std::multiset<std::pair<std::int64_t, std::int32_t>> sent, received;  // (tag, src rank) per dst 7
+  for (const auto& n : w.program(5)) {
+    if (n.type == NodeType::kSend) {
+      EXPECT_EQ(w.peer_of(5, n), 7);
+      sent.insert({n.tag, 5});
+    }
+  }
+  for (const auto& n : w.program(7)) {
+    if (n.type == NodeType::kRecv) {
+      EXPECT_EQ(w.peer_of(7, n), 5);
+      received.insert({n.tag, 5});
+    }
+  }
+  EXPECT_EQ(sent, received);
+  EXPECT_EQ(sent.size(), 2u);
+  // A send is issued off the chain: nothing but the next step's nodes follow it, and no node
+  // depends on it. A receive is on the chain: the step's first compute depends on it.
+  const auto& p1 = w.programs[1];
+  for (std::uint32_t i = 0; i < p1.size(); ++i) {
+    if (p1[i].type == NodeType::kSend) {
+      for (const auto& n : p1) {
+        for (const auto d : n.deps) EXPECT_NE(d, i) << n.name << " waits for " << p1[i].name;
+      }
+    }
+    if (p1[i].name == "mb0.c0.L1.fwd.compute") {
+      ASSERT_EQ(p1[i].deps.size(), 1u);
+      EXPECT_EQ(p1[p1[i].deps[0]].name, "mb0.c0.recv.act");
+    }
+  }
+  // Micro-batch 1 runs its own lines of the file (3 and 4), micro-batch 0 lines 1 and 2.
+  std::map<std::string, std::uint64_t> line_of;
+  for (const auto& n : p1) line_of[n.name] = n.source_id;
+  EXPECT_EQ(line_of["mb0.c0.L1.fwd.compute"], 4u);  // file line = index + 3
+  EXPECT_EQ(line_of["mb1.c0.L3.fwd.compute"], 6u);
+  // Collectives per rank: 2 micro-batches x 2 layers x (fwd + ig) TP all-reduces, the
+  // optimizer's all-reduce, and the one DP reduce-scatter; DP group of rank 6 = {2, 6}.
+  for (std::uint32_t r = 0; r < 8; ++r) {
+    int tp = 0, dp = 0;
+    for (const auto& n : w.program(r)) {
+      if (n.type != NodeType::kCollective) continue;
+      const auto& g = w.groups.at(static_cast<std::size_t>(w.group_of(r, n)));
+      if (g.name.rfind("tp", 0) == 0) {
+        ++tp;
+        EXPECT_EQ(g.ranks, (std::vector<std::uint32_t>{r / 2 * 2, r / 2 * 2 + 1}));
+      } else {
+        ++dp;
+        EXPECT_EQ(n.op, CollOp::kReduceScatter);
+        EXPECT_EQ(g.ranks, (std::vector<std::uint32_t>{r % 4, r % 4 + 4}));
+      }
+    }
+    EXPECT_EQ(tp, 9) << r;
+    EXPECT_EQ(dp, 1) << r;
+  }
+  // The iteration-level lines: line 0 forward first and backward last; the reduce-scatter is
+  // the last collective (after every micro-batch's backward).
+  EXPECT_EQ(w.programs[0].front().name, "L0.fwd.compute");
+  const WorkNode* last_coll = nullptr;
+  for (const auto& n : w.programs[0]) {
+    if (n.type == NodeType::kCollective) last_coll = &n;
+  }
+  ASSERT_NE(last_coll, nullptr);
+  EXPECT_EQ(last_coll->name, "L0.wg.comm");
+}
+
+TEST(SimaiReaderPipeline, InterleavedOrderAndSimaiExample) {
+  // SimAI's published 9,216-GPU MoE example (github.com/aliyun/SimAI example/workload_analytical.txt).
+  const auto w = read_simai(simai("SimAI/example/workload_analytical.txt"), 0);
+  ASSERT_EQ(w.ranks, 9216u);
+  ASSERT_EQ(w.programs.size(), 12u);
+  EXPECT_NO_THROW(w.check_shared());
+  constexpr std::uint32_t p = 12, v = 8, m = 24;
+  for (std::uint32_t s = 0; s < p; ++s) {
+    std::map<std::string, int> count;
+    for (const auto& n : w.programs[s]) {
+      if (n.type == NodeType::kSend || n.type == NodeType::kRecv) {
+        EXPECT_EQ(n.bytes, 50331648u);
+        count[p2p_kind(n.name)]++;
+      }
+    }
+    // Every (micro-batch, chunk) forward receives unless it is the first virtual stage
+    // (stage 0, chunk 0) and sends unless it is the last one (stage 11, chunk 7).
+    EXPECT_EQ(count["recv.act"], static_cast<int>(m * v - (s == 0 ? m : 0))) << s;
+    EXPECT_EQ(count["send.act"], static_cast<int>(m * v - (s == p - 1 ? m : 0))) << s;
+    EXPECT_EQ(count["recv.grad"], static_cast<int>(m * v - (s == p - 1 ? m : 0))) << s;
+    EXPECT_EQ(count["send.grad"], static_cast<int>(m * v - (s == 0 ? m : 0))) << s;
+    // Interleaved warm-up on stage s: (p - s - 1) * 2 + (v - 1) * p forwards, then the steady
+    // state's first forward, before the first backward.
+    const auto steps = steps_of(w.programs[s]);
+    ASSERT_EQ(steps.size(), 2u * m * v);
+    std::size_t warm = 0;
+    while (steps[warm][0] == 'F') ++warm;
+    EXPECT_EQ(warm, (p - s - 1) * 2 + (v - 1) * p + 1) << s;
+  }
+  // Virtual micro-batch k: chunk (k mod p*v) / p of micro-batch (k / (p*v)) * p + k mod p.
+  const auto steps0 = steps_of(w.programs[0]);
+  EXPECT_EQ(steps0[0], "Fmb0.c0");
+  EXPECT_EQ(steps0[11], "Fmb11.c0");
+  EXPECT_EQ(steps0[12], "Fmb0.c1");
+  // Rank 2 (t 0, stage 1, replica 0): EP and DP_EP groups lie inside its stage's DP group
+  // (ranks 2 + 24k, k < 384): EP = 16 consecutive DP members, DP_EP = every 16th.
+  std::map<std::string, std::vector<std::uint32_t>> group_of;
+  for (const auto& n : w.program(2)) {
+    if (n.type == NodeType::kCollective) {
+      const auto& g = w.groups.at(static_cast<std::size_t>(w.group_of(2, n)));
+      group_of[g.name.substr(0, g.name.find_first_of("0123456789"))] = g.ranks;
+    }
+  }
+  ASSERT_EQ(group_of["ep"].size(), 16u);
+  EXPECT_EQ(group_of["ep"][1], 26u);
+  ASSERT_EQ(group_of["dpep"].size(), 24u);
+  EXPECT_EQ(group_of["dpep"][1], 2u + 16u * 24u);
+  ASSERT_EQ(group_of["dp"].size(), 384u);
+  EXPECT_EQ(group_of["dp"][1], 26u);
+  EXPECT_EQ(group_of["tp"], (std::vector<std::uint32_t>{2, 3}));
+}
+
+TEST(SimaiReaderPipeline, UnrolledGaAtPp1RunsTheListOnce) {
+  fabricsim::testing::ScratchDir dir("simai");
+  std::string pp1 = kPp2;
+  pp1.replace(pp1.find("pp: 2"), 5, "pp: 1");
+  pp1.replace(pp1.find("pp_comm: 1048576"), 16, "pp_comm: 0");
+  const auto w = read_simai(dir.file("pp1.txt", pp1), 0);
+  EXPECT_FALSE(w.shared());
+  ASSERT_EQ(w.warnings.size(), 1u);
+  EXPECT_NE(w.warnings[0].find("written out"), std::string::npos) << w.warnings[0];
+  // SimAI's flat pass: each of the 6 lines once forward, once backward (no mb<m> repetition).
+  int fwd = 0;
+  for (const auto& n : w.programs[0]) {
+    EXPECT_EQ(n.name.rfind("mb", 0), std::string::npos) << n.name;
+    if (n.name.find(".fwd.compute") != std::string::npos) ++fwd;
+  }
+  EXPECT_EQ(fwd, 5);  // line 5 has no forward compute
+}
+
+TEST(SimaiReaderPipeline, BadHeaders) {
+  fabricsim::testing::ScratchDir dir("simai");
+  const auto f = [&](const std::string& name, const std::string& header) {
+    return dir.file(name, header + "\n2\n" + kLayers);
+  };
+  EXPECT_INPUT_ERROR(read_simai(f("div.txt", "HYBRID_TRANSFORMER model_parallel_NPU_group: 2 pp: 3 all_gpus: 8 pp_comm: 8"), 0),
+                     "div.txt:1", "pp", "does not divide the 8 GPUs");
+  EXPECT_INPUT_ERROR(read_simai(f("vpp.txt", "HYBRID_TRANSFORMER model_parallel_NPU_group: 2 pp: 2 vpp: 3 all_gpus: 8 pp_comm: 8"), 0),
+                     "vpp.txt:1", "vpp", "micro-batch has 2 layer lines");
+  EXPECT_INPUT_ERROR(read_simai(f("ga.txt", "HYBRID_TRANSFORMER model_parallel_NPU_group: 2 pp: 2 vpp: 2 ga: 3 all_gpus: 8 pp_comm: 8"), 0),
+                     "ga.txt:1", "ga", "not a multiple of pp");
+  EXPECT_INPUT_ERROR(read_simai(f("data.txt", "DATA pp: 2 all_gpus: 8 pp_comm: 8"), 0), "data.txt:1", "pp", "DATA");
+  // vpp with pp 1 is what AICB writes for every file (vpp: layers per stage): accepted, no effect.
+  const auto a = read_simai(f("v1.txt", "HYBRID_TRANSFORMER model_parallel_NPU_group: 2 vpp: 8 all_gpus: 8"), 0);
+  const auto b = read_simai(f("v0.txt", "HYBRID_TRANSFORMER model_parallel_NPU_group: 2 all_gpus: 8"), 0);
+  ASSERT_EQ(a.programs.size(), b.programs.size());
+  EXPECT_EQ(a.programs[0].size(), b.programs[0].size());
+  // A non-repeating file with ga > 1 repeats its list ga times on every stage (vpp 1: any ga).
+  const auto r = read_simai(f("rep.txt", "HYBRID_TRANSFORMER model_parallel_NPU_group: 2 pp: 2 ga: 3 all_gpus: 8 pp_comm: 8"), 0);
+  EXPECT_EQ(steps_of(r.programs[0]).size(), 6u);
 }
 
 }  // namespace

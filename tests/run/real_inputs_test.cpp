@@ -10,6 +10,7 @@
 
 #include "jobs/run.hpp"
 #include "tests/support/paths.hpp"
+#include "tests/support/scratch.hpp"
 
 namespace {
 
@@ -80,6 +81,37 @@ TEST(RealInputs, SimaiMicroAllReduceComputeAndCommunication) {
   }
   EXPECT_EQ(res.collectives[0].bytes, 16777216u);
   EXPECT_EQ(res.collectives[1].bytes, 67108864u);
+}
+
+TEST(RealInputs, SimaiPipelineBubbleMatchesSimaiFormula) {
+  // A compute-only AICB-layout file: PP 4, GA 8 written-out micro-batches of 2 layers (fwd
+  // 100 us, ig 150 us, wg 50 us each: f = 200 us, b = 400 us per micro-batch and stage), tiny
+  // pp_comm. SimAI's analytical total (Layer.cc, Layer::report) is compute x (1 + (PP - 1) /
+  // (GA x vpp)); Megatron's 1F1B and interleaved schedules reach exactly that bubble when chunk
+  // times are equal, so fabricsim's makespan is that plus the sends on the critical path.
+  fabricsim::testing::ScratchDir dir("pipe");
+  constexpr double kCompute = 8 * 600e-6;  // s, per rank
+  for (const int vpp : {1, 2}) {
+    std::string body;
+    for (int i = 0; i < 16; ++i) body += "layer -1 100000 NONE 0 150000 NONE 0 50000 NONE 0 0\n";
+    const auto path = dir.file("bubble" + std::to_string(vpp) + ".txt",
+                               "HYBRID_TRANSFORMER_FWD_IN_BCKWD model_parallel_NPU_group: 1 pp: 4 vpp: " +
+                                   std::to_string(vpp) + " ga: 8 all_gpus: 4 pp_comm: 4096\n16\n" + body);
+    for (const char* rung : {"analytical", "flow"}) {
+      const auto res = run(path, 0, {std::string("sim.fidelity=") + rung});
+      ASSERT_EQ(res.ranks.size(), 4u);
+      std::int64_t end = 0;
+      for (const auto& r : res.ranks) {
+        EXPECT_EQ(r.compute_ps, 4800000000LL);
+        end = std::max<std::int64_t>(end, r.finish_ps);
+      }
+      const double simai = kCompute * (1.0 + 3.0 / (8.0 * vpp));
+      // Each of the < 2 x (GA x vpp + PP) critical-path sends of 4 KiB over NVLink takes < 1 us.
+      const double sends = 2.0 * (8 * vpp + 4) * 1e-6;
+      EXPECT_GE(static_cast<double>(end) * 1e-12, simai) << rung << " vpp " << vpp;
+      EXPECT_LE(static_cast<double>(end) * 1e-12, simai + sends) << rung << " vpp " << vpp;
+    }
+  }
 }
 
 TEST(RealInputs, AicbLlama7bZero3On16Gpus) {
