@@ -89,6 +89,16 @@ void summary_head(const RunContext& c, std::ostream& out) {
     out << "fidelity:  " << models::fidelity_name(c.fidelity)
         << (c.ring_flows == models::RingFlows::kStream && c.stream_applies ? " (ring flows: stream)" : "") << "\n";
   }
+  if (c.fold.active()) {
+    out << fmt::format("fold:      dp, {} replicas of {} ranks simulated as 1 ({}; docs/folding.md)\n", c.fold.replicas,
+                       c.fold.world / c.fold.replicas,
+                       c.fidelity == models::Fidelity::kAnalytical ? "exact at the analytical rung"
+                       : c.fold_switch_flows == 0
+                           ? "exact: no flow crossed a switch-to-switch link"
+                           : fmt::format("{} flows crossed switch-to-switch links, where the mirrored replicas' "
+                                         "share is not counted",
+                                         c.fold_switch_flows));
+  }
   if (gen.infer.used) {
     inference_lines(c, out);
   } else if (c.res.iterations > 1) {
@@ -287,6 +297,7 @@ std::string summary_json(const RunContext& c) {
   j["processes"] = c.nprocs;
   j["threads"] = c.spec.threads;
   j["fidelity"] = models::fidelity_name(c.fidelity);
+  j["fold_replicas"] = c.fold.active() ? c.fold.replicas : 1;
   j["ranks"] = c.w.ranks;
   j["workload"] = c.w.source;
   j["format"] = c.w.format;
