@@ -112,7 +112,7 @@ TEST(Fold, RefusedWhereReplicasShareOrDiffer) {
   // when the collective starts.
   auto tree = job(4, "flow", "dp");
   tree.push_back("workload.generator.zero=0");
-  tree.push_back("nccl.NCCL_ALGO=Tree");
+  tree.push_back("nccl.NCCL_ALGO=Ring;allreduce:Tree");
   const std::string m4 = refusal(tree);
   EXPECT_NE(m4.find("sim.fold"), std::string::npos) << m4;
   EXPECT_NE(m4.find("an NCCL Tree"), std::string::npos) << m4;
