@@ -1,7 +1,7 @@
 #!/bin/bash
 # sim.fold: dp benchmark (not a test): folded vs unfolded wall time and peak memory at the flow rung
 # for generated GPT-3 13B and 175B on 64/256/1024 H100s (rail-optimized, non-blocking).
-# Usage: bench/fold/run.sh FABRICSIM OUTDIR "model:tp:pp:dp:layers:fold" ...
+# Usage: [EXTRA="key=value ..."] bench/fold/run.sh FABRICSIM OUTDIR "model:tp:pp:dp:layers:fold" ...
 # Each point: one `fabricsim run` under /usr/bin/time -v; prints iteration time, events, wall, RSS.
 set -u
 fs=$1; out=$2; shift 2
@@ -14,6 +14,7 @@ for p in "$@"; do
         --set workload.generator.global_batch=$((4 * pp * dp)) --set sim.fidelity=flow --set sim.fold="$fold"
         --set output.h5=/dev/null)
   [ "$layers" != "all" ] && sets+=(--set workload.generator.layers="$layers")
+  for e in ${EXTRA:-}; do sets+=(--set "$e"); done
   /usr/bin/time -v "$fs" run "${sets[@]}" >"$out/$name.out" 2>"$out/$name.time"
   it=$(grep -o "iteration time: [^(]*([0-9]* ps" "$out/$name.out" | grep -o "[0-9]* ps")
   ev=$(grep -o "engine: [0-9]* events" "$out/$name.out" | grep -o "[0-9]*")

@@ -158,6 +158,15 @@ void fold_replicas(RunContext& c) {
   check_fabric(c, fold);
   check_replicas(c, fold);
   c.fold = fold;
+  for (std::uint32_t g = 0; g < fold.world; ++g) {
+    if (t.leaf_of(g) == t.leaf_of(fold.rep(g))) continue;
+    // The shift then moves GPUs between leaf groups: the DP rings' edges between groups cross
+    // spine links (ECMP collisions, longer paths) that no flow of the representative takes.
+    refuse(c, fmt::format("replicas sit under different leaves (GPU {} on leaf {}, its image {} in replica 0 on leaf {}), so "
+                          "DP ring edges between leaf groups cross spine links the folded run does not see",
+                          g, t.leaf_of(g), fold.rep(g), t.leaf_of(fold.rep(g))),
+           "put all hosts of a rail on one leaf (cluster.nics_per_leaf >= hosts)");
+  }
   c.log->info("sim.fold: dp: {} replicas of {} ranks simulated as one", fold.replicas, fold.world / fold.replicas);
 }
 

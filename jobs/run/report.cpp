@@ -90,14 +90,16 @@ void summary_head(const RunContext& c, std::ostream& out) {
         << (c.ring_flows == models::RingFlows::kStream && c.stream_applies ? " (ring flows: stream)" : "") << "\n";
   }
   if (c.fold.active()) {
+    std::string how;
+    if (c.fidelity == models::Fidelity::kFlow && c.fold_switch_flows > 0) {
+      how = fmt::format("within a bound: {} flows crossed switch-to-switch links, where the mirrored replicas' share is "
+                        "not counted",
+                        c.fold_switch_flows);
+    } else {
+      how = "exact: every replica on its representative's leaves, no flow between switches";
+    }
     out << fmt::format("fold:      dp, {} replicas of {} ranks simulated as 1 ({}; docs/folding.md)\n", c.fold.replicas,
-                       c.fold.world / c.fold.replicas,
-                       c.fidelity == models::Fidelity::kAnalytical ? "exact at the analytical rung"
-                       : c.fold_switch_flows == 0
-                           ? "exact: no flow crossed a switch-to-switch link"
-                           : fmt::format("{} flows crossed switch-to-switch links, where the mirrored replicas' "
-                                         "share is not counted",
-                                         c.fold_switch_flows));
+                       c.fold.world / c.fold.replicas, how);
   }
   if (gen.infer.used) {
     inference_lines(c, out);

@@ -52,7 +52,7 @@ TEST(Fold, FlowRung64GpusMatchesUnfolded) {
   const RunResult full = run(job(4, "flow", "none"));
   const RunResult folded = run(job(4, "flow", "dp"));
   expect_same(folded, full);
-  EXPECT_NE(folded.summary_text.find("fold:      dp, 4 replicas of 16 ranks simulated as 1 (exact"), std::string::npos)
+  EXPECT_NE(folded.summary_text.find("fold:      dp, 4 replicas of 16 ranks simulated as 1 (exact: every replica"), std::string::npos)
       << folded.summary_text;
 }
 
@@ -98,6 +98,10 @@ TEST(Fold, RefusedWhereReplicasShareOrDiffer) {
   EXPECT_NE(m1.find("sim.fold: dp: the fabric is oversubscribed"), std::string::npos) << m1;
   EXPECT_NE(m1.find("set sim.fold: none"), std::string::npos) << m1;
   EXPECT_EQ(m1.find('\n'), std::string::npos);
+
+  // 1,024 GPUs: 128 hosts, rails of 32 hosts per leaf; DP 64 rings cross between leaf groups.
+  const std::string m5 = refusal(job(64, "flow", "dp"));
+  EXPECT_NE(m5.find("replicas sit under different leaves"), std::string::npos) << m5;
 
   const std::string m2 = refusal(job(4, "packet", "dp"));
   EXPECT_NE(m2.find("sim.fold: dp: the packet rung"), std::string::npos) << m2;
