@@ -19,6 +19,7 @@ RunResult run_simulation(const RunOptions& opt, MPI_Comm comm, const std::string
   run_stages::resolve(c);
   run_stages::load_workloads(c);
   run_stages::build_topology(c);
+  run_stages::fold_replicas(c);
   run_stages::place(c);
   run_stages::make_planner(c);
   if (opt.dry_run) return run_stages::dry_run_result(c);

@@ -150,6 +150,9 @@ const std::vector<SpecKey>& spec_keys() {
                          "each after the previous step's receive) or stream (one flow per rank with all steps' bytes; every rank completes at the "
                          "ring-wide step-wise instant, exact uncongested with equal links, approximate under congestion: docs/fidelity.md "
                          "\"Streamed rings\"); the packet rung ignores it"},
+      {"sim.fold", "enum", "none", "none, or dp: simulate one data-parallel replica of a generated job whose replicas are identical on a "
+                   "non-blocking fabric; its DP collectives still cross the whole DP group's paths and the per-rank outputs stand "
+                   "for the whole job (flow and analytical rungs; docs/folding.md)"},
       {"output.h5", "string", "fabricsim_results.h5", "HDF5 results file (relative to the working directory)"},
       {"output.flows", "bool", "true", "write one /flows row per flow into the HDF5 file (false: an empty /flows table and no per-flow memory; the digest is unchanged)"},
       {"output.summary_json", "string", "", "summary JSON file (none if empty)"},
@@ -689,6 +692,12 @@ void load_sim_keys(const SpecReader& r, Spec& s) {
       throw InputError(r.file_of("sim.ring_flows"), "sim.ring_flows", "'" + *v + "' is not a ring flow mode", "use step or stream");
     }
     s.ring_flows = *v;
+  }
+  if (auto v = r.str("sim.fold")) {
+    if (*v != "none" && *v != "dp") {
+      throw InputError(r.file_of("sim.fold"), "sim.fold", "'" + *v + "' is not a fold mode", "use none or dp");
+    }
+    s.fold = *v;
   }
 }
 

@@ -53,6 +53,8 @@ struct Spec {
   std::string fidelity = "packet";  ///< sim.fidelity: packet | flow | analytical (models/flow/flow_model.hpp)
   /// sim.ring_flows: step | stream (models/flow/ring_stream.hpp; flow and analytical rungs only).
   std::string ring_flows = "step";
+  /// sim.fold: none | dp (docs/folding.md; jobs/run/fold.cpp checks when it applies).
+  std::string fold = "none";
   std::string output_h5;
   bool output_flows = true;  ///< output.flows: write the HDF5 /flows table (keeps every flow record until then)
   std::string summary_json;

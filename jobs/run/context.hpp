@@ -41,6 +41,7 @@ struct GenInfo {
   bool fp8 = false;              ///< the peak is the FP8 one
   InferStats infer;              ///< inference workloads (infer.used)
   std::uint32_t batch = 0, prompt_tokens = 0, output_tokens = 0, replicas = 0;  ///< inference config
+  std::uint32_t tp = 1, cp = 1, pp = 1, ep = 1;  ///< the generated job's parallel sizes (DP: replicas)
 };
 
 /// Figures derived from the gathered results, shared by the summary text and the summary JSON.
@@ -93,6 +94,10 @@ struct RunContext {
   bool net_lp = false;          ///< flow rung: one network LP owns every link
   bool stream_applies = false;  ///< sim.ring_flows: stream changes this run
   engine::LpId net_id = 0;      ///< the network LP's id (num_nodes, after every topology node)
+
+  // fold_replicas (sim.fold: dp)
+  models::FoldMap fold;         ///< inactive unless the run is folded
+  std::uint64_t fold_switch_flows = 0;  ///< gather: flows of the folded run over switch-to-switch links
 
   // place
   std::uint32_t part_procs = 1;  ///< processes placed for (validate --processes N, else the run's)
@@ -170,6 +175,10 @@ void resolve(RunContext& c);
 void load_workloads(RunContext& c);
 /// Cluster spec, topology, fidelity and ring-flow mode (jobs/run/topology.cpp).
 void build_topology(RunContext& c);
+/// sim.fold: dp: checks that the DP replicas are identical and the fabric gives them symmetric,
+/// unshared resources, and sets RunContext::fold; @throws engine::InputError naming sim.fold
+/// otherwise (jobs/run/fold.cpp, docs/folding.md).
+void fold_replicas(RunContext& c);
 /// Placement of every LP on (process, thread), its lookahead; saves it when asked
 /// (jobs/run/topology.cpp).
 void place(RunContext& c);

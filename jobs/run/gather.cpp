@@ -229,6 +229,20 @@ void gather(RunContext& c) {
   const std::vector<models::CollectivePartial> local_parts = collect_local(c);
   std::vector<io::RankRecord> all_ranks = allgather_pod(c.comm, c.local_ranks);
   std::sort(all_ranks.begin(), all_ranks.end(), [](auto& a, auto& b) { return a.rank < b.rank; });
+  if (c.fold.active()) {
+    // sim.fold: dp: a replica's ranks did what their representatives did (docs/folding.md).
+    for (auto& r : all_ranks) {
+      const std::uint32_t rep = c.fold.rep(r.rank);
+      if (rep != r.rank) {
+        const std::uint32_t rank = r.rank;
+        r = all_ranks[rep];
+        r.rank = rank;
+      }
+    }
+    unsigned long long mine = c.net ? c.net->fold_switch_flows() : 0, all = 0;
+    MPI_Allreduce(&mine, &all, 1, MPI_UNSIGNED_LONG_LONG, MPI_SUM, c.comm);
+    c.fold_switch_flows = all;
+  }
   res.collectives = merge_collectives(c, allgather_pod(c.comm, local_parts));
   if (c.gen.infer.used) c.phase_end = gather_phase_ends(c);
   long long nflows = static_cast<long long>(c.local_flow_digest.count), total_flows = nflows;

@@ -46,20 +46,24 @@ std::unique_ptr<models::GpuRankLp> make_gpu(RunContext& c, engine::LpId id) {
   const Spec& spec = c.spec;
   const models::Workload& w = c.w;
   std::shared_ptr<const models::ProgramIndex> index;
-  if (id < w.ranks && models::ProgramIndex::shareable(w, id)) {
+  // sim.fold: dp: the GPUs of replicas other than the representative run no program.
+  const bool runs = id < w.ranks && c.fold.simulated(id);
+  if (runs && models::ProgramIndex::shareable(w, id)) {
     auto& shared = c.shared_index[w.program_of[id]];
     if (!shared) shared = models::ProgramIndex::of_shared(w, w.program_of[id]);
     index = shared;
   }
-  auto g = std::make_unique<models::GpuRankLp>(*c.topo, id, &w, c.planner(), spec.fabric, std::move(index));
+  auto g = std::make_unique<models::GpuRankLp>(*c.topo, id, id < w.ranks && !runs ? nullptr : &w, c.planner(),
+                                                spec.fabric, std::move(index));
   g->set_fidelity(c.fidelity, c.net_id);
   g->set_ring_flows(c.ring_flows);
+  g->set_fold(&c.fold);
   g->keep_flows(c.keep_flow_records);
   if (c.write_h5 || c.opt.keep_flows || !spec.trace_path.empty()) g->enable_sampling(spec.sample_interval_ps);
   if (!spec.trace_path.empty() && id < w.ranks && id >= spec.trace_rank_lo && id <= spec.trace_rank_hi) {
     g->enable_trace();
   }
-  if (c.gen.infer.used && id < w.ranks && !c.gen.infer.phase_end_nodes[id].empty()) {
+  if (c.gen.infer.used && runs && !c.gen.infer.phase_end_nodes[id].empty()) {
     g->watch_nodes(c.gen.infer.phase_end_nodes[id]);
   }
   return g;
@@ -90,6 +94,7 @@ void build_lps(RunContext& c) {
   if (c.net_lp && sim.is_local(c.net_id)) {
     c.net = std::make_unique<models::FlowNetLp>(topo, c.net_id);
     c.net->set_groups(&c.w.groups);
+    c.net->set_fold(&c.fold);
     sim.add_lp(c.net_id, c.net.get());
   }
 }

@@ -139,6 +139,18 @@ void summary_head(const RunContext& c, std::ostream& out) {
     out << "fidelity:  " << models::fidelity_name(c.fidelity)
         << (c.ring_flows == models::RingFlows::kStream && c.stream_applies ? " (ring flows: stream)" : "") << "\n";
   }
+  if (c.fold.active()) {
+    std::string how;
+    if (c.fidelity == models::Fidelity::kFlow && c.fold_switch_flows > 0) {
+      how = fmt::format("within a bound: {} flows crossed switch-to-switch links, where the mirrored replicas' share is "
+                        "not counted",
+                        c.fold_switch_flows);
+    } else {
+      how = "exact: every replica on its representative's leaves, no flow between switches";
+    }
+    out << fmt::format("fold:      dp, {} replicas of {} ranks simulated as 1 ({}; docs/folding.md)\n", c.fold.replicas,
+                       c.fold.world / c.fold.replicas, how);
+  }
   if (gen.infer.used) {
     inference_lines(c, out);
   } else if (c.res.iterations > 1) {
@@ -346,6 +358,7 @@ std::string summary_json(const RunContext& c) {
   j["processes"] = c.nprocs;
   j["threads"] = c.spec.threads;
   j["fidelity"] = models::fidelity_name(c.fidelity);
+  j["fold_replicas"] = c.fold.active() ? c.fold.replicas : 1;
   j["ranks"] = c.w.ranks;
   j["workload"] = c.w.source;
   j["format"] = c.w.format;

@@ -78,6 +78,10 @@ models::Workload load_spec_workload(const Spec& spec, GenInfo* info) {
     info->prompt_tokens = cfg.prompt_tokens;
     info->output_tokens = cfg.output_tokens;
     info->replicas = cfg.dp;
+    info->tp = cfg.tp;
+    info->cp = cfg.cp;
+    info->pp = cfg.pp;
+    info->ep = cfg.ep;
   }
   return std::move(g.workload);
 }

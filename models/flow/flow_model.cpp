@@ -187,7 +187,7 @@ void start_nvls_analytical(const Topology& topo, const Packet& head, Context& ct
 
 void start_coarse_flow(const Topology& topo, Fidelity fidelity, engine::LpId net_lp, const Packet& head,
                        Context& ctx, std::vector<SimTime>* port_free,
-                       const std::vector<std::uint32_t>* nvls_members) {
+                       const std::vector<std::uint32_t>* nvls_members, const FoldMap* fold) {
   if (fidelity == Fidelity::kAnalytical && coarse_nvls(head) != kNvlsNone) {
     if (nvls_members == nullptr) throw engine::InternalError("analytical NVLS flow without members");
     start_nvls_analytical(topo, head, ctx, *nvls_members, port_free);
@@ -212,11 +212,14 @@ void start_coarse_flow(const Topology& topo, Fidelity fidelity, engine::LpId net
     start = std::max(start, free_at);
     free_at = start + t.drain_ps + last_ser;
   }
-  ctx.send(head.dst_rank, start + t.head_ps + t.drain_ps + t.tail_ps, kEvFlowArrive, head);
+  Packet arrive = head;
+  const std::uint32_t to = fold != nullptr ? fold->mirror(arrive) : arrive.dst_rank;
+  ctx.send(to, start + t.head_ps + t.drain_ps + t.tail_ps, kEvFlowArrive, arrive);
   ctx.send(ctx.self(), start + t.drain_ps + last_ser, kEvFlowSent, head.flow_id);
 }
 
-void FlowSource::post(const Topology& topo, engine::LpId net_lp, const Packet& head, Context& ctx) {
+void FlowSource::post(const Topology& topo, engine::LpId net_lp, const Packet& head, Context& ctx,
+                      const FoldMap* fold) {
   const SimTime d = coarse_offset_ps(topo);
   SimTime at = ctx.now();  // when the port is through this GPU's direct single-packet flows
   if (coarse_nvls(head) == kNvlsNone && head.dst_rank != head.src_rank) {
@@ -255,7 +258,13 @@ void FlowSource::post(const Topology& topo, engine::LpId net_lp, const Packet& h
       // its flows was reported sent D after it left the port): this clock is the whole story.
       clock = at + e.ser_ps;
       ++direct_;
-      ctx.send(head.dst_rank, at + e.delay_ps, kEvFlowArrive, head);
+      if (fold != nullptr) {
+        Packet arrive = head;
+        const std::uint32_t to = fold->mirror(arrive);
+        ctx.send(to, at + e.delay_ps, kEvFlowArrive, arrive);
+      } else {
+        ctx.send(head.dst_rank, at + e.delay_ps, kEvFlowArrive, head);
+      }
       ctx.send(ctx.self(), at + e.ser_ps + 2 * d, kEvFlowSent, head.flow_id);
       return;
     }
@@ -378,7 +387,50 @@ const FlowNetLp::RouteEntry& FlowNetLp::route_of(const Packet& head, std::uint64
   e.hash = head.flow_hash;
   e.bytes = bytes;
   set_route(e, path, bytes);
+  if (!canon_.empty()) {
+    e.crosses_switches = false;
+    for (std::uint32_t i = 0; i < e.hops; ++i) {
+      e.crosses_switches = e.crosses_switches || switch_link_[e.link[i]] != 0;
+      e.link[i] = canon_[e.link[i]];
+    }
+  }
   return e;
+}
+
+void FlowNetLp::set_fold(const FoldMap* fold) {
+  fold_ = fold != nullptr && fold->active() ? fold : nullptr;
+  canon_.clear();
+  switch_link_.clear();
+  if (fold_ == nullptr) return;
+  canon_.resize(index_.size());
+  switch_link_.assign(index_.size(), 0);
+  for (engine::LpId n = 0; n < topo_.num_nodes(); ++n) {
+    const auto& ports = topo_.ports(n);
+    for (std::uint32_t p = 0; p < ports.size(); ++p) {
+      const std::uint32_t l = index_.link(n, p);
+      canon_[l] = l;
+      if (topo_.kind(n) == NodeKind::kGpu) {
+        const std::uint32_t r = fold_->rep(n);
+        if (r == n) continue;
+        if (topo_.ports(r).size() != ports.size() || topo_.ports(r)[p].rate_bps != ports[p].rate_bps) {
+          throw engine::InternalError("fold: gpu " + std::to_string(n) + " and its representative " +
+                                      std::to_string(r) + " have different ports");
+        }
+        canon_[l] = index_.link(r, p);
+        continue;
+      }
+      const engine::LpId peer = ports[p].peer;
+      if (topo_.kind(peer) != NodeKind::kGpu) {
+        switch_link_[l] = 1;
+        continue;
+      }
+      const std::uint32_t r = fold_->rep(peer);
+      if (r == peer) continue;
+      // The representative GPU's port with the same index reaches its own switch of this role.
+      const Port& rp = topo_.ports(r).at(ports[p].peer_port);
+      canon_[l] = index_.link(rp.peer, rp.peer_port);
+    }
+  }
 }
 
 FlowPath FlowNetLp::nvls_path(const Packet& head, std::uint8_t stage) const {
@@ -585,7 +637,11 @@ void FlowNetLp::report(std::uint32_t f, Context& ctx) {
     return;
   }
   // The first hop's latency beyond D (the offset this LP runs behind the GPUs), then the tail.
-  if (!a.nvls) ctx.send(a.head.dst_rank, ctx.now() + a.head_ps - sent_delay_ps_ + a.tail_ps, kEvFlowArrive, a.head);
+  if (!a.nvls) {
+    Packet arrive = a.head;
+    const std::uint32_t to = fold_ != nullptr ? fold_->mirror(arrive) : arrive.dst_rank;
+    ctx.send(to, ctx.now() + a.head_ps - sent_delay_ps_ + a.tail_ps, kEvFlowArrive, arrive);
+  }
   ctx.send(a.head.src_rank, ctx.now() + sent_delay_ps_, kEvFlowSent, a.head.flow_id);
   if (a.nvls) nvls_up_drained(a.head, ctx.now() + a.tail_ps, ctx);  // the switch has the last byte
 }
@@ -837,6 +893,7 @@ void FlowNetLp::tick(Context& ctx) {
       }
     }
     ++flows_total_;
+    if (path.crosses_switches) ++fold_switch_flows_;
     for (std::uint32_t i = 0; i < path.hops; ++i) link_bytes_[path.link[i]] += bytes;
     if (t.rest_bytes == 0 && stage == 0) {
       // A single packet (or nothing): store-and-forward latency after its turn on the sender's
@@ -847,7 +904,9 @@ void FlowNetLp::tick(Context& ctx) {
       // Not for NVLS flows: a GPU issues many single-packet chunks at once (e.g. 128 per loop on
       // 8 GPUs at 2.5 MiB), and each takes its share of the NVLS issue rate and the links.
       if (path.hops > 0 && path.link[0] < port_free_.size()) port_free_[path.link[0]] = start + t.last_first_ps;
-      ctx.send(head.dst_rank, start + t.head_ps - sent_delay_ps_ + t.tail_ps, kEvFlowArrive, head);
+      Packet arrive = head;
+      const std::uint32_t to = fold_ != nullptr ? fold_->mirror(arrive) : arrive.dst_rank;
+      ctx.send(to, start + t.head_ps - sent_delay_ps_ + t.tail_ps, kEvFlowArrive, arrive);
       ctx.send(head.src_rank, start + t.last_first_ps + sent_delay_ps_, kEvFlowSent, head.flow_id);
       release_connection(head);  // may append the next flow of this QP to pending_
       continue;

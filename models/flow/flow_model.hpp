@@ -18,6 +18,7 @@
 #include "engine/lp.hpp"
 #include "models/topology/cluster.hpp"
 #include "models/flow/flow_maxmin.hpp"
+#include "models/core/fold.hpp"
 #include "models/core/packet.hpp"
 #include "models/core/workload.hpp"
 
@@ -128,9 +129,11 @@ std::uint64_t coarse_part_bytes(const Packet& head, const Topology& topo);
 /// (NCCL channels, QPs) are serialized on its port and never exceed its line rate; nothing is
 /// shared beyond the sender. Unused (may be null) at the flow level.
 /// NVLS flows (coarse_nvls) at the analytical rung also need `nvls_members` (the communicator).
+/// `fold` (sim.fold: dp; null or inactive: none): an arrival for a rank outside the
+/// representative replica is delivered as its image into it (FoldMap::mirror).
 void start_coarse_flow(const Topology& topo, Fidelity fidelity, engine::LpId net_lp, const Packet& head,
                        engine::Context& ctx, std::vector<engine::SimTime>* port_free,
-                       const std::vector<std::uint32_t>* nvls_members = nullptr);
+                       const std::vector<std::uint32_t>* nvls_members = nullptr, const FoldMap* fold = nullptr);
 
 /// D = min(NVLink, NIC latency): the GPU <-> network LP lookahead. The network LP's clock runs
 /// D behind the GPUs' NIC/NVLink egress: a flow posted at t0 joins its links at t0 + D, so
@@ -160,13 +163,16 @@ class FlowSource {
  public:
   /// Sends flow `head` (one part: Packet::conn says which, coarse_part_bytes its size) of this
   /// GPU (ctx.self() == head.src_rank) at ctx.now(): directly when the network LP's answer is
-  /// known, else as kEvFlowStart to `net_lp` D = coarse_offset_ps later.
+  /// known, else as kEvFlowStart to `net_lp` D = coarse_offset_ps later. `fold` (null: none):
+  /// a direct arrival for a rank outside the representative replica is delivered as its image
+  /// (FoldMap::mirror); the network LP does the same for the flows it serves.
   ///
   /// Port clock: a single-packet flow occupies its egress port for ser(p, R_1) (the packet
   /// rung's port sends a GPU's concurrent one-packet messages one after another); it starts
   /// when the port's earlier single-packet flows are through (FlowNetLp keeps the same clock
   /// for those it serves), and a flow handed to the network LP is handed no sooner than that.
-  void post(const Topology& topo, engine::LpId net_lp, const Packet& head, engine::Context& ctx);
+  void post(const Topology& topo, engine::LpId net_lp, const Packet& head, engine::Context& ctx,
+            const FoldMap* fold = nullptr);
   /// The network LP reported one of this GPU's flows sent (kEvFlowSent whose source is net_lp).
   /// @throws engine::InternalError if no flow was outstanding.
   void net_sent();
@@ -220,6 +226,17 @@ class FlowNetLp final : public engine::Lp {
   FlowNetLp(const Topology& topo, engine::LpId id);
   /// Communicators (Workload::groups, outliving the LP), needed for NVLS flows' members.
   void set_groups(const std::vector<CommGroup>* groups) { groups_ = groups; }
+  /// Folds the DP replicas (sim.fold: dp, docs/folding.md): arrivals for ranks outside the
+  /// representative replica are delivered as their images into it (FoldMap::mirror), and every
+  /// link a flow crosses is replaced by its representative under the shift: a GPU's own links by
+  /// the representative GPU's, a switch's link into GPU g by its link into the representative of
+  /// g (the switch reached from it over the same GPU port). Links between switches stay. `fold`
+  /// outlives the LP; call before the run. @throws engine::InternalError if a GPU and its
+  /// representative have different ports.
+  void set_fold(const FoldMap* fold);
+  /// Flows admitted whose route crosses a link between two switches (counted in folded runs only:
+  /// their sharing with the mirrored replicas' flows there is not modelled, docs/folding.md).
+  std::uint64_t fold_switch_flows() const { return fold_switch_flows_; }
   void init(engine::Context&) override {}
   void handle(const engine::Event& ev, engine::Context& ctx) override;
   /// Totals for reports: flows handled, max-min recomputations, flows re-solved.
@@ -297,6 +314,7 @@ class FlowNetLp final : public engine::Lp {
     std::uint32_t mtu = 0;
     std::uint32_t link[MaxMinSolver::kMaxHops] = {};
     TransferTiming timing;
+    bool crosses_switches = false;  ///< folded runs: the route has a switch-to-switch link
   };
   const RouteEntry& route_of(const Packet& head, std::uint64_t bytes);
   /// Fills e's route (hops, MTU, links) and its transfer timing for `bytes` from `path`.
@@ -465,6 +483,10 @@ class FlowNetLp final : public engine::Lp {
   std::uint64_t route_lookups_ = 0, route_misses_ = 0;  // since the last growth check
   std::uint64_t route_lookups_total_ = 0, route_misses_total_ = 0;  // over the run (statistics)
   std::vector<std::uint64_t> link_bytes_;
+  const FoldMap* fold_ = nullptr;            // sim.fold: dp (null: none)
+  std::vector<std::uint32_t> canon_;         // folded: link id -> its representative link
+  std::vector<std::uint8_t> switch_link_;    // folded: 1 for a link between two switches
+  std::uint64_t fold_switch_flows_ = 0;
   std::uint64_t flows_total_ = 0, solves_ = 0, resolved_ = 0;
   // D = coarse_offset_ps: delay of kEvFlowStart and of kEvFlowSent. The packet level's send
   // completes D before the drain instant seen here (the last packet left the first hop), which

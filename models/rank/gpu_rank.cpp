@@ -287,6 +287,7 @@ void GpuRankLp::start_collective(std::uint32_t n, Context& ctx) {
   CollectivePartial part{group, inst, node.op, node.bytes,
                          static_cast<std::uint32_t>(members.size()), ctx.now(), ctx.now()};
   RankPlan plan = planner_.plan(req);
+  if (fold_ != nullptr) check_fold_plan(plan, members);
   if (plan.empty()) {
     partials_.push_back(part);
     node_done(n, ctx);
@@ -315,6 +316,39 @@ void GpuRankLp::start_collective(std::uint32_t n, Context& ctx) {
     return;
   }
   begin_collective(slot, ctx);
+}
+
+void GpuRankLp::check_fold_plan(const RankPlan& plan, const std::vector<std::uint32_t>& members) const {
+  bool crosses = false;
+  for (std::uint32_t m : members) crosses = crosses || fold_->replica(m) != 0;
+  if (!crosses) return;
+  // A ring step to rank next (replica j) is delivered as its image into this rank: the message
+  // from this rank's image in replica -j, which must be this rank's ring predecessor.
+  auto ring_ok = [&](std::uint32_t next, std::uint32_t prev) {
+    return fold_->rep(next) == id_ && fold_->rep(prev) == id_ &&
+           (fold_->replica(next) + fold_->replica(prev)) % fold_->replicas == 0;
+  };
+  const char* kind = "a materialized plan (Tree, chain or all-to-all)";
+  if (plan.lazy_ring) {
+    if (ring_ok(plan.lazy_ring->next, plan.lazy_ring->prev)) return;
+    kind = "a ring whose neighbours are not this rank's DP images";
+  } else if (plan.lazy_channels) {
+    bool ok = true;
+    for (std::uint32_t c = 0; c < plan.lazy_channels->channels; ++c) {
+      ok = ok && ring_ok(plan.lazy_channels->next[c], plan.lazy_channels->prev[c]);
+    }
+    if (ok) return;
+    kind = "a ring whose neighbours are not this rank's DP images";
+  } else if (plan.lazy_tree) {
+    kind = "an NCCL Tree";
+  } else if (plan.lazy_nvls) {
+    kind = "NVLS";
+  }
+  throw engine::InputError("spec", "sim.fold",
+                           "rank " + std::to_string(id_) + ": a collective on a communicator of " +
+                               std::to_string(members.size()) + " ranks spanning the DP replicas is planned as " + kind +
+                               ", which the DP shift does not map onto itself",
+                           "set nccl.NCCL_ALGO: Ring (or simccl.planner: ring), or sim.fold: none");
 }
 
 void GpuRankLp::begin_collective(std::uint32_t slot, Context& ctx) {
@@ -645,6 +679,10 @@ void GpuRankLp::channel_message(std::uint32_t slot, std::uint64_t key, Context& 
   const LazyChannelRing& r = *st.plan.lazy_channels;
   std::uint32_t c = 0;
   std::uint64_t rs = 0;
+  if (fold_ != nullptr && fold_->replica(static_cast<std::uint32_t>(key >> 32)) != 0 &&
+      mirrored_channel_message(slot, key, ctx)) {
+    return;
+  }
   if (!r.decode(static_cast<std::uint32_t>(key & 0xFFFFFFFFu), c, rs) || (key >> 32) != r.prev[c] ||
       (st.ring_got[st.got_word[c] + rs / 64] >> (rs % 64) & 1u)) {
     throw engine::InternalError("rank " + std::to_string(id_) + ": message from rank " + std::to_string(key >> 32) +
@@ -660,6 +698,47 @@ void GpuRankLp::channel_message(std::uint32_t slot, std::uint64_t key, Context& 
     for (std::uint32_t x = 0; x < r.channels && idle; ++x) idle = st.cursor[x].done && !st.in_flight[x];
     if (idle) finish_collective(slot, ctx);
   }
+}
+
+bool GpuRankLp::mirrored_channel_message(std::uint32_t slot, std::uint64_t key, Context& ctx) {
+  CollState& st = state(slot);
+  const LazyChannelRing& r = *st.plan.lazy_channels;
+  // The tag is this rank's own send (c, l, k, j) as its image from the predecessor.
+  const auto t = static_cast<std::uint32_t>(key & 0xFFFFFFFFu);
+  const std::uint64_t per_c = (r.max_loops + 1) * r.steps * r.max_slices;
+  const auto c = static_cast<std::uint32_t>(t / per_c);
+  if (c >= r.channels || (key >> 32) != r.prev[c]) return false;
+  const std::uint64_t rest = t % per_c;
+  const auto j = static_cast<std::uint32_t>(rest % r.max_slices);
+  const auto k = static_cast<std::uint32_t>((rest / r.max_slices) % r.steps);
+  const std::uint64_t l = rest / (std::uint64_t{r.max_slices} * r.steps);
+  if (l >= r.nloops[c]) return false;
+  const std::uint32_t ns = r.nslices(r.piece(c, l, k, false));
+  const std::uint32_t nr = r.nslices(r.piece(c, l, k, true));
+  if (ns == nr) return false;  // the ordinary receive
+  // The predecessor's piece at (l, k) has another slice count than this rank's (a ring's pieces
+  // differ where the buffer does not split evenly): its slices j < min(ns, nr) arrive with this
+  // rank's slices j, and the rest with this rank's last slice.
+  std::uint32_t from = j, to = j + 1;
+  if (j >= nr) from = to = 0;
+  if (j + 1 == ns && nr > ns) to = nr;
+  for (std::uint32_t x = from; x < to; ++x) {
+    const std::uint64_t rs = r.recv_index(l, k, x);
+    std::uint64_t& word = st.ring_got[st.got_word[c] + rs / 64];
+    if (word >> (rs % 64) & 1u) {
+      throw engine::InternalError("rank " + std::to_string(id_) + ": mirrored slice received twice");
+    }
+    word |= std::uint64_t{1} << (rs % 64);
+    --st.recvs_left;
+  }
+  if (!st.started) return true;
+  channel_send(slot, c, ctx);
+  if (!st.completed && st.recvs_left == 0) {
+    bool idle = true;
+    for (std::uint32_t x = 0; x < r.channels && idle; ++x) idle = st.cursor[x].done && !st.in_flight[x];
+    if (idle) finish_collective(slot, ctx);
+  }
+  return true;
 }
 
 void GpuRankLp::ring_send(std::uint32_t slot, std::uint32_t step, Context& ctx) {
@@ -890,9 +969,9 @@ void GpuRankLp::start_flow(std::uint32_t dst, std::uint64_t bytes, std::uint32_t
     }
     coarse_sends_.push_back(CoarseSend{slot, op_or_node, 1});
     if (fidelity_ == Fidelity::kFlow) {
-      flow_source_.post(topo_, net_lp_, head, ctx);
+      flow_source_.post(topo_, net_lp_, head, ctx, fold_);
     } else {
-      start_coarse_flow(topo_, fidelity_, net_lp_, head, ctx, &port_free_, &workload_->groups[group].ranks);
+      start_coarse_flow(topo_, fidelity_, net_lp_, head, ctx, &port_free_, &workload_->groups[group].ranks, fold_);
     }
     return;
   }
@@ -919,9 +998,9 @@ void GpuRankLp::start_flow(std::uint32_t dst, std::uint64_t bytes, std::uint32_t
       head.conn = coarse_conn(channel, k, split.parts);
       head.flow_hash = Nic::qp_flow_hash(id_, dst, static_cast<std::uint32_t>(channel) << 16 | k, topo_.spec().seed);
       if (fidelity_ == Fidelity::kFlow) {
-        flow_source_.post(topo_, net_lp_, head, ctx);
+        flow_source_.post(topo_, net_lp_, head, ctx, fold_);
       } else {
-        start_coarse_flow(topo_, fidelity_, net_lp_, head, ctx, &port_free_);
+        start_coarse_flow(topo_, fidelity_, net_lp_, head, ctx, &port_free_, nullptr, fold_);
       }
     }
     return;

@@ -114,6 +114,13 @@ class GpuRankLp final : public engine::Lp, private NicOwner {
   /// of one step, and rings with single-packet steps (ring_streams), stay step-wise.
   /// Call before init().
   void set_ring_flows(RingFlows f) { ring_flows_ = f; }
+  /// sim.fold: dp (docs/folding.md): this rank is a representative of the folded DP replicas.
+  /// Its arrivals for ranks of other replicas are delivered as their images into replica 0
+  /// (FoldMap::mirror), and a collective on a communicator spanning replicas must be a ring whose
+  /// successor and predecessor are this rank's images (the shift's symmetry); any other plan is
+  /// refused when the collective starts (engine::InputError naming sim.fold). `fold` outlives the
+  /// LP; null or inactive: no folding. Call before init().
+  void set_fold(const FoldMap* fold) { fold_ = fold != nullptr && fold->active() ? fold : nullptr; }
   /// Starts sampling the NVLink (port 0) and NIC (port 1) egress bytes in bins of `bin_ps` (ps).
   void enable_sampling(engine::SimTime bin_ps) { nic_.enable_sampling(bin_ps); }
   const LinkSampler& sampler() const { return nic_.sampler(); }
@@ -324,6 +331,15 @@ class GpuRankLp final : public engine::Lp, private NicOwner {
   // whose parts were all sent are dropped from the front). 12 B per message between the oldest
   // in flight and the newest.
   Fidelity fidelity_ = Fidelity::kPacket;
+  const FoldMap* fold_ = nullptr;  ///< sim.fold: dp (null: none)
+  /// Folded runs: throws engine::InputError unless the collective of `plan` on `members` is
+  /// foldable (see set_fold).
+  void check_fold_plan(const RankPlan& plan, const std::vector<std::uint32_t>& members) const;
+  /// Folded runs: a ring-family message from this rank's mirrored predecessor (key = sender << 32
+  /// | tag, the tag of this rank's own send) whose piece has another slice count than the
+  /// predecessor's: marks the predecessor's slices it stands for. @returns false when the message
+  /// is an ordinary receive (same slice counts), left to channel_message.
+  bool mirrored_channel_message(std::uint32_t slot, std::uint64_t key, engine::Context& ctx);
   RingFlows ring_flows_ = RingFlows::kStep;
   /// Streamed rings: each communicator's ring links in timing classes, built at its first
   /// streamed collective on this rank (n route look-ups once per communicator).

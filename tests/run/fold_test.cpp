@@ -1,0 +1,126 @@
+// sim.fold: dp (docs/folding.md): a folded run of identical DP replicas against the unfolded run
+// of the same spec, at the flow and analytical rungs, on 64 and 256 GPUs of a non-blocking
+// rail-optimized fabric; the folded run across processes and threads; the refusals.
+#include <gtest/gtest.h>
+
+#include <mpi.h>
+
+#include <string>
+#include <vector>
+
+#include "engine/errors.hpp"
+#include "jobs/run.hpp"
+
+namespace fabricsim::jobs {
+namespace {
+
+/// GPT-3 13B's layer shape (Brown et al. 2020 Table 2.1) with 2 layers, TP 8 PP 2, 4 micro-batches
+/// per replica, distributed optimizer (bucketed reduce-scatter / all-gather overlapped with the
+/// backward), on 8-GPU H100 hosts of a rail-optimized fabric (non-blocking: every rail on one leaf
+/// up to 32 hosts). NCCL rings for every collective (the shift maps a ring onto itself).
+std::vector<std::string> job(std::uint32_t dp, const std::string& fidelity, const std::string& fold) {
+  return {"workload.generator.model=gpt3-13b", "workload.generator.layers=2", "workload.generator.gpu=H100",
+          "workload.generator.tp=8", "workload.generator.pp=2", "workload.generator.dp=" + std::to_string(dp),
+          "workload.generator.global_batch=" + std::to_string(4 * dp), "workload.generator.zero=1",
+          "nccl.NCCL_ALGO=Ring", "sim.fidelity=" + fidelity, "sim.fold=" + fold};
+}
+
+RunResult run(std::vector<std::string> sets, MPI_Comm comm = MPI_COMM_WORLD) {
+  RunOptions o;
+  o.sets = std::move(sets);
+  o.write_h5 = false;
+  o.quiet = true;
+  return run_simulation(o, comm, "test", "test");
+}
+
+/// Folded and unfolded: the same iteration time, and every rank's record the same (the folded
+/// run's replicas are copies of its representatives; by the shift symmetry so are the unfolded's).
+void expect_same(const RunResult& folded, const RunResult& full) {
+  EXPECT_EQ(folded.meta.simulated_time_ps, full.meta.simulated_time_ps);
+  ASSERT_EQ(folded.ranks.size(), full.ranks.size());
+  for (std::size_t r = 0; r < full.ranks.size(); ++r) {
+    EXPECT_EQ(folded.ranks[r].finish_ps, full.ranks[r].finish_ps) << "rank " << r;
+    EXPECT_EQ(folded.ranks[r].compute_ps, full.ranks[r].compute_ps) << "rank " << r;
+    EXPECT_EQ(folded.ranks[r].comm_ps, full.ranks[r].comm_ps) << "rank " << r;
+    EXPECT_EQ(folded.ranks[r].exposed_comm_ps, full.ranks[r].exposed_comm_ps) << "rank " << r;
+  }
+  EXPECT_LT(folded.flows, full.flows);  // only the representative's flows were simulated
+  EXPECT_LT(folded.stats.events, full.stats.events);
+}
+
+TEST(Fold, FlowRung64GpusMatchesUnfolded) {
+  const RunResult full = run(job(4, "flow", "none"));
+  const RunResult folded = run(job(4, "flow", "dp"));
+  expect_same(folded, full);
+  EXPECT_NE(folded.summary_text.find("fold:      dp, 4 replicas of 16 ranks simulated as 1 (exact: every replica"), std::string::npos)
+      << folded.summary_text;
+}
+
+TEST(Fold, FlowRung256GpusMatchesUnfolded) {
+  const RunResult full = run(job(16, "flow", "none"));
+  const RunResult folded = run(job(16, "flow", "dp"));
+  expect_same(folded, full);
+}
+
+TEST(Fold, AnalyticalRung256GpusMatchesUnfolded) {
+  expect_same(run(job(16, "analytical", "dp")), run(job(16, "analytical", "none")));
+}
+
+// The folded run is the same on this communicator's processes, on one process, and with 2
+// threads (registered sequentially and on 2 MPI processes).
+TEST(Fold, SameAcrossProcessesAndThreads) {
+  const RunResult here = run(job(8, "flow", "dp"));
+  const RunResult one = run(job(8, "flow", "dp"), MPI_COMM_SELF);
+  auto sets = job(8, "flow", "dp");
+  sets.push_back("sim.threads=2");
+  const RunResult two = run(sets);
+  for (const RunResult* r : {&one, &two}) {
+    EXPECT_EQ(r->meta.simulated_time_ps, here.meta.simulated_time_ps);
+    EXPECT_EQ(r->digest, here.digest);
+    EXPECT_EQ(r->stats.events, here.stats.events);
+  }
+}
+
+/// The InputError message of a run that must be refused ("" if it ran).
+std::string refusal(std::vector<std::string> sets) {
+  try {
+    run(std::move(sets));
+  } catch (const engine::InputError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(Fold, RefusedWhereReplicasShareOrDiffer) {
+  auto over = job(4, "flow", "dp");
+  over.push_back("cluster.oversubscription=4:1");
+  const std::string m1 = refusal(over);
+  EXPECT_NE(m1.find("sim.fold: dp: the fabric is oversubscribed"), std::string::npos) << m1;
+  EXPECT_NE(m1.find("set sim.fold: none"), std::string::npos) << m1;
+  EXPECT_EQ(m1.find('\n'), std::string::npos);
+
+  // 1,024 GPUs: 128 hosts, rails of 32 hosts per leaf; DP 64 rings cross between leaf groups.
+  const std::string m5 = refusal(job(64, "flow", "dp"));
+  EXPECT_NE(m5.find("replicas sit under different leaves"), std::string::npos) << m5;
+
+  const std::string m2 = refusal(job(4, "packet", "dp"));
+  EXPECT_NE(m2.find("sim.fold: dp: the packet rung"), std::string::npos) << m2;
+
+  auto tp4 = job(4, "flow", "dp");
+  tp4.push_back("workload.generator.tp=4");
+  tp4.push_back("workload.generator.global_batch=16");
+  const std::string m3 = refusal(tp4);
+  EXPECT_NE(m3.find("does not fill whole NVLink domains"), std::string::npos) << m3;
+
+  // NCCL's Tree for the DP all-reduce (DDP, small buckets, many nodes) is not a ring: refused
+  // when the collective starts.
+  auto tree = job(4, "flow", "dp");
+  tree.push_back("workload.generator.zero=0");
+  tree.push_back("nccl.NCCL_ALGO=Ring;allreduce:Tree");
+  const std::string m4 = refusal(tree);
+  EXPECT_NE(m4.find("sim.fold"), std::string::npos) << m4;
+  EXPECT_NE(m4.find("an NCCL Tree"), std::string::npos) << m4;
+}
+
+}  // namespace
+}  // namespace fabricsim::jobs
