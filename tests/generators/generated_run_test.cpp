@@ -97,7 +97,7 @@ TEST(GeneratedRun, TpCommOverlapRingExchangeCompletes) {
 // backward) is simulated with m = 24 and m = 36 micro-batches; 1F1B time is linear in m once
 // m >= PP, so T(384) = T(36) + 348 · (T(36) - T(24)) / 12.
 // Megatron-LM 2021 as in the paper: fp16, no sequence parallelism, unfused attention (the same
-// framework rule as scripts/iteration_validation.py). Tolerance 20%: unmeasured kernels come from
+// framework rule as scripts/validate_steps). Tolerance 20%: unmeasured kernels come from
 // the efficiency model (kernels/efficiency_model.hpp), whose A100 GEMM plateau is the burst MAMF
 // (no sustained figure is published for A100), and the validation table shows every A100 row
 // 6-22% too fast (docs/validation_iterations.md).
