@@ -443,10 +443,6 @@ std::string run_nccl_tests(const NcclTestsOptions& opt, MPI_Comm comm, const std
   ro.write_h5 = false;
   ro.quiet = true;
 
-  // nccl-tests times many back-to-back launches of each size, so every op's time includes NCCL's
-  // fixed per-op latency: charge the cost model's latency (simccl.launch_latency=nccl) unless the
-  // spec or --set chose otherwise. `fabricsim run` keeps it opt-in.
-  if (!load_spec(ro.spec_path, ro.sets).launch_latency_given) ro.sets.push_back("simccl.launch_latency=nccl");
   // The planner the runs will use, for --explain.
   const Spec spec = load_spec(ro.spec_path, ro.sets);
   const models::ClusterSpec cluster = resolve_cluster(spec, n);
@@ -485,17 +481,23 @@ std::string run_nccl_tests(const NcclTestsOptions& opt, MPI_Comm comm, const std
                      n, opt.nodes, opt.gpus_per_node, spec.fidelity);
   // Only the NCCL planner has a latency model (NcclPlannerConfig::launch_latency): say so rather
   // than name a latency the ring planner does not charge.
-  out << (spec.simccl_extras.launch_latency && nccl == nullptr
-              ? "# per-op latency: none (simccl.planner " + spec.planner +
-                    " has no latency model; simccl.launch_latency applies to the NCCL planner)\n"
-          : spec.simccl_extras.launch_latency
-              ? (opt.collective == "alltoall" || opt.collective == "sendrecv"
-                     ? std::string("# per-op latency: one step of NCCL's Ring latency model, base + one hop (NCCL does "
-                                   "not tune point-to-point operations; simccl.launch_latency=nccl; set it to none to "
-                                   "drop it)\n")
-                     : std::string("# per-op latency: NCCL cost model's (simccl.launch_latency=nccl; set it to none to "
-                                   "drop it)\n"))
-              : std::string("# per-op latency: none (simccl.launch_latency=none)\n"));
+  const auto& ex = spec.simccl_extras;
+  if (nccl == nullptr && (ex.launch_latency || ex.step_latency)) {
+    out << "# per-op latency: none (simccl.planner " + spec.planner +
+               " has no latency model; simccl.launch_latency and step_latency apply to the NCCL planner)\n";
+  } else if (opt.collective == "alltoall" || opt.collective == "sendrecv") {
+    out << (ex.launch_latency ? "# per-op latency: one step of NCCL's Ring latency model, base + one hop (NCCL does not "
+                                "tune point-to-point operations; simccl.launch_latency=nccl; set it to none to drop it)\n"
+                              : "# per-op latency: none (simccl.launch_latency=none)\n");
+  } else {
+    out << fmt::format("# per-op latency: launch {} (simccl.launch_latency={}), per-step hops {} (simccl.step_latency={}); "
+                       "NCCL 2.28.9 tuning.cc tables\n",
+                       ex.launch_latency ? (ex.step_latency ? "base latency (Ring, Tree) or the model's whole latency (NVLS)"
+                                                            : "the cost model's whole latency")
+                                         : "none",
+                       ex.launch_latency ? "nccl" : "none", ex.step_latency ? "on Ring and Tree sends" : "none",
+                       ex.step_latency ? "nccl" : "none");
+  }
   for (const auto& warning : pb.warnings) out << "# warning: " << warning << "\n";
   if (n < 2) {
     // nccl-tests on one GPU copies locally (out-of-place) or does nothing; fabricsim moves no data.

@@ -168,12 +168,14 @@ const std::vector<SpecKey>& spec_keys() {
       {"simccl.lazy_plans", "bool", "true", "NCCL ring AllReduce/AllGather/ReduceScatter, Tree AllReduce and NVLS/NVLSTree plans produced step by step as "
                                              "each rank reaches them (O(channels) memory per rank); false materializes every op up front "
                                              "(same results)"},
-      {"simccl.launch_latency", "enum", "none", "none, or nccl: each tuned collective (NCCL planner) starts after the NCCL cost "
-                                                "model's latency of its algorithm/protocol (base + per-step hop latency); "
-                                                "AllToAll and sends after one step of the Ring model (base + one hop)"},
-      {"simccl.step_latency", "enum", "none", "none, or nccl: every send of a Ring plan (NCCL planner) waits NCCL's per-hop "
-                                              "latency of its protocol and link class (NVLink, or NET across hosts) after its "
-                                              "dependencies, and each tuned collective starts after the base latency"},
+      {"simccl.launch_latency", "enum", "nccl", "nccl or none: each tuned collective (NCCL planner) starts after NCCL's launch "
+                                                "latency: the base latency of its algorithm/protocol when step_latency charges its "
+                                                "hops (Ring, Tree), else the cost model's whole latency (NVLS, NVLSTree); AllToAll "
+                                                "and sends after one step of the Ring model (base + one hop); NCCL 2.28.9 "
+                                                "src/graph/tuning.cc"},
+      {"simccl.step_latency", "enum", "nccl", "nccl or none: every send of a Ring or Tree plan (NCCL planner) waits NCCL's "
+                                              "per-hop latency of the chosen protocol and its link class (NVLink, or NET "
+                                              "across hosts) after its dependencies (NCCL 2.28.9 src/graph/tuning.cc hwLatencies)"},
       {"simccl.topo_fallback", "bool", "false", "when NCCL_TOPO_FILE cannot be read, plan on NCCL's fallback (flat PCIe, no NVLink) "
                                                "instead of failing"},
   };
@@ -740,7 +742,6 @@ void load_collective_keys(const SpecReader& r, Spec& s) {
                        "use none or nccl");
     }
     s.simccl_extras.launch_latency = *v == "nccl";
-    s.launch_latency_given = true;
   }
   if (auto v = r.str("simccl.step_latency")) {
     if (*v != "none" && *v != "nccl") {

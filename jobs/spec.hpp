@@ -67,9 +67,6 @@ struct Spec {
   int gpu_sm = 90;               ///< simccl.gpu_sm: compute capability x10 for the NCCL cost model
   /// simccl.schedule (custom TE-CCL/MSCCL schedules, resolved paths), simccl.topo_fallback.
   simccl::PlannerExtras simccl_extras;
-  /// simccl.launch_latency was given (spec file or --set); `fabricsim nccl-tests` charges the
-  /// latency by default only when it was not.
-  bool launch_latency_given = false;
   /// Keys given with --set (full dotted names), in order.
   std::vector<std::string> cli_keys;
   /// Where `key` came from for an error message: "<cli>" if it was given with --set, else `file`.

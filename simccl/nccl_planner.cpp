@@ -145,21 +145,23 @@ std::shared_ptr<const NcclPlanner::CommInfo> NcclPlanner::comm(const std::vector
 }
 
 std::int64_t NcclPlanner::start_latency_ps(const CollRequest& req) const {
-  if (!(cfg_.launch_latency || cfg_.step_latency) || req.ranks == nullptr || req.ranks->size() <= 1 || req.bytes == 0) {
-    return 0;
-  }
+  if (!cfg_.launch_latency || req.ranks == nullptr || req.ranks->size() <= 1 || req.bytes == 0) return 0;
   const TuningDecision d = decision(req);
-  // Ring plans carry their per-step latencies; the other algorithms' plans keep the whole model's.
-  if (cfg_.step_latency && req.op != CollOp::kAllToAll && d.algo == Algo::kRing) {
-    return static_cast<std::int64_t>(std::llround(NcclTuner::base_latency_us(d.algo, d.proto) * 1e6));
-  }
-  if (!cfg_.launch_latency) return 0;
   if (req.op == CollOp::kAllToAll) {
     const bool across = comm(*req.ranks)->nodes.size() > 1;
     return static_cast<std::int64_t>(std::llround(p2p_latency_us(d.proto, across) * 1e6));
   }
+  // Ring (with Broadcast / Reduce chains) and Tree plans carry their per-hop latencies as step
+  // delays: the launch is the base latency alone. NVLS / NVLSTree keep the whole model latency.
+  if (steps_carry_latency(d.algo)) {
+    return static_cast<std::int64_t>(std::llround(NcclTuner::base_latency_us(d.algo, d.proto) * 1e6));
+  }
   const double us = tuner(*req.ranks).latency(func_of(req.op), d.algo, d.proto);
   return static_cast<std::int64_t>(std::llround(us * 1e6));
+}
+
+bool NcclPlanner::steps_carry_latency(Algo a) const {
+  return cfg_.step_latency && (a == Algo::kRing || a == Algo::kTree);
 }
 
 std::int64_t NcclPlanner::p2p_start_latency_ps(std::uint32_t src, std::uint32_t dst, std::uint64_t bytes) const {

@@ -49,17 +49,19 @@ struct NcclPlannerConfig {
   /// ops. Same ops, tags and dependencies either way; the plan then refers to this planner, which
   /// must outlive it for RankPlan::expanded().
   bool lazy_rings = false;
-  /// simccl.launch_latency=nccl: charge each tuned collective NCCL's modelled latency of its
-  /// (algorithm, protocol) (tuning.cc, nccl.md §2.5) as start-up delay (start_latency_ps), and
-  /// each point-to-point operation (AllToAll, workload sends) p2p_latency_us
-  /// (p2p_start_latency_ps).
+  /// simccl.launch_latency=nccl: each tuned collective starts after a launch delay
+  /// (start_latency_ps): the base latency baseLatencies[algo][proto] (NCCL 2.28.9
+  /// src/graph/tuning.cc, nccl.md §2.1) when step_latency charges its hops (Ring, Tree), else
+  /// the cost model's whole latency of its (algorithm, protocol) (tuning.cc, nccl.md §2.5:
+  /// NVLS, NVLSTree). Each point-to-point operation (AllToAll, workload sends) starts after
+  /// p2p_latency_us (p2p_start_latency_ps).
   bool launch_latency = false;
   /// simccl.step_latency=nccl: NCCL's per-step pipeline synchronization as timed dependencies:
-  /// every send of a Ring plan waits, once its dependencies are met, the hop latency of its
-  /// link class (NcclTuner::hop_latency_us: NET to another node, else NVLink) before it starts
-  /// (P2pOp::delay_ps, LazyChannelRing::step_delay_ps); a Ring collective starts after the base
-  /// latency baseLatencies[Ring][proto] (nccl.md §2.1) instead of launch_latency's whole model
-  /// latency (counting the steps twice); Tree/NVLS/NVLSTree plans keep launch_latency's.
+  /// every send of a Ring (AllReduce / AllGather / ReduceScatter, Broadcast / Reduce chain) or
+  /// Tree plan waits, once its dependencies are met, the hop latency hwLatencies[hw][algo][proto]
+  /// of the protocol the tuner chose and the link class (NcclTuner::hop_latency_us: NET to
+  /// another node, else NVLink; tuning.cc, nccl.md §2.2) before it starts (P2pOp::delay_ps,
+  /// LazyChannelRing::step_delay_ps, LazyTree::Channel::up_delay_ps / child_delay_ps).
   bool step_latency = false;
   /// The network reduces and replicates in the NVSwitch (NVLink SHARP; every rung does). False:
   /// the NVLS rows of the cost model are unavailable.
@@ -87,8 +89,9 @@ class NcclPlanner final : public models::CollectivePlanner {
   /// receiver's local index. Level 0 or NCCL_PXN_DISABLE=1: direct over the sender's own NIC.
   /// Chunks: NCCL_CHUNK_SIZE if set, else NCCL_P2P_NET_CHUNKSIZE, at most NCCL_BUFFSIZE/8.
   models::P2pRoute p2p_route(std::uint32_t src, std::uint32_t dst, std::uint64_t bytes) const override;
-  /// With NcclPlannerConfig::launch_latency: the cost model's latency (us, base + per-step hop
-  /// latencies of the chosen algorithm and protocol, nccl.md §2.5) in ps; AllToAll (not tuned:
+  /// With NcclPlannerConfig::launch_latency: the launch delay in ps: the base latency (nccl.md
+  /// §2.1) of the chosen algorithm and protocol when steps_carry_latency(), else the cost
+  /// model's latency (us, base + per-step hop latencies, nccl.md §2.5); AllToAll (not tuned:
   /// grouped send/recv) p2p_latency_us of its protocol (decision()), across nodes when the
   /// communicator spans several; single-rank and 0-byte calls 0. Without it 0.
   std::int64_t start_latency_ps(const models::CollRequest& req) const override;
@@ -131,6 +134,9 @@ class NcclPlanner final : public models::CollectivePlanner {
   /// to `to` waits before it starts (NcclTuner::hop_latency_us, a NET hop when the two are on
   /// different hosts); without it 0.
   std::int64_t step_delay_ps(const CommInfo& ci, Algo a, Proto p, std::uint32_t from, std::uint32_t to) const;
+  /// True when the plans of algorithm `a` carry NCCL's per-hop latencies as step delays
+  /// (NcclPlannerConfig::step_latency and `a` is Ring or Tree).
+  bool steps_carry_latency(Algo a) const;
   /// A lazy plan's `materialize`: plan_impl(req, false) with the communicator's ranks taken from
   /// the cached `ci` (shared by all its ranks, kept alive by the closure) instead of a per-rank copy.
   std::function<models::RankPlan()> materializer(const models::CollRequest& req,

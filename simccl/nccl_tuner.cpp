@@ -344,10 +344,17 @@ TuningDecision NcclTuner::decide(Func f, std::uint64_t nbytes) const {
     }
   }
   if (best_a < 0) {
+    // NCCL refuses the call as well: topoGetAlgoInfo (src/enqueue.cc, NCCL 2.28.9) returns
+    // ncclInvalidUsage when NCCL_ALGO / NCCL_PROTO leave no (algorithm, protocol) (nccl.md §2.6).
     std::string reasons;
+    bool simple_only_off = false;  // an algorithm that runs only Simple (nccl.md §1.1), Simple disabled
     for (int a = 0; a < kNumAlgos; ++a) {
       if (!settings_.algo_enabled[idx(f)][a]) continue;
-      const std::string r = unavailable_reason(f, static_cast<Algo>(a), Proto::kSimple);
+      std::string r = unavailable_reason(f, static_cast<Algo>(a), Proto::kSimple);
+      if (a != kRing && a != kTree && !settings_.proto_enabled[idx(f)][kSimple]) {
+        r += " (it runs only the Simple protocol)";
+        simple_only_off = true;
+      }
       reasons += std::string(reasons.empty() ? "" : "; ") + algo_name(static_cast<Algo>(a)) + ": " + r;
     }
     throw engine::InputError(!settings_.algo_origin.empty() ? settings_.algo_origin
@@ -358,7 +365,8 @@ TuningDecision NcclTuner::decide(Func f, std::uint64_t nbytes) const {
                                  (settings_.proto_set ? "NCCL_PROTO" : "") + (settings_.algo_set || settings_.proto_set ? " " : "") +
                                  func_name(f),
                              "no algorithm/protocol simccl can plan is enabled (" + reasons + ")",
-                             "enable Ring (and Tree for AllReduce) with a protocol in NCCL_ALGO / NCCL_PROTO");
+                             simple_only_off ? "add Simple to NCCL_PROTO, or enable Ring (and Tree for AllReduce) in NCCL_ALGO"
+                                             : "enable Ring (and Tree for AllReduce) with a protocol in NCCL_ALGO / NCCL_PROTO");
   }
   TuningDecision d;
   d.algo = static_cast<Algo>(best_a);

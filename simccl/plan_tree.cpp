@@ -74,8 +74,14 @@ RankPlan NcclPlanner::plan_tree(const PlanCtx& x) const {
         if (ch >= 0) children.push_back(ranks[chain_member(static_cast<std::uint32_t>(ch), 0)]);
       }
     }
+    // Per-hop latency of each edge (step_delay_ps: NVLink inside the node, NET to another node).
+    const std::int64_t up_delay = parent == kNone ? 0 : step_delay_ps(*ci, d.algo, d.proto, ranks[me], parent);
+    std::vector<std::int64_t> child_delay;
+    for (std::uint32_t chd : children) child_delay.push_back(step_delay_ps(*ci, d.algo, d.proto, ranks[me], chd));
     if (lt) {
       models::LazyTree::Channel x;
+      x.up_delay_ps = up_delay;
+      for (std::size_t k = 0; k < children.size(); ++k) x.child_delay_ps[k] = child_delay[k];
       x.base = static_cast<std::uint32_t>(lazy_ops);
       x.bytes = Bc;
       x.chunk = chunk;
@@ -103,12 +109,14 @@ RankPlan NcclPlanner::plan_tree(const PlanCtx& x) const {
       if (parent != kNone) {
         std::vector<std::uint32_t> deps = ups;
         if (prev_up != kNone) deps.push_back(prev_up);
+        b.delay_ps = up_delay;
         prev_up = b.send(parent, sz, tu, deps, chn);
         down_deps = {b.recv(parent, tu + 1, chn)};
       }
       for (std::size_t k = 0; k < children.size(); ++k) {
         std::vector<std::uint32_t> deps = down_deps;
         if (prev_down[k] != kNone) deps.push_back(prev_down[k]);
+        b.delay_ps = child_delay[k];
         prev_down[k] = b.send(children[k], sz, tu + 1, deps, chn);
       }
     }

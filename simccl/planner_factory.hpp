@@ -45,10 +45,10 @@ struct PlannerExtras {
   /// for the Tree's and NVLS's executor state); false materializes every op up front. Same
   /// results either way.
   bool lazy_plans = true;
-  /// simccl.launch_latency: "none" (default) or "nccl" (NcclPlannerConfig::launch_latency).
-  bool launch_latency = false;
-  /// simccl.step_latency: "none" (default) or "nccl" (NcclPlannerConfig::step_latency).
-  bool step_latency = false;
+  /// simccl.launch_latency: "nccl" (default) or "none" (NcclPlannerConfig::launch_latency).
+  bool launch_latency = true;
+  /// simccl.step_latency: "nccl" (default) or "none" (NcclPlannerConfig::step_latency).
+  bool step_latency = true;
   /// The run's network models NVLink SHARP (every fabricsim rung does); false disables NVLS in
   /// the cost model (NcclPlannerConfig::nvls_network), e.g. for a network model without it.
   bool nvls_network = true;

@@ -195,6 +195,10 @@ struct LazyTree {
     std::uint32_t parent = kNoPeer;  ///< global rank, or kNoPeer (tree root)
     std::uint32_t child[3] = {kNoPeer, kNoPeer, kNoPeer};  ///< global ranks: chain child, tree children
     std::uint32_t nchild = 0;
+    /// ps each send up (to the parent) waits once its dependencies are met (P2pOp::delay_ps).
+    std::int64_t up_delay_ps = 0;
+    /// ps each send down to child k waits once its dependencies are met (P2pOp::delay_ps).
+    std::int64_t child_delay_ps[3] = {0, 0, 0};
     std::uint32_t per_chunk() const { return 2 * nchild + (parent != kNoPeer ? 2u : 0u); }
   };
   std::vector<Channel> ch;
@@ -246,12 +250,14 @@ struct LazyTree {
         p.payload_bytes = chunk_data(x, i);
         p.bytes = wire(p.payload_bytes);
         p.tag = tu;
+        p.delay_ps = x.up_delay_ps;
         return p;
       }
       s -= 2;
     }
     p.is_send = true;  // send down to child s
     p.peer = x.child[s];
+    p.delay_ps = x.child_delay_ps[s];
     p.payload_bytes = chunk_data(x, i);
     p.bytes = wire(p.payload_bytes);
     p.tag = tu + 1;

@@ -30,7 +30,10 @@ inline Workload chakra_p2p(unsigned ranks, const std::vector<Flow>& flows) {
 }
 
 /// Runs `w` quietly in this process on `comm` with the spec overrides `sets`, flow records kept.
+/// The fabric's closed forms have no NCCL software latency: simccl.launch_latency and
+/// step_latency are none unless `sets` says otherwise (the last value of a key wins).
 inline RunResult run(const Workload& w, std::vector<std::string> sets, MPI_Comm comm = MPI_COMM_SELF, unsigned threads = 1) {
+  sets.insert(sets.begin(), {"simccl.launch_latency=none", "simccl.step_latency=none"});
   return testing::run_quiet(&w, std::move(sets), comm, threads, /*keep_flows=*/true);
 }
 

@@ -21,7 +21,9 @@ using fabricsim::jobs::run_simulation;
 // NCCL planner forced to one Ring/Simple channel with a buffer larger than any chunk here, so a
 // ring step is one message and the closed forms below hold.
 const std::vector<std::string> kOneRing = {"nccl.NCCL_ALGO=Ring", "nccl.NCCL_PROTO=Simple", "nccl.NCCL_MAX_NCHANNELS=1",
-                                           "nccl.NCCL_BUFFSIZE=17179869184"};
+                                           "nccl.NCCL_BUFFSIZE=17179869184",
+                                           // the closed forms have no NCCL latency
+                                           "simccl.launch_latency=none", "simccl.step_latency=none"};
 
 fabricsim::jobs::RunResult run(const std::string& workload, unsigned gpus = 0,
                                const std::vector<std::string>& sets = {}) {

@@ -103,15 +103,16 @@ TEST(NcclValidation, A100NodeAllReducePeak) {
   for (int i = 0; i < 2; ++i) {
     const double bus = rows[static_cast<std::size_t>(i)].busbw_GBps;
     // The simulated ring runs at NCCL's modelled 12 ch x 20 GB/s = 240 (Ring/Simple, 24
-    // channels) after the cost model's 56 us per-op latency (charged by default in nccl-tests
-    // mode): within 5% of the published peak and of each row (+4.5% at 1 GiB, +3.9% at 2 GiB;
-    // without the latency +5.2% / +4.2%: the measured curve is still ramping at 1 GiB).
+    // channels) with the default latencies (base 8.4 us at the launch, 3.4 us before every send
+    // of a channel's steps): within 5% of the published peak and of each row (measured +1.8% at
+    // 1 GiB, +1.2% at 2 GiB; without the latencies +5.2% / +4.2%).
     EXPECT_NEAR(bus / kA100Peak, 1.0, 0.05) << bus;
     EXPECT_NEAR(bus / kA100Busbw[i], 1.0, 0.05) << bus;
     EXPECT_NE(rows[static_cast<std::size_t>(i)].choice.find("Ring/Simple 24"), std::string::npos);
   }
-  // The same sweep without the per-op latency is the plain ring: exactly 240 GB/s x (1 - tiny).
+  // The same sweep without the latencies is the plain ring: exactly 240 GB/s x (1 - tiny).
   o.sets.push_back("simccl.launch_latency=none");
+  o.sets.push_back("simccl.step_latency=none");
   const auto plain = sweep(o, MPI_COMM_SELF);
   ASSERT_EQ(plain.size(), 2u);
   for (std::size_t i = 0; i < 2; ++i) {
@@ -120,8 +121,8 @@ TEST(NcclValidation, A100NodeAllReducePeak) {
   }
 }
 
-// simccl.launch_latency=nccl: each collective starts after NCCL's modelled latency of its
-// (algorithm, protocol) (nccl.md §2.5, single node: base + nsteps x NVLink hop latency, nsteps =
+// simccl.launch_latency=nccl with simccl.step_latency=none: each collective starts after NCCL's
+// modelled latency of its (algorithm, protocol) (nccl.md §2.5, single node: base + nsteps x NVLink hop latency, nsteps =
 // 2(n-1) = 14 for an 8-rank AllReduce). Derived here from the tables: Ring/LL 6.6 + 14 x 0.6 =
 // 15.0 us, Ring/LL128 14.0 + 14 x 1.9 = 40.6 us, Ring/Simple 8.4 + 14 x 3.4 = 56.0 us, NVLS the
 // NVLink NVLS hop latency 25 us (base ignored).
@@ -131,9 +132,9 @@ TEST(NcclValidation, LaunchLatencyIsTheCostModelLatency) {
   o.min_bytes = 1024;
   o.max_bytes = 64ull << 20;
   o.factor = 256;  // 1 KiB, 256 KiB, 64 MiB
-  o.sets = {"simccl.launch_latency=none"};
+  o.sets = {"simccl.launch_latency=none", "simccl.step_latency=none"};
   const auto base = sweep(o, MPI_COMM_SELF);
-  o.sets = {};  // nccl-tests mode charges the latency unless told otherwise
+  o.sets = {"simccl.step_latency=none"};  // launch_latency: nccl by default
   const auto lat = sweep(o, MPI_COMM_SELF);
   ASSERT_EQ(base.size(), 3u);
   ASSERT_EQ(lat.size(), 3u);
@@ -212,10 +213,11 @@ TEST(NcclValidation, A100WithLaunchLatencyWithin5PercentAt1GiB) {
   FABRICSIM_SEQUENTIAL_ONLY("sequential only");
   NcclTestsOptions o;
   o.min_bytes = o.max_bytes = 1ull << 30;
-  o.sets = {"simccl.gpu_sm=80", "cluster.nvlink_bandwidth=1920Gbps", "simccl.launch_latency=nccl"};
+  o.sets = {"simccl.gpu_sm=80", "cluster.nvlink_bandwidth=1920Gbps", "simccl.launch_latency=nccl",
+            "simccl.step_latency=none"};
   const auto rows = sweep(o, MPI_COMM_SELF);
   ASSERT_EQ(rows.size(), 1u);
-  // Measured +4.5% (240 GB/s ring plus 56 us start-up) against the 1 GiB row's 228.1.
+  // Measured +4.5% (240 GB/s ring plus the model's 56 us at the launch) against the 1 GiB row's 228.1.
   EXPECT_NEAR(rows[0].busbw_GBps / kA100Busbw[0], 1.0, 0.05) << rows[0].busbw_GBps;
 }
 

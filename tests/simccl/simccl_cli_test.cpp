@@ -41,6 +41,31 @@ TEST_F(SimcclCli, BadInputsGiveOneLineAndExit2) {
     const Outcome o = run_fabricsim(base + set, dir_.string());
     expect_bad_input(o, {needle}, set);
   }
+  // A combination NCCL refuses (topoGetAlgoInfo, src/enqueue.cc, NCCL 2.28.9: ncclInvalidUsage
+  // when no algorithm/protocol is left; NVLS runs only Simple, nccl.md §1.1), from each source:
+  // --set (<cli>), the spec file and the environment (<env>, after its "taken from the
+  // environment" warnings).
+  const std::string combo_fix = "add Simple to NCCL_PROTO";
+  expect_bad_input(run_fabricsim(base + "nccl.NCCL_ALGO=NVLS --set nccl.NCCL_PROTO=LL -g 8", dir_.string()),
+                   {"<cli>: NCCL_ALGO/NCCL_PROTO AllReduce: ", "NVLS: disabled by NCCL_PROTO", combo_fix}, "combo cli");
+  const std::string spec = write("combo.yaml", "nccl:\n  NCCL_ALGO: NVLS\n  NCCL_PROTO: LL\n");
+  expect_bad_input(run_fabricsim("nccl-tests all_reduce " + spec + " -b 1M -e 1M -g 8", dir_.string()),
+                   {spec + ": NCCL_ALGO/NCCL_PROTO AllReduce: ", combo_fix}, "combo spec");
+  const Outcome env = run_fabricsim("nccl-tests all_reduce -b 1M -e 1M -g 8", dir_.string(), "NCCL_ALGO=NVLS NCCL_PROTO=LL");
+  EXPECT_EQ(env.code, 2) << env.err;
+  const auto last = env.err.rfind("fabricsim: error: ");
+  ASSERT_NE(last, std::string::npos) << env.err;
+  EXPECT_EQ(env.err.find("fabricsim: error: "), last) << env.err;  // one error line
+  EXPECT_EQ(env.err.find('\n', last), env.err.size() - 1) << env.err;
+  EXPECT_NE(env.err.find("<env>: NCCL_ALGO/NCCL_PROTO AllReduce: ", last), std::string::npos) << env.err;
+  EXPECT_NE(env.err.find(combo_fix, last), std::string::npos) << env.err;
+  // --compare: a truncated log (no footer) and a foreign one (no table header) are one line each.
+  for (const auto& [log, needle] : std::vector<std::pair<std::string, std::string>>{
+           {"truncated.log", "truncated.log: line 15: the table ends without nccl-tests' '# Avg bus bandwidth' footer"},
+           {"foreign.log", "foreign.log: line 5: no nccl-tests table header"}}) {
+    expect_bad_input(run_fabricsim("nccl-tests --compare " + fabricsim::testing::data("nccl/" + log), dir_.string()),
+                     {needle}, log);
+  }
   // Sizes: 0 would never grow under -f (an endless loop), decimals and sizes past 64 GiB are refused.
   const std::pair<std::string, std::string> sizes[] = {
       {"nccl-tests all_reduce -b 0 -e 1M -g 8", "-b 0: a size of 0 bytes"},

@@ -1,26 +1,39 @@
-// simccl.step_latency=nccl: NCCL's per-step pipeline synchronization as timed dependencies of
-// the plan. Closed form on an idle fabric: a Ring AllReduce on 8 GPUs of one host (NVLink, flow
-// rung, NVLink latency 1 ps, the least the engine takes as lookahead, so a message of b bytes takes
-// b / rate + at most 2 ps: GPU -> NVSwitch -> GPU), C channels, k loops of
-// chunks per channel. Every rank and channel runs in lock step (same ring order, same piece
-// sizes), and each send waits for the channel's previous send and for the previous step's
+// NCCL's per-step pipeline latency as timed dependencies of the plan (simccl.step_latency and
+// simccl.launch_latency, both nccl by default). Closed forms on an idle fabric: 8 GPUs of one
+// host (NVLink, flow rung, NVLink latency 1 ps, the least the engine takes as lookahead, so a
+// message of b bytes takes b / rate + at most 2 ps: GPU -> NVSwitch -> GPU), C channels.
+//
+// Ring AllReduce, k loops of chunks per channel. Every rank and channel runs in lock step (the
+// channels' rings are rotations of one cyclic order, so all send to the same next GPU; same
+// piece sizes), and each send waits for the channel's previous send and for the previous step's
 // receive of the same slice, which arrive at the same instant; so the sends of one channel are
 // strictly serial and the collective takes
 //   T = base + N x (hop + C x wire / rate),
 //   N = k x 2(n-1) x slices per piece (the sends of one channel),
-// where the C channels share each GPU's NVLink port (max-min: rate / C each, all in lock step),
-// and
-//   base = baseLatencies[Ring][proto]      (NCCL 2.28 src/graph/tuning.cc; nccl.md §2.1):
-//          Simple 8.4 us, LL 6.6 us, charged once at the collective's start;
-//   hop  = hwLatencies[NVLINK][Ring][proto] (tuning.cc; nccl.md §2.2): Simple 3.4 us, LL 0.6 us,
-//          charged before every send of a step (single node: no network overhead, §2.5);
-//   piece / slice / wire: nccl.md §1.2-1.4: Simple chunk 4 x 512 KiB = 2 MiB per step piece,
-//          sent as 2 slices of 1 MiB, wire = data; LL chunk 32 KiB of data (64 KiB step, half
-//          data), 1 slice, wire = 2 x data (16 B lines of 8 data bytes).
-// The test asserts that the setting adds exactly base + N x hop to the run without it, and that
-// T is the closed form within 2% (the flow rung charges each message a little more than
-// b / rate: framing, under 10 ns per message in these runs) and never below it. The same runs with 1 and 2 threads (and 2 MPI
-// processes, the test is registered MPI 2) give identical results.
+// where the C channels share each GPU's NVLink port (max-min: rate / C each).
+//
+// Tree AllReduce on one node (a chain per channel, NCCL 2.28.9 src/graph/trees.cc; channel c's
+// chain is the node's GPUs rotated by c), one chunk per channel: the chunk goes up m-1 hops to
+// the chain's head and back down m-1 hops, one send at a time; in every stage each channel's
+// sender and receiver are GPUs no other channel uses in that stage, so each send has the full rate:
+//   T = base + 2(m-1) x (hop + wire / rate).
+//
+// The latency terms, all NCCL 2.28.9 src/graph/tuning.cc (../shared/reference/nccl.md §2.1-2.2):
+//   base = baseLatencies[algo][proto], charged once at the collective's start (the launch):
+//          Ring Simple 8.4 us, LL 6.6 us, LL128 14.0 us; Tree Simple 8.4 us, LL 6.8 us;
+//   hop  = hwLatencies[NVLINK][algo][proto], charged before every send of a step (one node:
+//          no network overhead, nccl.md §2.5): Ring Simple 3.4 us, LL 0.6 us, LL128 1.9 us;
+//          Tree Simple 4.0 us, LL 0.6 us.
+// Piece / slice / wire (nccl.md §1.2-1.4, src/enqueue.cc calcCollChunking, src/include/
+// collectives.h): Ring Simple chunk 4 x 512 KiB = 2 MiB per step piece, sent as 2 slices of
+// 1 MiB, wire = data; LL chunk 32 KiB of data (64 KiB step, half data), 1 slice, wire = 2 x data
+// (16 B lines of 8 data bytes); LL128 chunk 576,000 B of data (600 KiB step, 15/16 data), 1
+// slice, wire 614,400 B (128 B lines of 120 data bytes); Tree Simple chunk one 512 KiB step.
+// The test asserts that the defaults add exactly base + (sends on the critical path) x hop to
+// the run with both settings none, and that T is the closed form within 2% (the flow rung
+// charges each message a little more than b / rate: framing, under 10 ns per message in these
+// runs) and never below it. The same runs with 1 and 2 threads (and 2 MPI processes, the test
+// is registered MPI 2) give identical results.
 #include <gtest/gtest.h>
 #include <mpi.h>
 
@@ -35,18 +48,21 @@
 namespace {
 
 struct Shape {
+  const char* algo;
   const char* proto;
   std::uint32_t channels;
   std::uint64_t bytes;        // all_reduce buffer
-  std::uint64_t sends;        // N: sends of one channel, k x 2(n-1) x slices
+  std::uint64_t sends;        // sends on the critical path (Ring: N of one channel; Tree: 2(m-1))
   std::uint64_t wire;         // bytes on the wire per send
+  std::uint32_t sharing;      // sends sharing a GPU port at a time (Ring: C; Tree: 1)
   double base_us, hop_us;     // tuning.cc baseLatencies / hwLatencies[NVLINK] (nccl.md §2.1-2.2)
 };
 
 constexpr std::uint32_t kRanks = 8;
 constexpr double kRateBps = 3600e9;  // cluster.nvlink_bandwidth set below
 
-fabricsim::jobs::RunResult run(const Shape& s, const char* step, MPI_Comm comm, unsigned threads) {
+// latency "" = the defaults; else both simccl.launch_latency and simccl.step_latency.
+fabricsim::jobs::RunResult run(const Shape& s, const std::string& latency, MPI_Comm comm, unsigned threads) {
   const auto w = fabricsim::jobs::nccl_tests_workload("all_reduce", kRanks, s.bytes, 0);
   fabricsim::jobs::RunOptions o;
   o.workload_data = &w;
@@ -55,36 +71,44 @@ fabricsim::jobs::RunResult run(const Shape& s, const char* step, MPI_Comm comm, 
             "cluster.nvlink_bandwidth=3600Gbps",
             "cluster.nvlink_latency=1ps",
             "sim.fidelity=flow",
-            "nccl.NCCL_ALGO=Ring",
+            std::string("nccl.NCCL_ALGO=") + s.algo,
             std::string("nccl.NCCL_PROTO=") + s.proto,
             "nccl.NCCL_MIN_NCHANNELS=" + std::to_string(s.channels),
-            "nccl.NCCL_MAX_NCHANNELS=" + std::to_string(s.channels),
-            "simccl.launch_latency=none",
-            std::string("simccl.step_latency=") + step};
+            "nccl.NCCL_MAX_NCHANNELS=" + std::to_string(s.channels)};
+  if (!latency.empty()) {
+    o.sets.push_back("simccl.launch_latency=" + latency);
+    o.sets.push_back("simccl.step_latency=" + latency);
+  }
   o.threads = threads;
   o.write_h5 = false;
   o.quiet = true;
   return fabricsim::jobs::run_simulation(o, comm, "test", "test");
 }
 
-// 8 ranks: 2(n-1) = 14 steps per loop. Simple: per channel k x 8 x 2 MiB, pieces of 2 MiB in
-// 2 slices. LL: per channel k x 8 x 32 KiB, pieces of one 32 KiB slice (64 KiB on the wire).
+// 8 ranks: Ring 2(n-1) = 14 steps per loop. Simple: per channel k x 8 x 2 MiB, pieces of 2 MiB
+// in 2 slices. LL: per channel k x 8 x 32 KiB, pieces of one 32 KiB slice (64 KiB on the wire).
+// LL128: per channel 8 x 576,000 B, pieces of one slice (614,400 B on the wire). Tree: one
+// chunk per channel, 2 x 7 = 14 sends in series.
 const std::vector<Shape> kShapes = {
-    {"Simple", 1, 16ull << 20, 1 * 14 * 2, 1ull << 20, 8.4, 3.4},
-    {"Simple", 2, 64ull << 20, 2 * 14 * 2, 1ull << 20, 8.4, 3.4},
-    {"LL", 2, 2ull << 20, 4 * 14 * 1, 64ull << 10, 6.6, 0.6},
-    {"LL", 4, 1ull << 20, 1 * 14 * 1, 64ull << 10, 6.6, 0.6},
+    {"Ring", "Simple", 1, 16ull << 20, 1 * 14 * 2, 1ull << 20, 1, 8.4, 3.4},
+    {"Ring", "Simple", 2, 64ull << 20, 2 * 14 * 2, 1ull << 20, 2, 8.4, 3.4},
+    {"Ring", "LL", 2, 2ull << 20, 4 * 14 * 1, 64ull << 10, 2, 6.6, 0.6},
+    {"Ring", "LL", 4, 1ull << 20, 1 * 14 * 1, 64ull << 10, 4, 6.6, 0.6},
+    {"Ring", "LL128", 2, 2ull * 8 * 576000, 1 * 14 * 1, 614400, 2, 14.0, 1.9},
+    {"Tree", "Simple", 2, 2ull * (512 << 10), 2 * 7, 512 << 10, 1, 8.4, 4.0},
+    {"Tree", "LL", 4, 4ull * (32 << 10), 2 * 7, 64 << 10, 1, 6.8, 0.6},
 };
 
-TEST(StepLatency, RingAllReduceIsTheStepByStepSum) {
+TEST(StepLatency, AllReduceIsTheStepByStepSum) {
   for (const Shape& s : kShapes) {
-    SCOPED_TRACE(std::string(s.proto) + " " + std::to_string(s.channels) + " ch, " + std::to_string(s.bytes) + " B");
-    const auto got = run(s, "nccl", MPI_COMM_SELF, 1);
+    SCOPED_TRACE(std::string(s.algo) + " " + s.proto + " " + std::to_string(s.channels) + " ch, " +
+                 std::to_string(s.bytes) + " B");
+    const auto got = run(s, "", MPI_COMM_SELF, 1);
     const auto none = run(s, "none", MPI_COMM_SELF, 1);
     ASSERT_EQ(got.collectives.size(), 1u);
-    const double step_ps = s.hop_us * 1e6 + static_cast<double>(s.channels * s.wire) * 8 / kRateBps * 1e12;
+    const double step_ps = s.hop_us * 1e6 + static_cast<double>(s.sharing * s.wire) * 8 / kRateBps * 1e12;
     const double expect_ps = s.base_us * 1e6 + static_cast<double>(s.sends) * step_ps;
-    // The pipeline latency adds exactly base + N x hop (integer ps: tuning.cc's us x 1e6).
+    // The latencies add exactly base + sends x hop (integer ps: tuning.cc's us x 1e6).
     const auto base_ps = static_cast<std::int64_t>(std::llround(s.base_us * 1e6));
     const auto hop_ps = static_cast<std::int64_t>(std::llround(s.hop_us * 1e6));
     EXPECT_EQ(got.meta.simulated_time_ps - none.meta.simulated_time_ps,
@@ -97,12 +121,35 @@ TEST(StepLatency, RingAllReduceIsTheStepByStepSum) {
   }
 }
 
+// launch_latency alone (step_latency none) charges the cost model's whole latency at the start
+// (tuning.cc, nccl.md §2.5: Ring AllReduce base + 2(n-1) x hop on one node), the same total as
+// the step delays when each channel has one slice per step: Ring LL, one loop.
+TEST(StepLatency, LaunchAloneChargesTheModelLatency) {
+  const Shape& s = kShapes[3];
+  auto sets_run = [&](const char* launch, const char* step) {
+    const auto w = fabricsim::jobs::nccl_tests_workload("all_reduce", kRanks, s.bytes, 0);
+    fabricsim::jobs::RunOptions o;
+    o.workload_data = &w;
+    o.sets = {"cluster.gpus_per_host=8", "cluster.hosts=1", "cluster.nvlink_bandwidth=3600Gbps",
+              "cluster.nvlink_latency=1ps", "sim.fidelity=flow", "nccl.NCCL_ALGO=Ring", "nccl.NCCL_PROTO=LL",
+              "nccl.NCCL_MIN_NCHANNELS=4", "nccl.NCCL_MAX_NCHANNELS=4",
+              std::string("simccl.launch_latency=") + launch, std::string("simccl.step_latency=") + step};
+    o.write_h5 = false;
+    o.quiet = true;
+    return fabricsim::jobs::run_simulation(o, MPI_COMM_SELF, "test", "test").meta.simulated_time_ps;
+  };
+  const std::int64_t none = sets_run("none", "none");
+  EXPECT_EQ(sets_run("nccl", "none") - none, std::llround((6.6 + 14 * 0.6) * 1e6));
+  EXPECT_EQ(sets_run("none", "nccl") - none, 14 * std::llround(0.6 * 1e6));  // the hops, no launch
+  EXPECT_EQ(sets_run("nccl", "nccl") - none, std::llround((6.6 + 14 * 0.6) * 1e6));
+}
+
 TEST(StepLatency, IdenticalAcrossThreadsAndProcesses) {
-  for (const Shape& s : {kShapes[1], kShapes[2]}) {
-    SCOPED_TRACE(s.proto);
-    const auto ref = run(s, "nccl", MPI_COMM_SELF, 1);
+  for (const Shape& s : {kShapes[1], kShapes[2], kShapes[5]}) {
+    SCOPED_TRACE(std::string(s.algo) + " " + s.proto);
+    const auto ref = run(s, "", MPI_COMM_SELF, 1);
     for (unsigned threads : {1u, 2u}) {
-      const auto got = run(s, "nccl", MPI_COMM_WORLD, threads);
+      const auto got = run(s, "", MPI_COMM_WORLD, threads);
       EXPECT_EQ(got.digest, ref.digest);
       EXPECT_EQ(got.meta.simulated_time_ps, ref.meta.simulated_time_ps);
       EXPECT_EQ(got.flows, ref.flows);
@@ -110,22 +157,28 @@ TEST(StepLatency, IdenticalAcrossThreadsAndProcesses) {
   }
 }
 
-// The materialized plan (simccl.lazy_plans=false: every op with its P2pOp::delay_ps) and the
-// lazy one (LazyChannelRing::step_delay_ps) time the same.
+// The materialized plans (simccl.lazy_plans=false: every op with its P2pOp::delay_ps) and the
+// lazy ones (LazyChannelRing::step_delay_ps, LazyTree::Channel delays) time the same, on one
+// node and (Tree: NET hops between nodes) on two.
 TEST(StepLatency, LazyAndMaterializedAgree) {
-  const auto w = fabricsim::jobs::nccl_tests_workload("all_reduce", kRanks, 3ull << 20, 0);
-  std::int64_t t[2] = {0, 0};
-  for (int lazy = 0; lazy < 2; ++lazy) {
-    fabricsim::jobs::RunOptions o;
-    o.workload_data = &w;
-    o.sets = {"cluster.gpus_per_host=8", "cluster.hosts=1", "sim.fidelity=flow", "nccl.NCCL_ALGO=Ring",
-              "simccl.step_latency=nccl", std::string("simccl.lazy_plans=") + (lazy ? "true" : "false")};
-    o.write_h5 = false;
-    o.quiet = true;
-    t[lazy] = fabricsim::jobs::run_simulation(o, MPI_COMM_SELF, "test", "test").meta.simulated_time_ps;
+  for (const char* algo : {"Ring", "Tree"}) {
+    for (std::uint32_t hosts : {1u, 2u}) {
+      SCOPED_TRACE(std::string(algo) + " " + std::to_string(hosts) + " hosts");
+      const auto w = fabricsim::jobs::nccl_tests_workload("all_reduce", 4 * hosts, 3ull << 20, 0);
+      std::int64_t t[2] = {0, 0};
+      for (int lazy = 0; lazy < 2; ++lazy) {
+        fabricsim::jobs::RunOptions o;
+        o.workload_data = &w;
+        o.sets = {"cluster.gpus_per_host=4", "cluster.hosts=" + std::to_string(hosts), "sim.fidelity=flow",
+                  std::string("nccl.NCCL_ALGO=") + algo, std::string("simccl.lazy_plans=") + (lazy ? "true" : "false")};
+        o.write_h5 = false;
+        o.quiet = true;
+        t[lazy] = fabricsim::jobs::run_simulation(o, MPI_COMM_SELF, "test", "test").meta.simulated_time_ps;
+      }
+      EXPECT_GT(t[0], 0);
+      EXPECT_EQ(t[0], t[1]);
+    }
   }
-  EXPECT_GT(t[0], 0);
-  EXPECT_EQ(t[0], t[1]);
 }
 
 }  // namespace
