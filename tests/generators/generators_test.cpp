@@ -455,6 +455,22 @@ TEST(Generators, ContextParallelismSplitsTokensAndRingsKeyValueChunks) {
 // Megatron-Core's account_for_embedding/loss_in_pipeline_split: Llama 3.1 405B's 126 layers + 2
 // over PP 8 x VP 8 = 2 units per virtual stage, so the first and last virtual stages build one
 // layer and the others two; the stages cover every layer once, in order.
+/// QKV projection forward kernels per "rank:layer" over ranks 0 .. ranks-1 of a generated job
+/// (one per micro-batch; the backward's "<layer>.qkv.*" kernels are not counted).
+template <typename W>
+std::map<std::string, int> qkv_calls(const W& w, std::uint32_t ranks) {
+  std::map<std::string, int> qkv;
+  for (std::uint32_t r = 0; r < ranks; ++r) {
+    for (const auto& n : w.workload.programs[r]) {
+      if (n.type == NodeType::kCompute && n.name.find(".qkv") != std::string::npos &&
+          n.name.find(".qkv.") == std::string::npos) {
+        ++qkv[std::to_string(r) + ":" + n.name.substr(0, n.name.find('.'))];
+      }
+    }
+  }
+  return qkv;
+}
+
 TEST(Generators, EmbeddingAndLossAccountedInThePipelineSplit) {
   TrainConfig c;
   c.model = find_model("llama3-405b", "", "");
@@ -498,18 +514,10 @@ TEST(Generators, EmbeddingAndLossAccountedInThePipelineSplit) {
   g.pp_split_embedding = g.pp_split_loss = true;  // (6 + 2) / 4 = 2: layers 0 | 1-2 | 3-4 | 5
   const auto w = generate_per_rank(g, empty_db());
   EXPECT_NEAR(w.stats.model_flops / closed_form_model_flops(g.model, 2.0 * 2048, 2048), 1.0, 0.01);
-  std::map<std::string, int> qkv;
-  for (std::uint32_t r = 0; r < 2; ++r) {
-    for (const auto& n : w.workload.programs[r]) {
-      if (n.type == NodeType::kCompute && n.name.size() > 4 && n.name.find(".qkv") != std::string::npos &&
-          n.name.find(".qkv.") == std::string::npos) {
-        ++qkv[std::to_string(r) + ":" + n.name.substr(0, n.name.find('.'))];
-      }
-    }
-  }
+  const auto qkv = qkv_calls(w, 2);
   // Rank 0 holds virtual stages 0 and 2 (layers 0, 3, 4), rank 1 stages 1 and 3 (1, 2, 5).
   EXPECT_EQ(qkv.size(), 6u);
-  for (const char* k : {"0:L0", "0:L3", "0:L4", "1:L1", "1:L2", "1:L5"}) EXPECT_EQ(qkv[k], 2) << k;
+  for (const char* k : {"0:L0", "0:L3", "0:L4", "1:L1", "1:L2", "1:L5"}) EXPECT_EQ(qkv.at(k), 2) << k;
 }
 
 /// The InputError text of loading `path` with `sets` and validating the generator config.
@@ -571,17 +579,9 @@ TEST(Generators, PipelineLayoutSplitsLayersUnevenly) {
   g.pipeline_layout = {3, 1, 1, 1};
   const auto w = generate_per_rank(g, empty_db());
   EXPECT_NEAR(w.stats.model_flops / closed_form_model_flops(g.model, 2.0 * 2048, 2048), 1.0, 0.01);
-  std::map<std::string, int> qkv;
-  for (std::uint32_t r = 0; r < 2; ++r) {
-    for (const auto& n : w.workload.programs[r]) {
-      if (n.type == NodeType::kCompute && n.name.find(".qkv") != std::string::npos &&
-          n.name.find(".qkv.") == std::string::npos) {
-        ++qkv[std::to_string(r) + ":" + n.name.substr(0, n.name.find('.'))];
-      }
-    }
-  }
+  const auto qkv = qkv_calls(w, 2);
   EXPECT_EQ(qkv.size(), 6u);
-  for (const char* k : {"0:L0", "0:L1", "0:L2", "0:L4", "1:L3", "1:L5"}) EXPECT_EQ(qkv[k], 2) << k;
+  for (const char* k : {"0:L0", "0:L1", "0:L2", "0:L4", "1:L3", "1:L5"}) EXPECT_EQ(qkv.at(k), 2) << k;
 }
 
 // 32-bit keys are range-checked instead of wrapping modulo 2^32 (4294967304 = 2^32 + 8 would be 8).
