@@ -102,6 +102,477 @@ def gpus_per_host(meta):
 
 # ------------------------------------------------------------------------------------------------
 # report
+#
+# Figures are built by `figures(d)` (no file is written there, so tests can read the matplotlib
+# Figure objects) and saved by `report(args)`. Every figure carries its one-line caption as a
+# figure text with gid "caption"; every axis label names its unit in parentheses.
+
+# More distinct series than this in one plot are drawn as percentile bands (p50 / p90 / max across
+# the group) instead of one line per distinct series.
+MAX_DISTINCT_LINES = 6
+# Largest idle stretches cut out of a time axis (more breaks would crowd its tick labels).
+MAX_TIME_BREAKS = 12
+
+
+def time_unit(span_ps):
+    """(divisor, name) for a time axis spanning span_ps: ms from 10 ms on, else us."""
+    return (1e9, "ms") if span_ps >= 1e10 else (PS_PER_US, "us")
+
+
+class TimeAxis:
+    """Simulated time (ps) -> plot coordinate (ps of active time) for the plots over time.
+
+    The axis spans the bins that carry traffic (`active_bins`, bin indices of width `bin_ps`),
+    from the first to the last; an idle stretch longer than max(3 bins, 5% of the active bins) is
+    cut out (at most MAX_TIME_BREAKS, the longest) and drawn as a narrow break (dashed line), so a
+    run whose traffic is a few bursts in a long step shows the bursts, not one stripe. Tick labels
+    give the simulated time."""
+
+    def __init__(self, active_bins, bin_ps, span_ps):
+        self.bin_ps = int(bin_ps)
+        b = np.unique(np.asarray(active_bins, dtype=np.int64))
+        if not len(b):
+            self.segments = [(0, max(int(span_ps), self.bin_ps))]
+        else:
+            min_gap = max(3, int(np.ceil(0.05 * len(b))))
+            gaps = np.diff(b) - 1  # idle bins between consecutive active bins
+            cut = np.flatnonzero(gaps >= min_gap)
+            if len(cut) > MAX_TIME_BREAKS:
+                cut = np.sort(cut[np.argsort(-gaps[cut], kind="stable")[:MAX_TIME_BREAKS]])
+            starts = np.concatenate(([b[0]], b[cut + 1]))
+            ends = np.concatenate((b[cut], [b[-1]])) + 1
+            self.segments = [(int(s) * self.bin_ps, int(e) * self.bin_ps) for s, e in zip(starts, ends)]
+        active = sum(e - s for s, e in self.segments)
+        self.brk = max(active // 60, 1) if len(self.segments) > 1 else 0  # width of one break
+        self.offsets = []
+        o = self.segments[0][0]  # one segment: plot coordinate = simulated time
+        for s, e in self.segments:
+            self.offsets.append(o)
+            o += (e - s) + self.brk
+        self.start = self.segments[0][0]
+        self.length = o - self.brk  # the axis end (plot coordinate)
+        real_span = self.segments[-1][1] - self.segments[0][0]
+        self.div, self.unit = time_unit(self.segments[-1][1])
+        self.cut_ps = real_span - active  # idle time left out
+        self.run_ps = max(int(span_ps), self.segments[-1][1])
+
+    def map(self, t_ps):
+        """Plot coordinates of times (ps); a time inside a cut maps to the middle of its break,
+        one before the first / after the last segment to the axis end."""
+        t = np.asarray(t_ps, dtype=np.float64)
+        starts = np.array([s for s, _ in self.segments], dtype=np.float64)
+        ends = np.array([e for _, e in self.segments], dtype=np.float64)
+        offs = np.array(self.offsets, dtype=np.float64)
+        k = np.searchsorted(starts, t, side="right") - 1
+        kc = np.maximum(k, 0)
+        inside = t < ends[kc]
+        after = offs[kc] + (ends[kc] - starts[kc]) + self.brk / 2.0  # in the break after segment k
+        out = np.where(inside, offs[kc] + (t - starts[kc]), after)
+        out = np.where(k < 0, float(self.start), out)
+        return np.minimum(out, float(self.length))
+
+    def unmap(self, c):
+        """Simulated time (ps) of plot coordinate c, or None inside a break."""
+        for (s, e), o in zip(self.segments, self.offsets):
+            if c <= o + (e - s):
+                return s + max(c - o, 0) if c >= o else None
+        return self.segments[-1][1]
+
+    def label(self):
+        """'simulated time (ms; traffic from 322.7 to 327.4 of the 327.4 ms run; 2 idle stretches
+        ... cut out at the dashed lines)'; the span part only when it leaves out more than 5%."""
+        s, e = self.segments[0][0], self.segments[-1][1]
+        span = (f"; with traffic: {s / self.div:.5g} to {e / self.div:.5g} of the {self.run_ps / self.div:.5g} "
+                f"{self.unit} run") if (e - s) < 0.95 * self.run_ps else ""
+        cut = (f"; {len(self.segments) - 1} idle stretches ({self.cut_ps / self.div:.3g} {self.unit}) cut out at "
+               "the dashed lines") if len(self.segments) > 1 else ""
+        return f"simulated time ({self.unit}{span}{cut})"
+
+    def apply(self, ax, xlabel=True):
+        """Limits, tick labels in simulated time, break markers and (optionally) the x label.
+        Ticks are round simulated times inside each segment (about 8 in all)."""
+        from matplotlib.ticker import FixedLocator, FuncFormatter, MaxNLocator
+        ax.set_xlim(self.start, self.length)
+        span = self.length - self.start
+        ticks = []
+        for (s, e), o in zip(self.segments, self.offsets):
+            n = max(1, int(round(8 * (e - s) / span)))
+            v = MaxNLocator(nbins=n).tick_values(s / self.div, e / self.div) * self.div
+            ticks += [o + (t - s) for t in v if s <= t <= e]
+        ax.xaxis.set_major_locator(FixedLocator(ticks))
+
+        def fmt(c, _pos):
+            t = self.unmap(c)
+            return "" if t is None else f"{t / self.div:.5g}"
+        ax.xaxis.set_major_formatter(FuncFormatter(fmt))
+        for o in self.offsets[1:]:
+            ax.axvline(o - self.brk / 2.0, color="0.5", ls="--", lw=0.8)
+        if xlabel:
+            ax.set_xlabel(self.label())
+
+    def edges(self, ncols_max=400):
+        """Column edges (plot coordinates) of a heatmap on this axis: whole bins, at most
+        ncols_max columns per the active length (breaks get no column)."""
+        group = max(1, int(np.ceil(((self.length - self.start) // self.bin_ps + 1) / ncols_max)))
+        return group * self.bin_ps
+
+
+def group_identical(series, key=None):
+    """Groups series (name, x, y) that coincide: equal key(x, y) (default: x and y equal element
+    for element). Returns [(names, x, y, exact)], largest group first, ties in input order; exact
+    tells whether the group's members are equal element for element."""
+    groups = {}
+    for name, x, y in series:
+        k = key(x, y) if key else (np.asarray(x).tobytes(), np.asarray(y).tobytes())
+        exact_k = (np.asarray(x).tobytes(), np.asarray(y).tobytes())
+        if k in groups:
+            groups[k][0].append(name)
+            groups[k][3].add(exact_k)
+        else:
+            groups[k] = ([name], x, y, {exact_k})
+    return [(n, x, y, len(e) == 1) for n, x, y, e in sorted(groups.values(), key=lambda g: -len(g[0]))]
+
+
+def names_text(names, one, many, ids, exact=True, max_names=4):
+    """Legend label of a group of series: one(name) for a single series, else
+    '16 NICs, identical (ranks 0, 8, 16, ... 120)' ('coinciding' when only equal as drawn)."""
+    if len(names) == 1:
+        return one(names[0])
+    head = ", ".join(str(n) for n in names[:max_names - 1])
+    tail = f", ... {names[-1]}" if len(names) > max_names else "".join(f", {n}" for n in names[max_names - 1:])
+    return f"{len(names)} {many}, {'identical' if exact else 'coinciding'} ({ids} {head}{tail})"
+
+
+def plot_grouped(ax, series, one, many, ids, draw, bands, key=None):
+    """Draws series (name, x, y): coinciding ones (group_identical with `key`) once, labelled
+    with their count (names_text); more than MAX_DISTINCT_LINES groups as percentile bands, via
+    bands(ax, series, groups). draw(ax, x, y, label, i) draws one line. Returns 'lines' or
+    'bands'."""
+    groups = group_identical(series, key)
+    if len(groups) <= MAX_DISTINCT_LINES:
+        for i, (names, x, y, exact) in enumerate(groups):
+            draw(ax, x, y, names_text(names, one, many, ids, exact), i)
+        return "lines"
+    bands(ax, series, groups)
+    return "bands"
+
+
+def fmt_ps(ps):
+    """A duration in ps as text with a readable unit (ns, us, ms, s)."""
+    for div, unit in ((1e12, "s"), (1e9, "ms"), (1e6, "us")):
+        if abs(ps) >= div:
+            return f"{ps / div:.3g} {unit}"
+    return f"{ps / 1e3:.3g} ns"
+
+
+def caption(fig, text):
+    """The figure's one-line caption, under the axes (gid 'caption', read by the tests)."""
+    fig.text(0.01, -0.01, text, ha="left", va="top", fontsize=8.5, style="italic", gid="caption",
+             wrap=True)
+
+
+def figure_caption(fig):
+    """The caption text of a figure built by figures(), or None."""
+    for t in fig.texts:
+        if t.get_gid() == "caption":
+            return t.get_text()
+    return None
+
+
+def figures(d):
+    """The report's figures of a loaded results file: ([(file name, Figure, title, caption)],
+    [(None, title, note)] for sections without a plot). Needs matplotlib (Agg)."""
+    import matplotlib.pyplot as plt
+    meta = d["meta"]
+    iter_ps = int(meta.get("simulated_time_ps", 0))
+    nranks = int(meta.get("ranks", 0))
+    bw = int(meta.get("sample_interval_ps", 0)) or 1
+    out, notes = [], []
+
+    def add(fig, name, title, cap):
+        caption(fig, cap)
+        out.append((name, fig, title, cap))
+
+    li = d["links"]
+    li_names = li.dtype.names if li is not None else ()
+    busy = li[li["bytes"] > 0] if li is not None and len(li) else None
+    # Bins with traffic on any link, PFC pauses, ECN marks or drops: the time axis of every plot
+    # over time (so they line up with each other).
+    active = np.zeros(0, dtype=np.int64)
+    if li is not None and len(li):
+        active = (li["bin_start_ps"] // bw).astype(np.int64)
+    tax = TimeAxis(active, bw, iter_ps)
+
+    # 1. Step breakdown per rank.
+    r = d["ranks"]
+    div, unit = time_unit(iter_ps)
+    fig, ax = plt.subplots(figsize=(11, 4.2))
+    parts = [("compute", "compute_ps", "#4c72b0")]
+    kinds = [("TP", "exposed_tp_ps", "#dd8452"), ("DP", "exposed_dp_ps", "#c44e52"), ("EP", "exposed_ep_ps", "#8172b3"),
+             ("PP", "exposed_pp_ps", "#937860"), ("CP", "exposed_cp_ps", "#da8bc3"),
+             ("other", "exposed_other_ps", "#8c8c8c")]
+    has_kinds = all(col in r.dtype.names for _, col, _ in kinds) and "bubble_ps" in r.dtype.names
+    if len(r):
+        x = r["rank"]
+        bottom = np.zeros(len(r))
+        segs = [("compute", r["compute_ps"].astype(float), "#4c72b0")]
+        if has_kinds:
+            for k, col, colr in kinds:
+                v = r[col].astype(float)
+                if k == "PP":
+                    v = v - r["pp_wait_ps"]  # the waits are in the bubble
+                if v.max() > 0:
+                    segs.append((f"exposed {k} communication", v, colr))
+            segs.append(("bubble / idle", r["bubble_ps"].astype(float), "#cccccc"))
+        else:
+            segs.append(("exposed communication", r["exposed_comm_ps"].astype(float), "#dd8452"))
+            segs.append(("idle", np.maximum(iter_ps - r["compute_ps"] - r["exposed_comm_ps"], 0).astype(float),
+                         "#cccccc"))
+        for label, v, colr in segs:
+            share = 100.0 * v.mean() / iter_ps if iter_ps else 0.0
+            ax.bar(x, v / div, width=1.0, bottom=bottom / div, color=colr,
+                   label=f"{label}: mean {fmt_ps(v.mean())} ({share:.1f}%)")
+            bottom += v
+        ax.plot(x, r["comm_ps"] / div, "k.", ms=3, label="all communication, overlapped too")
+        ax.set_xlim(-0.5, len(r) - 0.5)
+    ax.set_xlabel("rank (GPU index)")
+    ax.set_ylabel(f"time in the run ({unit})")
+    ax.set_title(f"Where the time went, per rank (run {iter_ps / div:.4g} {unit})")
+    ax.legend(fontsize=7.5, loc="upper left", bbox_to_anchor=(1.0, 1.0))
+    add(fig, "breakdown.png", "Step breakdown per rank",
+        "Stacked per rank: compute, communication not hidden behind compute (by group kind) and "
+        "bubble/idle time add up to the run time; dots: all communication time.")
+
+    # 2. busbw vs size: one marker per distinct (op, size, busbw), its size growing with the count.
+    c = d["collectives"]
+    fig, ax = plt.subplots(figsize=(8, 4.5))
+    n_trivial = 0
+    if c is not None and len(c):
+        n_trivial = int((c["ranks"] <= 1).sum())
+        c = c[c["ranks"] > 1]
+        # Distinct marker shapes, later ones hollow, so ops at the same point stay visible.
+        for i, op in enumerate(sorted(set(c["op"].tolist()))):
+            s = c[c["op"] == op]
+            keys, cnt = np.unique(np.stack([s["bytes"].astype(float), np.round(s["busbw_GBps"], 2)]), axis=1,
+                                  return_counts=True)
+            colr = f"C{i % 10}"
+            ax.scatter(keys[0], keys[1], s=16 + 60 * np.sqrt(cnt / cnt.max()), marker="osD^vP*X"[i % 8],
+                       facecolors=colr if i == 0 else "none", edgecolors=colr, linewidths=1.3, alpha=0.8,
+                       label=f"{op.decode()}: {len(s):,} collectives at {len(cnt)} "
+                             f"point{'s' if len(cnt) > 1 else ''}")
+        if len(c):
+            ax.set_xscale("log")
+            ax.legend(fontsize=8)
+    ax.set_xlabel("collective size (bytes, nccl-tests convention)")
+    ax.set_ylabel("bus bandwidth (GB/s)")
+    ax.set_title("Bus bandwidth of each collective against its size")
+    ax.grid(alpha=0.3)
+    add(fig, "busbw.png", "busbw vs size",
+        "One marker per distinct (size, busbw) of collectives on more than one rank; larger markers: more "
+        f"collectives at that point ({n_trivial} on single-rank communicators left out)." )
+
+    # 3. FCT CDF with p50/p99/p99.9 and slowdown CDF.
+    fl = d["flows"]
+    fig, (ax, ax2) = plt.subplots(1, 2, figsize=(12, 4.5))
+    if fl is not None and len(fl):
+        fct = np.sort(fl["fct_ps"] / PS_PER_US)
+        y = np.arange(1, len(fct) + 1) / len(fct)
+        ax.step(fct, y, where="post", label=f"{len(fct):,} flows")
+        for q, col in ((50, "g"), (99, "orange"), (99.9, "r")):
+            v = pct(fct, q)
+            ax.axvline(v, color=col, ls="--", lw=1, label=f"p{q:g} {v:.3g} us")
+        ax.set_xscale("log")
+        ax.legend(fontsize=8, loc="upper left")
+        if "slowdown" in fl.dtype.names:
+            sd = np.sort(fl["slowdown"])
+            ax2.step(sd, np.arange(1, len(sd) + 1) / len(sd), where="post", color="purple", label=f"{len(sd):,} flows")
+            ax2.set_xscale("log")
+            for q, col in ((50, "g"), (99, "r")):
+                ax2.axvline(pct(sd, q), color=col, ls="--", lw=1, label=f"p{q:g} {pct(sd, q):.3g}x")
+            ax2.legend(fontsize=8, loc="lower right")
+    ax.set_xlabel("flow completion time (us, log scale)")
+    ax.set_ylabel("CDF (fraction of flows)")
+    ax.set_title(f"Flow completion times ({0 if fl is None else len(fl):,} flows)")
+    ax.grid(alpha=0.3)
+    ax2.set_xlabel("slowdown (FCT / ideal FCT on an idle fabric, log scale)")
+    ax2.set_ylabel("CDF (fraction of flows)")
+    ax2.set_title("Slowdown against an idle fabric")
+    ax2.grid(alpha=0.3)
+    fig.tight_layout()
+    add(fig, "fct_cdf.png", "FCT CDF",
+        "Left: CDF of flow completion times with p50/p99/p99.9; right: CDF of each flow's slowdown "
+        "against its ideal (uncontended) completion time.")
+
+    # 4. Flow-start CDF per NIC (flows leaving the host through the source GPU's NIC).
+    fig, ax = plt.subplots(figsize=(10, 4.5))
+    how = "no inter-host flows"
+    if fl is not None and len(fl):
+        gph = gpus_per_host(meta)
+        inter = fl[(fl["src"] // gph) != (fl["dst"] // gph)]
+        srcs = sorted(set(inter["src"].tolist()))
+        series = []
+        for s in srcs:
+            st = np.sort(inter["start_ps"][inter["src"] == s])
+            series.append((s, st, np.arange(1, len(st) + 1) / len(st)))
+
+        def draw(ax_, x, y, label, i):
+            ax_.step(tax.map(x), y, where="post", lw=1.4, label=label)
+
+        def bands(ax_, ser, groups):
+            # Quantile function per NIC (time at which it started a fraction q of its flows), then
+            # p50 / p90 / max across NICs at each q: the median, the slower tail and the slowest NIC.
+            q = np.linspace(0, 1, 201)
+            tq = np.stack([np.quantile(x, q) for _, x, _ in ser])
+            for p, lab, lw in ((0, "fastest NIC (min)", 0.8), (50, "median NIC (p50)", 1.6), (90, "p90 NIC", 1.2),
+                               (100, "slowest NIC (max)", 0.8)):
+                ax_.plot(tax.map(np.percentile(tq, p, axis=0)), q, lw=lw, label=lab)
+            ax_.fill_betweenx(q, tax.map(tq.min(axis=0)), tax.map(tq.max(axis=0)), color="0.8", alpha=0.5,
+                              label=f"range over {len(ser)} NICs ({len(groups)} distinct)")
+
+        if series:
+            # Curves coincide as drawn when their quantile functions agree to 0.25% of the axis.
+            qg = np.linspace(0, 1, 201)
+            res = max(tax.length * 0.0025, 1.0)
+
+            def key(x, _y):
+                return np.round(tax.map(np.quantile(x, qg)) / res).astype(np.int64).tobytes()
+            how = plot_grouped(ax, series, lambda n: f"NIC of rank {n}", "NICs", "ranks", draw, bands, key)
+            how = f"{len(srcs)} NICs, " + ("drawn once per distinct curve" if how == "lines" else
+                                           "percentiles across NICs")
+            ax.legend(fontsize=7.5, loc="upper left", bbox_to_anchor=(1.0, 1.0))
+    tax.apply(ax)
+    ax.set_ylabel("CDF (fraction of the NIC's flows)")
+    ax.set_title(f"When each NIC starts its inter-host flows ({how})")
+    ax.grid(alpha=0.3)
+    add(fig, "flow_start_cdf.png", "Flow-start CDF per NIC",
+        "For each NIC, the fraction of its inter-host flows started by each time; NICs with the same curve are "
+        "drawn once; curves apart show skew between NICs or stragglers.")
+
+    # 5. Queue occupancy over time: every switch port with a backlog, grouped or as bands.
+    qu = d["queues"]
+    fig, ax = plt.subplots(figsize=(10, 4.5))
+    if qu is not None and len(qu) and (qu["max_queue_bytes"] > 0).any():
+        nb = int(np.ceil(tax.segments[-1][1] / bw)) + 1
+        qdiv, qunit = (1024.0 ** 2, "MiB") if qu["max_queue_bytes"].max() >= 1024 ** 2 else (1024.0, "KiB")
+        ids = np.unique(qu["link_id"][qu["max_queue_bytes"] > 0])
+        series, peaks = [], []
+        for lid in ids:
+            s = qu[qu["link_id"] == lid]
+            dense = np.zeros(nb)
+            dense[np.minimum(s["bin_start_ps"] // bw, nb - 1).astype(int)] = s["max_queue_bytes"] / qdiv
+            name = f"{lid} ({s['tier'][0].decode()} {node_name(int(s['from_node'][0]), nranks)}->" \
+                   f"{node_name(int(s['to_node'][0]), nranks)})"
+            series.append((name, np.arange(nb) * bw, dense))
+            peaks.append(dense.max())
+        xs = tax.map(np.arange(nb) * bw)
+
+        def draw(ax_, x, y, label, i):
+            ax_.step(xs, y, where="post", lw=1.1, label=label)
+
+        def bands(ax_, ser, groups):
+            m = np.stack([y for _, _, y in ser])
+            ax_.fill_between(xs, 0, m.max(axis=0), step="post", color="0.85", label=f"max over {len(ser)} ports")
+            ax_.step(xs, np.percentile(m, 90, axis=0), where="post", lw=1.0, color="tab:orange",
+                     label="p90 over ports")
+            ax_.step(xs, np.percentile(m, 50, axis=0), where="post", lw=1.2, color="tab:blue", label="p50 over ports")
+            top = int(np.argmax(peaks))
+            ax_.step(xs, ser[top][2], where="post", lw=0.8, color="tab:red", label=f"largest peak: port {ser[top][0]}")
+
+        res = max(max(peaks) * 0.01, 1e-9)  # curves within 1% of the peak coincide as drawn
+
+        def key(_x, y):
+            return np.round(y / res).astype(np.int64).tobytes()
+        how = plot_grouped(ax, series, lambda n: f"port {n}", "ports", "links", draw, bands, key)
+        ax.legend(fontsize=7.5, loc="upper left", bbox_to_anchor=(1.0, 1.0))
+        ax.set_title(f"Switch egress queues: {len(ids)} ports with a backlog "
+                     f"({'one line per distinct curve' if how == 'lines' else 'percentiles across ports'}), "
+                     f"peak {max(peaks):.3g} {qunit}")
+    else:
+        qunit = "KiB"
+        ax.set_title("Switch egress queues: no backlog anywhere in this run")
+    tax.apply(ax)
+    ax.set_ylabel(f"largest backlog in a {bw / PS_PER_US:g} us bin ({qunit})")
+    ax.grid(alpha=0.3)
+    add(fig, "queues.png", "Queue occupancy over time",
+        "Bytes queued ahead of an arriving packet at switch egress ports (the largest per bin); ports with the "
+        "same curve drawn once, many ports as p50/p90/max bands.")
+
+    # 6. Link utilization heatmap per tier, on the shared time axis.
+    tiers = [b"nvlink", b"nic", b"fabric"]
+    if li is not None and len(li) and (li["tier"] == b"core").any():
+        tiers.append(b"core")  # schema 3: 3-tier Clos / multi-pod
+    shown = [t for t in tiers if busy is not None and (busy["tier"] == t).any()]
+    idle_tiers = [t.decode() for t in tiers if t not in shown]
+    width = tax.edges()
+    ncols = int((tax.length - tax.start) // width) + 1
+    fig, axes = plt.subplots(max(len(shown), 1), 1, figsize=(11, 1.2 + 2.6 * max(len(shown), 1)), squeeze=False,
+                             layout="constrained")
+    axes = axes[:, 0]
+    im = None
+    for ax, tier in zip(axes, shown):
+        s = busy[busy["tier"] == tier]
+        ids = np.unique(s["link_id"])
+        row = np.searchsorted(ids, s["link_id"])
+        col = np.minimum((tax.map(s["bin_start_ps"]) - tax.start) // width, ncols - 1).astype(int)
+        m = np.zeros((len(ids), ncols))
+        np.add.at(m, (row, col), s["utilization"] * (bw / width))
+        im = ax.imshow(np.minimum(m, 1.0), aspect="auto", interpolation="nearest", cmap="viridis", vmin=0, vmax=1,
+                       extent=[tax.start, tax.start + ncols * width, len(ids), 0])
+        ax.set_title(f"{tier.decode()} links: {len(ids)} directed links with traffic, mean utilization while "
+                     f"shown {m.mean():.1%}", fontsize=10)
+        ax.set_ylabel("link (row index)")
+        tax.apply(ax, xlabel=False)
+    if not shown:
+        axes[0].set_title("no link carried traffic in this run")
+    axes[-1].set_xlabel(tax.label())
+    if im is not None:
+        fig.colorbar(im, ax=list(axes), fraction=0.03, label="utilization (fraction of the link rate)")
+    add(fig, "link_util.png", "Link utilization heatmap per tier",
+        "One row per directed link with traffic, colour = bytes x 8 / (rate x bin) per time column"
+        + (f"; tiers without traffic: {', '.join(idle_tiers)}" if idle_tiers else "") + ".")
+
+    # 7. PFC pause timeline (schema 3): paused fraction per bin, one row per link ever paused.
+    if li is None or "pause_ps" not in li_names:
+        notes.append((None, "PFC pause timeline", "this file has no PFC columns in /links (schema < 3)"))
+    else:
+        paused = li[li["pause_ps"] > 0]
+        n_xoff = int(li["pfc_pauses"].sum())
+        if not len(paused) and n_xoff == 0:
+            notes.append((None, "PFC pause timeline", "no PFC pauses in this run"))
+        else:
+            fig, cap = pfc_timeline(plt, paused if len(paused) else li[li["pfc_pauses"] > 0], bw, tax, nranks,
+                                    n_xoff)
+            add(fig, "pfc.png", "PFC pause timeline", cap)
+
+    # 8. ECN marks and drops per tier over time (schema 3), only when the run has any.
+    if li is not None and "ecn_marks" in li_names and (li["ecn_marks"].sum() > 0 or li["drops"].sum() > 0):
+        fig, axes = plt.subplots(2, 1, figsize=(11, 6.5), sharex=True)
+        xs = tax.start + np.arange(ncols + 1) * width
+        for ax, col, what in zip(axes, ("ecn_marks", "drops"), ("ECN marks", "drops")):
+            s = li[li[col] > 0]
+            if not len(s):
+                ax.text(0.5, 0.5, f"no {what} in this run", transform=ax.transAxes, ha="center", va="center")
+            for tier in sorted(set(s["tier"].tolist())):
+                t = s[s["tier"] == tier]
+                cnt = np.zeros(ncols + 1)
+                np.add.at(cnt, np.minimum((tax.map(t["bin_start_ps"]) - tax.start) // width, ncols - 1).astype(int),
+                          t[col])
+                ax.step(xs, cnt, where="post", lw=1, label=f"{tier.decode()} tier ({int(t[col].sum())} in total)")
+            ax.set_ylabel(f"{what} per {width / PS_PER_US:g} us (packets)")
+            ax.set_title(f"{what} per tier over time ({int(li[col].sum())} in total)", fontsize=10)
+            ax.grid(alpha=0.3)
+            tax.apply(ax, xlabel=False)
+            if len(s):
+                ax.legend(fontsize=8)
+        axes[-1].set_xlabel(tax.label())
+        fig.tight_layout()
+        add(fig, "ecn_drops.png", "ECN marks and drops per tier",
+            "Packets CE-marked (RED at enqueue) and packets dropped at switch egress ports, summed per tier and "
+            "time column.")
+    elif li is not None and "ecn_marks" in li_names:
+        notes.append((None, "ECN marks and drops per tier", "no ECN marks and no drops in this run"))
+    return out, notes
+
 
 def report(args):
     try:
@@ -138,10 +609,9 @@ def report(args):
         fail(out, "the output directory is not writable", "choose a writable directory with -o")
     meta = d["meta"]
     iter_ps = int(meta.get("simulated_time_ps", 0))
+    figs, notes = figures(d)
     pngs = []  # (file, title, caption)
-    notes = []  # (None, title, text): sections without a plot
-
-    def save(fig, name, title, caption):
+    for name, fig, title, cap in figs:
         p = os.path.join(out, name)
         written.append(p)
         try:
@@ -150,187 +620,7 @@ def report(args):
             fail_clean(p, f"cannot write ({e.strerror})",
                        "check free space and permissions of the output directory; nothing was left")
         plt.close(fig)
-        pngs.append((name, title, caption))
-
-    # 1. Iteration breakdown per rank.
-    r = d["ranks"]
-    fig, ax = plt.subplots(figsize=(11, 4))
-    if len(r):
-        x = r["rank"]
-        comp = r["compute_ps"] / PS_PER_US
-        exp = r["exposed_comm_ps"] / PS_PER_US
-        idle = np.maximum(iter_ps / PS_PER_US - comp - exp, 0)
-        ax.bar(x, comp, width=1.0, label="compute", color="#4c72b0")
-        ax.bar(x, exp, width=1.0, bottom=comp, label="exposed communication", color="#dd8452")
-        ax.bar(x, idle, width=1.0, bottom=comp + exp, label="idle (until iteration end)", color="#cccccc")
-        ax.plot(x, r["comm_ps"] / PS_PER_US, "k.", ms=3, label="communication (incl. overlapped)")
-    ax.set_xlabel("rank")
-    ax.set_ylabel("time (us)")
-    ax.set_title(f"Iteration breakdown per rank (iteration {iter_ps / PS_PER_US:.1f} us)")
-    ax.legend(fontsize=8, loc="lower right")
-    save(fig, "breakdown.png", "Iteration breakdown per rank",
-         "compute + exposed communication + idle = iteration time; dots: all communication time")
-
-    # 2. busbw vs size.
-    c = d["collectives"]
-    fig, ax = plt.subplots(figsize=(7, 4.5))
-    if c is not None and len(c):
-        c = c[c["ranks"] > 1]
-        for op in sorted(set(c["op"])):
-            s = c[c["op"] == op]
-            ax.scatter(s["bytes"], s["busbw_GBps"], s=14, alpha=0.6, label=op.decode())
-        ax.set_xscale("log")
-        ax.legend(fontsize=8)
-    ax.set_xlabel("collective size (bytes, nccl-tests convention)")
-    ax.set_ylabel("busbw (GB/s)")
-    ax.set_title("Per-collective bus bandwidth vs size")
-    ax.grid(alpha=0.3)
-    save(fig, "busbw.png", "busbw vs size", "one dot per collective (communicators of more than one rank)")
-
-    # 3. FCT CDF with p50/p99/p99.9 and slowdown CDF.
-    fl = d["flows"]
-    fig, (ax, ax2) = plt.subplots(1, 2, figsize=(12, 4.5))
-    if fl is not None and len(fl):
-        fct = np.sort(fl["fct_ps"] / PS_PER_US)
-        y = np.arange(1, len(fct) + 1) / len(fct)
-        ax.step(fct, y, where="post")
-        for q, col in ((50, "g"), (99, "orange"), (99.9, "r")):
-            v = pct(fct, q)
-            ax.axvline(v, color=col, ls="--", lw=1)
-            ax.text(v, 0.05 + 0.1 * (q > 60) + 0.1 * (q > 99), f" p{q:g} {v:.2f} us", color=col, fontsize=8)
-        ax.set_xscale("log")
-        if "slowdown" in fl.dtype.names:
-            sd = np.sort(fl["slowdown"])
-            ax2.step(sd, np.arange(1, len(sd) + 1) / len(sd), where="post", color="purple")
-            ax2.set_xscale("log")
-            ax2.axvline(pct(sd, 99), color="r", ls="--", lw=1)
-            ax2.text(pct(sd, 99), 0.1, f" p99 {pct(sd, 99):.2f}", color="r", fontsize=8)
-    ax.set_xlabel("flow completion time (us)")
-    ax.set_ylabel("CDF")
-    ax.set_title(f"FCT CDF ({0 if fl is None else len(fl)} flows)")
-    ax.grid(alpha=0.3)
-    ax2.set_xlabel("slowdown = FCT / ideal")
-    ax2.set_title("Slowdown CDF")
-    ax2.grid(alpha=0.3)
-    save(fig, "fct_cdf.png", "FCT CDF", "flow completion times with p50/p99/p99.9; slowdown vs the ideal FCT")
-
-    # 4. Flow-start CDF per NIC (flows leaving the host through the source GPU's NIC).
-    fig, ax = plt.subplots(figsize=(8, 4.5))
-    if fl is not None and len(fl):
-        gph = gpus_per_host(meta)
-        inter = fl[(fl["src"] // gph) != (fl["dst"] // gph)]
-        srcs = sorted(set(inter["src"].tolist()))
-        shown = srcs[:: max(1, len(srcs) // 16)]
-        for s in srcs:
-            st = np.sort(inter["start_ps"][inter["src"] == s] / PS_PER_US)
-            hl = s in shown
-            ax.step(st, np.arange(1, len(st) + 1) / len(st), where="post", lw=1.2 if hl else 0.5,
-                    alpha=0.9 if hl else 0.25, color=None if hl else "gray", label=f"NIC of rank {s}" if hl else None)
-        if shown:
-            ax.legend(fontsize=6, ncol=2)
-        ax.set_title(f"Flow-start CDF per NIC ({len(srcs)} NICs with inter-host flows, {len(shown)} coloured)")
-    ax.set_xlabel("flow start (us)")
-    ax.set_ylabel("CDF of the NIC's flows")
-    ax.grid(alpha=0.3)
-    save(fig, "flow_start_cdf.png", "Flow-start CDF per NIC",
-         "when each NIC starts its inter-host flows; spread between NICs shows skew / stragglers")
-
-    # 5. Queue occupancy over time.
-    qu = d["queues"]
-    fig, ax = plt.subplots(figsize=(10, 4.5))
-    bw = int(d["meta"].get("sample_interval_ps", 0)) or 1
-    if qu is not None and len(qu):
-        ids, inv = np.unique(qu["link_id"], return_inverse=True)
-        peak = np.zeros(len(ids))
-        np.maximum.at(peak, inv, qu["max_queue_bytes"])
-        top = ids[np.argsort(-peak)[:8]]
-        for lid in top:
-            s = qu[qu["link_id"] == lid]
-            if s["max_queue_bytes"].max() == 0:
-                continue
-            ax.step(s["bin_start_ps"] / PS_PER_US, s["max_queue_bytes"] / 1024, where="post", lw=1,
-                    label=f"link {lid} ({s['tier'][0].decode()} {s['from_node'][0]}->{s['to_node'][0]})")
-        ax.legend(fontsize=7)
-        ax.set_title(f"Switch egress queue occupancy: 8 ports with the largest peak (bin {bw / PS_PER_US:g} us)")
-    else:
-        ax.set_title("Switch egress queue occupancy (no /queues rows)")
-    ax.set_xlabel("time (us)")
-    ax.set_ylabel("max backlog in bin (KiB)")
-    ax.grid(alpha=0.3)
-    save(fig, "queues.png", "Queue occupancy over time", "max bytes ahead of an arriving packet per bin")
-
-    # 6. Link utilization heatmap per tier.
-    li = d["links"]
-    tiers = [b"nvlink", b"nic", b"fabric"]
-    if li is not None and len(li) and (li["tier"] == b"core").any():
-        tiers.append(b"core")  # schema 3: 3-tier Clos / multi-pod
-    fig, axes = plt.subplots(len(tiers), 1, figsize=(11, 10 * len(tiers) / 3))
-    last_bin = max(iter_ps, 1)
-    nb_full = last_bin // bw + 1
-    group = max(1, int(np.ceil(nb_full / 400)))  # at most 400 columns
-    ncols = int(nb_full // group + 1)
-    for ax, tier in zip(axes, tiers):
-        # Rows with bytes (schema 3 also has rows for pauses, marks or drops only).
-        s = li[(li["tier"] == tier) & (li["bytes"] > 0)] if li is not None and len(li) else None
-        if s is None or not len(s):
-            ax.set_title(f"{tier.decode()}: no traffic")
-            ax.axis("off")
-            continue
-        ids = np.unique(s["link_id"])
-        row = np.searchsorted(ids, s["link_id"])
-        col = np.minimum((s["bin_start_ps"] // bw) // group, ncols - 1).astype(int)
-        m = np.zeros((len(ids), ncols))
-        np.add.at(m, (row, col), s["utilization"] / group)
-        im = ax.imshow(m, aspect="auto", interpolation="nearest", cmap="viridis", vmin=0, vmax=1,
-                       extent=[0, ncols * group * bw / PS_PER_US, len(ids), 0])
-        ax.set_title(f"{tier.decode()} links: utilization per {group * bw / PS_PER_US:g} us bin "
-                     f"({len(ids)} directed links with traffic)")
-        ax.set_ylabel("link (by id)")
-        fig.colorbar(im, ax=ax, fraction=0.03)
-    axes[-1].set_xlabel("time (us)")
-    fig.tight_layout()
-    save(fig, "link_util.png", "Link utilization heatmap per tier",
-         "rows: directed links with traffic; colour: bytes*8 / (rate*bin)")
-
-    # 7. PFC pause timeline (schema 3): paused fraction per bin, one row per link ever paused.
-    li_names = li.dtype.names if li is not None else ()
-    nranks = int(meta.get("ranks", 0))
-    if li is None or "pause_ps" not in li_names:
-        notes.append((None, "PFC pause timeline", "this file has no PFC columns in /links (schema < 3)"))
-    else:
-        paused = li[li["pause_ps"] > 0]
-        n_xoff = int(li["pfc_pauses"].sum())
-        if not len(paused) and n_xoff == 0:
-            notes.append((None, "PFC pause timeline", "no PFC pauses in this run"))
-        else:
-            pfc_timeline(plt, save, paused if len(paused) else li[li["pfc_pauses"] > 0], bw, iter_ps, nranks,
-                         n_xoff)
-
-    # 8. ECN marks and drops per tier over time (schema 3), only when the run has any.
-    if li is not None and "ecn_marks" in li_names and (li["ecn_marks"].sum() > 0 or li["drops"].sum() > 0):
-        fig, axes = plt.subplots(2, 1, figsize=(11, 6.5), sharex=True)
-        width = group * bw
-        for ax, col, what in zip(axes, ("ecn_marks", "drops"), ("ECN marks", "drops")):
-            s = li[li[col] > 0]
-            for tier in sorted(set(s["tier"].tolist())):
-                t = s[s["tier"] == tier]
-                # Dense per-bin counts (bins without a row count 0), same columns as link_util.png.
-                cnt = np.zeros(ncols + 1)
-                np.add.at(cnt, np.minimum(t["bin_start_ps"] // width, ncols - 1).astype(int), t[col])
-                ax.step(np.arange(ncols + 1) * width / PS_PER_US, cnt, where="post", lw=1,
-                        label=f"{tier.decode()} ({int(t[col].sum())} total)")
-            ax.set_ylabel(f"{what} per {width / PS_PER_US:g} us")
-            ax.set_title(f"{what} per tier over time ({int(li[col].sum())} in total)")
-            ax.grid(alpha=0.3)
-            ax.set_xlim(0, ncols * width / PS_PER_US)
-            if len(s):
-                ax.legend(fontsize=8)
-        axes[-1].set_xlabel("time (us)")
-        fig.tight_layout()
-        save(fig, "ecn_drops.png", "ECN marks and drops per tier",
-             "packets CE-marked (RED at enqueue) and packets dropped at switch egress ports, summed per tier and bin")
-    elif li is not None and "ecn_marks" in li_names:
-        notes.append((None, "ECN marks and drops per tier", "no ECN marks and no drops in this run"))
+        pngs.append((name, title, cap))
 
     # HTML page.
     rows = [("iteration time", f"{iter_ps / PS_PER_US:.3f} us"), ("ranks", meta.get("ranks")),
@@ -371,41 +661,40 @@ def report(args):
     return 0
 
 
-def pfc_timeline(plt, save, rows, bw, iter_ps, nranks, n_xoff, max_links=64):
-    """pfc.png: raster of the paused fraction (pause_ps / bin) per bin, one row per link whose
-    transmitter was paused (the `max_links` with the most paused time), labelled from->to tier."""
+def pfc_timeline(plt, rows, bw, tax, nranks, n_xoff, max_links=64):
+    """pfc.png: raster of the paused fraction (pause_ps / column width) on the report's time axis
+    `tax`, one row per link whose transmitter was paused (the `max_links` with the most paused
+    time), labelled from->to tier. Returns (Figure, caption)."""
     ids, inv = np.unique(rows["link_id"], return_inverse=True)
     total = np.zeros(len(ids))
     np.add.at(total, inv, rows["pause_ps"])
     order = np.argsort(-total, kind="stable")[:max_links]
     keep = np.sort(ids[order])
     rows = rows[np.isin(rows["link_id"], keep)]
-    last = max(iter_ps, int(rows["bin_start_ps"].max()) + bw, 1)
-    nb = last // bw + 1
-    group = max(1, int(np.ceil(nb / 400)))  # at most 400 columns
-    ncols = int(nb // group + 1)
+    width = tax.edges()
+    ncols = int((tax.length - tax.start) // width) + 1
     r = np.searchsorted(keep, rows["link_id"])
-    c = np.minimum((rows["bin_start_ps"] // bw) // group, ncols - 1).astype(int)
+    c = np.minimum((tax.map(rows["bin_start_ps"]) - tax.start) // width, ncols - 1).astype(int)
     m = np.zeros((len(keep), ncols))
-    np.add.at(m, (r, c), rows["pause_ps"] / float(group * bw))
+    np.add.at(m, (r, c), rows["pause_ps"] / float(width))
     labels = []
     for lid in keep:
         s = rows[rows["link_id"] == lid][0]
         labels.append(f"{node_name(int(s['from_node']), nranks)}->{node_name(int(s['to_node']), nranks)} "
                       f"{s['tier'].decode()}")
-    fig, ax = plt.subplots(figsize=(11, 1.5 + 0.22 * len(keep)))
+    fig, ax = plt.subplots(figsize=(11, 1.8 + 0.22 * len(keep)))
     im = ax.imshow(np.minimum(m, 1.0), aspect="auto", interpolation="nearest", cmap="Reds", vmin=0, vmax=1,
-                   extent=[0, ncols * group * bw / PS_PER_US, len(keep), 0])
+                   extent=[tax.start, tax.start + ncols * width, len(keep), 0])
     ax.set_yticks(np.arange(len(keep)) + 0.5)
     ax.set_yticklabels(labels, fontsize=7 if len(keep) <= 32 else 5)
+    ax.set_ylabel("paused transmitter (from->to tier)")
     more = f", {len(ids) - len(keep)} more not shown" if len(ids) > len(keep) else ""
-    ax.set_title(f"PFC pause timeline: paused fraction per {group * bw / PS_PER_US:g} us bin "
-                 f"({len(ids)} paused transmitters{more}; {n_xoff} XOFF received)")
-    ax.set_xlabel("time (us)")
-    fig.colorbar(im, ax=ax, fraction=0.03, label="paused fraction of the bin")
-    save(fig, "pfc.png", "PFC pause timeline",
-         "rows: directed links whose transmitter PFC paused (from->to tier, gpuN = rank N, swN = switch LP N); "
-         "colour: pause_ps / bin width")
+    ax.set_title(f"PFC pauses: paused fraction per {width / PS_PER_US:g} us column "
+                 f"({len(ids)} paused transmitters{more}; {n_xoff} XOFF received)", fontsize=10)
+    tax.apply(ax)
+    fig.colorbar(im, ax=ax, fraction=0.03, label="paused fraction of the column (0-1)")
+    return fig, ("Rows: directed links whose transmitter PFC paused (gpuN = rank N, swN = switch LP N); "
+                 "colour: the share of each time column it was paused.")
 
 
 # ------------------------------------------------------------------------------------------------

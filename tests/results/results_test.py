@@ -23,6 +23,7 @@ usage: results_test.py FABRICSIM SOURCE_DIR MPIEXEC
 """
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -121,6 +122,125 @@ def check_meta(path):
         check(not extra, f"undocumented /meta attributes {sorted(extra)}")
         check(all(k[len("units."):] in attrs for k in attrs if k.startswith("units.")), "units.X without X")
         return {k: attrs[k] for k in attrs}
+
+UNIT = re.compile(r"\(.*\S.*\)|\[.*\S.*\]")  # a unit in parentheses or brackets
+
+
+def load_report_module():
+    """io/python/fabricsim_results.py as a module (its figures are read as matplotlib objects)."""
+    import importlib.util
+    import matplotlib
+    matplotlib.use("Agg")
+    spec = importlib.util.spec_from_file_location("fabricsim_results", os.path.join(SRC, "io/python/fabricsim_results.py"))
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def check_axes_labels(name, fig):
+    """Every plotting axes (colour bars aside) has a y label and an x label that name a unit; an
+    x label may sit on the panel below when the panels share their x range (stacked plots)."""
+    axes = [a for a in fig.axes if a.get_visible() and a.axison and not hasattr(a, "_colorbar")]
+    check(axes, f"{name}: no axes")
+    labelled_x = [a.get_xlim() for a in axes if a.get_xlabel().strip()]
+    for a in axes:
+        yl, xl = a.get_ylabel().strip(), a.get_xlabel().strip()
+        check(yl and UNIT.search(yl), f"{name}: y label {yl!r} without a unit in ()/[]")
+        if xl:
+            check(UNIT.search(xl), f"{name}: x label {xl!r} without a unit in ()/[]")
+        else:
+            check(a.get_xlim() in labelled_x, f"{name}: an axes without x label and no labelled panel below")
+    for a in fig.axes:
+        if hasattr(a, "_colorbar"):
+            lab = (a.get_ylabel() or a.get_xlabel()).strip()
+            check(lab and UNIT.search(lab), f"{name}: colour bar label {lab!r} without a unit")
+
+
+def legend_counts(labels):
+    """Series counted by grouped labels: '16 NICs, identical (...)' -> 16, 'NIC of rank 3' -> 1."""
+    n = 0
+    for lab in labels:
+        m = re.match(r"(\d+) \w+s, (identical|coinciding)", lab)
+        n += int(m.group(1)) if m else 1
+    return n
+
+
+def check_figures(h5):
+    """The report's matplotlib Figures of `h5`: labels with units, a caption each, grouping of
+    identical series, a time axis that leaves out the long idle stretches."""
+    mod = load_report_module()
+    import matplotlib.pyplot as plt
+    figs, _ = mod.figures(mod.load(h5))
+    names = [n for n, _, _, _ in figs]
+    for want in ("breakdown.png", "busbw.png", "fct_cdf.png", "flow_start_cdf.png", "queues.png", "link_util.png"):
+        check(want in names, f"figures: {want} missing ({names})")
+    for name, fig, _, cap in figs:
+        check_axes_labels(name, fig)
+        c = mod.figure_caption(fig)
+        check(c and c == cap and len(c) > 20 and "\n" not in c, f"{name}: caption {c!r}")
+        for a in fig.axes:
+            lg = a.get_legend()
+            if lg is not None:
+                texts = [t.get_text() for t in lg.get_texts()]
+                check(len(texts) <= 10 and len(set(texts)) == len(texts), f"{name}: legend {texts}")
+    byname = {n: f for n, f, _, _ in figs}
+    # Flow starts: every NIC with inter-host flows is counted exactly once by the legend (grouped
+    # lines) or by the band's label; counted here from /flows independently.
+    with h5py.File(h5, "r") as f:
+        fl = f["flows"][:]
+        li = f["links"][:]
+        bw = int(f["meta"].attrs["sample_interval_ps"])
+    gph = 8
+    nics = len(set(fl["src"][(fl["src"] // gph) != (fl["dst"] // gph)].tolist()))
+    ax = byname["flow_start_cdf.png"].axes[0]
+    labels = [t.get_text() for t in ax.get_legend().get_texts()]
+    band = [lab for lab in labels if lab.startswith("range over ")]
+    counted = int(re.match(r"range over (\d+)", band[0]).group(1)) if band else legend_counts(labels)
+    check(counted == nics, f"flow_start_cdf: legend counts {counted} NICs, /flows has {nics}: {labels}")
+    # Time axis: from the first to the last bin with a /links row; idle stretches of at least
+    # max(3, 5% of the active bins) bins are cut out (the file has fewer than 12 of them or they
+    # are the longest ones).
+    act = np.unique(li["bin_start_ps"] // bw)
+    gaps = np.diff(act) - 1
+    min_gap = max(3, int(np.ceil(0.05 * len(act))))
+    want_cuts = int((gaps >= min_gap).sum())
+    tax = mod.TimeAxis(li["bin_start_ps"] // bw, bw, 0)
+    check(len(tax.segments) - 1 == min(want_cuts, mod.MAX_TIME_BREAKS), f"time axis: {len(tax.segments) - 1} cuts, "
+          f"want {want_cuts}")
+    check(tax.segments[0][0] == act[0] * bw and tax.segments[-1][1] == (act[-1] + 1) * bw, "time axis span")
+    lo, hi = byname["link_util.png"].axes[0].get_xlim()
+    check((lo, hi) == (tax.start, tax.length), f"link_util x range {lo, hi} != the active span {tax.start, tax.length}")
+    for fig in byname.values():
+        plt.close(fig)
+
+
+def check_grouping():
+    """Synthetic series: 16 identical + 1 different -> 2 lines, one labelled with 16; 20 distinct
+    -> percentile bands (p50 / p90 / max), not 20 lines; a time axis with two bursts 1 ms apart."""
+    mod = load_report_module()
+    import matplotlib.pyplot as plt
+    x = np.arange(10)
+    series = [(r, x, np.sqrt(x)) for r in range(16)] + [(99, x, x.astype(float))]
+    fig, ax = plt.subplots()
+    how = mod.plot_grouped(ax, series, lambda n: f"NIC {n}", "NICs", "ranks",
+                           lambda a, xx, yy, lab, i: a.plot(xx, yy, label=lab), lambda a, s, g: None)
+    labels = [ln.get_label() for ln in ax.get_lines()]
+    check(how == "lines" and len(labels) == 2, f"grouping: {how} {labels}")
+    check(labels[0] == "16 NICs, identical (ranks 0, 1, 2, ... 15)" and labels[1] == "NIC 99", f"grouping labels {labels}")
+    check(legend_counts(labels) == 17, f"grouping counts {labels}")
+    drawn = []
+    how = mod.plot_grouped(ax, [(r, x, x * (r + 1.0)) for r in range(20)], lambda n: f"NIC {n}", "NICs", "ranks",
+                           lambda *a: drawn.append(a), lambda a, s, g: drawn.append(("bands", len(s), len(g))))
+    check(how == "bands" and drawn == [("bands", 20, 20)], f"20 distinct series: {how} {drawn[:3]}")
+    plt.close(fig)
+    us = 1_000_000
+    tax = mod.TimeAxis(list(range(0, 10)) + list(range(1000, 1010)), us, 2000 * us)
+    check(len(tax.segments) == 2 and tax.length == 20 * us + tax.brk and tax.brk > 0, f"time axis {tax.segments}")
+    m = tax.map([5 * us, 500 * us, 1005 * us])
+    check(m[0] == 5 * us and m[1] == 10 * us + tax.brk / 2 and m[2] == 15 * us + tax.brk, f"time axis map {m}")
+    check(tax.unmap(15 * us + tax.brk) == 1005 * us and "cut out" in tax.label() and "(us" in tax.label(),
+          f"time axis unmap / label {tax.label()}")
+
 
 tmp = tempfile.mkdtemp(prefix="fabricsim_results_test_")
 h1, h2 = os.path.join(tmp, "np1.h5"), os.path.join(tmp, "np2.h5")
@@ -269,6 +389,7 @@ except ImportError:
     have_mpl = False
     print("SKIP report: python3-matplotlib is not installed for /usr/bin/python3 (scripts/setup.sh installs it)")
 if have_mpl:
+    check_grouping()
     rep = os.path.join(tmp, "report")
     r = run(["report", h1, "-o", rep])
     check(r.returncode == 0, f"report rc {r.returncode} {r.stderr}")
@@ -277,6 +398,8 @@ if have_mpl:
         ok = os.path.isfile(p) and open(p, "rb").read(8) == b"\x89PNG\r\n\x1a\n" and os.path.getsize(p) > 5000
         check(ok, f"report: {png} missing or not a PNG")
         check(png in open(os.path.join(rep, "index.html")).read(), f"index.html does not embed {png}")
+    check_figures(h1)
+
 r = run(["compare", h1, h2])
 check(r.returncode == 0 and "iteration time" in r.stdout and "+0.00%" in r.stdout, f"compare: {r.stdout} {r.stderr}")
 r = run(["compare", h1, os.path.join(tmp, "missing.h5")])
