@@ -371,25 +371,30 @@ def figures(d):
         "One marker per distinct (size, busbw) of collectives on more than one rank; larger markers: more "
         f"collectives at that point ({n_trivial} on single-rank communicators left out)." )
 
-    # 3. FCT CDF with p50/p99/p99.9 and slowdown CDF.
+    # 3. FCT and slowdown CDFs, intra-host (NVLink) and inter-host (network) flows apart: the many
+    # short NVLink flows of tensor parallelism would otherwise hide the network's flows in the tail.
     fl = d["flows"]
     fig, (ax, ax2) = plt.subplots(1, 2, figsize=(12, 4.5))
     if fl is not None and len(fl):
-        fct = np.sort(fl["fct_ps"] / PS_PER_US)
-        y = np.arange(1, len(fct) + 1) / len(fct)
-        ax.step(fct, y, where="post", label=f"{len(fct):,} flows")
-        for q, col in ((50, "g"), (99, "orange"), (99.9, "r")):
-            v = pct(fct, q)
-            ax.axvline(v, color=col, ls="--", lw=1, label=f"p{q:g} {v:.3g} us")
+        gph = gpus_per_host(meta)
+        inter_m = (fl["src"] // gph) != (fl["dst"] // gph)
+        for i, (what, sel) in enumerate((("inter-host (network)", inter_m), ("intra-host (NVLink)", ~inter_m))):
+            if not sel.any():
+                continue
+            fct = np.sort(fl["fct_ps"][sel] / PS_PER_US)
+            y = np.arange(1, len(fct) + 1) / len(fct)
+            qs = ", ".join(f"p{q:g} {pct(fct, q):.3g}" for q in (50, 99, 99.9))
+            ax.step(fct, y, where="post", color=f"C{i}", label=f"{what}: {len(fct):,} flows; {qs} us")
+            ax.plot([pct(fct, q) for q in (50, 99, 99.9)], [0.5, 0.99, 0.999], "o", color=f"C{i}", ms=4)
+            if "slowdown" in fl.dtype.names:
+                sd = np.sort(fl["slowdown"][sel])
+                ax2.step(sd, np.arange(1, len(sd) + 1) / len(sd), where="post", color=f"C{i}",
+                         label=f"{what}: p50 {pct(sd, 50):.3g}x, p99 {pct(sd, 99):.3g}x")
         ax.set_xscale("log")
-        ax.legend(fontsize=8, loc="upper left")
+        ax.legend(fontsize=7.5, loc="upper left")
         if "slowdown" in fl.dtype.names:
-            sd = np.sort(fl["slowdown"])
-            ax2.step(sd, np.arange(1, len(sd) + 1) / len(sd), where="post", color="purple", label=f"{len(sd):,} flows")
             ax2.set_xscale("log")
-            for q, col in ((50, "g"), (99, "r")):
-                ax2.axvline(pct(sd, q), color=col, ls="--", lw=1, label=f"p{q:g} {pct(sd, q):.3g}x")
-            ax2.legend(fontsize=8, loc="lower right")
+            ax2.legend(fontsize=7.5, loc="center right")
     ax.set_xlabel("flow completion time (us, log scale)")
     ax.set_ylabel("CDF (fraction of flows)")
     ax.set_title(f"Flow completion times ({0 if fl is None else len(fl):,} flows)")
@@ -400,8 +405,8 @@ def figures(d):
     ax2.grid(alpha=0.3)
     fig.tight_layout()
     add(fig, "fct_cdf.png", "FCT CDF",
-        "Left: CDF of flow completion times with p50/p99/p99.9; right: CDF of each flow's slowdown "
-        "against its ideal (uncontended) completion time.")
+        "Left: CDFs of flow completion times, network and NVLink flows apart (dots: p50, p99, p99.9); right: "
+        "CDFs of each flow's slowdown against its uncontended completion time.")
 
     # 4. Flow-start CDF per NIC (flows leaving the host through the source GPU's NIC).
     fig, ax = plt.subplots(figsize=(10, 4.5))
@@ -455,7 +460,7 @@ def figures(d):
         nb = int(np.ceil(tax.segments[-1][1] / bw)) + 1
         qdiv, qunit = (1024.0 ** 2, "MiB") if qu["max_queue_bytes"].max() >= 1024 ** 2 else (1024.0, "KiB")
         ids = np.unique(qu["link_id"][qu["max_queue_bytes"] > 0])
-        series, peaks = [], []
+        series, peaks, tiers_of = [], [], []
         for lid in ids:
             s = qu[qu["link_id"] == lid]
             dense = np.zeros(nb)
@@ -464,19 +469,21 @@ def figures(d):
                    f"{node_name(int(s['to_node'][0]), nranks)})"
             series.append((name, np.arange(nb) * bw, dense))
             peaks.append(dense.max())
+            tiers_of.append(s["tier"][0].decode())
         xs = tax.map(np.arange(nb) * bw)
 
         def draw(ax_, x, y, label, i):
             ax_.step(xs, y, where="post", lw=1.1, label=label)
 
         def bands(ax_, ser, groups):
-            m = np.stack([y for _, _, y in ser])
-            ax_.fill_between(xs, 0, m.max(axis=0), step="post", color="0.85", label=f"max over {len(ser)} ports")
-            ax_.step(xs, np.percentile(m, 90, axis=0), where="post", lw=1.0, color="tab:orange",
-                     label="p90 over ports")
-            ax_.step(xs, np.percentile(m, 50, axis=0), where="post", lw=1.2, color="tab:blue", label="p50 over ports")
-            top = int(np.argmax(peaks))
-            ax_.step(xs, ser[top][2], where="post", lw=0.8, color="tab:red", label=f"largest peak: port {ser[top][0]}")
+            # Per tier: the largest backlog of any of its ports and the mean over its ports, bin by
+            # bin (a median port is idle in most bins: its percentile lines would sit at zero).
+            for i, tier in enumerate(sorted(set(tiers_of))):
+                m = np.stack([y for (_, _, y), t in zip(ser, tiers_of) if t == tier])
+                ax_.step(xs, m.max(axis=0), where="post", lw=1.1, color=f"C{i}",
+                         label=f"{tier} tier: max over its {len(m)} ports")
+                ax_.step(xs, m.mean(axis=0), where="post", lw=1.0, ls="--", color=f"C{i}",
+                         label=f"{tier} tier: mean over its {len(m)} ports")
 
         res = max(max(peaks) * 0.01, 1e-9)  # curves within 1% of the peak coincide as drawn
 
@@ -485,8 +492,8 @@ def figures(d):
         how = plot_grouped(ax, series, lambda n: f"port {n}", "ports", "links", draw, bands, key)
         ax.legend(fontsize=7.5, loc="upper left", bbox_to_anchor=(1.0, 1.0))
         ax.set_title(f"Switch egress queues: {len(ids)} ports with a backlog "
-                     f"({'one line per distinct curve' if how == 'lines' else 'percentiles across ports'}), "
-                     f"peak {max(peaks):.3g} {qunit}")
+                     f"({'one line per distinct curve' if how == 'lines' else 'max and mean per tier'}), "
+                     f"peak {max(peaks):.3g} {qunit} at port {series[int(np.argmax(peaks))][0]}", fontsize=10)
     else:
         qunit = "KiB"
         ax.set_title("Switch egress queues: no backlog anywhere in this run")
@@ -495,7 +502,7 @@ def figures(d):
     ax.grid(alpha=0.3)
     add(fig, "queues.png", "Queue occupancy over time",
         "Bytes queued ahead of an arriving packet at switch egress ports (the largest per bin); ports with the "
-        "same curve drawn once, many ports as p50/p90/max bands.")
+        "same curve drawn once; many ports as the max and mean over each tier's ports.")
 
     # 6. Link utilization heatmap per tier, on the shared time axis.
     tiers = [b"nvlink", b"nic", b"fabric"]

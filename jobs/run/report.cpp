@@ -127,12 +127,77 @@ std::string kernel_sources_line(const GenStats& st) {
                          : "measured tables kernels/data/measured/" + st.kernel_table + "; other kernels modelled");
 }
 
+/// Leaf down:up capacity: cluster.oversubscription's leaf ratio when given; else, for a
+/// single-plane two-tier rail-optimized or leaf-spine fabric (every leaf has one uplink to each
+/// spine), NIC ports per leaf x NIC rate over spines x fabric rate; 0 otherwise (not shown).
+double leaf_oversubscription(const models::Topology& t) {
+  const models::ClusterSpec& s = t.spec();
+  if (s.oversub_leaf > 0) return s.oversub_leaf;
+  const bool two_tier = (s.fabric == models::FabricKind::kRailOptimized || s.fabric == models::FabricKind::kLeafSpine) &&
+                        s.tiers == 2 && !s.dual_plane;
+  if (!two_tier || t.num_spines() == 0 || s.fabric_bps == 0) return 0;
+  return static_cast<double>(s.nics_per_leaf) * static_cast<double>(s.nic_bps) /
+         (static_cast<double>(t.num_spines()) * static_cast<double>(s.fabric_bps));
+}
+
+/// "simulated: ..." in words: GPUs, the generated job's parallelism, the fabric (with its leaf
+/// oversubscription when above 1:1) and the network rung.
+std::string simulated_line(const RunContext& c) {
+  const models::ClusterSpec& s = c.topo->spec();
+  std::string job;
+  if (c.gen.used) {
+    const std::uint32_t mp = c.gen.tp * c.gen.pp * c.gen.cp;
+    job = fmt::format(" as TP {} x PP {}{} x DP {}{}", c.gen.tp, c.gen.pp,
+                      c.gen.cp > 1 ? fmt::format(" x CP {}", c.gen.cp) : "", c.w.ranks / std::max<std::uint32_t>(mp, 1),
+                      c.gen.ep > 1 ? fmt::format(" (EP {})", c.gen.ep) : "");
+  }
+  const double ov = leaf_oversubscription(*c.topo);
+  const std::string oversub = ov > 1.0 + 1e-9 ? fmt::format(", leaves oversubscribed {:.3g}:1", ov) : "";
+  static constexpr const char* kRung[] = {
+      "packet rung: every packet through NIC and switch queues, with PFC, ECN and congestion control",
+      "flow rung: flows share links max-min fairly, no packets or switch queues",
+      "analytical rung: each transfer alone at its path's bottleneck rate"};
+  const auto rung = static_cast<std::size_t>(c.fidelity);
+  return fmt::format("simulated: {} GPUs{} on {} hosts, {} fabric{}; {}{}", c.w.ranks, job, s.hosts,
+                     s.fabric == models::FabricKind::kRailOptimized ? "rail-optimized"
+                     : s.fabric == models::FabricKind::kLeafSpine   ? "leaf-spine"
+                                                                    : models::fabric_kind_name(s.fabric),
+                     oversub, rung < 3 ? kRung[rung] : models::fidelity_name(c.fidelity),
+                     c.ring_flows == models::RingFlows::kStream && c.stream_applies ? " (ring flows: stream)" : "");
+}
+
+/// "where the time went" per rank and iteration (means over ranks): compute, exposed
+/// communication by group kind (the pipeline waits counted in the bubble, not in PP) and the
+/// bubble, each with its share of the iteration time; they add up to it (docs/hdf5_schema.md).
+void where_time_went_line(const RunContext& c, std::ostream& out) {
+  const RunMetrics& mt = c.metrics;
+  const double it = static_cast<double>(c.iter);
+  if (it <= 0 || c.gen.infer.used) return;
+  double pp_wait = 0;
+  for (const auto& r : c.res.ranks) pp_wait += static_cast<double>(r.pp_wait_ps);
+  pp_wait /= c.res.iterations * mt.nr;
+  auto part = [&](double ps) {
+    return fmt::format("{} ({:.1f}%)", engine::format_time(static_cast<engine::SimTime>(ps)), 100.0 * ps / it);
+  };
+  static constexpr const char* kLabel[models::kCommKinds] = {"TP", "DP", "EP", "PP", "CP", "other"};
+  std::string kinds;
+  for (std::size_t k = 0; k < models::kCommKinds; ++k) {
+    double v = mt.exposed_kind[k] / mt.nr - (k == 3 ? pp_wait : 0.0);
+    if (v <= 0) continue;
+    kinds += fmt::format("{}{} {}", kinds.empty() ? "" : ", ", kLabel[k], part(v));
+  }
+  out << fmt::format("where the time went (mean per rank): compute {}, exposed communication {}{}, bubble/idle {}\n",
+                     part(mt.comp / mt.nr), part(mt.exposed / mt.nr - pp_wait),
+                     kinds.empty() ? "" : " = " + kinds, part(mt.bubble / mt.nr));
+}
+
 /// Header of the summary: version, workload, cluster, fidelity, times, per-rank means, MFU, memory.
 void summary_head(const RunContext& c, std::ostream& out) {
   const GenInfo& gen = c.gen;
   const RunMetrics& mt = c.metrics;
   const engine::SimTime iter = c.iter;
   out << "fabricsim " << c.version << "\n";
+  out << simulated_line(c) << "\n";
   out << "workload:  " << workload_desc(c.w) << "\n";
   out << "cluster:   " << cluster_desc(*c.topo) << "\n";
   if (c.fidelity != models::Fidelity::kPacket) {
@@ -159,6 +224,7 @@ void summary_head(const RunContext& c, std::ostream& out) {
   } else {
     out << fmt::format("iteration time: {}  ({} ps)\n", engine::format_time(iter), iter);
   }
+  where_time_went_line(c, out);
   out << fmt::format("per rank (mean{}): compute {}, communication {}, exposed communication {}\n",
                      gen.infer.used ? "" : ", per iteration",
                      engine::format_time(static_cast<engine::SimTime>(mt.comp / mt.nr)),
@@ -263,12 +329,15 @@ std::string summary_text(const RunContext& c) {
   collective_table(res, out);
   if (c.fidelity == models::Fidelity::kPacket && res.fabric.nic_data_packets > 0) {
     const FabricTotals& f = res.fabric;
-    out << fmt::format("fabric: cc {}, pfc {}, routing {}; {} switch packet hops, {} PFC pauses ({} paused), "
-                       "{} ECN marks, {} CNPs, {} drops, {} retransmits, max buffer {} B\n",
-                       models::cc_name(spec.fabric.nic.cc), spec.fabric.sw.pfc ? "on" : "off",
-                       models::routing_name(spec.fabric.sw.routing), f.switch_packets, f.pause_frames,
+    // The congestion signals first (what a newcomer looks for), then the settings and volume.
+    out << fmt::format("fabric: {} ECN marks, {} PFC pauses ({} paused), {} drops, {} retransmits, {} CNPs, "
+                       "max buffer {} B (largest switch buffer occupancy); cc {}, pfc {}, routing {}; "
+                       "{} switch packet hops\n",
+                       f.ecn_marks, f.pause_frames,
                        engine::format_time(static_cast<engine::SimTime>(f.switch_paused_ps + f.nic_paused_ps)),
-                       f.ecn_marks, f.cnps, f.drops, f.retransmits, f.max_buffer_bytes);
+                       f.drops, f.retransmits, f.cnps, f.max_buffer_bytes, models::cc_name(spec.fabric.nic.cc),
+                       spec.fabric.sw.pfc ? "on" : "off", models::routing_name(spec.fabric.sw.routing),
+                       f.switch_packets);
   }
   out << fmt::format("engine: {} events, {} windows, {:.3g} events/s, {} processes x {} threads, wall {:.3f} s\n",
                      c.stats.events, c.stats.windows, c.stats.events_per_s(), c.nprocs, spec.threads, c.stats.wall_s);

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <array>
+#include <cctype>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -69,6 +70,57 @@ TEST_F(Cli, VersionAndHelp) {
   EXPECT_NE(top.out.find("fabricsim run "), std::string::npos);
   const Outcome bad = run_fabricsim("frobnicate", dir_.string());
   EXPECT_EQ(bad.code, 2);
+}
+
+// The summary's first lines say what was simulated and where the time went: the job's parallelism,
+// the leaf oversubscription (given as cluster.oversubscription, or from explicit spines: 4 NICs
+// x 400G over 1 spine x 400G = 4:1), the rung; the shares of compute, exposed communication (by
+// kind) and bubble add up to the iteration (compute + exposed - pp_wait + bubble = iteration per
+// rank, docs/hdf5_schema.md), checked against the summary JSON's means.
+TEST_F(Cli, SummarySaysWhatWasSimulatedAndWhereTheTimeWent) {
+  const std::string gen =
+      " --set workload.generator.model=custom --set workload.generator.layers=2 --set workload.generator.hidden=512"
+      " --set workload.generator.heads=8 --set workload.generator.vocab=1024 --set workload.generator.ffn=gelu"
+      " --set workload.generator.seq_len=256 --set cluster.gpus_per_host=2 --set cluster.topology=leaf_spine"
+      " --set cluster.nics_per_leaf=4";
+  struct Case {
+    std::string set, simulated;
+  };
+  const std::vector<Case> cases = {
+      {" --set workload.generator.tp=2 --set workload.generator.dp=4 --set cluster.spines=1",
+       "simulated: 8 GPUs as TP 2 x PP 1 x DP 4 on 4 hosts, leaf-spine fabric, leaves oversubscribed 4:1; packet rung"},
+      {" --set workload.generator.tp=2 --set workload.generator.pp=2 --set workload.generator.dp=2"
+       " --set workload.generator.global_batch=4 --set cluster.oversubscription=2:1 --fidelity flow",
+       "simulated: 8 GPUs as TP 2 x PP 2 x DP 2 on 4 hosts, leaf-spine fabric, leaves oversubscribed 2:1; flow rung"},
+      {" --set workload.generator.tp=2 --set workload.generator.dp=4 --set cluster.spines=4",
+       "simulated: 8 GPUs as TP 2 x PP 1 x DP 4 on 4 hosts, leaf-spine fabric; packet rung"}};
+  for (const auto& k : cases) {
+    const std::string json = (dir_ / "s.json").string();
+    const Outcome o = run_fabricsim("run" + gen + k.set + " -o " + out_h5() + " --summary-json " + json, dir_.string());
+    ASSERT_EQ(o.code, 0) << o.err;
+    EXPECT_NE(o.out.find("\n" + k.simulated), std::string::npos) << o.out;
+    const auto at = o.out.find("\nwhere the time went (mean per rank): compute ");
+    ASSERT_NE(at, std::string::npos) << o.out;
+    const std::string line = o.out.substr(at + 1, o.out.find('\n', at + 1) - at - 1);
+    std::vector<double> pct;
+    for (auto p = line.find('('); p != std::string::npos; p = line.find('(', p + 1)) {
+      if (line.find("%)", p) != std::string::npos && std::isdigit(static_cast<unsigned char>(line[p + 1]))) {
+        pct.push_back(std::stod(line.substr(p + 1)));
+      }
+    }
+    ASSERT_GE(pct.size(), 4u) << line;  // compute, exposed, >= 1 kind, bubble
+    std::ifstream in(json);
+    const auto j = nlohmann::json::parse(in);
+    const double it = j["iteration_time_ps"].get<double>();
+    const double comp = j["compute_ps_mean"].get<double>(), bubble = j["bubble_ps_mean"].get<double>();
+    EXPECT_NEAR(pct.front(), 100.0 * comp / it, 0.051) << line;
+    EXPECT_NEAR(pct[1], 100.0 * (it - comp - bubble) / it, 0.051) << line;
+    EXPECT_NEAR(pct.back(), 100.0 * bubble / it, 0.051) << line;
+    double kinds = 0;
+    for (std::size_t i = 2; i + 1 < pct.size(); ++i) kinds += pct[i];
+    EXPECT_NEAR(kinds, pct[1], 0.051 * static_cast<double>(pct.size() - 3)) << line;
+    EXPECT_EQ(o.out.find("fabric: ") != std::string::npos, k.simulated.find("packet rung") != std::string::npos);
+  }
 }
 
 TEST_F(Cli, RunsRealChakraTraceAndWritesOutputs) {
@@ -205,10 +257,10 @@ TEST_F(Cli, UnknownOptionWithValueNamesTheOption) {
   EXPECT_EQ(o.err.find("File does not exist"), std::string::npos) << o.err;
 }
 TEST_F(Cli, UnknownOptionWithValueBeforeSpecNamesOnlyTheOption) {
-  const std::string spec = fabricsim::testing::source_dir() + "/examples/quickstart.yaml";
+  const std::string spec = fabricsim::testing::source_dir() + "/examples/zero3_16.yaml";
   expect_bad("run --bogus 3 " + spec, {"--bogus"});
   const Outcome o = run_fabricsim("run --bogus 3 " + spec, dir_.string());
-  EXPECT_EQ(o.err.find("quickstart.yaml"), std::string::npos) << o.err;
+  EXPECT_EQ(o.err.find("zero3_16.yaml"), std::string::npos) << o.err;
 }
 // Two outputs on one path: refused before anything runs (the later writer used to win silently).
 TEST_F(Cli, TwoOutputsOnOnePath) {
@@ -404,7 +456,7 @@ TEST_F(Cli, KernelsScaleNeedsTheRooflineClass) {
 // NCCL topology file, an output path that cannot be created. validate writes nothing, not even
 // sim.save_partition.
 TEST_F(Cli, ValidateRefusesWhatRunRefusesWithTheSameLine) {
-  const std::string spec = fabricsim::testing::source_dir() + "/examples/quickstart.yaml";
+  const std::string spec = fabricsim::testing::source_dir() + "/examples/zero3_16.yaml";
   const std::vector<std::string> bad = {"nccl.NCCL_ALGO=bogus",
                                         "simccl.schedule=" + (dir_ / "missing.json").string(),
                                         "sim.partition=" + (dir_ / "missing.part").string(),
@@ -432,7 +484,7 @@ TEST_F(Cli, ValidateRefusesWhatRunRefusesWithTheSameLine) {
 // workload) now shows unprintable bytes escaped: one line, exit 2, the text after the byte kept.
 TEST_F(Cli, UnprintableBytesInInputFilesAreEscapedInTheErrorLine) {
   using namespace std::string_literals;
-  const std::string spec = fabricsim::testing::source_dir() + "/examples/quickstart.yaml";
+  const std::string spec = fabricsim::testing::source_dir() + "/examples/zero3_16.yaml";
   auto check = [&](const std::string& args, const std::string& must) {
     const Outcome o = run_fabricsim(args, dir_.string());
     EXPECT_EQ(o.code, 2) << o.err;
@@ -473,7 +525,7 @@ TEST_F(Cli, UnprintableBytesInInputFilesAreEscapedInTheErrorLine) {
 // checked it against its own 1 process). `validate --processes 2` checks it for 2; without it
 // the file is refused as made for another process count; --processes 0 is bad input.
 TEST_F(Cli, ValidateChecksAPartitionFileForTheGivenProcessCount) {
-  const std::string spec = fabricsim::testing::source_dir() + "/examples/quickstart.yaml";
+  const std::string spec = fabricsim::testing::source_dir() + "/examples/zero3_16.yaml";
   const std::string one = (dir_ / "one.part").string(), two = (dir_ / "two.part").string();
   ASSERT_EQ(run_fabricsim("run " + spec + " -q -o " + (dir_ / "r.h5").string() + " --set sim.save_partition=" + one, dir_.string()).code, 0);
   // The same placement with LP 0 moved to a second process: a 2-process partition file.
@@ -539,7 +591,7 @@ TEST_F(Cli, NcclTestsRefuseClusterSizeSets) {
 // Case: sim.ring_flows: stream where it changes nothing (packet rung, NCCL planner) says so in one
 // warning line and the summary does not claim it.
 TEST_F(Cli, RingFlowsStreamWarnsWhereItHasNoEffect) {
-  const std::string spec = fabricsim::testing::source_dir() + "/examples/quickstart.yaml";
+  const std::string spec = fabricsim::testing::source_dir() + "/examples/zero3_16.yaml";
   const Outcome packet = run_fabricsim("run " + spec + " -o " + (dir_ / "p.h5").string() + " --set sim.ring_flows=stream", dir_.string());
   EXPECT_EQ(packet.code, 0) << packet.err;
   EXPECT_NE(packet.err.find("sim.ring_flows: stream has no effect at the packet rung"), std::string::npos) << packet.err;
@@ -559,7 +611,7 @@ TEST_F(Cli, RingFlowsStreamWarnsWhereItHasNoEffect) {
 // hang). Both MTUs are bounded to 256 B (the smallest RoCEv2/IB path MTU) .. 16 MiB
 // (coarse-grained packets); the bounds themselves are accepted.
 TEST_F(Cli, MtuOutsideItsBoundsIsRefused) {
-  const std::string spec = fabricsim::testing::source_dir() + "/examples/quickstart.yaml";
+  const std::string spec = fabricsim::testing::source_dir() + "/examples/zero3_16.yaml";
   for (const char* key : {"cluster.mtu", "cluster.nvlink_mtu"}) {
     for (const char* v : {"1", "255B", "16777217", "1GiB"}) {
       expect_bad("run " + spec + " --set " + key + "=" + v,
@@ -622,7 +674,7 @@ TEST_F(Cli, EmptyGeneratePrefixAndUnknownSubcommandAreRefused) {
 // and the results do not depend on it (same digest). A tunable the user gave is kept; with
 // LD_PRELOAD set (valgrind, heaptrack) it does not run itself again.
 TEST_F(Cli, HugePagesAreRequestedUnderThpMadviseAndNeverChangeResults) {
-  const std::string spec = fabricsim::testing::source_dir() + "/examples/quickstart.yaml";
+  const std::string spec = fabricsim::testing::source_dir() + "/examples/zero3_16.yaml";
   std::ifstream mode("/sys/kernel/mm/transparent_hugepage/enabled");
   std::string line;
   std::getline(mode, line);
@@ -750,7 +802,7 @@ TEST_F(Cli, HugePagesStepAsideForLoaderSecureExecProfilersTracersAndKeepTheProce
 
   // Process name and descriptors of a re-executed run (a 2 s run, looked at after its exec).
   if (madvise) {
-    const std::string spec = src + "/examples/quickstart.yaml";
+    const std::string spec = src + "/examples/zero3_16.yaml";
     const fs::path script = dir_ / "watch.sh";
     {
       std::ofstream f(script);
