@@ -9,7 +9,9 @@
 # "name SKIPPED reason"; one that fails prints "name FAILED rc=N" (the script then exits 1).
 #
 # Scenarios:
-#  * quickstart: examples/quickstart.yaml (1 thread, 2 threads, 2 processes).
+#  * quickstart: examples/quickstart.yaml (1 thread, 2 threads, 2 processes; TP 8 x DP 8 on 64
+#    GPUs, packet rung); zero3_16: examples/zero3_16.yaml (LLaMA-7B ZeRO-3 on 16 GPUs from an
+#    AICB workload file).
 #  * det_*: tests/run/determinism_test.cpp inputs (the same workload files and --set options).
 #  * fab_*: tests/fabric/fabric_test.cpp DcqcnPfcAllReduce128 (bench_cluster's nccl-tests
 #    AllReduce of 8 MiB on 128 GPUs: the test builds the same single-AllReduce workload in memory).
@@ -33,7 +35,8 @@
 #    (inflight_* keep their 1 MiB / 8 MiB: QUICK does not shrink them), plus the MoE ladder's
 #    smallest step (moe_192_flow, MOE=1) and MEGA's AllReduce at its QUICK size (1,024 GPUs).
 #    The opt-in runs beyond ~1 minute each (BIG, GPT3, MEGA/MOE's larger steps) print SKIPPED.
-# About 5 minutes on the 2-core machine when it is quiet (quickstart x3, gpt3s and moe_192 dominate).
+# About 6 minutes on the 2-core machine when it is quiet (quickstart x3 ~20 s of CPU each, gpt3s and
+# moe_192 dominate).
 set -uo pipefail
 if [ $# -ne 2 ]; then
   echo "usage: $0 BIN_DIR OUT_FILE" >&2
@@ -131,6 +134,7 @@ mpiexec -n 2 "$FS" run -o /dev/null examples/quickstart.yaml >"$TMP/out" 2>&1
 rc=$?
 d=$(sed -n 's/^results digest: \([0-9a-f]*\).*/\1/p' "$TMP/out" | head -1)
 if [ $rc -ne 0 ] || [ -z "$d" ]; then emit $name "FAILED rc=$rc"; STATUS=1; else emit $name "$d" "$(echo "$(date +%s.%N) - $t0" | bc)"; fi
+fs zero3_16 examples/zero3_16.yaml
 
 echo "== tests/run/determinism_test.cpp"
 fs det_allreduce16 --workload "$AR16" "${T1[@]}"

@@ -115,8 +115,8 @@ MAX_TIME_BREAKS = 12
 
 
 def time_unit(span_ps):
-    """(divisor, name) for a time axis spanning span_ps: ms from 10 ms on, else us."""
-    return (1e9, "ms") if span_ps >= 1e10 else (PS_PER_US, "us")
+    """(divisor, name) for a time axis up to span_ps: ms from 2 ms on, else us."""
+    return (1e9, "ms") if span_ps >= 2e9 else (PS_PER_US, "us")
 
 
 class TimeAxis:
@@ -184,8 +184,8 @@ class TimeAxis:
         s, e = self.segments[0][0], self.segments[-1][1]
         span = (f"; with traffic: {s / self.div:.5g} to {e / self.div:.5g} of the {self.run_ps / self.div:.5g} "
                 f"{self.unit} run") if (e - s) < 0.95 * self.run_ps else ""
-        cut = (f"; {len(self.segments) - 1} idle stretches ({self.cut_ps / self.div:.3g} {self.unit}) cut out at "
-               "the dashed lines") if len(self.segments) > 1 else ""
+        cut = (f"; {len(self.segments) - 1} idle stretches ({fmt_ps(self.cut_ps)}) cut out at the dashed lines"
+               if len(self.segments) > 1 else "")
         return f"simulated time ({self.unit}{span}{cut})"
 
     def apply(self, ax, xlabel=True):
@@ -283,6 +283,7 @@ def figures(d):
     """The report's figures of a loaded results file: ([(file name, Figure, title, caption)],
     [(None, title, note)] for sections without a plot). Needs matplotlib (Agg)."""
     import matplotlib.pyplot as plt
+    from matplotlib.ticker import MaxNLocator
     meta = d["meta"]
     iter_ps = int(meta.get("simulated_time_ps", 0))
     nranks = int(meta.get("ranks", 0))
@@ -307,11 +308,10 @@ def figures(d):
     r = d["ranks"]
     div, unit = time_unit(iter_ps)
     fig, ax = plt.subplots(figsize=(11, 4.2))
-    parts = [("compute", "compute_ps", "#4c72b0")]
     kinds = [("TP", "exposed_tp_ps", "#dd8452"), ("DP", "exposed_dp_ps", "#c44e52"), ("EP", "exposed_ep_ps", "#8172b3"),
              ("PP", "exposed_pp_ps", "#937860"), ("CP", "exposed_cp_ps", "#da8bc3"),
              ("other", "exposed_other_ps", "#8c8c8c")]
-    has_kinds = all(col in r.dtype.names for _, col, _ in kinds) and "bubble_ps" in r.dtype.names
+    has_kinds = all(col in r.dtype.names for col in [k[1] for k in kinds] + ["bubble_ps", "pp_wait_ps"])
     if len(r):
         x = r["rank"]
         bottom = np.zeros(len(r))
@@ -437,7 +437,7 @@ def figures(d):
         if series:
             # Curves coincide as drawn when their quantile functions agree to 0.25% of the axis.
             qg = np.linspace(0, 1, 201)
-            res = max(tax.length * 0.0025, 1.0)
+            res = max((tax.length - tax.start) * 0.0025, 1.0)
 
             def key(x, _y):
                 return np.round(tax.map(np.quantile(x, qg)) / res).astype(np.int64).tobytes()
@@ -528,6 +528,7 @@ def figures(d):
         ax.set_title(f"{tier.decode()} links: {len(ids)} directed links with traffic, mean utilization while "
                      f"shown {m.mean():.1%}", fontsize=10)
         ax.set_ylabel("link (row index)")
+        ax.yaxis.set_major_locator(MaxNLocator(nbins=6, integer=True))
         tax.apply(ax, xlabel=False)
     if not shown:
         axes[0].set_title("no link carried traffic in this run")
