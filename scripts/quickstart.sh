@@ -11,3 +11,4 @@ mkdir -p out
 ./build/app/fabricsim run examples/quickstart.yaml -o out/quickstart.h5 \
   --summary-json out/quickstart.json "$@"
 echo "summary JSON: $(pwd)/out/quickstart.json"
+echo "plots: ./build/app/fabricsim report out/quickstart.h5   (PNGs + out/quickstart_report/index.html)"
