@@ -261,8 +261,8 @@ def fmt_ps(ps):
     """A duration in ps as text with a readable unit (ns, us, ms, s)."""
     for div, unit in ((1e12, "s"), (1e9, "ms"), (1e6, "us")):
         if abs(ps) >= div:
-            return f"{ps / div:.3g} {unit}"
-    return f"{ps / 1e3:.3g} ns"
+            return f"{ps / div:.4g} {unit}"
+    return f"{ps / 1e3:.4g} ns"
 
 
 def caption(fig, text):
@@ -631,7 +631,7 @@ def report(args):
         pngs.append((name, title, cap))
 
     # HTML page.
-    rows = [("iteration time", f"{iter_ps / PS_PER_US:.3f} us"), ("ranks", meta.get("ranks")),
+    rows = [("iteration time", f"{fmt_ps(iter_ps)} ({iter_ps} ps)"), ("ranks", meta.get("ranks")),
             ("events", meta.get("events")), ("processes", meta.get("processes")),
             ("workload", meta.get("workload")), ("version", f"{meta.get('version')} ({meta.get('git_commit')})"),
             ("schema", meta.get("schema_version"))]

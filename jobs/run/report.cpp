@@ -133,8 +133,8 @@ std::string kernel_sources_line(const GenStats& st) {
 double leaf_oversubscription(const models::Topology& t) {
   const models::ClusterSpec& s = t.spec();
   if (s.oversub_leaf > 0) return s.oversub_leaf;
-  const bool two_tier = (s.fabric == models::FabricKind::kRailOptimized || s.fabric == models::FabricKind::kLeafSpine) &&
-                        s.tiers == 2 && !s.dual_plane;
+  const bool clos = s.fabric == models::FabricKind::kRailOptimized || s.fabric == models::FabricKind::kLeafSpine;
+  const bool two_tier = clos && s.tiers == 2 && !s.dual_plane;
   if (!two_tier || t.num_spines() == 0 || s.fabric_bps == 0) return 0;
   return static_cast<double>(s.nics_per_leaf) * static_cast<double>(s.nic_bps) /
          (static_cast<double>(t.num_spines()) * static_cast<double>(s.fabric_bps));
