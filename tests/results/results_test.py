@@ -165,14 +165,15 @@ def legend_counts(labels):
     return n
 
 
-def check_figures(h5):
-    """The report's matplotlib Figures of `h5`: labels with units, a caption each, grouping of
-    identical series, a time axis that leaves out the long idle stretches."""
+def check_figures(h5, gph, extra=()):
+    """The report's matplotlib Figures of `h5` (a run with `gph` GPUs per host): labels with
+    units, a caption each, grouping of identical series, a time axis that leaves out the long
+    idle stretches; `extra` names figures that must be there besides the six of every run."""
     mod = load_report_module()
     import matplotlib.pyplot as plt
     figs, _ = mod.figures(mod.load(h5))
     names = [n for n, _, _, _ in figs]
-    for want in ("breakdown.png", "busbw.png", "fct_cdf.png", "flow_start_cdf.png", "queues.png", "link_util.png"):
+    for want in ("breakdown.png", "busbw.png", "fct_cdf.png", "flow_start_cdf.png", "queues.png", "link_util.png") + extra:
         check(want in names, f"figures: {want} missing ({names})")
     for name, fig, _, cap in figs:
         check_axes_labels(name, fig)
@@ -190,7 +191,6 @@ def check_figures(h5):
         fl = f["flows"][:]
         li = f["links"][:]
         bw = int(f["meta"].attrs["sample_interval_ps"])
-    gph = 8
     nics = len(set(fl["src"][(fl["src"] // gph) != (fl["dst"] // gph)].tolist()))
     ax = byname["flow_start_cdf.png"].axes[0]
     labels = [t.get_text() for t in ax.get_legend().get_texts()]
@@ -398,7 +398,7 @@ if have_mpl:
         ok = os.path.isfile(p) and open(p, "rb").read(8) == b"\x89PNG\r\n\x1a\n" and os.path.getsize(p) > 5000
         check(ok, f"report: {png} missing or not a PNG")
         check(png in open(os.path.join(rep, "index.html")).read(), f"index.html does not embed {png}")
-    check_figures(h1)
+    check_figures(h1, 8)
 
 r = run(["compare", h1, h2])
 check(r.returncode == 0 and "iteration time" in r.stdout and "+0.00%" in r.stdout, f"compare: {r.stdout} {r.stderr}")
@@ -516,6 +516,7 @@ if have_mpl and os.path.isfile(pfc_h5):
         p = os.path.join(rep, png)
         check(os.path.isfile(p) and os.path.getsize(p) > 5000 and png in page, f"report (PFC run): {png} missing")
     check("fabric pause_frames" in page and "no PFC pauses" not in page, "report (PFC run): fabric counters table")
+    check_figures(pfc_h5, 1, ("pfc.png", "ecn_drops.png"))
     page = open(os.path.join(tmp, "report", "index.html")).read() if os.path.isdir(os.path.join(tmp, "report")) else ""
     want_none = int(check_meta(h1).get("fabric_pause_frames", 0)) == 0
     check(("no PFC pauses in this run" in page) == want_none, "report: 'no PFC pauses in this run' note")
