@@ -111,7 +111,7 @@ def gpus_per_host(meta):
 # the group) instead of one line per distinct series.
 MAX_DISTINCT_LINES = 6
 # Largest idle stretches cut out of a time axis (more breaks would crowd its tick labels).
-MAX_TIME_BREAKS = 12
+MAX_TIME_BREAKS = 8
 
 
 def time_unit(span_ps):
@@ -123,8 +123,8 @@ class TimeAxis:
     """Simulated time (ps) -> plot coordinate (ps of active time) for the plots over time.
 
     The axis spans the bins that carry traffic (`active_bins`, bin indices of width `bin_ps`),
-    from the first to the last; an idle stretch longer than max(3 bins, 5% of the active bins) is
-    cut out (at most MAX_TIME_BREAKS, the longest) and drawn as a narrow break (dashed line), so a
+    from the first to the last; an idle stretch of at least max(3 bins, 5% of the active bins, 3%
+    of that span) is cut out (at most MAX_TIME_BREAKS, the longest) and drawn as a narrow break (dashed line), so a
     run whose traffic is a few bursts in a long step shows the bursts, not one stripe. Tick labels
     give the simulated time."""
 
@@ -134,7 +134,7 @@ class TimeAxis:
         if not len(b):
             self.segments = [(0, max(int(span_ps), self.bin_ps))]
         else:
-            min_gap = max(3, int(np.ceil(0.05 * len(b))))
+            min_gap = max(3, int(np.ceil(0.05 * len(b))), int(np.ceil(0.03 * (b[-1] - b[0] + 1))))
             gaps = np.diff(b) - 1  # idle bins between consecutive active bins
             cut = np.flatnonzero(gaps >= min_gap)
             if len(cut) > MAX_TIME_BREAKS:
@@ -194,12 +194,18 @@ class TimeAxis:
         from matplotlib.ticker import FixedLocator, FuncFormatter, MaxNLocator
         ax.set_xlim(self.start, self.length)
         span = self.length - self.start
-        ticks = []
-        for (s, e), o in zip(self.segments, self.offsets):
+        # Round times inside each segment, longest segments first; a tick closer than 1/9 of the
+        # axis to one already kept is dropped (short segments between breaks would crowd).
+        cand = []
+        for (s, e), o in sorted(zip(self.segments, self.offsets), key=lambda so: so[0][0] - so[0][1]):
             n = max(1, int(round(8 * (e - s) / span)))
             v = MaxNLocator(nbins=n).tick_values(s / self.div, e / self.div) * self.div
-            ticks += [o + (t - s) for t in v if s <= t <= e]
-        ax.xaxis.set_major_locator(FixedLocator(ticks))
+            cand += [o + (t - s) for t in v if s <= t <= e]
+        ticks = []
+        for t in cand:
+            if all(abs(t - k) >= span / 9.0 for k in ticks):
+                ticks.append(t)
+        ax.xaxis.set_major_locator(FixedLocator(sorted(ticks)))
 
         def fmt(c, _pos):
             t = self.unmap(c)

@@ -198,11 +198,10 @@ def check_figures(h5, gph, extra=()):
     counted = int(re.match(r"range over (\d+)", band[0]).group(1)) if band else legend_counts(labels)
     check(counted == nics, f"flow_start_cdf: legend counts {counted} NICs, /flows has {nics}: {labels}")
     # Time axis: from the first to the last bin with a /links row; idle stretches of at least
-    # max(3, 5% of the active bins) bins are cut out (the file has fewer than 12 of them or they
-    # are the longest ones).
+    # max(3, 5% of the active bins, 3% of the span) bins are cut out (at most 8, the longest).
     act = np.unique(li["bin_start_ps"] // bw)
     gaps = np.diff(act) - 1
-    min_gap = max(3, int(np.ceil(0.05 * len(act))))
+    min_gap = max(3, int(np.ceil(0.05 * len(act))), int(np.ceil(0.03 * (act[-1] - act[0] + 1))))
     want_cuts = int((gaps >= min_gap).sum())
     tax = mod.TimeAxis(li["bin_start_ps"] // bw, bw, 0)
     check(len(tax.segments) - 1 == min(want_cuts, mod.MAX_TIME_BREAKS), f"time axis: {len(tax.segments) - 1} cuts, "
