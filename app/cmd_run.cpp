@@ -16,7 +16,8 @@ namespace {
 void add_common(CLI::App* sub, jobs::RunOptions& opt) {
   sub->add_option("spec", opt.spec_path, "experiment spec (YAML); optional with --workload")->check(CLI::ExistingFile);
   sub->add_option("--workload", opt.workload, "workload: Chakra ET prefix (PREFIX.<rank>.et) or SimAI/AICB file");
-  sub->add_option("--gpus", opt.gpus, "world size for SimAI/AICB files without all_gpus (SimAI's -g)")
+  sub->add_option("--gpus", opt.gpus, "world size for SimAI/AICB files without all_gpus (SimAI's -g), or to replicate "
+                                      "a Chakra trace of rank 0 only to")
       ->check(CLI::Range(1u, 1u << 24));
   sub->add_option("--set", opt.sets, "override a spec key: --set cluster.nic_bandwidth=200Gbps (repeatable)");
   sub->add_option("--threads", opt.threads, "engine threads per MPI process (default: sim.threads or OMP_NUM_THREADS)")

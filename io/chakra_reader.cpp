@@ -206,6 +206,19 @@ class Attrs {
     return *v;
   }
 
+  /// Bool attribute (bool_val, or an integer 0/1); nullopt when absent. Throws otherwise.
+  std::optional<bool> boolean(const std::string& name) const {
+    const auto* a = find(name);
+    if (a == nullptr) return std::nullopt;
+    if (a->value_case() == ChakraProtoMsg::AttributeProto::kBoolVal) return a->bool_val();
+    const auto v = attr_int(*a);
+    if (!v || (*v != 0 && *v != 1)) {
+      throw InputError(file_, node_field(node_) + ": attr " + name, "is not a bool attribute",
+                       "write " + name + " as bool_val (true/false)");
+    }
+    return *v == 1;
+  }
+
   /// String attribute (empty if absent).
   std::string string(const std::string& name) const {
     const auto* a = find(name);
@@ -250,6 +263,74 @@ CollOp coll_op(const std::string& file, const ChakraProtoMsg::Node& node, std::i
   }
 }
 
+/// One process group of PyTorch's process-group metadata.
+struct PgDef {
+  std::string name;                  ///< pg_name
+  std::vector<std::uint32_t> ranks;  ///< listed ranks (empty: every rank)
+  std::uint64_t size = 0;            ///< pg_size (0 when absent)
+};
+
+/// True for the METADATA_NODE that carries PyTorch's process-group configuration.
+bool is_pg_metadata(const ChakraProtoMsg::Node& node) {
+  return node.type() == ChakraProtoMsg::METADATA_NODE &&
+         node.name().find("process_group:init") != std::string::npos;
+}
+
+/// Parses a "## process_group:init ##" node's inputs.values: a JSON list of pg objects, a JSON
+/// list holding one string that is such a list, or the Python repr of a one-string list
+/// (`['[{...}]']`, as Chakra's PyTorch converter writes it).
+std::vector<PgDef> parse_pg_metadata(const std::string& file, const ChakraProtoMsg::Node& node) {
+  const std::string field = node_field(node) + ": inputs.values";
+  const std::string fix = "write inputs.values as the JSON list of {\"pg_name\": ..., \"ranks\": [...], "
+                          "\"pg_size\": N} objects that PyTorch records";
+  const std::string& raw = node.inputs().values();
+  if (raw.empty()) return {};
+  nlohmann::json doc = nlohmann::json::parse(raw, nullptr, false);
+  if (doc.is_discarded() && raw.size() >= 4 && raw.compare(0, 2, "['") == 0 &&
+      raw.compare(raw.size() - 2, 2, "']") == 0) {
+    doc = nlohmann::json::parse(raw.substr(2, raw.size() - 4), nullptr, false);
+  }
+  if (!doc.is_discarded() && doc.is_array() && doc.size() == 1 && doc[0].is_string()) {
+    doc = nlohmann::json::parse(doc[0].get<std::string>(), nullptr, false);
+  }
+  if (doc.is_discarded() || !doc.is_array()) {
+    throw InputError(file, field, "is not a process-group list", fix);
+  }
+  std::vector<PgDef> defs;
+  for (const auto& item : doc) {
+    if (!item.is_object() || !item.contains("pg_name") ||
+        !(item["pg_name"].is_string() || item["pg_name"].is_number_integer())) {
+      throw InputError(file, field, "an entry has no pg_name", fix);
+    }
+    PgDef d;
+    d.name = item["pg_name"].is_string() ? item["pg_name"].get<std::string>() : item["pg_name"].dump();
+    if (item.contains("ranks")) {
+      if (!item["ranks"].is_array()) throw InputError(file, field, "ranks of '" + d.name + "' is not a list", fix);
+      for (const auto& v : item["ranks"]) {
+        if (!v.is_number_integer() || v.get<long long>() < 0 || v.get<long long>() > (1ll << 31)) {
+          throw InputError(file, field, "ranks of '" + d.name + "' has " + v.dump() + ", not a rank", fix);
+        }
+        d.ranks.push_back(v.get<std::uint32_t>());
+      }
+    }
+    if (item.contains("pg_size")) {
+      const auto& s = item["pg_size"];
+      if (!s.is_number_integer() || s.get<long long>() < 1 || s.get<long long>() > (1ll << 31)) {
+        throw InputError(file, field, "pg_size of '" + d.name + "' is " + s.dump() + ", not a size", fix);
+      }
+      d.size = s.get<std::uint64_t>();
+      if (!d.ranks.empty() && d.ranks.size() != d.size) {
+        throw InputError(file, field,
+                         "'" + d.name + "' lists " + std::to_string(d.ranks.size()) + " ranks but pg_size " +
+                             std::to_string(d.size),
+                         fix);
+      }
+    }
+    defs.push_back(std::move(d));
+  }
+  return defs;
+}
+
 /// Communicator registry for one read.
 class Groups {
  public:
@@ -269,7 +350,10 @@ class Groups {
     if (known != index_.end()) {
       index = known->second;
     } else {
-      if (json_path_.empty()) {
+      // The comm-group file when given, else the trace's process-group metadata.
+      const auto& defs = json_path_.empty() ? pt_defs_ : defs_;
+      const auto def = defs.find(pg_name);
+      if (def == defs.end() && json_path_.empty()) {
         // As ASTRA-sim does without --comm-group-configuration: the world communicator. Said
         // once per name, never silently.
         if (warned_.insert(pg_name).second) {
@@ -279,8 +363,7 @@ class Groups {
         }
         return 0;
       }
-      const auto def = defs_.find(pg_name);
-      if (def == defs_.end()) {
+      if (def == defs.end()) {
         throw InputError(file, node_field(node) + ": attr pg_name",
                          "communicator '" + pg_name + "' is not in " + json_path_,
                          "add \"" + pg_name + "\": [ranks...] to the comm group file");
@@ -297,6 +380,36 @@ class Groups {
                        "fix the rank list of '" + pg_name + "' in the comm group file");
     }
     return index;
+  }
+
+  /// Records the process groups of a rank file's PyTorch metadata (empty ranks: every rank).
+  /// @throws InputError on a rank outside the world, a rank listed twice, or a pg_name that
+  /// another file defines with other ranks.
+  void add_pg_defs(const std::string& file, const ChakraProtoMsg::Node& node, const std::vector<PgDef>& defs) {
+    const std::string field = node_field(node) + ": inputs.values";
+    for (const auto& d : defs) {
+      std::vector<std::uint32_t> members = d.ranks;
+      if (members.empty()) {
+        for (std::uint32_t r = 0; r < ranks_; ++r) members.push_back(r);
+      }
+      std::set<std::uint32_t> seen;
+      for (const auto r : members) {
+        if (r >= ranks_) {
+          throw InputError(file, field, "process group '" + d.name + "' names rank " + std::to_string(r) +
+                                            " of a " + std::to_string(ranks_) + "-rank world",
+                           "set workload.gpus to the job's world size, or fix the trace");
+        }
+        if (!seen.insert(r).second) {
+          throw InputError(file, field, "process group '" + d.name + "' lists rank " + std::to_string(r) + " twice",
+                           "list each rank once");
+        }
+      }
+      const auto [it, inserted] = pt_defs_.emplace(d.name, members);
+      if (!inserted && it->second != members) {
+        throw InputError(file, field, "process group '" + d.name + "' has other ranks than in an earlier file",
+                         "regenerate the traces from one job");
+      }
+    }
   }
 
   std::vector<models::CommGroup> take() { return std::move(groups_); }
@@ -347,6 +460,7 @@ class Groups {
   std::uint32_t ranks_;
   std::string json_path_;
   std::map<std::string, std::vector<std::uint32_t>> defs_;
+  std::map<std::string, std::vector<std::uint32_t>> pt_defs_;  ///< from process-group metadata
   std::unordered_map<std::string, std::int32_t> index_;
   std::vector<models::CommGroup> groups_;
   std::set<std::string> warned_;
@@ -355,7 +469,7 @@ class Groups {
 
 /// Converts one decoded Chakra node (without deps) into a WorkNode.
 WorkNode convert_node(const std::string& file, const ChakraProtoMsg::Node& node, std::uint32_t rank,
-                      std::uint32_t ranks, Groups& groups) {
+                      std::uint32_t ranks, Groups& groups, CpuOps cpu_ops) {
   WorkNode w;
   w.source_id = node.id();
   w.name = node.name();
@@ -376,6 +490,13 @@ WorkNode convert_node(const std::string& file, const ChakraProtoMsg::Node& node,
       }
       w.type = NodeType::kCompute;
       w.duration_ps = static_cast<engine::SimTime>(node.duration_micros()) * engine::kPsPerUs;
+      if (node.type() == ChakraProtoMsg::COMP_NODE && attrs.boolean("is_cpu_op").value_or(false)) {
+        if (cpu_ops == CpuOps::kSkip) {
+          w.duration_ps = 0;
+        } else {
+          w.host = true;
+        }
+      }
       break;
     }
     case ChakraProtoMsg::COMM_COLL_NODE: {
@@ -465,6 +586,11 @@ std::vector<WorkNode> read_rank(const std::string& file, std::uint32_t rank, std
     nodes.push_back(std::move(node));
   }
 
+  // Process-group metadata first: it defines the communicators the nodes name.
+  for (const auto& node : nodes) {
+    if (is_pg_metadata(node)) groups.add_pg_defs(file, node, parse_pg_metadata(file, node));
+  }
+
   // Convert nodes and resolve dependencies (ctrl ∪ data) to input positions.
   const std::size_t n = nodes.size();
   std::vector<WorkNode> converted;
@@ -474,7 +600,7 @@ std::vector<WorkNode> read_rank(const std::string& file, std::uint32_t rank, std
   std::vector<std::uint32_t> pending(n, 0);
   for (std::size_t i = 0; i < n; ++i) {
     const auto& node = nodes[i];
-    converted.push_back(convert_node(file, node, rank, ranks, groups));
+    converted.push_back(convert_node(file, node, rank, ranks, groups, options.cpu_ops));
     std::set<std::uint32_t> unique;
     const auto add = [&](std::uint64_t id, const char* kind) {
       const auto it = by_id.find(id);
@@ -593,10 +719,103 @@ std::optional<std::string> split_rank_file(const std::string& path) {
   return path.substr(0, begin - 1);
 }
 
+/// The world size that a single rank file's process-group metadata implies: the largest pg_size
+/// (or rank list + 1) of its "## process_group:init ##" nodes; 1 without such metadata.
+std::uint32_t pg_world_size(const std::string& file) {
+  const std::string buf = slurp(file);
+  RecordReader records(file, buf);
+  std::size_t off = 0, len = 0;
+  if (!records.next(off, len)) return 1;  // read_rank reports the empty file
+  std::uint64_t world = 1;
+  for (std::size_t i = 1; records.next(off, len); ++i) {
+    ChakraProtoMsg::Node node;
+    if (!node.ParseFromArray(buf.data() + off, static_cast<int>(len))) return 1;  // read_rank reports it
+    if (!is_pg_metadata(node)) continue;
+    for (const auto& d : parse_pg_metadata(file, node)) {
+      world = std::max<std::uint64_t>(world, d.size);
+      for (const auto r : d.ranks) world = std::max<std::uint64_t>(world, std::uint64_t{r} + 1);
+    }
+  }
+  if (world > (1u << 24)) {
+    throw InputError(file, "process_group:init", "pg_size " + std::to_string(world) + " is absurd",
+                     "fix the trace, or set workload.gpus");
+  }
+  return static_cast<std::uint32_t>(world);
+}
+
+/// Runs rank 0's program on every rank of w.ranks (file comment: "One rank's trace, many
+/// ranks"): rank r's copy names, for each communicator of rank 0, the translated group holding r.
+void replicate_rank0(const std::string& file, models::Workload& w) {
+  const std::uint32_t n = w.ranks;
+  const std::vector<WorkNode> prog0 = w.programs[0];
+  for (const auto& node : prog0) {
+    if (node.type == NodeType::kSend || node.type == NodeType::kRecv) {
+      throw InputError(file, "node " + std::to_string(node.source_id) + " '" + node.name + "'",
+                       "a point-to-point node cannot be replicated from rank 0's trace to " + std::to_string(n) +
+                           " ranks (its peer on other ranks is unknown)",
+                       "provide one trace file per rank (PREFIX.0.et ... PREFIX." + std::to_string(n - 1) + ".et)");
+    }
+  }
+  // Stride and size of each communicator rank 0 uses; the world-sized ones stay as they are.
+  struct Family {
+    std::uint32_t stride = 0, size = 0;  // stride 0: same group on every rank
+  };
+  std::map<std::int32_t, Family> family;
+  for (const auto& node : prog0) {
+    if (node.type != NodeType::kCollective || family.count(node.group)) continue;
+    const models::CommGroup& g = w.groups[static_cast<std::size_t>(node.group)];
+    Family f;
+    if (g.ranks.size() != n) {
+      const auto k = static_cast<std::uint32_t>(g.ranks.size());
+      const std::uint32_t s = k > 1 ? g.ranks[1] : 1;
+      bool ok = s >= 1 && g.ranks[0] == 0 && std::uint64_t{k} * s <= n && n % (k * s) == 0;
+      for (std::uint32_t i = 0; ok && i < k; ++i) ok = g.ranks[i] == i * s;
+      if (!ok) {
+        throw InputError(file, "communicator '" + g.name + "'",
+                         "ranks are not {0, s, 2s, ...} with size*stride dividing the world of " +
+                             std::to_string(n) + ", so rank 0's trace cannot be replicated",
+                         "provide one trace file per rank, or a communicator layout with uniform stride");
+      }
+      f = Family{s, k};
+    }
+    family.emplace(node.group, f);
+  }
+  std::map<std::string, std::int32_t> index;
+  for (std::size_t i = 0; i < w.groups.size(); ++i) index.emplace(w.groups[i].name, static_cast<std::int32_t>(i));
+  for (std::uint32_t r = 1; r < n; ++r) {
+    std::vector<WorkNode> prog = prog0;
+    for (auto& node : prog) {
+      if (node.type != NodeType::kCollective) continue;
+      const Family f = family.at(node.group);
+      if (f.stride == 0) continue;
+      const std::uint32_t span = f.size * f.stride;
+      const std::uint32_t base = (r / span) * span + r % f.stride;
+      if (base == 0) continue;
+      const std::string name = w.groups[static_cast<std::size_t>(node.group)].name + "+" + std::to_string(base);
+      auto [it, inserted] = index.emplace(name, static_cast<std::int32_t>(w.groups.size()));
+      if (inserted) {
+        models::CommGroup g{name, {}, w.groups[static_cast<std::size_t>(node.group)].kind};
+        for (std::uint32_t i = 0; i < f.size; ++i) g.ranks.push_back(base + i * f.stride);
+        w.groups.push_back(std::move(g));
+      }
+      node.group = it->second;
+    }
+    w.programs.push_back(std::move(prog));
+  }
+  w.warnings.push_back(file + ": the only rank file; its program runs on all " + std::to_string(n) +
+                       " ranks, each communicator translated to the group of the same stride holding the rank");
+}
+
 }  // namespace
 
 std::string chakra_prefix_of(const std::string& path) {
   return split_rank_file(path).value_or(path);
+}
+
+CpuOps parse_cpu_ops(const std::string& v, const std::string& file, const std::string& field) {
+  if (v == "host") return CpuOps::kHost;
+  if (v == "skip") return CpuOps::kSkip;
+  throw InputError(file, field, "unknown value '" + engine::printable(v) + "'", "use host or skip");
 }
 
 bool looks_like_chakra_prefix(const std::string& path) {
@@ -622,15 +841,25 @@ models::Workload read_chakra(const std::string& prefix, const std::string& comm_
   models::Workload w;
   w.source = prefix;
   w.format = "chakra";
-  w.ranks = discover_ranks(prefix);
-  Groups groups(w.ranks, comm_groups_json);
-  w.programs.reserve(w.ranks);
+  const std::uint32_t files = discover_ranks(prefix);
+  std::uint32_t world = files;
+  if (options.world_size != 0 && files > 1 && options.world_size != files) {
+    throw InputError(prefix, "workload.gpus",
+                     std::to_string(options.world_size) + " ranks asked for, but the trace has " +
+                         std::to_string(files) + " rank files",
+                     "remove workload.gpus (the files give the world size) or provide every rank's file");
+  }
+  if (files == 1) world = options.world_size != 0 ? options.world_size : pg_world_size(rank_file(prefix, 0));
+  w.ranks = world;
+  Groups groups(world, comm_groups_json);
+  w.programs.reserve(world);
   DroppedDeps dropped;
-  for (std::uint32_t r = 0; r < w.ranks; ++r) {
-    w.programs.push_back(read_rank(rank_file(prefix, r), r, w.ranks, groups, options, dropped));
+  for (std::uint32_t r = 0; r < files; ++r) {
+    w.programs.push_back(read_rank(rank_file(prefix, r), r, world, groups, options, dropped));
   }
   w.groups = groups.take();
   w.warnings = groups.take_warnings();
+  if (world > files) replicate_rank0(rank_file(prefix, 0), w);
   if (dropped.count > 0) {
     w.warnings.push_back(prefix + ": dropped " + std::to_string(dropped.count) +
                          " control dependencies on nodes absent from the trace (first: " + dropped.first +

@@ -33,10 +33,28 @@
 ///    and counted in one workload warning, or refused (kError). A data dependency on an absent
 ///    id is always an error.
 ///
+///  * A COMP_NODE with the bool attribute `is_cpu_op` true is a CPU-side op: WorkNode::host
+///    (ChakraReadOptions::cpu_ops kHost, the default: timed for its duration on the rank's host
+///    thread, one at a time, concurrently with GPU work, as ASTRA-sim @0383c20 Workload.cc and
+///    HardwareResource.cc do) or zero duration (kSkip).
+///
 /// Communicators: groups[0] is the world (ranks 0..N-1 in order). With a comm-group file
 /// (ASTRA-sim `--comm-group-configuration` JSON: `{"<pg_name>": [rank, ...], ...}`) every
 /// distinct pg_name used by the trace becomes one CommGroup (in order of first use, rank 0's file
-/// first), named after the pg_name, ranks in the order listed.
+/// first), named after the pg_name, ranks in the order listed. Without one, the process-group
+/// metadata that PyTorch's execution-trace observer records and Chakra's converter keeps (a
+/// METADATA_NODE named "## process_group:init ##" whose inputs.values is the list of
+/// {"pg_name", "ranks", "pg_size", ...} objects, as a JSON list or a Python repr of a one-string
+/// list; empty "ranks" = every rank) defines them, as ASTRA-sim's issue_pytorch_pg_metadata reads
+/// it. A pg_name defined nowhere is the world communicator, with one warning.
+///
+/// One rank's trace, many ranks: when only `PREFIX.0.et` exists and the world size N > 1 (from
+/// ChakraReadOptions::world_size, else the largest pg_size in rank 0's process-group metadata),
+/// every rank r runs rank 0's program. Each communicator of rank 0 must then be the world or an
+/// arithmetic progression {0, s, 2s, ..., (k-1)s} with k*s dividing N (Megatron-style TP, DP,
+/// PP and CP groups are); rank r uses the group of the same stride and size that holds r:
+/// {b, b+s, ..., b+(k-1)s} with b = (r / (k*s)) * (k*s) + r % s, named "<pg_name>+<b>".
+/// Point-to-point nodes cannot be translated that way and are refused (give every rank's file).
 ///
 /// Checks that raise engine::InputError (one line: file, field, problem, fix): missing files or a
 /// gap in the rank numbering, truncated records, undecodable bytes, a first record that is not
@@ -59,6 +77,15 @@ enum class MissingDeps : std::uint8_t {
   kError,   ///< engine::InputError naming the file, the node and the first missing id (`error`)
 };
 
+/// What read_chakra does with a CPU-side compute node (`is_cpu_op` true).
+enum class CpuOps : std::uint8_t {
+  kHost,  ///< timed for its duration on the rank's host thread (spec `host`)
+  kSkip,  ///< zero duration, kept for dependency ordering (spec `skip`)
+};
+
+/// Parses "host" | "skip". @throws engine::InputError naming `file` and `field` otherwise.
+CpuOps parse_cpu_ops(const std::string& v, const std::string& file, const std::string& field);
+
 /// Parses "ignore" | "error". @throws engine::InputError naming `file` and `field` otherwise.
 MissingDeps parse_missing_deps(const std::string& v, const std::string& file, const std::string& field);
 
@@ -69,6 +96,14 @@ struct ChakraReadOptions {
   bool ctrl_deps = true;
   /// Control dependencies on absent nodes (see the file comment).
   MissingDeps missing_ctrl_deps = MissingDeps::kIgnore;
+  /// CPU-side compute nodes (attribute `is_cpu_op` true): kHost runs them for their recorded
+  /// duration on the rank's host thread (WorkNode::host), as ASTRA-sim replays them; kSkip keeps
+  /// them for ordering with zero duration.
+  CpuOps cpu_ops = CpuOps::kHost;
+  /// World size (spec workload.gpus, 0 = from the files). With only rank 0's file present, a
+  /// world size above 1 (given here, or the largest pg_size of the trace's process-group
+  /// metadata) replicates rank 0's program to every rank (see the file comment).
+  std::uint32_t world_size = 0;
 };
 
 /// Largest message/collective size (bytes) accepted from a trace; bigger is treated as corrupt.

@@ -119,7 +119,7 @@ std::string write_chakra(const models::Workload& w, const std::string& prefix) {
       for (auto d : wn.deps) n.add_ctrl_deps(d);
       auto* cpu = n.add_attr();
       cpu->set_name("is_cpu_op");
-      cpu->set_bool_val(false);
+      cpu->set_bool_val(wn.host);
       switch (wn.type) {
         case NodeType::kCompute:
           n.set_type(ChakraProtoMsg::COMP_NODE);

@@ -18,6 +18,7 @@ RunResult run_simulation(const RunOptions& opt, MPI_Comm comm, const std::string
   run_stages::RunContext c(opt, comm, version, git_commit);
   run_stages::resolve(c);
   run_stages::load_workloads(c);
+  run_stages::draw_stragglers(c);
   run_stages::build_topology(c);
   run_stages::fold_replicas(c);
   run_stages::place(c);

@@ -68,13 +68,17 @@ const std::vector<SpecKey>& spec_keys() {
   std::vector<SpecKey> k = {
       {"workload.path", "string", "", "Chakra ET prefix (PREFIX.<rank>.et) or SimAI/AICB workload file; relative to the spec file"},
       {"workload.format", "enum", "auto", "auto, chakra or simai (auto: detected from the content)"},
-      {"workload.gpus", "int", "0", "world size for SimAI/AICB files without all_gpus (SimAI's -g)"},
+      {"workload.gpus", "int", "0", "world size for SimAI/AICB files without all_gpus (SimAI's -g); for a Chakra trace "
+                                    "of rank 0 only, the ranks to replicate it to (default: its process-group metadata)"},
       {"workload.comm_groups", "string", "", "Chakra comm-group JSON {pg_name: [ranks]} (ASTRA-sim format)"},
       {"workload.chakra.missing_deps", "enum", "ignore", "Chakra ET control dependencies on node ids absent from the rank's file "
                                                          "(as Chakra's PyTorch converter leaves them): ignore (drop them, one warning with the count) "
                                                          "or error (refuse the trace); a missing data dependency is always an error"},
       {"workload.chakra.ctrl_deps", "bool", "true", "Chakra ET control dependencies order execution together with data dependencies "
                                                     "(Chakra feeder with both enabled); false: data dependencies only"},
+      {"workload.chakra.cpu_ops", "enum", "host", "Chakra COMP_NODEs with is_cpu_op true: host (timed for their duration on the "
+                                                  "rank's host thread, concurrently with GPU work, as ASTRA-sim replays them) or "
+                                                  "skip (zero duration, kept for ordering)"},
       // Workload generator (jobs/generators.hpp, docs/generators.md): set model to generate
       // instead of reading workload.path.
       {"workload.generator.model", "string", "", "built-in model (gpt3-175b, llama3-70b, mixtral-8x7b, deepseek-v3, ...) or custom"},
@@ -141,6 +145,11 @@ const std::vector<SpecKey>& spec_keys() {
       {"cluster.nvlink_mtu", "bytes", "4KiB", "largest NVLink transfer unit, 256B..16MiB; a message is cut into >= 8 units of >= 4 KiB when this allows (docs/fabric.md)"},
       {"cluster.nvswitch_cut_through", "bool", "false", "NVSwitches forward cut-through, so the NVLink unit adds no per-hop delay (packet rung only; with it a 64KiB nvlink_mtu keeps NVLink timing and cuts events, docs/fabric.md)"},
       {"compute.scale", "double", "1.0", "multiplies every compute duration from the trace"},
+      {"compute.stragglers", "string", "", "slow GPUs: RANK:FACTOR[,RANK:FACTOR...]; the rank's GPU compute durations are "
+                                         "multiplied by FACTOR (> 0; 1.2 = 20% slower)"},
+      {"compute.straggler_dist", "enum", "none", "per-GPU compute slowdown drawn for every rank: none or lognormal "
+                                                 "(median 1, 99th percentile compute.straggler_p99; seeded by sim.seed)"},
+      {"compute.straggler_p99", "double", "1.0", "99th percentile of the lognormal slowdown factor (> 1)"},
       {"sim.seed", "int", "1", "seed of every random choice (ECMP hashes)"},
       {"sim.threads", "int", "1", "engine threads per MPI process"},
       {"sim.partition", "string", "topology", "LP placement: topology (hosts whole, each leaf with most of its hosts, spines and cores dealt round-robin), metis (LP graph weighted by link bandwidth) or a partition file"},
@@ -446,6 +455,9 @@ void load_workload_keys(const SpecReader& r, Spec& s) {
     s.chakra.missing_ctrl_deps =
         io::parse_missing_deps(*v, r.file_of("workload.chakra.missing_deps"), "workload.chakra.missing_deps");
   }
+  if (auto v = r.str("workload.chakra.cpu_ops")) {
+    s.chakra.cpu_ops = io::parse_cpu_ops(*v, r.file_of("workload.chakra.cpu_ops"), "workload.chakra.cpu_ops");
+  }
   if (auto v = r.str("workload.chakra.ctrl_deps")) {
     s.chakra.ctrl_deps = engine::parse_bool(*v, r.file_of("workload.chakra.ctrl_deps"), "workload.chakra.ctrl_deps");
   }
@@ -657,6 +669,61 @@ void load_link_keys(const SpecReader& r, Spec& s) {
   mtu("cluster.nvlink_mtu", c.nvlink_mtu_bytes);
 }
 
+/// compute.stragglers, compute.straggler_dist and compute.straggler_p99 (docs/config.md).
+void load_straggler_keys(const SpecReader& r, Spec& s) {
+  if (auto v = r.str("compute.stragglers")) {
+    const std::string file = r.file_of("compute.stragglers");
+    const std::string fix = "write RANK:FACTOR pairs separated by commas, e.g. 3:1.2,17:1.5";
+    std::set<std::uint32_t> seen;
+    std::size_t pos = 0;
+    while (!v->empty() && pos <= v->size()) {
+      const std::size_t comma = std::min(v->find(',', pos), v->size());
+      const std::string item = v->substr(pos, comma - pos);
+      const std::size_t colon = item.find(':');
+      if (colon == std::string::npos) {
+        throw InputError(file, "compute.stragglers", "'" + engine::printable(item) + "' is not RANK:FACTOR", fix);
+      }
+      const auto rank = static_cast<std::uint32_t>(
+          parse_uint(item.substr(0, colon), file, "compute.stragglers", 0, (1u << 24) - 1));
+      char* end = nullptr;
+      const std::string f = item.substr(colon + 1);
+      const double factor = std::strtod(f.c_str(), &end);
+      if (f.empty() || *end != '\0' || !(factor > 0) || factor > 1e6) {
+        throw InputError(file, "compute.stragglers",
+                         "factor '" + engine::printable(f) + "' of rank " + std::to_string(rank) +
+                             " must be a number in (0, 1e6]",
+                         "e.g. " + std::to_string(rank) + ":1.2 for a GPU 20% slower");
+      }
+      if (!seen.insert(rank).second) {
+        throw InputError(file, "compute.stragglers", "rank " + std::to_string(rank) + " is listed twice",
+                         "give each rank one factor");
+      }
+      s.stragglers.emplace_back(rank, factor);
+      pos = comma + 1;
+    }
+  }
+  if (auto v = r.str("compute.straggler_dist")) {
+    if (*v != "none" && *v != "lognormal") {
+      throw InputError(r.file_of("compute.straggler_dist"), "compute.straggler_dist",
+                       "unknown distribution '" + engine::printable(*v) + "'", "use none or lognormal");
+    }
+    s.straggler_dist = *v;
+  }
+  if (auto v = r.str("compute.straggler_p99")) {
+    char* end = nullptr;
+    s.straggler_p99 = std::strtod(v->c_str(), &end);
+    if (end == v->c_str() || *end != '\0' || !(s.straggler_p99 > 0) || s.straggler_p99 > 1e3) {
+      throw InputError(r.file_of("compute.straggler_p99"), "compute.straggler_p99",
+                       "'" + engine::printable(*v) + "' must be a number in (0, 1000]", "e.g. 1.2");
+    }
+  }
+  if (s.straggler_dist == "lognormal" && !(s.straggler_p99 > 1)) {
+    throw InputError(r.file_of("compute.straggler_dist"), "compute.straggler_p99",
+                     "must be above 1 with compute.straggler_dist: lognormal (the median factor is 1)",
+                     "set compute.straggler_p99, e.g. 1.2");
+  }
+}
+
 /// Step 4: compute.scale, the switch:/nic:/cc: sections (jobs/fabric_spec.hpp) and sim.*.
 void load_sim_keys(const SpecReader& r, Spec& s) {
   if (auto v = r.str("compute.scale")) {
@@ -667,6 +734,7 @@ void load_sim_keys(const SpecReader& r, Spec& s) {
                        "e.g. 1.0");
     }
   }
+  load_straggler_keys(r, s);
   s.fabric.source = s.file;
   auto str = [&](const std::string& key) { return r.str(key); };
   auto file_of = [&](const std::string& key) { return r.file_of(key); };

@@ -35,7 +35,7 @@ struct Spec {
   std::string text;              ///< effective spec as YAML (after --set), stored in results
   std::string workload_path;     ///< resolved path (relative paths are relative to the spec file)
   std::string workload_format = "auto";  ///< auto | chakra | simai
-  std::uint32_t workload_gpus = 0;       ///< world size for SimAI files without all_gpus (0 = none)
+  std::uint32_t workload_gpus = 0;       ///< world size for SimAI files without all_gpus, or to replicate a rank-0-only Chakra trace to (0 = none)
   std::string comm_groups;               ///< Chakra comm-group JSON (resolved path) or empty
   io::ChakraReadOptions chakra;          ///< workload.chakra.*: Chakra dependency handling
   /// workload.generator.* values as written (key without the prefix -> text), parsed by
@@ -46,6 +46,12 @@ struct Spec {
   models::FabricParams fabric;           ///< switch:, nic:, cc: sections (jobs/fabric_spec.hpp)
   bool hosts_auto = true, nics_per_leaf_auto = true, spines_auto = true;
   double compute_scale = 1.0;
+  /// compute.stragglers: (rank, factor) pairs; the rank's GPU compute durations are multiplied
+  /// by factor (> 0). Ranks are checked against the world when the workload is known.
+  std::vector<std::pair<std::uint32_t, double>> stragglers;
+  /// compute.straggler_dist: none | lognormal (seeded by sim.seed; median 1, p99 = straggler_p99).
+  std::string straggler_dist = "none";
+  double straggler_p99 = 1.0;  ///< compute.straggler_p99: the 99th percentile of the factor (> 1)
   std::uint64_t seed = 1;
   std::uint32_t threads = 1;
   std::string partition = "topology";  ///< sim.partition: topology | metis | a partition file

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <map>
+#include <set>
 #include <nlohmann/json.hpp>
 #include <tuple>
 
@@ -26,6 +27,8 @@ std::string trace_json(const std::vector<models::TraceInterval>& intervals, cons
   nlohmann::json events = nlohmann::json::array();
   std::uint32_t cur_rank = ~0u;
   std::vector<engine::SimTime> lane_free;  // comm lanes of the current rank: busy until
+  constexpr std::uint32_t kHostTid = 1000;  // host (CPU-side) ops' thread, after the comm lanes
+  std::set<std::uint32_t> host_named;       // ranks whose host thread is named
   auto meta = [&](const char* name, std::uint32_t pid, std::uint32_t tid, const std::string& value) {
     events.push_back({{"ph", "M"}, {"name", name}, {"pid", pid}, {"tid", tid}, {"args", {{"name", value}}}});
   };
@@ -45,6 +48,11 @@ std::string trace_json(const std::vector<models::TraceInterval>& intervals, cons
       e["tid"] = 0;
       e["name"] = node.name.empty() ? std::string("compute") : node.name;
       e["cat"] = "compute";
+    } else if (iv.kind == models::TraceInterval::kHost) {
+      if (host_named.insert(iv.rank).second) meta("thread_name", iv.rank, kHostTid, "host (CPU ops)");
+      e["tid"] = kHostTid;
+      e["name"] = node.name.empty() ? std::string("cpu op") : node.name;
+      e["cat"] = "host";
     } else {
       std::uint32_t lane = 0;
       while (lane < lane_free.size() && lane_free[lane] > iv.start_ps) ++lane;

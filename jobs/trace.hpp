@@ -15,7 +15,8 @@ namespace fabricsim::jobs {
 /// Perfetto's UI and trace processor load): one process per traced rank (pid = rank), thread 0
 /// "compute" with one complete event ("ph":"X") per compute node, threads 1.. "comm k" with one
 /// complete event per collective / send / recv; overlapping communication ops go to separate
-/// comm threads (first free lane), so events on one thread never overlap. Timestamps and durations
+/// comm threads (first free lane), so events on one thread never overlap; thread 1000 "host (CPU
+/// ops)" holds the rank's host-side compute nodes (WorkNode::host), one at a time. Timestamps and durations
 /// are in microseconds (the format's unit) with picosecond precision kept as decimals.
 /// @param intervals every traced interval (any order); @param colls the /collectives table
 /// (algorithm, protocol, channels for the event arguments)

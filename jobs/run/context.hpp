@@ -85,6 +85,9 @@ struct RunContext {
   // load_workloads
   GenInfo gen;
   models::Workload w;
+  /// Per-rank GPU compute slowdown (compute.stragglers, compute.straggler_dist); empty when
+  /// every rank runs at speed (jobs/run/stragglers.cpp).
+  std::vector<double> compute_factor;
 
   // build_topology
   models::ClusterSpec cspec;
@@ -173,6 +176,17 @@ void resolve(RunContext& c);
 /// The workload (generated, read, or RunOptions::workload_data), checked; durations scaled by
 /// sim.compute_scale (jobs/run/workload.cpp).
 void load_workloads(RunContext& c);
+/// Rank `rank`'s draw of compute.straggler_dist: lognormal, median 1, 99th percentile `p99`
+/// (ln factor ~ N(0, (ln p99 / z_0.99)^2)), from a counter-based stream of (seed, rank): the same
+/// on any process and thread count.
+double lognormal_straggler(std::uint64_t seed, std::uint32_t rank, double p99);
+/// The per-rank compute slowdown factors of compute.stragglers and compute.straggler_dist into
+/// RunContext::compute_factor; @throws engine::InputError for a straggler rank outside the
+/// workload (jobs/run/stragglers.cpp).
+void draw_stragglers(RunContext& c);
+/// The summary line naming the slowest GPU ("" without stragglers): its rank, factor, and the
+/// extra compute time its slowdown added on that rank (compute_ps * (1 - 1/factor), ps).
+std::string straggler_summary(const RunContext& c, const std::vector<io::RankRecord>& ranks);
 /// Cluster spec, topology, fidelity and ring-flow mode (jobs/run/topology.cpp).
 void build_topology(RunContext& c);
 /// sim.fold: dp: checks that the DP replicas are identical and the fabric gives them symmetric,

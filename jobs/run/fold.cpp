@@ -124,6 +124,10 @@ void fold_replicas(RunContext& c) {
   if (c.fidelity == models::Fidelity::kPacket) {
     refuse(c, "the packet rung's NIC queue pairs and switch buffers are not folded", "use sim.fidelity: flow or analytical");
   }
+  if (!c.compute_factor.empty()) {
+    refuse(c, "compute.stragglers / compute.straggler_dist make the DP replicas' compute differ",
+           "drop the stragglers");
+  }
   if (!c.gen.used) {
     refuse(c, "needs a generated workload (workload.generator): a trace's per-rank programs are not known to be identical "
               "replicas",

@@ -58,6 +58,7 @@ std::unique_ptr<models::GpuRankLp> make_gpu(RunContext& c, engine::LpId id) {
   g->set_fidelity(c.fidelity, c.net_id);
   g->set_ring_flows(c.ring_flows);
   g->set_fold(&c.fold);
+  if (id < c.compute_factor.size()) g->set_compute_factor(c.compute_factor[id]);
   g->keep_flows(c.keep_flow_records);
   if (c.write_h5 || c.opt.keep_flows || !spec.trace_path.empty()) g->enable_sampling(spec.sample_interval_ps);
   if (!spec.trace_path.empty() && id < w.ranks && id >= spec.trace_rank_lo && id <= spec.trace_rank_hi) {

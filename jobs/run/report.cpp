@@ -327,6 +327,7 @@ std::string summary_text(const RunContext& c) {
   std::ostringstream out;
   summary_head(c, out);
   collective_table(res, out);
+  if (const std::string s = straggler_summary(c, res.ranks); !s.empty()) out << s << "\n";
   if (c.fidelity == models::Fidelity::kPacket && res.fabric.nic_data_packets > 0) {
     const FabricTotals& f = res.fabric;
     // The congestion signals first (what a newcomer looks for), then the settings and volume.

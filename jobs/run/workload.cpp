@@ -36,7 +36,9 @@ models::Workload load_workload(const std::string& path, const std::string& forma
   }
   if (fmt_used == "chakra") {
     const std::string prefix = fs::exists(path + ".0.et") ? path : io::chakra_prefix_of(path);
-    return io::read_chakra(prefix, comm_groups, chakra);
+    io::ChakraReadOptions options = chakra;
+    options.world_size = gpus;
+    return io::read_chakra(prefix, comm_groups, options);
   }
   return io::read_simai(path, gpus);
 }

@@ -32,6 +32,7 @@ enum RankEventKind : std::uint32_t {
   kEvRingToken,       ///< GPU -> GPU: a streamed ring's completion token (payload: RingToken; ring_stream.hpp)
   kEvSendLaunch,      ///< self: a workload send's start-up latency elapsed (payload: node index)
   kEvStepDelay,       ///< self: a collective send's P2pOp::delay_ps elapsed (payload: GpuRankLp::StepDelay)
+  kEvHostDone,        ///< self: a host (CPU-side) compute node finished (payload: node index)
   kRankEventEnd,      ///< one past the family's last kind
 };
 

@@ -64,6 +64,11 @@ struct WorkNode {
   /// Send/receive: the parallelism the message serves (a collective's kind is its group's,
   /// CommGroup::kind).
   CommKind kind = CommKind::kOther;
+  /// Compute nodes only: a CPU-side op (Chakra `is_cpu_op`). It runs on the rank's host
+  /// thread, one host op at a time, concurrently with GPU compute and communication (ASTRA-sim
+  /// @0383c20 workload/HardwareResource.cc keeps one in-flight slot for CPU ops and one for GPU
+  /// ops; Workload.cc replays a CPU op for its recorded duration). It is not GPU compute time.
+  bool host = false;
 };
 
 /// A communicator: a named, ordered set of global ranks (ring order = this order).

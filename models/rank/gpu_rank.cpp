@@ -1,6 +1,7 @@
 #include "models/rank/gpu_rank.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 
 #include "engine/errors.hpp"
@@ -142,6 +143,11 @@ void GpuRankLp::node_ready(std::uint32_t n, Context& ctx) {
   const WorkNode& node = (*program_)[n];
   switch (node.type) {
     case NodeType::kCompute:
+      if (node.host) {
+        host_queue_.push_back(n);
+        start_host(ctx);
+        return;
+      }
       compute_queue_.push_back(n);
       start_compute(ctx);
       return;
@@ -245,7 +251,18 @@ void GpuRankLp::start_compute(Context& ctx) {
   account(ctx.now());
   compute_busy_ = true;
   compute_start_ = ctx.now();
-  ctx.send(id_, ctx.now() + (*program_)[n].duration_ps, kEvComputeDone, n);
+  SimTime d = (*program_)[n].duration_ps;
+  if (compute_factor_ != 1.0) d = static_cast<SimTime>(std::llround(static_cast<double>(d) * compute_factor_));
+  ctx.send(id_, ctx.now() + d, kEvComputeDone, n);
+}
+
+void GpuRankLp::start_host(Context& ctx) {
+  if (host_busy_ || host_queue_.empty()) return;
+  const std::uint32_t n = host_queue_.front();
+  host_queue_.pop_front();
+  host_busy_ = true;
+  host_start_ = ctx.now();
+  ctx.send(id_, ctx.now() + (*program_)[n].duration_ps, kEvHostDone, n);
 }
 
 std::uint32_t GpuRankLp::slot_of(std::uint32_t group, std::uint32_t instance) {
@@ -1197,6 +1214,12 @@ void GpuRankLp::handle(const engine::Event& ev, Context& ctx) {
       trace_add(ev.get<std::uint32_t>(), TraceInterval::kCompute, 0, compute_start_, ctx.now());
       node_done(ev.get<std::uint32_t>(), ctx);
       start_compute(ctx);
+      return;
+    case kEvHostDone:
+      host_busy_ = false;
+      trace_add(ev.get<std::uint32_t>(), TraceInterval::kHost, 0, host_start_, ctx.now());
+      node_done(ev.get<std::uint32_t>(), ctx);
+      start_host(ctx);
       return;
     default:
       if (nic_.handle(ev, ctx)) return;

@@ -37,7 +37,7 @@ struct CollectivePartial {
 
 /// One busy interval of a rank, kept only when tracing is on (trace-event JSON, jobs/trace).
 struct TraceInterval {
-  enum Kind : std::uint32_t { kCompute = 0, kCollective = 1, kSend = 2, kRecv = 3 };
+  enum Kind : std::uint32_t { kCompute = 0, kCollective = 1, kSend = 2, kRecv = 3, kHost = 4 };
   std::uint32_t rank = 0;
   std::uint32_t node = 0;        ///< index in the rank's program
   std::uint32_t kind = kCompute;
@@ -95,6 +95,9 @@ class GpuRankLp final : public engine::Lp, private NicOwner {
   io::RankRecord rank_record() const;
   /// Flow records received here, kept only after keep_flows(true) (HDF5 /flows, tests).
   const std::vector<io::FlowRecord>& flow_records() const { return flows_; }
+  /// Multiplies this rank's GPU compute durations by `factor` (> 0; a straggler GPU: 1.2 = 20%
+  /// slower), rounded to the picosecond; host (CPU-side) nodes keep their duration.
+  void set_compute_factor(double factor) { compute_factor_ = factor; }
   /// Keep every received flow's record (default off: only the digest sum is kept, 16 B per LP).
   void keep_flows(bool on) { keep_flows_ = on; }
   /// Order-independent digest of every flow received here (kept or not; io/digest.hpp).
@@ -251,6 +254,8 @@ class GpuRankLp final : public engine::Lp, private NicOwner {
   void node_ready(std::uint32_t n, engine::Context& ctx);
   void node_done(std::uint32_t n, engine::Context& ctx);
   void start_compute(engine::Context& ctx);
+  /// Starts the next ready host node if the host thread is idle (WorkNode::host).
+  void start_host(engine::Context& ctx);
   void start_collective(std::uint32_t n, engine::Context& ctx);
   /// Starts the operations of the collective in `slot` (after its start-up latency).
   void begin_collective(std::uint32_t slot, engine::Context& ctx);
@@ -410,6 +415,10 @@ class GpuRankLp final : public engine::Lp, private NicOwner {
   std::vector<char> done_flag_;
   std::deque<std::uint32_t> compute_queue_;
   bool compute_busy_ = false;
+  std::deque<std::uint32_t> host_queue_;  ///< ready host (CPU-side) nodes, FIFO (WorkNode::host)
+  bool host_busy_ = false;
+  double compute_factor_ = 1.0;  ///< set_compute_factor
+  engine::SimTime host_start_ = 0;
 
   // PXN (CollectivePlanner::p2p_route): chunks of a relayed Send still to leave this GPU, per
   // Send node; chunks of relayed messages received so far, per (original sender, tag). Chunks of

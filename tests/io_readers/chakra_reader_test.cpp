@@ -6,6 +6,7 @@
 
 #include <fstream>
 #include <map>
+#include <set>
 #include <tuple>
 
 #include "et_def.pb.h"
@@ -412,6 +413,152 @@ TEST(ChakraReaderGenerated, ControlDependenciesCanBeLeftOutOfTheOrder) {
   EXPECT_EQ(w.programs[0][0].source_id, 1u);  // smallest id first once nothing orders them
   EXPECT_TRUE(w.programs[0][0].deps.empty());
   EXPECT_TRUE(w.programs[0][1].deps.empty());
+}
+
+// ---- CPU ops and PyTorch process-group metadata ----
+
+Node cpu_op(std::uint64_t id, std::uint64_t us, std::vector<std::uint64_t> deps = {}) {
+  Node n = comp(id, us, std::move(deps));
+  n.set_name("cpu" + std::to_string(id));
+  auto* a = n.add_attr();
+  a->set_name("is_cpu_op");
+  a->set_bool_val(true);
+  return n;
+}
+
+/// "## process_group:init ##" as PyTorch records it and Chakra's converter keeps it: inputs.values
+/// is the Python repr of a one-string list holding the JSON list of process groups.
+Node pg_init(std::uint64_t id, const std::string& json) {
+  Node n = bare(id, "## process_group:init ##", ChakraProtoMsg::METADATA_NODE);
+  n.mutable_inputs()->set_values("['" + json + "']");
+  return n;
+}
+
+TEST(ChakraReaderGenerated, CpuOpsRunOnTheHostOrAreSkipped) {
+  fabricsim::testing::ScratchDir dir("chakra");
+  EtWriter et(dir);
+  const auto prefix = et.write(0, {cpu_op(1, 9), comp(2, 4, {1})});
+  const auto w = read_chakra(prefix);
+  ASSERT_EQ(w.programs[0].size(), 2u);
+  EXPECT_TRUE(w.programs[0][0].host);
+  EXPECT_EQ(w.programs[0][0].duration_ps, 9 * engine::kPsPerUs);
+  EXPECT_FALSE(w.programs[0][1].host);
+  ChakraReadOptions skip;
+  skip.cpu_ops = CpuOps::kSkip;
+  const auto s = read_chakra(prefix, "", skip);
+  EXPECT_FALSE(s.programs[0][0].host);
+  EXPECT_EQ(s.programs[0][0].duration_ps, 0);
+  EXPECT_EQ(s.programs[0][1].duration_ps, 4 * engine::kPsPerUs);
+  EXPECT_EQ(parse_cpu_ops("host", "s.yaml", "workload.chakra.cpu_ops"), CpuOps::kHost);
+  EXPECT_INPUT_ERROR(parse_cpu_ops("gpu", "s.yaml", "workload.chakra.cpu_ops"), "s.yaml", "workload.chakra.cpu_ops",
+                     "use host or skip");
+  // is_cpu_op that is not a bool is refused.
+  Node bad = comp(1, 1);
+  auto* a = bad.add_attr();
+  a->set_name("is_cpu_op");
+  a->set_string_val("yes");
+  EXPECT_INPUT_ERROR(read_chakra(et.write(0, {bad}, "b")), "b.0.et", "node 1 'comp1': attr is_cpu_op", "bool");
+}
+
+TEST(ChakraReaderGenerated, ProcessGroupMetadataDefinesCommunicators) {
+  fabricsim::testing::ScratchDir dir("chakra");
+  EtWriter et(dir);
+  const std::string pgs = R"([{"pg_name": "0", "pg_desc": "default_pg", "ranks": [], "pg_size": 4},)"
+                          R"( {"pg_name": "1", "pg_desc": "tp", "ranks": [0, 1], "pg_size": 2},)"
+                          R"( {"pg_name": "2", "pg_desc": "tp", "ranks": [2, 3], "pg_size": 2}])";
+  std::string prefix;
+  for (std::uint32_t r = 0; r < 4; ++r) {
+    Node c = coll(2, ChakraProtoMsg::ALL_REDUCE, 1 << 20, r < 2 ? "1" : "2");
+    c.add_data_deps(1);
+    prefix = et.write(r, {pg_init(1, pgs), c});
+  }
+  const auto w = read_chakra(prefix);
+  ASSERT_EQ(w.ranks, 4u);
+  EXPECT_TRUE(w.warnings.empty());
+  ASSERT_EQ(w.groups.size(), 3u);  // world, "1", "2"
+  const auto& g0 = w.groups[static_cast<std::size_t>(w.programs[0][1].group)];
+  const auto& g3 = w.groups[static_cast<std::size_t>(w.programs[3][1].group)];
+  EXPECT_EQ(g0.name, "1");
+  EXPECT_EQ(g0.ranks, (std::vector<std::uint32_t>{0, 1}));
+  EXPECT_EQ(g3.name, "2");
+  EXPECT_EQ(g3.ranks, (std::vector<std::uint32_t>{2, 3}));
+  // A rank that uses a group it is not in, a bad list, and a rank beyond the world are refused.
+  EXPECT_INPUT_ERROR(read_chakra(et.write(0, {pg_init(1, R"([{"pg_name": "1", "ranks": [1]}])"),
+                                             coll(2, ChakraProtoMsg::ALL_REDUCE, 8, "1")}, "m")),
+                     "m.0.et", "rank 0 is not a member of communicator '1'");
+  EXPECT_INPUT_ERROR(read_chakra(et.write(0, {pg_init(1, "not json")}, "j")), "j.0.et", "inputs.values",
+                     "not a process-group list");
+  // Two rank files make a 2-rank world; metadata naming rank 5 does not fit it.
+  et.write(1, {comp(1, 1)}, "o");
+  EXPECT_INPUT_ERROR(read_chakra(et.write(0, {pg_init(1, R"([{"pg_name": "1", "ranks": [0, 5]}])")}, "o")),
+                     "o.0.et", "names rank 5 of a 2-rank world", "workload.gpus");
+}
+
+// One rank's trace with its communicators: it runs on the world its metadata gives (or
+// workload.gpus), each rank on the translated group of the same stride.
+TEST(ChakraReaderGenerated, SingleRankTraceReplicatesToTheWorldItsGroupsDescribe) {
+  fabricsim::testing::ScratchDir dir("chakra");
+  EtWriter et(dir);
+  // 8 ranks as TP=2 (stride 1) x DP=4 (stride 2): rank 0 is in tp {0,1} and dp {0,2,4,6}.
+  const std::string pgs = R"([{"pg_name": "0", "ranks": [], "pg_size": 8},)"
+                          R"( {"pg_name": "3", "ranks": [0, 1], "pg_size": 2},)"
+                          R"( {"pg_name": "7", "ranks": [0, 2, 4, 6], "pg_size": 4}])";
+  Node tp = coll(2, ChakraProtoMsg::ALL_REDUCE, 4096, "3");
+  tp.add_data_deps(1);
+  Node dp = coll(3, ChakraProtoMsg::ALL_GATHER, 8192, "7");
+  dp.add_data_deps(2);
+  Node world = coll(4, ChakraProtoMsg::ALL_REDUCE, 64, "0");
+  world.add_data_deps(3);
+  const auto prefix = et.write(0, {pg_init(1, pgs), tp, dp, world});
+  const auto w = read_chakra(prefix);
+  ASSERT_EQ(w.ranks, 8u);
+  ASSERT_EQ(w.programs.size(), 8u);
+  auto group_of = [&](std::uint32_t r, std::size_t node) {
+    return w.groups[static_cast<std::size_t>(w.programs[r][node].group)].ranks;
+  };
+  for (std::uint32_t r = 0; r < 8; ++r) {
+    ASSERT_EQ(w.programs[r].size(), 4u);
+    const std::uint32_t tp0 = r - r % 2;
+    EXPECT_EQ(group_of(r, 1), (std::vector<std::uint32_t>{tp0, tp0 + 1})) << "rank " << r;
+    const std::uint32_t dp0 = r % 2;
+    EXPECT_EQ(group_of(r, 2), (std::vector<std::uint32_t>{dp0, dp0 + 2, dp0 + 4, dp0 + 6})) << "rank " << r;
+    EXPECT_EQ(group_of(r, 3).size(), 8u);
+    EXPECT_EQ(w.programs[r][2].bytes, 8192u);
+  }
+  // Every rank is in exactly the groups it uses: 4 TP groups, 2 DP groups, the world.
+  std::set<std::vector<std::uint32_t>> distinct;
+  for (std::uint32_t r = 0; r < 8; ++r) {
+    for (std::size_t i = 1; i < 4; ++i) distinct.insert(group_of(r, i));
+  }
+  EXPECT_EQ(distinct.size(), 4u + 2u + 1u);
+  // workload.gpus overrides the metadata only when it is consistent with it.
+  ChakraReadOptions four;
+  four.world_size = 4;
+  EXPECT_INPUT_ERROR(read_chakra(prefix, "", four), "t.0.et", "names rank");  // dp names rank 6
+  ChakraReadOptions sixteen;
+  sixteen.world_size = 16;
+  const auto w16 = read_chakra(prefix, "", sixteen);
+  EXPECT_EQ(w16.ranks, 16u);
+  EXPECT_EQ(w16.groups[static_cast<std::size_t>(w16.programs[9][2].group)].ranks,
+            (std::vector<std::uint32_t>{9, 11, 13, 15}));
+  // Groups without a uniform stride, and point-to-point nodes, cannot be replicated.
+  const auto odd = et.write(0, {pg_init(1, R"([{"pg_name": "0", "ranks": [], "pg_size": 8},)"
+                                           R"( {"pg_name": "5", "ranks": [0, 1, 3], "pg_size": 3}])"),
+                                coll(2, ChakraProtoMsg::ALL_REDUCE, 64, "5")}, "odd");
+  EXPECT_INPUT_ERROR(read_chakra(odd), "odd.0.et", "communicator '5'", "uniform stride");
+  Node send = bare(2, "send", ChakraProtoMsg::COMM_SEND_NODE);
+  for (auto [k, v] : {std::pair<const char*, int>{"comm_size", 64}, {"comm_dst", 1}}) {
+    auto* a = send.add_attr();
+    a->set_name(k);
+    a->set_int64_val(v);
+  }
+  const auto p2p = et.write(0, {pg_init(1, R"([{"pg_name": "0", "ranks": [], "pg_size": 2}])"), send}, "p2p");
+  EXPECT_INPUT_ERROR(read_chakra(p2p), "p2p.0.et", "node 2 'send'", "point-to-point", "one trace file per rank");
+  // Several rank files and a different workload.gpus: refused.
+  et.write(1, {comp(1, 1)}, "two");
+  ChakraReadOptions three;
+  three.world_size = 3;
+  EXPECT_INPUT_ERROR(read_chakra(et.write(0, {comp(1, 1)}, "two"), "", three), "two", "workload.gpus", "2 rank files");
 }
 
 TEST(ChakraReaderGenerated, MissingDepsValuesParse) {
