@@ -94,7 +94,9 @@ TEST_P(CheckpointTest, RestartFromEachOfThreeCheckpointsMatchesUninterruptedRun)
     // Each checkpoint's boundary is at or after its requested time and before the next one.
     const SimTime t = engine::parse_checkpoint_header(read_bytes(fs::path(written[i]) / "manifest.bin")).time_ps;
     EXPECT_GE(t, ck.at[i]);
-    if (i + 1 < ck.at.size()) EXPECT_LT(t, ck.at[i + 1]);
+    if (i + 1 < ck.at.size()) {
+      EXPECT_LT(t, ck.at[i + 1]);
+    }
     PholdCheckpoints restart;
     restart.restart = written[i];
     const PholdResult r = run_phold(MPI_COMM_WORLD, cfg, restart);
