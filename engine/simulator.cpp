@@ -178,6 +178,9 @@ void Simulator::process_window(std::uint32_t t) {
   EventQueue& q = ts.queue;
   Lp* const* const lps = lps_.data();  // every local LP is registered (checked by run())
   const bool report = t == 0 && progress_;
+  // Stop and wall-clock checkpoint requests end a long window early (a window is unbounded when
+  // nothing is cut): a unit that handles less of its window than allowed stays conservative.
+  const bool watch = control_.stop_flag != nullptr || (t == 0 && control_.checkpoint_every_s > 0);
   std::uint64_t events = ts.events;
   // The queue writes each event whole into this buffer; the handler reads it there. Pushes made
   // by the handler never touch it.
@@ -199,18 +202,26 @@ void Simulator::process_window(std::uint32_t t) {
     lps[ev.dst]->handle(ev, ctx);
     ++events;
     // Progress: thread 0 only, a clock read every 2^16 events, a report per interval.
-    if (report && (events & 0xFFFF) == 0) {
-      ts.events = events;
-      ts.last_time = ev.time;
-      const double wall = now_s();
-      if (wall - progress_last_s_ >= progress_interval_s_) {
-        progress_last_s_ = wall;
-        progress_(ProgressInfo{ev.time, events, wall - run_start_s_});
+    if ((report || watch) && (events & 0xFFFF) == 0) {
+      if (report) {
+        ts.events = events;
+        ts.last_time = ev.time;
+        const double wall = now_s();
+        if (wall - progress_last_s_ >= progress_interval_s_) {
+          progress_last_s_ = wall;
+          progress_(ProgressInfo{ev.time, events, wall - run_start_s_});
+        }
       }
+      if (watch && cut_window(t)) break;
     }
   }
   if (events != ts.events) ts.last_time = ctx.now_;
   ts.events = events;
+}
+
+bool Simulator::cut_window(std::uint32_t t) const {
+  if (control_.stop_flag != nullptr && *control_.stop_flag != 0) return true;
+  return t == 0 && control_.checkpoint_every_s > 0 && now_s() - last_checkpoint_s_ >= control_.checkpoint_every_s;
 }
 
 void Simulator::set_progress(std::function<void(const ProgressInfo&)> callback, double interval_s) {
@@ -285,6 +296,13 @@ SimTime Simulator::set_window_bounds(const std::uint64_t* headers, SimTime end_t
       const SimTime reach = std::min(m2, sat_add(global_min, lookahead_ps_));
       wide_end_ = std::min(sat_add(reach, lookahead_ps_), end_time);
     }
+  }
+  // A window never crosses the next checkpoint time (shorter windows are always conservative),
+  // so the checkpoint's boundary comes at it even when the window is unbounded.
+  if (next_checkpoint_ < control_.checkpoint_at.size() && global_min < control_.checkpoint_at[next_checkpoint_]) {
+    const SimTime cap = control_.checkpoint_at[next_checkpoint_];
+    window_end_ = std::min(window_end_, cap);
+    wide_end_ = std::min(wide_end_, cap);
   }
   for (std::uint32_t t = 0; t < threads_.size(); ++t) {
     threads_[t]->window_end = (rank_ == wide_proc_ && t == wide_thread_) ? wide_end_ : window_end_;
@@ -470,12 +488,12 @@ void Simulator::run(SimTime end_time) {
       bool any_err = false;
       requests_local_ = 0;
       if (control_.stop_flag != nullptr && *control_.stop_flag != 0) requests_local_ |= kStopBit;
-      if (control_.checkpoint_every_s > 0 && rank_ == 0 && (stats_.windows & 15) == 0 &&
-          now_s() - last_checkpoint_s_ >= control_.checkpoint_every_s) {
+      if (control_.checkpoint_every_s > 0 && rank_ == 0 && now_s() - last_checkpoint_s_ >= control_.checkpoint_every_s) {
         requests_local_ |= kCheckpointBit;
       }
       const std::uint64_t bytes_before = stats_.exchange_bytes, messages_before = stats_.exchange_messages;
       const SimTime t_min = exchange_remote_and_min(local_err, any_err, end_time);
+      const bool restart_boundary = uncount_exchange;
       if (uncount_exchange) {
         stats_.exchange_bytes = bytes_before;
         stats_.exchange_messages = messages_before;
@@ -483,6 +501,12 @@ void Simulator::run(SimTime end_time) {
       }
       if (any_err) raise_collectively(errors);
       if (t_min == kInfinity || t_min >= end_time) break;
+      // The boundary a restart continues from was checkpointed already: checkpoint times up to
+      // it are passed without writing it again.
+      while (restart_boundary && next_checkpoint_ < control_.checkpoint_at.size() &&
+             control_.checkpoint_at[next_checkpoint_] <= t_min) {
+        ++next_checkpoint_;
+      }
       // Window boundary: every process has the same t_min and requests_ here.
       bool checkpoint = (requests_ & kCheckpointBit) != 0;
       while (next_checkpoint_ < control_.checkpoint_at.size() && control_.checkpoint_at[next_checkpoint_] <= t_min) {

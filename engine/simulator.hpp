@@ -82,9 +82,12 @@ struct RunControl {
   /// Simulated times (ps, ascending): a checkpoint at the first boundary at or after each, i.e.
   /// once every event before it was handled. Times at or before a restart's time are skipped.
   std::vector<SimTime> checkpoint_at;
-  /// Wall seconds between checkpoints (0: off); rank 0's clock, checked every 16 windows.
+  /// Wall seconds between checkpoints (0: off); rank 0's clock, read once per window (and every
+  /// 2^16 events inside a window, which ends early when one is due).
   double checkpoint_every_s = 0;
-  /// Set asynchronously (a signal handler): stop at the next boundary. Read once per window.
+  /// Set asynchronously (a signal handler): stop at the next boundary. Read once per window and
+  /// every 2^16 events inside a window, which then ends early (a window is unbounded when
+  /// nothing is cut, e.g. one process with one thread).
   const volatile std::sig_atomic_t* stop_flag = nullptr;
   /// Write a checkpoint at the boundary where a stop request stops the run.
   bool checkpoint_at_stop = false;
@@ -257,6 +260,8 @@ class Simulator {
   void route_out(std::uint32_t from_thread, LpId dst, SimTime time, std::uint32_t kind, LpId src,
                  std::uint64_t seq, const void* payload, std::size_t bytes);
   void process_window(std::uint32_t t);
+  /// Thread t ends its window early: a stop request, or (thread 0) a wall-clock checkpoint due.
+  bool cut_window(std::uint32_t t) const;
   void pull_thread_mail(std::uint32_t t);
   /// Sends this process's outboxes and next-event time to every other process, receives theirs,
   /// queues the received events and returns the global minimum next-event time (kInfinity when

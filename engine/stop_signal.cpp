@@ -11,7 +11,7 @@ namespace {
 
 volatile std::sig_atomic_t g_stop = 0;
 
-extern "C" void on_stop_signal(int sig) { g_stop = sig; }
+void on_stop_signal(int sig) { g_stop = sig; }
 
 }  // namespace
 

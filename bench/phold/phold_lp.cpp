@@ -138,9 +138,10 @@ PholdResult run_phold(MPI_Comm comm, const PholdConfig& cfg_in, const PholdCheck
     const auto loaded = engine::read_checkpoint(comm, ckpt.restart, id);
     sim.load_state(loaded.payload, loaded.path);
   }
-  if (!ckpt.at.empty()) {
+  if (!ckpt.at.empty() || ckpt.every_s > 0) {
     engine::RunControl control;
     control.checkpoint_at = ckpt.at;
+    control.checkpoint_every_s = ckpt.every_s;
     control.on_checkpoint = [&](engine::SimTime t) {
       std::uint64_t events = 0;
       for (const auto& lp : lps) events += lp->events();

@@ -89,6 +89,7 @@ engine::Placement phold_placement(std::uint32_t lps, int processes, std::uint32_
 /// Checkpoints of a PHOLD run (docs/checkpoint.md; the engine's checkpoint tests use them).
 struct PholdCheckpoints {
   std::vector<engine::SimTime> at;  ///< simulated times (ps) to checkpoint at
+  double every_s = 0;               ///< wall seconds between checkpoints (0: off)
   std::string dir;                  ///< where (engine::write_checkpoint); needed with `at`
   std::string restart;              ///< checkpoint to continue from ("" = start at time 0)
   std::string build = "phold";      ///< build string the checkpoints carry (tests vary it)

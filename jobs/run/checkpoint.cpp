@@ -1,6 +1,10 @@
 // Stage `setup_checkpoints` of `fabricsim run` (docs/checkpoint.md): checkpoint and restart flags,
 // the stop request of a signal, and the result of a run that a stop request ended.
+#include <cxxabi.h>
+
+#include <cstdlib>
 #include <string>
+#include <typeinfo>
 #include <vector>
 
 #include <fmt/format.h>
@@ -44,10 +48,23 @@ engine::CheckpointIdentity identity(const RunContext& c) {
   return id;
 }
 
+/// The LP's type_name(), or its C++ class name (demangled, without namespaces) for an LP type
+/// that keeps the default.
+std::string type_of(const engine::Lp& lp) {
+  std::string name(lp.type_name());
+  if (name != "Lp") return name;
+  int status = 0;
+  char* d = abi::__cxa_demangle(typeid(lp).name(), nullptr, nullptr, &status);
+  if (status == 0 && d != nullptr) name = d;
+  std::free(d);
+  const auto colon = name.rfind("::");
+  return colon == std::string::npos ? name : name.substr(colon + 2);
+}
+
 /// Collective: the type name of the lowest process's first LP that cannot be checkpointed, or "".
 std::string uncheckpointable_type(const RunContext& c) {
   const engine::Lp* lp = c.sim->first_uncheckpointable();
-  std::string name = lp != nullptr ? std::string(lp->type_name()) : std::string();
+  std::string name = lp != nullptr ? type_of(*lp) : std::string();
   int mine = lp != nullptr ? c.rank : c.nprocs, first = mine;
   if (c.nprocs > 1) MPI_Allreduce(&mine, &first, 1, MPI_INT, MPI_MIN, c.comm);
   if (first == c.nprocs) return "";

@@ -102,17 +102,27 @@ TEST_P(CheckpointTest, RestartFromEachOfThreeCheckpointsMatchesUninterruptedRun)
     const PholdResult r = run_phold(MPI_COMM_WORLD, cfg, restart);
     EXPECT_EQ(r.events, whole.events) << written[i];
     EXPECT_EQ(r.checksum, whole.checksum) << written[i];
-    EXPECT_EQ(r.stats.windows, whole.stats.windows) << written[i];
-    EXPECT_EQ(r.stats.exchange_messages, whole.stats.exchange_messages) << written[i];
+    // With the same checkpoint times (windows end at them), the engine's counters continue
+    // exactly too: the boundary's repeated exchange is not counted.
+    PholdCheckpoints same = ck;
+    same.restart = written[i];
+    same.dir = (dir_ / ("re" + std::to_string(i))).string();
+    same.written = nullptr;
+    const PholdResult rs = run_phold(MPI_COMM_WORLD, cfg, same);
+    EXPECT_EQ(rs.checksum, whole.checksum) << written[i];
+    EXPECT_EQ(rs.stats.windows, with_ckpt.stats.windows) << written[i];
+    EXPECT_EQ(rs.stats.exchange_messages, with_ckpt.stats.exchange_messages) << written[i];
+    EXPECT_EQ(rs.stats.exchange_bytes, with_ckpt.stats.exchange_bytes) << written[i];
   }
   // --restart DIR follows DIR/latest: the last checkpoint.
   PholdCheckpoints latest;
   latest.restart = ck.dir;
   EXPECT_EQ(run_phold(MPI_COMM_WORLD, cfg, latest).checksum, whole.checksum);
-  // A restart may checkpoint again, and restarting from that gives the same result too.
+  // A restart may checkpoint again (times up to its own boundary are passed: one checkpoint
+  // here), and restarting from that gives the same result too.
   PholdCheckpoints again;
   again.restart = written[0];
-  again.at = {2'500'000};
+  again.at = {ck.at[0], 2'500'000};
   again.dir = (dir_ / "ck2").string();
   std::vector<std::string> w2;
   again.written = &w2;
@@ -121,6 +131,24 @@ TEST_P(CheckpointTest, RestartFromEachOfThreeCheckpointsMatchesUninterruptedRun)
   PholdCheckpoints from2;
   from2.restart = w2[0];
   EXPECT_EQ(run_phold(MPI_COMM_WORLD, cfg, from2).checksum, whole.checksum);
+}
+
+TEST_P(CheckpointTest, WallClockCheckpointsAgreeAcrossProcessesAndRestart) {
+  const PholdConfig cfg = small_config(GetParam());
+  const PholdResult whole = run_phold(MPI_COMM_WORLD, cfg);
+  PholdCheckpoints ck;
+  ck.every_s = 1e-9;  // due at every window (rank 0's clock decides; all processes follow)
+  ck.dir = (dir_ / "every").string();
+  std::vector<std::string> written;
+  ck.written = &written;
+  EXPECT_EQ(run_phold(MPI_COMM_WORLD, cfg, ck).checksum, whole.checksum);
+  ASSERT_GE(written.size(), 3u);
+  EXPECT_LE(written.size(), whole.stats.windows + 1);  // at most one per window boundary
+  for (const std::string& w : {written.front(), written[written.size() / 2]}) {
+    PholdCheckpoints r;
+    r.restart = w;
+    EXPECT_EQ(run_phold(MPI_COMM_WORLD, cfg, r).checksum, whole.checksum) << w;
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Threads, CheckpointTest, ::testing::Values(1u, 2u));
