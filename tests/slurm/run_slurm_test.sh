@@ -188,9 +188,9 @@ echo "ok: nightly fails with exit 1 on cluster.nic_bandwidth=100Gbps"
 
 step "4. time limit: SIGUSR1 to the batch shell stops fabricsim, the job requeues and completes"
 # cred_expire=10 above: a requeued job may start again after 10 s instead of Slurm's 120 s.
-# A 16-GPU AllReduce of 16 MiB at the packet rung: a few seconds, long enough to be signalled.
+# A 16-GPU AllReduce of 1 GiB at the packet rung: ~10 s, long enough to be signalled.
 printf '%s\n' "HYBRID_TRANSFORMER_FWD_IN_BCKWD model_parallel_NPU_group: 1 ep: 1 pp: 1 vpp: 1 ga: 1 all_gpus: 16 checkpoints: 0 checkpoint_initiates: 0" \
-  1 "ar -1 0 NONE 0 0 NONE 0 0 ALLREDUCE 16777216 0" > "$W/ar16.txt"
+  1 "ar -1 0 NONE 0 0 NONE 0 0 ALLREDUCE 1073741824 0" > "$W/ar16.txt"
 printf 'workload:\n  path: %s\n' "$W/ar16.txt" > "$W/long.yaml"
 "$FABRICSIM" run "$W/long.yaml" -q -o /dev/null --summary-json "$W/run/long.json" || fail "uninterrupted run"
 dl=$(grep '"digest"' "$W/run/long.json")
