@@ -1,6 +1,7 @@
 // `fabricsim run` and `fabricsim validate`.
 #include <mpi.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <iostream>
@@ -8,10 +9,15 @@
 
 #include "app/commands.hpp"
 #include "engine/errors.hpp"
+#include "engine/stop_signal.hpp"
+#include "engine/units.hpp"
 #include "jobs/run.hpp"
 
 namespace fabricsim::app {
 namespace {
+
+/// Exit code of a run a stop signal ended (EX_TEMPFAIL of sysexits.h: retry later, e.g. requeue).
+constexpr int kExitStopped = 75;
 
 void add_common(CLI::App* sub, jobs::RunOptions& opt) {
   sub->add_option("spec", opt.spec_path, "experiment spec (YAML); optional with --workload")->check(CLI::ExistingFile);
@@ -57,8 +63,35 @@ Action add_run(CLI::App& app) {
   auto trace = std::make_shared<std::pair<std::string, std::string>>();
   run->add_option("--trace", trace->first, "write a Perfetto / Chrome trace-event JSON (output.trace)");
   run->add_option("--trace-ranks", trace->second, "ranks to trace: A-B, A or all (output.trace_ranks, default 0-15)");
-  return [run, opt, fidelity, trace, part]() -> int {
+  // Checkpoints (docs/checkpoint.md).
+  auto ckpt = std::make_shared<std::pair<std::string, std::string>>();  // --checkpoint-at, --checkpoint-every
+  run->add_option("--checkpoint-at", ckpt->first,
+                  "write a checkpoint at these simulated times, comma-separated (e.g. 1ms,2ms)");
+  run->add_option("--checkpoint-every", ckpt->second, "write a checkpoint every wall-clock DURATION (e.g. 30min, 1h)");
+  run->add_flag("--checkpoint-at-signal", opt->checkpoint_at_signal,
+                "on SIGTERM/SIGUSR1 write a checkpoint before stopping (exit 75)");
+  run->add_option("--checkpoint-dir", opt->checkpoint_dir,
+                  "directory for checkpoints: DIR/ckpt-t<ps>ps/ and DIR/latest (needed by the flags above)");
+  run->add_option("--restart", opt->restart, "continue from a checkpoint: its directory, or a --checkpoint-dir (latest)");
+  return [run, opt, fidelity, trace, part, ckpt]() -> int {
     if (!*run) return -1;
+    if (run->count("--checkpoint-at") > 0) {
+      std::string list = ckpt->first;
+      std::size_t start = 0;
+      while (start <= list.size()) {
+        const std::size_t comma = std::min(list.find(',', start), list.size());
+        const std::string item = list.substr(start, comma - start);
+        opt->checkpoint_at.push_back(engine::parse_time_ps(item, "<cli>", "--checkpoint-at"));
+        start = comma + 1;
+      }
+    }
+    if (run->count("--checkpoint-every") > 0) {
+      opt->checkpoint_every_s = engine::parse_wall_seconds(ckpt->second, "<cli>", "--checkpoint-every");
+    }
+    if (run->count("--restart") > 0 && opt->restart.empty()) {
+      throw engine::InputError("<cli>", "--restart", "the path is empty", "give a checkpoint directory");
+    }
+    opt->stop_flag = engine::install_stop_signals();
     if (run->count("--partition") > 0) opt->sets.push_back("sim.partition=" + part->first);
     if (run->count("--save-partition") > 0) opt->sets.push_back("sim.save_partition=" + part->second);
     if (run->count("--fidelity") > 0) opt->sets.push_back("sim.fidelity=" + *fidelity);
@@ -75,6 +108,16 @@ Action add_run(CLI::App& app) {
     }
     threads_from_env(*opt);
     const auto res = jobs::run_simulation(*opt, MPI_COMM_WORLD, FABRICSIM_VERSION, FABRICSIM_GIT_COMMIT);
+    if (res.stopped) {
+      // The one final status line of a run a signal stopped (docs/checkpoint.md); no output file.
+      if (is_root()) {
+        std::cerr << "fabricsim: stopped by a signal at simulated time " << engine::format_time(res.stopped_at_ps)
+                  << " after " << res.stats.events << " events; "
+                  << (res.checkpoint.empty() ? std::string("no checkpoint") : "checkpoint " + res.checkpoint)
+                  << "; no output written\n";
+      }
+      return kExitStopped;
+    }
     if (is_root() && !opt->quiet) std::cout << res.summary_text << std::flush;
     return 0;
   };

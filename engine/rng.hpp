@@ -31,6 +31,8 @@ class CounterRng {
   /// Exponential with the given mean (inverse transform).
   double next_exponential(double mean) { return -mean * std::log1p(-next_unit()); }
   std::uint64_t counter() const { return counter_; }
+  /// Restores a counter() read earlier (checkpoint restart): the stream continues from there.
+  void set_counter(std::uint64_t c) { counter_ = c; }
 
  private:
   std::uint64_t key_;

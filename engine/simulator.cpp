@@ -9,6 +9,7 @@
 #include <thread>
 
 #include "engine/errors.hpp"
+#include "engine/state_io.hpp"
 
 namespace fabricsim::engine {
 namespace {
@@ -177,6 +178,9 @@ void Simulator::process_window(std::uint32_t t) {
   EventQueue& q = ts.queue;
   Lp* const* const lps = lps_.data();  // every local LP is registered (checked by run())
   const bool report = t == 0 && progress_;
+  // Stop and wall-clock checkpoint requests end a long window early (a window is unbounded when
+  // nothing is cut): a unit that handles less of its window than allowed stays conservative.
+  const bool watch = control_.stop_flag != nullptr || (t == 0 && control_.checkpoint_every_s > 0);
   std::uint64_t events = ts.events;
   // The queue writes each event whole into this buffer; the handler reads it there. Pushes made
   // by the handler never touch it.
@@ -198,18 +202,26 @@ void Simulator::process_window(std::uint32_t t) {
     lps[ev.dst]->handle(ev, ctx);
     ++events;
     // Progress: thread 0 only, a clock read every 2^16 events, a report per interval.
-    if (report && (events & 0xFFFF) == 0) {
-      ts.events = events;
-      ts.last_time = ev.time;
-      const double wall = now_s();
-      if (wall - progress_last_s_ >= progress_interval_s_) {
-        progress_last_s_ = wall;
-        progress_(ProgressInfo{ev.time, events, wall - run_start_s_});
+    if ((report || watch) && (events & 0xFFFF) == 0) {
+      if (report) {
+        ts.events = events;
+        ts.last_time = ev.time;
+        const double wall = now_s();
+        if (wall - progress_last_s_ >= progress_interval_s_) {
+          progress_last_s_ = wall;
+          progress_(ProgressInfo{ev.time, events, wall - run_start_s_});
+        }
       }
+      if (watch && cut_window(t)) break;
     }
   }
   if (events != ts.events) ts.last_time = ctx.now_;
   ts.events = events;
+}
+
+bool Simulator::cut_window(std::uint32_t t) const {
+  if (control_.stop_flag != nullptr && *control_.stop_flag != 0) return true;
+  return t == 0 && control_.checkpoint_every_s > 0 && now_s() - last_checkpoint_s_ >= control_.checkpoint_every_s;
 }
 
 void Simulator::set_progress(std::function<void(const ProgressInfo&)> callback, double interval_s) {
@@ -285,6 +297,13 @@ SimTime Simulator::set_window_bounds(const std::uint64_t* headers, SimTime end_t
       wide_end_ = std::min(sat_add(reach, lookahead_ps_), end_time);
     }
   }
+  // A window never crosses the next checkpoint time (shorter windows are always conservative),
+  // so the checkpoint's boundary comes at it even when the window is unbounded.
+  if (next_checkpoint_ < control_.checkpoint_at.size() && global_min < control_.checkpoint_at[next_checkpoint_]) {
+    const SimTime cap = control_.checkpoint_at[next_checkpoint_];
+    window_end_ = std::min(window_end_, cap);
+    wide_end_ = std::min(wide_end_, cap);
+  }
   for (std::uint32_t t = 0; t < threads_.size(); ++t) {
     threads_[t]->window_end = (rank_ == wide_proc_ && t == wide_thread_) ? wide_end_ : window_end_;
   }
@@ -312,7 +331,7 @@ SimTime Simulator::exchange_remote_and_min(bool local_error, bool& any_error, Si
   }
   if (qmin == kInfinity || q2 == qmin) qthread = kNoThread;
   mine[0] = static_cast<std::uint64_t>(qmin);
-  mine[1] = local_error ? 1 : 0;
+  mine[1] = (local_error ? kErrorBit : 0) | requests_local_;
   mine[2] = qthread;
   mine[3] = static_cast<std::uint64_t>(q2);
   SimTime out_min = kInfinity;
@@ -322,6 +341,7 @@ SimTime Simulator::exchange_remote_and_min(bool local_error, bool& any_error, Si
   }
   mine[4] = static_cast<std::uint64_t>(out_min);
   any_error = local_error;
+  requests_ = requests_local_;
   if (size_ > 1) {
     // Same tag for every window: MPI keeps the order of messages between a pair, and a process
     // sends its next window's message only after it received this one from everybody.
@@ -364,7 +384,8 @@ SimTime Simulator::exchange_remote_and_min(bool local_error, bool& any_error, Si
       }
       std::copy(rb.data(), rb.data() + hw,
                 headers_.begin() + static_cast<std::ptrdiff_t>(static_cast<std::size_t>(p) * hw));
-      any_error = any_error || rb.data()[1] != 0;
+      any_error = any_error || (rb.data()[1] & kErrorBit) != 0;
+      requests_ |= rb.data()[1] & (kStopBit | kCheckpointBit);
       unpack_remote(rb.data() + hw, rb.size() - hw, p);
     };
     // Waiting: poll for a while (a peer a few microseconds behind answers fastest that way),
@@ -418,15 +439,22 @@ void Simulator::run(SimTime end_time) {
   // init: sequential, in LP id order, each LP with its own thread's context.
   window_end_ = 0;
   wide_proc_ = -1;
+  stopped_ = false;
+  last_checkpoint_s_ = t_start;
   for (LpId id = 0; id < lps_.size(); ++id) {
     if (placement_.proc[id] != rank_) continue;
     if (lps_[id] == nullptr) throw InternalError("local LP " + std::to_string(id) + " not registered");
+    if (resumed_) continue;  // load_state() restored the state init() would have begun
     Context& ctx = threads_[placement_.thread[id]]->ctx;
     ctx.now_ = 0;
     ctx.self_ = id;
     lps_[id]->init(ctx);
   }
   for (std::uint32_t t = 0; t < nthreads; ++t) pull_thread_mail(t);
+  // A restart repeats the exchange of the boundary it was saved at: its messages are not counted
+  // again, so the counters equal an uninterrupted run's.
+  bool uncount_exchange = resumed_;
+  resumed_ = false;
 
   std::atomic<bool> stop{false};
   std::vector<std::exception_ptr> errors(nthreads);
@@ -458,9 +486,44 @@ void Simulator::run(SimTime end_time) {
       // Errors are collective: they travel with the exchange, so every process learns of them in
       // the same window, before any further MPI call.
       bool any_err = false;
+      requests_local_ = 0;
+      if (control_.stop_flag != nullptr && *control_.stop_flag != 0) requests_local_ |= kStopBit;
+      if (control_.checkpoint_every_s > 0 && rank_ == 0 && now_s() - last_checkpoint_s_ >= control_.checkpoint_every_s) {
+        requests_local_ |= kCheckpointBit;
+      }
+      const std::uint64_t bytes_before = stats_.exchange_bytes, messages_before = stats_.exchange_messages;
       const SimTime t_min = exchange_remote_and_min(local_err, any_err, end_time);
+      const bool restart_boundary = uncount_exchange;
+      if (uncount_exchange) {
+        stats_.exchange_bytes = bytes_before;
+        stats_.exchange_messages = messages_before;
+        uncount_exchange = false;
+      }
       if (any_err) raise_collectively(errors);
       if (t_min == kInfinity || t_min >= end_time) break;
+      // The boundary a restart continues from was checkpointed already: checkpoint times up to
+      // it are passed without writing it again.
+      while (restart_boundary && next_checkpoint_ < control_.checkpoint_at.size() &&
+             control_.checkpoint_at[next_checkpoint_] <= t_min) {
+        ++next_checkpoint_;
+      }
+      // Window boundary: every process has the same t_min and requests_ here.
+      bool checkpoint = (requests_ & kCheckpointBit) != 0;
+      while (next_checkpoint_ < control_.checkpoint_at.size() && control_.checkpoint_at[next_checkpoint_] <= t_min) {
+        checkpoint = true;
+        ++next_checkpoint_;
+      }
+      const bool stop = (requests_ & kStopBit) != 0;
+      if ((checkpoint || (stop && control_.checkpoint_at_stop)) && control_.on_checkpoint) {
+        boundary_ps_ = t_min;
+        control_.on_checkpoint(t_min);
+        last_checkpoint_s_ = now_s();
+      }
+      if (stop) {
+        stopped_ = true;
+        boundary_ps_ = t_min;
+        break;
+      }
       ++stats_.windows;
       sync.arrive_and_wait();
       guarded(0, [&] { process_window(0); });
@@ -486,6 +549,103 @@ void Simulator::run(SimTime end_time) {
   }
   stats_.wall_s = now_s() - t_start;
   if (fatal) std::rethrow_exception(fatal);
+}
+
+void Simulator::set_control(RunControl control) {
+  control_ = std::move(control);
+  std::sort(control_.checkpoint_at.begin(), control_.checkpoint_at.end());
+  next_checkpoint_ = 0;
+}
+
+const Lp* Simulator::first_uncheckpointable() const {
+  for (LpId id = 0; id < lps_.size(); ++id) {
+    if (is_local(id) && lps_[id] != nullptr && !lps_[id]->checkpointable()) return lps_[id];
+  }
+  return nullptr;
+}
+
+namespace {
+constexpr std::uint64_t kStateMagic = 0x31474E4554415453ull;  // "STATENG1"
+}  // namespace
+
+std::vector<std::byte> Simulator::save_state() {
+  StateWriter w;
+  w.put(kStateMagic);
+  w.put<std::uint32_t>(placement_.threads);
+  w.put<std::uint64_t>(lps_.size());
+  w.put<std::uint64_t>(stats_.windows);
+  w.put<std::uint64_t>(stats_.exchange_bytes);
+  w.put<std::uint64_t>(stats_.exchange_messages);
+  std::vector<Event> pending;
+  for (auto& ts : threads_) {
+    w.put<std::uint64_t>(ts->events);
+    w.put<std::uint64_t>(ts->remote);
+    w.put<std::uint64_t>(ts->cross_thread);
+    w.put<SimTime>(ts->last_time);
+    // At a boundary every event is in a queue (outboxes are empty). The queue is drained in its
+    // order and refilled: the order is a strict total order (EventLater), so it is unchanged.
+    pending.clear();
+    pending.reserve(ts->queue.size());
+    Event ev{NoInit{}};
+    while (!ts->queue.empty()) {
+      ts->queue.pop(ev);
+      pending.push_back(ev);
+    }
+    for (const Event& e : pending) ts->queue.push(e);
+    w.put_vector(pending);
+  }
+  for (LpId id = 0; id < lps_.size(); ++id) {
+    if (!is_local(id)) continue;
+    const Lp* lp = lps_[id];
+    if (lp == nullptr || !lp->checkpointable()) {
+      throw InternalError("save_state: LP " + std::to_string(id) + " (" +
+                          std::string(lp ? lp->type_name() : "unregistered") + ") cannot be checkpointed");
+    }
+    w.put<LpId>(id);
+    w.put<std::uint64_t>(seq_[id]);
+    StateWriter lw;
+    lp->save_state(lw);
+    w.put_vector(lw.bytes());
+  }
+  return std::move(w.bytes());
+}
+
+void Simulator::load_state(std::span<const std::byte> bytes, const std::string& what) {
+  StateReader r(bytes, what);
+  if (r.get<std::uint64_t>() != kStateMagic || r.get<std::uint32_t>() != placement_.threads ||
+      r.get<std::uint64_t>() != lps_.size()) {
+    r.fail();
+  }
+  stats_.windows = r.get<std::uint64_t>();
+  stats_.exchange_bytes = r.get<std::uint64_t>();
+  stats_.exchange_messages = r.get<std::uint64_t>();
+  for (std::uint32_t t = 0; t < threads_.size(); ++t) {
+    ThreadState& ts = *threads_[t];
+    ts.events = r.get<std::uint64_t>();
+    ts.remote = r.get<std::uint64_t>();
+    ts.cross_thread = r.get<std::uint64_t>();
+    ts.last_time = r.get<SimTime>();
+    while (!ts.queue.empty()) {
+      Event drop{NoInit{}};
+      ts.queue.pop(drop);
+    }
+    for (const Event& ev : r.get_vector<Event>()) {
+      if (ev.dst >= owner_.size() || owner_[ev.dst] != t || ev.time < 0 || ev.time > kMaxSimTime) r.fail();
+      ts.queue.push(ev);
+    }
+  }
+  for (LpId id = 0; id < lps_.size(); ++id) {
+    if (!is_local(id)) continue;
+    if (r.get<LpId>() != id || lps_[id] == nullptr) r.fail();
+    seq_[id] = r.get<std::uint64_t>();
+    const auto n = r.get<std::uint64_t>();
+    if (n > r.remaining()) r.fail();
+    StateReader lr(r.take(static_cast<std::size_t>(n)), what);
+    lps_[id]->load_state(lr);
+    if (lr.remaining() != 0) lr.fail();
+  }
+  if (r.remaining() != 0) r.fail();
+  resumed_ = true;
 }
 
 void Simulator::raise_collectively(const std::vector<std::exception_ptr>& errors) {

@@ -27,11 +27,14 @@
 /// earliest input time with a uniform lookahead); results never depend on window bounds.
 #include <mpi.h>
 
+#include <csignal>
 #include <cstdint>
 #include <cstring>
 #include <exception>
 #include <functional>
 #include <memory>
+#include <span>
+#include <string>
 #include <type_traits>
 #include <vector>
 
@@ -69,6 +72,28 @@ struct ProgressInfo {
   SimTime now_ps = 0;         ///< simulated time of thread 0's latest event
   std::uint64_t events = 0;   ///< events handled by thread 0 so far
   double wall_s = 0;          ///< wall time since run() started
+};
+
+/// Checkpoints and stop requests (docs/checkpoint.md). Both act only at a window boundary, where
+/// every event of every process is in an event queue (none in flight) and every process has the
+/// same view: requests travel in the window-exchange headers (bits of the error word), so every
+/// process sees them in the same window at no extra message.
+struct RunControl {
+  /// Simulated times (ps, ascending): a checkpoint at the first boundary at or after each, i.e.
+  /// once every event before it was handled. Times at or before a restart's time are skipped.
+  std::vector<SimTime> checkpoint_at;
+  /// Wall seconds between checkpoints (0: off); rank 0's clock, read once per window (and every
+  /// 2^16 events inside a window, which ends early when one is due).
+  double checkpoint_every_s = 0;
+  /// Set asynchronously (a signal handler): stop at the next boundary. Read once per window and
+  /// every 2^16 events inside a window, which then ends early (a window is unbounded when
+  /// nothing is cut, e.g. one process with one thread).
+  const volatile std::sig_atomic_t* stop_flag = nullptr;
+  /// Write a checkpoint at the boundary where a stop request stops the run.
+  bool checkpoint_at_stop = false;
+  /// Called on every process's thread 0 at a checkpoint boundary with its time (ps); collective.
+  /// It may call Simulator::save_state(). Exceptions end the run (rethrown by run()).
+  std::function<void(SimTime)> on_checkpoint;
 };
 
 /// Where every LP runs. `proc[lp]` is the MPI rank, `thread[lp]` the thread inside it.
@@ -138,8 +163,33 @@ class Simulator {
   bool is_local(LpId lp) const { return placement_.proc[lp] == rank_; }
   /// Registers a local LP (not owned). Every local LP must be registered before run().
   void add_lp(LpId id, Lp* lp);
-  /// Runs until no events remain or the next event is at or after `end_time`.
+  /// Runs until no events remain, the next event is at or after `end_time`, or a stop request
+  /// (RunControl::stop_flag) was seen at a window boundary (then stopped() is true).
+  /// After load_state() it continues from the restored state instead of calling init().
   void run(SimTime end_time = kInfinity);
+
+  /// Sets the checkpoint times and the stop flag (before run()).
+  void set_control(RunControl control);
+  /// True if the last run() ended on a stop request, before the events were exhausted.
+  bool stopped() const { return stopped_; }
+  /// The boundary where run() last stopped or checkpointed: every event before it was handled (ps).
+  SimTime boundary_ps() const { return boundary_ps_; }
+  /// Events this process handled so far (between windows: from RunControl::on_checkpoint).
+  std::uint64_t handled_events() const {
+    std::uint64_t n = 0;
+    for (const auto& ts : threads_) n += ts->events;
+    return n;
+  }
+  /// The first local LP (in id order) whose checkpointable() is false, or nullptr.
+  const Lp* first_uncheckpointable() const;
+  /// This process's state at a window boundary (only from RunControl::on_checkpoint, or after
+  /// run() returned): engine counters, per-LP sequence counters, every pending event (as bytes)
+  /// and every local LP's save_state(). @throws InternalError for an LP that is not checkpointable.
+  std::vector<std::byte> save_state();
+  /// Restores what save_state() wrote on the same process of a simulator built with the same
+  /// placement and LPs (all registered), before run(). @param what names the source in errors.
+  /// @throws InputError when the bytes do not fit this simulator's placement or LPs.
+  void load_state(std::span<const std::byte> bytes, const std::string& what);
 
   /// Calls `callback` from thread 0 about every `interval_s` wall seconds during run() (checked
   /// every 65,536 events, so a report never costs more than a clock read per 2^16 events).
@@ -210,11 +260,15 @@ class Simulator {
   void route_out(std::uint32_t from_thread, LpId dst, SimTime time, std::uint32_t kind, LpId src,
                  std::uint64_t seq, const void* payload, std::size_t bytes);
   void process_window(std::uint32_t t);
+  /// Thread t ends its window early: a stop request, or (thread 0) a wall-clock checkpoint due.
+  bool cut_window(std::uint32_t t) const;
   void pull_thread_mail(std::uint32_t t);
   /// Sends this process's outboxes and next-event time to every other process, receives theirs,
   /// queues the received events and returns the global minimum next-event time (kInfinity when
   /// none). `local_error` goes out with the messages; `any_error` is set when any process had
   /// one (then the received events may be incomplete and the run must stop).
+  /// `requests_local` (kStopBit | kCheckpointBit) goes out the same way; requests_ receives the
+  /// OR over all processes.
   SimTime exchange_remote_and_min(bool local_error, bool& any_error, SimTime end_time);
   /// Queues the events of one received message body (words after the header).
   /// @throws InternalError on a malformed message or an event for an LP of another process.
@@ -222,6 +276,8 @@ class Simulator {
   /// Words of a message header: queue minimum, error flag, the thread holding the queue minimum
   /// alone (or kNoThread), the other threads' minimum, the earliest event being sent.
   static constexpr std::size_t kWireHeaderWords = 5;
+  /// Bits of a header's error word (word 1): an error, a stop request, a checkpoint request.
+  static constexpr std::uint64_t kErrorBit = 1, kStopBit = 2, kCheckpointBit = 4;
   static constexpr std::uint64_t kNoThread = ~std::uint64_t{0};
   /// Sets every thread's window end from the gathered headers (rows of kWireHeaderWords
   /// words, one per process) and returns the global minimum next-event time.
@@ -255,6 +311,14 @@ class Simulator {
   double progress_interval_s_ = 1.0;
   double progress_last_s_ = 0;
   double run_start_s_ = 0;
+  RunControl control_;
+  std::size_t next_checkpoint_ = 0;   // control_.checkpoint_at[next_checkpoint_] is the next one
+  double last_checkpoint_s_ = 0;      // wall clock of the last checkpoint (or the run's start)
+  std::uint64_t requests_local_ = 0;  // this process's request bits for the coming exchange
+  std::uint64_t requests_ = 0;        // the OR over all processes, after the exchange
+  bool resumed_ = false;              // load_state() ran: run() skips init()
+  bool stopped_ = false;
+  SimTime boundary_ps_ = 0;
 };
 
 inline void Context::dispatch(LpId dst, SimTime time, std::uint32_t kind, const void* payload,

@@ -39,6 +39,19 @@ Split split_number(const std::string& text, const std::string& file, const std::
 
 }  // namespace
 
+double parse_wall_seconds(const std::string& text, const std::string& file, const std::string& field) {
+  const Split s = split_number(text, file, field, "30min");
+  double mult = 0;
+  if (s.unit == "s") mult = 1;
+  if (s.unit == "min") mult = 60;
+  if (s.unit == "h") mult = 3600;
+  if (mult == 0) {
+    throw InputError(file, field, "'" + text + "' needs a wall-clock unit s, min or h", "write it like \"30min\"");
+  }
+  if (s.value <= 0) throw InputError(file, field, "'" + text + "' is not positive", "give a positive duration");
+  return s.value * mult;
+}
+
 SimTime parse_time_ps(const std::string& text, const std::string& file, const std::string& field,
                       SimTime default_unit_ps) {
   const Split s = split_number(text, file, field, "500ns");

@@ -27,6 +27,10 @@ std::uint64_t parse_rate_bps(const std::string& text, const std::string& file,
 /// boolean words plus 0/1). @throws InputError(file, field) naming the accepted words otherwise.
 bool parse_bool(const std::string& text, const std::string& file, const std::string& field);
 
+/// Parses a wall-clock duration: a number with unit s|min|h (e.g. "90s", "30min", "1.5h").
+/// @returns seconds (> 0). @throws InputError(file, field) on bad text, another unit or <= 0.
+double parse_wall_seconds(const std::string& text, const std::string& file, const std::string& field);
+
 /// Formats picoseconds for humans ("12.345 us").
 std::string format_time(SimTime ps);
 

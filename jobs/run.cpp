@@ -25,7 +25,9 @@ RunResult run_simulation(const RunOptions& opt, MPI_Comm comm, const std::string
   run_stages::make_planner(c);
   if (opt.dry_run) return run_stages::dry_run_result(c);
   run_stages::build_lps(c);
+  run_stages::setup_checkpoints(c);
   run_stages::simulate(c);
+  if (c.sim->stopped()) return run_stages::stopped_result(c);
   run_stages::gather(c);
   run_stages::report(c);
   run_stages::write_outputs(c);

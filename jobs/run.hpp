@@ -3,6 +3,7 @@
 /// `fabricsim run`: spec -> workload -> topology -> partition -> engine -> results.
 #include <mpi.h>
 
+#include <csignal>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -42,6 +43,14 @@ struct RunOptions {
   const models::Workload* workload_data = nullptr;
   /// Keep every flow record in RunResult::flow_records (tests, small runs).
   bool keep_flows = false;
+  // Checkpoints and stop requests (docs/checkpoint.md).
+  std::vector<engine::SimTime> checkpoint_at;  ///< --checkpoint-at: simulated times (ps)
+  double checkpoint_every_s = 0;               ///< --checkpoint-every: wall seconds (0 = off)
+  bool checkpoint_at_signal = false;           ///< --checkpoint-at-signal
+  std::string checkpoint_dir;                  ///< --checkpoint-dir: where checkpoints go
+  std::string restart;                         ///< --restart: checkpoint to continue from
+  /// Set by a signal handler (engine/stop_signal.hpp): stop at the next window boundary.
+  const volatile std::sig_atomic_t* stop_flag = nullptr;
 };
 
 /// Packet-fabric counters summed over all switches and NICs. Zero at coarse rungs.
@@ -87,6 +96,12 @@ struct RunResult {
   std::vector<io::FlowRecord> flow_records;       ///< all flows (only with RunOptions::keep_flows)
   std::vector<io::LinkBinRecord> link_records;    ///< all link bins (only with keep_flows)
   std::vector<io::QueueBinRecord> queue_records;  ///< all queue bins (only with keep_flows)
+  /// A stop request (RunOptions::stop_flag) ended the run early: nothing was gathered or written;
+  /// stopped_at_ps is the window boundary reached, stats.events the events handled so far and
+  /// checkpoint the checkpoint written there ("" if none).
+  bool stopped = false;
+  engine::SimTime stopped_at_ps = 0;
+  std::string checkpoint;
 };
 
 /// Loads the workload named by a path: a Chakra ET prefix / .et file or a SimAI/AICB text file.

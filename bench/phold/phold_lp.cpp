@@ -5,7 +5,9 @@
 #include <string>
 #include <vector>
 
+#include "engine/checkpoint.hpp"
 #include "engine/errors.hpp"
+#include "engine/state_io.hpp"
 
 namespace fabricsim::models {
 namespace {
@@ -94,7 +96,31 @@ engine::Placement phold_placement(std::uint32_t lps, int processes, std::uint32_
   return pl;
 }
 
-PholdResult run_phold(MPI_Comm comm, const PholdConfig& cfg_in) {
+void PholdLp::save_state(engine::StateWriter& out) const {
+  out.put<std::uint64_t>(rng_.counter());
+  out.put<std::uint64_t>(events_);
+  out.put<engine::SimTime>(last_time_);
+}
+
+void PholdLp::load_state(engine::StateReader& in) {
+  rng_.set_counter(in.get<std::uint64_t>());
+  events_ = in.get<std::uint64_t>();
+  last_time_ = in.get<engine::SimTime>();
+}
+
+std::uint64_t phold_run_hash(const PholdConfig& cfg) {
+  engine::StateWriter w;
+  w.put(cfg.lps);
+  w.put(cfg.population);
+  w.put(cfg.remote_fraction);
+  w.put(cfg.mean_delay_ps);
+  w.put(cfg.lookahead_ps);
+  w.put(cfg.end_time_ps);
+  w.put(cfg.seed);
+  return engine::checkpoint_checksum(w.bytes());
+}
+
+PholdResult run_phold(MPI_Comm comm, const PholdConfig& cfg_in, const PholdCheckpoints& ckpt) {
   validate(cfg_in);
   const PholdConfig cfg = cfg_in;  // the LPs keep a pointer to it
   int size = 1;
@@ -106,6 +132,23 @@ PholdResult run_phold(MPI_Comm comm, const PholdConfig& cfg_in) {
     if (!sim.is_local(i)) continue;
     lps.push_back(std::make_unique<PholdLp>(i, cfg));
     sim.add_lp(i, lps.back().get());
+  }
+  engine::CheckpointIdentity id{ckpt.build, phold_run_hash(cfg), static_cast<std::uint32_t>(size), cfg.threads};
+  if (!ckpt.restart.empty()) {
+    const auto loaded = engine::read_checkpoint(comm, ckpt.restart, id);
+    sim.load_state(loaded.payload, loaded.path);
+  }
+  if (!ckpt.at.empty() || ckpt.every_s > 0) {
+    engine::RunControl control;
+    control.checkpoint_at = ckpt.at;
+    control.checkpoint_every_s = ckpt.every_s;
+    control.on_checkpoint = [&](engine::SimTime t) {
+      std::uint64_t events = 0;
+      for (const auto& lp : lps) events += lp->events();
+      const std::string path = engine::write_checkpoint(comm, ckpt.dir, id, t, events, sim.save_state());
+      if (ckpt.written != nullptr) ckpt.written->push_back(path);
+    };
+    sim.set_control(std::move(control));
   }
   sim.run(cfg.end_time_ps);
 

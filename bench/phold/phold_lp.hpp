@@ -10,6 +10,8 @@
 #include <mpi.h>
 
 #include <cstdint>
+#include <string>
+#include <vector>
 
 #include "engine/lp.hpp"
 #include "engine/rng.hpp"
@@ -65,6 +67,11 @@ class PholdLp : public engine::Lp {
   engine::LpId id() const { return id_; }
   std::uint64_t events() const { return events_; }
   engine::SimTime last_time() const { return last_time_; }
+  /// Checkpoints: the state is the RNG counter, the event count and the last event's time.
+  bool checkpointable() const override { return true; }
+  std::string_view type_name() const override { return "PholdLp"; }
+  void save_state(engine::StateWriter& out) const override;
+  void load_state(engine::StateReader& in) override;
   std::uint64_t checksum() const { return phold_lp_checksum(id_, events_, last_time_); }
 
  private:
@@ -79,8 +86,22 @@ class PholdLp : public engine::Lp {
 /// runs on process b / threads, thread b % threads.
 engine::Placement phold_placement(std::uint32_t lps, int processes, std::uint32_t threads);
 
+/// Checkpoints of a PHOLD run (docs/checkpoint.md; the engine's checkpoint tests use them).
+struct PholdCheckpoints {
+  std::vector<engine::SimTime> at;  ///< simulated times (ps) to checkpoint at
+  double every_s = 0;               ///< wall seconds between checkpoints (0: off)
+  std::string dir;                  ///< where (engine::write_checkpoint); needed with `at`
+  std::string restart;              ///< checkpoint to continue from ("" = start at time 0)
+  std::string build = "phold";      ///< build string the checkpoints carry (tests vary it)
+  std::vector<std::string>* written = nullptr;  ///< receives the checkpoint directories written
+};
+
+/// Hash of the fields of `cfg` that decide a run's events (the run hash of its checkpoints).
+std::uint64_t phold_run_hash(const PholdConfig& cfg);
+
 /// Runs PHOLD on every process of `comm` (collective). Validates cfg first.
-/// @throws engine::InputError on an invalid config (same on every process).
-PholdResult run_phold(MPI_Comm comm, const PholdConfig& cfg);
+/// @throws engine::InputError on an invalid config (same on every process), or a checkpoint
+///   to restart from that does not fit (engine::read_checkpoint).
+PholdResult run_phold(MPI_Comm comm, const PholdConfig& cfg, const PholdCheckpoints& ckpt = {});
 
 }  // namespace fabricsim::models

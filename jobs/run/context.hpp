@@ -119,6 +119,10 @@ struct RunContext {
   std::vector<std::unique_ptr<models::SwitchLp>> switches;
   std::unique_ptr<models::FlowNetLp> net;
 
+  // setup_checkpoints
+  std::string last_checkpoint;  ///< the checkpoint directory written last ("" if none)
+  engine::SimTime last_checkpoint_ps = -1;  ///< its boundary time (ps)
+
   // simulate
   bool progress_printed = false;  ///< the progress line was printed (set by the engine's callback)
   engine::EngineStats stats;
@@ -203,6 +207,12 @@ void make_planner(RunContext& c);
 RunResult dry_run_result(const RunContext& c);
 /// The engine and this process's LPs (jobs/run/lps.cpp).
 void build_lps(RunContext& c);
+/// Checkpoint and stop flags (RunOptions::checkpoint_*, restart, stop_flag): refuses them when an
+/// LP cannot be checkpointed, restores the --restart checkpoint, installs the engine's
+/// RunControl (jobs/run/checkpoint.cpp).
+void setup_checkpoints(RunContext& c);
+/// The result of a run a stop request ended (RunResult::stopped; jobs/run/checkpoint.cpp).
+RunResult stopped_result(RunContext& c);
 /// Runs the engine with a progress line; then checks every rank's DAG completed
 /// (jobs/run/simulate.cpp).
 void simulate(RunContext& c);

@@ -102,6 +102,7 @@ void simulate(RunContext& c) {
   c.log->info("simulated ({:.3f} s)", now_s() - c.t0);
   if (c.progress_printed) std::fprintf(stderr, "\n");
   c.stats = c.sim->global_stats();
+  if (c.sim->stopped()) return;  // a stop request: the DAGs are unfinished by design
   check_completed(c);
 }
 

@@ -6,7 +6,10 @@
 #   2. a 4-point sweep submitted as a job array (`fabricsim sweep --submit`) finishes and
 #      `--collect` aggregates 4 ok points into CSV + HDF5;
 #   3. slurm/nightly.sbatch runs a regression suite against its reference: passes, then fails
-#      (job exit code 1) with a changed parameter.
+#      (job exit code 1) with a changed parameter;
+#   4. issue 27's requeue pattern (docs/checkpoint.md): SIGUSR1 to a slurm/run.sbatch job's batch
+#      shell (as --signal=B:USR1@300 sends it) stops fabricsim with its status line and exit 75,
+#      the script requeues the job, and the requeued run's digest equals an uninterrupted run's.
 # The daemons use their own config, munge socket and ports, and are stopped by pid on exit.
 # Usage: tests/slurm/run_slurm_test.sh [FABRICSIM_BINARY]   (root; exit 77 = skipped)
 set -uo pipefail
@@ -71,7 +74,7 @@ SlurmctldPort=$PORT
 SlurmdPort=$((PORT + 1))
 AuthType=auth/munge
 CredType=cred/munge
-AuthInfo=socket=$W/munge/munge.sock
+AuthInfo=socket=$W/munge/munge.sock,cred_expire=10
 SlurmUser=root
 SlurmdUser=root
 ProctrackType=proctrack/linuxproc
@@ -182,4 +185,25 @@ rc=$?
 [ $rc = 1 ] || fail "regression with a changed parameter must exit 1, got $rc: $(tail -5 "$W/nightly-drift.out")"
 grep -q "DRIFT" "$W/nightly-drift.out" || fail "no DRIFT rows: $(cat "$W/nightly-drift.out")"
 echo "ok: nightly fails with exit 1 on cluster.nic_bandwidth=100Gbps"
+
+step "4. time limit: SIGUSR1 to the batch shell stops fabricsim, the job requeues and completes"
+# cred_expire=10 above: a requeued job may start again after 10 s instead of Slurm's 120 s.
+# A 16-GPU AllReduce of 1 GiB at the packet rung: ~10 s, long enough to be signalled.
+printf '%s\n' "HYBRID_TRANSFORMER_FWD_IN_BCKWD model_parallel_NPU_group: 1 ep: 1 pp: 1 vpp: 1 ga: 1 all_gpus: 16 checkpoints: 0 checkpoint_initiates: 0" \
+  1 "ar -1 0 NONE 0 0 NONE 0 0 ALLREDUCE 1073741824 0" > "$W/ar16.txt"
+printf 'workload:\n  path: %s\n' "$W/ar16.txt" > "$W/long.yaml"
+"$FABRICSIM" run "$W/long.yaml" -q -o /dev/null --summary-json "$W/run/long.json" || fail "uninterrupted run"
+dl=$(grep '"digest"' "$W/run/long.json")
+job=$(OUT_DIR="$W/run/requeue" FABRICSIM="$FABRICSIM" sbatch --parsable --output="$W/run/requeue.out" \
+  "$SRC/slurm/run.sbatch" "$W/long.yaml" --log-level info) || fail "sbatch slurm/run.sbatch: $job"
+for _ in $(seq 600); do grep -q 'simulating on' "$W/run/requeue.out" 2>/dev/null && break; sleep 0.1; done
+grep -q 'simulating on' "$W/run/requeue.out" || fail "job $job did not start simulating: $(cat "$W/run/requeue.out")"
+scancel --signal=USR1 --batch "$job" || fail "scancel --signal=USR1 --batch $job"
+wait_job "$job" 150 || fail "requeued job $job did not finish in 150 s: $(cat "$W/run/requeue.out")"
+grep -q 'fabricsim: stopped by a signal at simulated time .* events; no checkpoint; no output written' "$W/run/requeue.out" \
+  || fail "no status line: $(cat "$W/run/requeue.out")"
+grep -q "stopped (exit 75): requeueing job $job" "$W/run/requeue.out" || fail "not requeued: $(cat "$W/run/requeue.out")"
+grep -q '(restart 1)' "$W/run/requeue.out" || fail "the job did not run again: $(cat "$W/run/requeue.out")"
+[ "$(grep '"digest"' "$W/run/requeue/summary.json")" = "$dl" ] || fail "requeued digest differs from $dl"
+echo "ok: SIGUSR1 -> status line, exit 75, requeue, same digest ($dl)"
 echo "PASS: real Slurm checks"
