@@ -1,5 +1,6 @@
 // `fabricsim run` and `fabricsim validate`.
 #include <mpi.h>
+#include <unistd.h>
 
 #include <cstdio>
 #include <cstdlib>
@@ -8,6 +9,7 @@
 
 #include "app/commands.hpp"
 #include "engine/errors.hpp"
+#include "engine/units.hpp"
 #include "jobs/run.hpp"
 
 namespace fabricsim::app {
@@ -36,6 +38,21 @@ void threads_from_env(jobs::RunOptions& opt) {
   }
 }
 
+/// --progress and --progress-interval (given as `given`: mode, interval text) into
+/// opt.progress. Default mode: tty when stderr is a terminal, else lines; off with --quiet
+/// unless --progress is given. @throws engine::InputError naming the flag and the fix.
+void set_progress(const CLI::App& run, const std::pair<std::string, std::string>& given, jobs::RunOptions& opt) {
+  jobs::ProgressOptions& p = opt.progress;
+  if (run.count("--progress") > 0) {
+    p.mode = jobs::parse_progress_mode(given.first);
+  } else {
+    p.mode = opt.quiet ? jobs::ProgressMode::kOff : jobs::default_progress_mode(::isatty(STDERR_FILENO) != 0);
+  }
+  if (run.count("--progress-interval") > 0) {
+    p.interval_s = engine::parse_wall_seconds(given.second, "<cli>", "--progress-interval");
+  }
+}
+
 }  // namespace
 
 Action add_run(CLI::App& app) {
@@ -53,11 +70,18 @@ Action add_run(CLI::App& app) {
   auto part = std::make_shared<std::pair<std::string, std::string>>();
   run->add_option("--partition", part->first, "LP placement: topology, metis or a partition file (sim.partition)");
   run->add_option("--save-partition", part->second, "write the placement to FILE for reuse (sim.save_partition)");
+  auto progress = std::make_shared<std::pair<std::string, std::string>>();
+  run->add_option("--progress", progress->first,
+                  "progress on stderr: off, tty (one line rewritten in place) or lines (a complete line per interval, "
+                  "for logs); default tty when stderr is a terminal, else lines; off with --quiet (docs/progress.md)");
+  run->add_option("--progress-interval", progress->second,
+                  "wall time between progress reports, e.g. 500ms, 10s, 2min (default 60s)");
   auto trace = std::make_shared<std::pair<std::string, std::string>>();
   run->add_option("--trace", trace->first, "write a Perfetto / Chrome trace-event JSON (output.trace)");
   run->add_option("--trace-ranks", trace->second, "ranks to trace: A-B, A or all (output.trace_ranks, default 0-15)");
-  return [run, opt, fidelity, trace, part]() -> int {
+  return [run, opt, fidelity, trace, part, progress]() -> int {
     if (!*run) return -1;
+    set_progress(*run, *progress, *opt);
     if (run->count("--partition") > 0) opt->sets.push_back("sim.partition=" + part->first);
     if (run->count("--save-partition") > 0) opt->sets.push_back("sim.save_partition=" + part->second);
     if (run->count("--fidelity") > 0) opt->sets.push_back("sim.fidelity=" + *fidelity);
@@ -73,8 +97,9 @@ Action add_run(CLI::App& app) {
       throw engine::InputError("<cli>", "--summary-json", "the path is empty", "give a file name");
     }
     threads_from_env(*opt);
-    const auto res = jobs::run_simulation(*opt, MPI_COMM_WORLD, FABRICSIM_VERSION, FABRICSIM_GIT_COMMIT);
-    if (is_root() && !opt->quiet) std::cout << res.summary_text << std::flush;
+    // run_simulation prints the summary (rank 0) as soon as it is known, flushed.
+    opt->print_summary = !opt->quiet;
+    jobs::run_simulation(*opt, MPI_COMM_WORLD, FABRICSIM_VERSION, FABRICSIM_GIT_COMMIT);
     return 0;
   };
 }

@@ -176,7 +176,10 @@ void Simulator::process_window(std::uint32_t t) {
   Context& ctx = ts.ctx;
   EventQueue& q = ts.queue;
   Lp* const* const lps = lps_.data();  // every local LP is registered (checked by run())
-  const bool report = t == 0 && progress_;
+  // Progress (rank 0, thread 0): a clock read every progress_mask_ + 1 events. One unit alone
+  // reports here (it owns every LP); otherwise the next exchange asks for a round.
+  const bool check = t == 0 && rank_ == 0 && progress_ != nullptr;
+  const bool solo = progress_solo_;
   std::uint64_t events = ts.events;
   // The queue writes each event whole into this buffer; the handler reads it there. Pushes made
   // by the handler never touch it.
@@ -197,14 +200,18 @@ void Simulator::process_window(std::uint32_t t) {
     ctx.self_ = ev.dst;
     lps[ev.dst]->handle(ev, ctx);
     ++events;
-    // Progress: thread 0 only, a clock read every 2^16 events, a report per interval.
-    if (report && (events & 0xFFFF) == 0) {
+    if (check && (events & progress_mask_) == 0 && !progress_request_) {
       ts.events = events;
       ts.last_time = ev.time;
       const double wall = now_s();
-      if (wall - progress_last_s_ >= progress_interval_s_) {
-        progress_last_s_ = wall;
-        progress_(ProgressInfo{ev.time, events, wall - run_start_s_});
+      if (progress_due(wall)) {
+        if (solo) {
+          progress_last_s_ = wall;
+          const ProgressWork w = progress_sample_ ? progress_sample_(ev.time) : ProgressWork{};
+          progress_(ProgressInfo{ev.time, events, wall - run_start_s_, w});
+        } else {
+          progress_request_ = true;
+        }
       }
     }
   }
@@ -212,9 +219,33 @@ void Simulator::process_window(std::uint32_t t) {
   ts.events = events;
 }
 
-void Simulator::set_progress(std::function<void(const ProgressInfo&)> callback, double interval_s) {
-  progress_ = std::move(callback);
+void Simulator::set_progress(std::function<ProgressWork(SimTime)> sample,
+                             std::function<void(const ProgressInfo&)> report, double interval_s,
+                             std::uint64_t check_events) {
+  progress_sample_ = std::move(sample);
+  progress_ = std::move(report);
   progress_interval_s_ = interval_s;
+  std::uint64_t n = 1;
+  while (n < check_events && n < (std::uint64_t{1} << 62)) n <<= 1;
+  progress_mask_ = n - 1;
+}
+
+void Simulator::progress_round(SimTime now_ps) {
+  // Every thread is between windows here: every LP may be read.
+  const ProgressWork w = progress_sample_ ? progress_sample_(now_ps) : ProgressWork{};
+  std::uint64_t events = 0;
+  for (const auto& ts : threads_) events += ts->events;
+  // Events travel as a double: exact below 2^53.
+  double in[3] = {w.done, w.total, static_cast<double>(events)};
+  double sum[3] = {in[0], in[1], in[2]};
+  if (size_ > 1) MPI_Reduce(in, sum, 3, MPI_DOUBLE, MPI_SUM, 0, comm_);
+  if (rank_ != 0) return;
+  const double wall = now_s();
+  progress_last_s_ = wall;
+  progress_request_ = false;
+  if (progress_) {
+    progress_(ProgressInfo{now_ps, static_cast<std::uint64_t>(sum[2]), wall - run_start_s_, {sum[0], sum[1]}});
+  }
 }
 
 void Simulator::pull_thread_mail(std::uint32_t t) {
@@ -312,7 +343,8 @@ SimTime Simulator::exchange_remote_and_min(bool local_error, bool& any_error, Si
   }
   if (qmin == kInfinity || q2 == qmin) qthread = kNoThread;
   mine[0] = static_cast<std::uint64_t>(qmin);
-  mine[1] = local_error ? 1 : 0;
+  // Word 1: bit 0 this process's error; bit 1 (rank 0 only) a progress round after this exchange.
+  mine[1] = (local_error ? 1u : 0u) | (progress_request_ ? 2u : 0u);
   mine[2] = qthread;
   mine[3] = static_cast<std::uint64_t>(q2);
   SimTime out_min = kInfinity;
@@ -364,7 +396,7 @@ SimTime Simulator::exchange_remote_and_min(bool local_error, bool& any_error, Si
       }
       std::copy(rb.data(), rb.data() + hw,
                 headers_.begin() + static_cast<std::ptrdiff_t>(static_cast<std::size_t>(p) * hw));
-      any_error = any_error || rb.data()[1] != 0;
+      any_error = any_error || (rb.data()[1] & 1u) != 0;
       unpack_remote(rb.data() + hw, rb.size() - hw, p);
     };
     // Waiting: poll for a while (a peer a few microseconds behind answers fastest that way),
@@ -414,7 +446,14 @@ void Simulator::run(SimTime end_time) {
   const double t_start = now_s();
   run_start_s_ = t_start;
   progress_last_s_ = t_start;
+  progress_request_ = false;
   const std::uint32_t nthreads = placement_.threads;
+  // Thread 0 may sample inside a window, alone, when it runs every LP of the run (the other
+  // processes, if any, have none: their figures are zero).
+  progress_solo_ = true;
+  for (LpId id = 0; id < lps_.size() && progress_solo_; ++id) {
+    progress_solo_ = placement_.proc[id] == rank_ && placement_.thread[id] == 0;
+  }
   // init: sequential, in LP id order, each LP with its own thread's context.
   window_end_ = 0;
   wide_proc_ = -1;
@@ -458,9 +497,15 @@ void Simulator::run(SimTime end_time) {
       // Errors are collective: they travel with the exchange, so every process learns of them in
       // the same window, before any further MPI call.
       bool any_err = false;
+      // Rank 0 reads its clock at every 16th boundary (windows with fewer than 2^16 events).
+      if (progress_ && rank_ == 0 && !progress_request_ && (stats_.windows & 15) == 0 && progress_due(now_s())) {
+        progress_request_ = true;
+      }
       const SimTime t_min = exchange_remote_and_min(local_err, any_err, end_time);
       if (any_err) raise_collectively(errors);
       if (t_min == kInfinity || t_min >= end_time) break;
+      // Every process sees rank 0's flag in the same exchange, so all take part in the round.
+      if (size_ > 1 ? (headers_[1] & 2u) != 0 : progress_request_) progress_round(t_min);
       ++stats_.windows;
       sync.arrive_and_wait();
       guarded(0, [&] { process_window(0); });

@@ -14,6 +14,11 @@ namespace fabricsim::engine {
 SimTime parse_time_ps(const std::string& text, const std::string& file, const std::string& field,
                       SimTime default_unit_ps = 0);
 
+/// Parses a wall-clock duration (e.g. the CLI's --progress-interval): a number with unit
+/// ms|s|min|h, e.g. "500ms", "1s", "2min". @returns seconds, > 0.
+/// @throws InputError(file, field) on bad text, a missing or unknown unit, or a value <= 0.
+double parse_wall_seconds(const std::string& text, const std::string& file, const std::string& field);
+
 /// Parses a size: number with unit B|KB|MB|GB|KiB|MiB|GiB (decimal KB=1000, binary KiB=1024),
 /// or a bare integer meaning bytes. @returns bytes. @throws InputError on bad text or < 0.
 std::uint64_t parse_bytes(const std::string& text, const std::string& file, const std::string& field);
