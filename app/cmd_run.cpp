@@ -1,5 +1,6 @@
 // `fabricsim run` and `fabricsim validate`.
 #include <mpi.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cstdio>
@@ -43,6 +44,21 @@ void threads_from_env(jobs::RunOptions& opt) {
   }
 }
 
+/// --progress and --progress-interval (given as `given`: mode, interval text) into
+/// opt.progress. Default mode: tty when stderr is a terminal, else lines; off with --quiet
+/// unless --progress is given. @throws engine::InputError naming the flag and the fix.
+void set_progress(const CLI::App& run, const std::pair<std::string, std::string>& given, jobs::RunOptions& opt) {
+  jobs::ProgressOptions& p = opt.progress;
+  if (run.count("--progress") > 0) {
+    p.mode = jobs::parse_progress_mode(given.first);
+  } else {
+    p.mode = opt.quiet ? jobs::ProgressMode::kOff : jobs::default_progress_mode(::isatty(STDERR_FILENO) != 0);
+  }
+  if (run.count("--progress-interval") > 0) {
+    p.interval_s = engine::parse_wall_seconds(given.second, "<cli>", "--progress-interval");
+  }
+}
+
 }  // namespace
 
 Action add_run(CLI::App& app) {
@@ -60,6 +76,12 @@ Action add_run(CLI::App& app) {
   auto part = std::make_shared<std::pair<std::string, std::string>>();
   run->add_option("--partition", part->first, "LP placement: topology, metis or a partition file (sim.partition)");
   run->add_option("--save-partition", part->second, "write the placement to FILE for reuse (sim.save_partition)");
+  auto progress = std::make_shared<std::pair<std::string, std::string>>();
+  run->add_option("--progress", progress->first,
+                  "progress on stderr: off, tty (one line rewritten in place) or lines (a complete line per interval, "
+                  "for logs); default tty when stderr is a terminal, else lines; off with --quiet (docs/progress.md)");
+  run->add_option("--progress-interval", progress->second,
+                  "wall time between progress reports, e.g. 500ms, 10s, 2min (default 60s)");
   auto trace = std::make_shared<std::pair<std::string, std::string>>();
   run->add_option("--trace", trace->first, "write a Perfetto / Chrome trace-event JSON (output.trace)");
   run->add_option("--trace-ranks", trace->second, "ranks to trace: A-B, A or all (output.trace_ranks, default 0-15)");
@@ -73,8 +95,9 @@ Action add_run(CLI::App& app) {
   run->add_option("--checkpoint-dir", opt->checkpoint_dir,
                   "directory for checkpoints: DIR/ckpt-t<ps>ps/ and DIR/latest (needed by the flags above)");
   run->add_option("--restart", opt->restart, "continue from a checkpoint: its directory, or a --checkpoint-dir (latest)");
-  return [run, opt, fidelity, trace, part, ckpt]() -> int {
+  return [run, opt, fidelity, trace, part, ckpt, progress]() -> int {
     if (!*run) return -1;
+    set_progress(*run, *progress, *opt);
     if (run->count("--checkpoint-at") > 0) {
       std::string list = ckpt->first;
       std::size_t start = 0;
@@ -107,6 +130,8 @@ Action add_run(CLI::App& app) {
       throw engine::InputError("<cli>", "--summary-json", "the path is empty", "give a file name");
     }
     threads_from_env(*opt);
+    // run_simulation prints the summary (rank 0) as soon as it is known, flushed.
+    opt->print_summary = !opt->quiet;
     const auto res = jobs::run_simulation(*opt, MPI_COMM_WORLD, FABRICSIM_VERSION, FABRICSIM_GIT_COMMIT);
     if (res.stopped) {
       // The one final status line of a run a signal stopped (docs/checkpoint.md); no output file.
@@ -118,7 +143,6 @@ Action add_run(CLI::App& app) {
       }
       return kExitStopped;
     }
-    if (is_root() && !opt->quiet) std::cout << res.summary_text << std::flush;
     return 0;
   };
 }

@@ -122,6 +122,10 @@ int main(int argc, char** argv) {
   // (docs/benchmarks.md). FABRICSIM_HUGEPAGES=0 turns it off; results never depend on it.
   fabricsim::engine::reexec_with_huge_pages(argv);
   fabricsim::engine::init_mpi(&argc, &argv);
+  // stdout is fully buffered when redirected (every batch job): line-buffer it, so that each
+  // line printed is in the log at once and a job killed later keeps what it printed
+  // (docs/progress.md). stderr is unbuffered.
+  std::setvbuf(stdout, nullptr, _IOLBF, 0);
   using namespace fabricsim::app;
   const bool root = is_root();
   CLI::App app{"fabricsim: parallel discrete-event simulator of AI training clusters"};

@@ -177,7 +177,10 @@ void Simulator::process_window(std::uint32_t t) {
   Context& ctx = ts.ctx;
   EventQueue& q = ts.queue;
   Lp* const* const lps = lps_.data();  // every local LP is registered (checked by run())
-  const bool report = t == 0 && progress_;
+  // Progress (rank 0, thread 0): a clock read every progress_mask_ + 1 events. One unit alone
+  // reports here (it owns every LP); otherwise the next exchange asks for a round.
+  const bool check = t == 0 && rank_ == 0 && progress_ != nullptr;
+  const bool solo = progress_solo_;
   // Stop and wall-clock checkpoint requests end a long window early (a window is unbounded when
   // nothing is cut): a unit that handles less of its window than allowed stays conservative.
   const bool watch = control_.stop_flag != nullptr || (t == 0 && control_.checkpoint_every_s > 0);
@@ -201,19 +204,21 @@ void Simulator::process_window(std::uint32_t t) {
     ctx.self_ = ev.dst;
     lps[ev.dst]->handle(ev, ctx);
     ++events;
-    // Progress: thread 0 only, a clock read every 2^16 events, a report per interval.
-    if ((report || watch) && (events & 0xFFFF) == 0) {
-      if (report) {
-        ts.events = events;
-        ts.last_time = ev.time;
-        const double wall = now_s();
-        if (wall - progress_last_s_ >= progress_interval_s_) {
+    if (check && (events & progress_mask_) == 0 && !progress_request_) {
+      ts.events = events;
+      ts.last_time = ev.time;
+      const double wall = now_s();
+      if (progress_due(wall)) {
+        if (solo) {
           progress_last_s_ = wall;
-          progress_(ProgressInfo{ev.time, events, wall - run_start_s_});
+          const ProgressWork w = progress_sample_ ? progress_sample_(ev.time) : ProgressWork{};
+          progress_(ProgressInfo{ev.time, events, wall - run_start_s_, w});
+        } else {
+          progress_request_ = true;
         }
       }
-      if (watch && cut_window(t)) break;
     }
+    if (watch && (events & 0xFFFF) == 0 && cut_window(t)) break;
   }
   if (events != ts.events) ts.last_time = ctx.now_;
   ts.events = events;
@@ -224,9 +229,33 @@ bool Simulator::cut_window(std::uint32_t t) const {
   return t == 0 && control_.checkpoint_every_s > 0 && now_s() - last_checkpoint_s_ >= control_.checkpoint_every_s;
 }
 
-void Simulator::set_progress(std::function<void(const ProgressInfo&)> callback, double interval_s) {
-  progress_ = std::move(callback);
+void Simulator::set_progress(std::function<ProgressWork(SimTime)> sample,
+                             std::function<void(const ProgressInfo&)> report, double interval_s,
+                             std::uint64_t check_events) {
+  progress_sample_ = std::move(sample);
+  progress_ = std::move(report);
   progress_interval_s_ = interval_s;
+  std::uint64_t n = 1;
+  while (n < check_events && n < (std::uint64_t{1} << 62)) n <<= 1;
+  progress_mask_ = n - 1;
+}
+
+void Simulator::progress_round(SimTime now_ps) {
+  // Every thread is between windows here: every LP may be read.
+  const ProgressWork w = progress_sample_ ? progress_sample_(now_ps) : ProgressWork{};
+  std::uint64_t events = 0;
+  for (const auto& ts : threads_) events += ts->events;
+  // Events travel as a double: exact below 2^53.
+  double in[3] = {w.done, w.total, static_cast<double>(events)};
+  double sum[3] = {in[0], in[1], in[2]};
+  if (size_ > 1) MPI_Reduce(in, sum, 3, MPI_DOUBLE, MPI_SUM, 0, comm_);
+  if (rank_ != 0) return;
+  const double wall = now_s();
+  progress_last_s_ = wall;
+  progress_request_ = false;
+  if (progress_) {
+    progress_(ProgressInfo{now_ps, static_cast<std::uint64_t>(sum[2]), wall - run_start_s_, {sum[0], sum[1]}});
+  }
 }
 
 void Simulator::pull_thread_mail(std::uint32_t t) {
@@ -331,7 +360,9 @@ SimTime Simulator::exchange_remote_and_min(bool local_error, bool& any_error, Si
   }
   if (qmin == kInfinity || q2 == qmin) qthread = kNoThread;
   mine[0] = static_cast<std::uint64_t>(qmin);
-  mine[1] = (local_error ? kErrorBit : 0) | requests_local_;
+  // Word 1: the error bit, the stop/checkpoint requests, and (rank 0 only) a progress round
+  // after this exchange.
+  mine[1] = (local_error ? kErrorBit : 0) | requests_local_ | (progress_request_ ? kProgressBit : 0);
   mine[2] = qthread;
   mine[3] = static_cast<std::uint64_t>(q2);
   SimTime out_min = kInfinity;
@@ -435,7 +466,14 @@ void Simulator::run(SimTime end_time) {
   const double t_start = now_s();
   run_start_s_ = t_start;
   progress_last_s_ = t_start;
+  progress_request_ = false;
   const std::uint32_t nthreads = placement_.threads;
+  // Thread 0 may sample inside a window, alone, when it runs every LP of the run (the other
+  // processes, if any, have none: their figures are zero).
+  progress_solo_ = true;
+  for (LpId id = 0; id < lps_.size() && progress_solo_; ++id) {
+    progress_solo_ = placement_.proc[id] == rank_ && placement_.thread[id] == 0;
+  }
   // init: sequential, in LP id order, each LP with its own thread's context.
   window_end_ = 0;
   wide_proc_ = -1;
@@ -492,6 +530,10 @@ void Simulator::run(SimTime end_time) {
         requests_local_ |= kCheckpointBit;
       }
       const std::uint64_t bytes_before = stats_.exchange_bytes, messages_before = stats_.exchange_messages;
+      // Rank 0 reads its clock at every 16th boundary (windows with fewer than 2^16 events).
+      if (progress_ && rank_ == 0 && !progress_request_ && (stats_.windows & 15) == 0 && progress_due(now_s())) {
+        progress_request_ = true;
+      }
       const SimTime t_min = exchange_remote_and_min(local_err, any_err, end_time);
       const bool restart_boundary = uncount_exchange;
       if (uncount_exchange) {
@@ -524,6 +566,8 @@ void Simulator::run(SimTime end_time) {
         boundary_ps_ = t_min;
         break;
       }
+      // Every process sees rank 0's flag in the same exchange, so all take part in the round.
+      if (size_ > 1 ? (headers_[1] & kProgressBit) != 0 : progress_request_) progress_round(t_min);
       ++stats_.windows;
       sync.arrive_and_wait();
       guarded(0, [&] { process_window(0); });

@@ -67,11 +67,24 @@ struct EngineStats {
   double events_per_s() const { return wall_s > 0 ? static_cast<double>(events) / wall_s : 0.0; }
 };
 
-/// What a progress report carries (thread 0 of the calling process only).
+/// A model's own progress figures on one process (Simulator::set_progress). The engine sums
+/// them over processes; their unit is the model's (fabricsim's run: work in ps, see
+/// jobs/progress.hpp).
+struct ProgressWork {
+  double done = 0;   ///< work completed so far
+  double total = 0;  ///< work of the whole run
+};
+
+/// What a progress report carries: figures of the whole run, summed over every thread and
+/// process (rank 0 receives them; see Simulator::set_progress).
 struct ProgressInfo {
-  SimTime now_ps = 0;         ///< simulated time of thread 0's latest event
-  std::uint64_t events = 0;   ///< events handled by thread 0 so far
-  double wall_s = 0;          ///< wall time since run() started
+  /// Simulated time reached (ps): every event before it has been handled. At a window boundary
+  /// the global minimum next-event time; inside the window of a one-unit run (one process, one
+  /// thread) the time of the latest event.
+  SimTime now_ps = 0;
+  std::uint64_t events = 0;   ///< events handled so far, all threads and processes
+  double wall_s = 0;          ///< wall time since run() started (rank 0's clock)
+  ProgressWork work;          ///< the model's figures (ProgressWork), summed over processes
 };
 
 /// Checkpoints and stop requests (docs/checkpoint.md). Both act only at a window boundary, where
@@ -191,10 +204,21 @@ class Simulator {
   /// @throws InputError when the bytes do not fit this simulator's placement or LPs.
   void load_state(std::span<const std::byte> bytes, const std::string& what);
 
-  /// Calls `callback` from thread 0 about every `interval_s` wall seconds during run() (checked
-  /// every 65,536 events, so a report never costs more than a clock read per 2^16 events).
-  /// The callback runs on the engine's thread 0 and may read only that thread's LPs.
-  void set_progress(std::function<void(const ProgressInfo&)> callback, double interval_s = 1.0);
+  /// Progress reports during run(). About every `interval_s` wall seconds (rank 0's clock) the
+  /// engine calls `sample` on every process at a point where no LP runs (between windows; or,
+  /// when thread 0 of rank 0 runs every LP of the run, there between two events), sums the figures
+  /// over the processes (one MPI_Reduce of 3 doubles to rank 0) and calls `report` on rank 0
+  /// only. Rank 0 reads its clock on thread 0 every `check_events` events (rounded up to a power
+  /// of two; default 65,536) and at every 16th window boundary, so progress costs a clock read
+  /// per 2^16 events plus one reduction per report; it never changes what is simulated. When
+  /// the interval is due, rank 0 raises a flag in its next window-exchange header, so every
+  /// process takes part in the same window's reduction. A run of several units that share no
+  /// link (nothing cut: one window) therefore reports nothing. Call on every process before
+  /// run(), with the same arguments (other processes' `report` is never called); `interval_s` 0
+  /// reports at every check (tests).
+  void set_progress(std::function<ProgressWork(SimTime now_ps)> sample,
+                    std::function<void(const ProgressInfo&)> report, double interval_s,
+                    std::uint64_t check_events = 65536);
 
   /// This process's counters.
   const EngineStats& stats() const { return stats_; }
@@ -276,8 +300,9 @@ class Simulator {
   /// Words of a message header: queue minimum, error flag, the thread holding the queue minimum
   /// alone (or kNoThread), the other threads' minimum, the earliest event being sent.
   static constexpr std::size_t kWireHeaderWords = 5;
-  /// Bits of a header's error word (word 1): an error, a stop request, a checkpoint request.
-  static constexpr std::uint64_t kErrorBit = 1, kStopBit = 2, kCheckpointBit = 4;
+  /// Bits of a header's error word (word 1): an error, a stop request, a checkpoint request, and
+  /// (rank 0 only) a progress round after this exchange.
+  static constexpr std::uint64_t kErrorBit = 1, kStopBit = 2, kCheckpointBit = 4, kProgressBit = 8;
   static constexpr std::uint64_t kNoThread = ~std::uint64_t{0};
   /// Sets every thread's window end from the gathered headers (rows of kWireHeaderWords
   /// words, one per process) and returns the global minimum next-event time.
@@ -307,9 +332,19 @@ class Simulator {
   SimTime wide_end_ = 0;
   std::vector<MPI_Request> send_req_;
   EngineStats stats_;
+  /// A progress report is due (rank 0): reports in-window for a one-unit run, else flags the
+  /// next exchange header (bit 1 of word 1).
+  bool progress_due(double wall) const { return wall - progress_last_s_ >= progress_interval_s_; }
+  /// One progress round at a window boundary (every process, in the same window): sample, sum
+  /// to rank 0, report there. `now_ps`: the global minimum next-event time.
+  void progress_round(SimTime now_ps);
+  std::function<ProgressWork(SimTime)> progress_sample_;
   std::function<void(const ProgressInfo&)> progress_;
-  double progress_interval_s_ = 1.0;
+  double progress_interval_s_ = 60.0;
+  std::uint64_t progress_mask_ = 0xFFFF;  ///< thread 0 reads the clock when (events & mask) == 0
   double progress_last_s_ = 0;
+  bool progress_request_ = false;  ///< rank 0: ask for a progress round in the next exchange
+  bool progress_solo_ = false;     ///< this process's thread 0 runs every LP of the run (run())
   double run_start_s_ = 0;
   RunControl control_;
   std::size_t next_checkpoint_ = 0;   // control_.checkpoint_at[next_checkpoint_] is the next one

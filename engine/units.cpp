@@ -39,19 +39,6 @@ Split split_number(const std::string& text, const std::string& file, const std::
 
 }  // namespace
 
-double parse_wall_seconds(const std::string& text, const std::string& file, const std::string& field) {
-  const Split s = split_number(text, file, field, "30min");
-  double mult = 0;
-  if (s.unit == "s") mult = 1;
-  if (s.unit == "min") mult = 60;
-  if (s.unit == "h") mult = 3600;
-  if (mult == 0) {
-    throw InputError(file, field, "'" + text + "' needs a wall-clock unit s, min or h", "write it like \"30min\"");
-  }
-  if (s.value <= 0) throw InputError(file, field, "'" + text + "' is not positive", "give a positive duration");
-  return s.value * mult;
-}
-
 SimTime parse_time_ps(const std::string& text, const std::string& file, const std::string& field,
                       SimTime default_unit_ps) {
   const Split s = split_number(text, file, field, "500ns");
@@ -69,6 +56,33 @@ SimTime parse_time_ps(const std::string& text, const std::string& file, const st
   const double ps = s.value * mult;
   if (ps > 9.0e18) throw InputError(file, field, "'" + text + "' is too large", "use a smaller time");
   return static_cast<SimTime>(std::llround(ps));
+}
+
+double parse_wall_seconds(const std::string& text, const std::string& file, const std::string& field) {
+  const std::string fix = "give a positive duration with a unit ms, s, min or h, e.g. 500ms, 60s or 2min";
+  const auto first = text.find_first_not_of(" \t");
+  if (first != std::string::npos && text[first] == '-') {
+    throw InputError(file, field, "'" + text + "' is negative", fix);
+  }
+  Split s{0, ""};
+  try {
+    s = split_number(text, file, field, "60s");
+  } catch (const InputError&) {
+    throw InputError(file, field, "'" + text + "' is not a duration", fix);
+  }
+  static const std::vector<std::pair<std::string, double>> kUnits = {{"ms", 1e-3}, {"s", 1.0}, {"min", 60.0}, {"h", 3600.0}};
+  double mult = 0;
+  for (const auto& [u, m] : kUnits) {
+    if (s.unit == u) mult = m;
+  }
+  if (mult == 0) {
+    throw InputError(file, field,
+                     s.unit.empty() ? "'" + text + "' has no unit" : "unknown unit '" + s.unit + "' in '" + text + "'", fix);
+  }
+  const double sec = s.value * mult;
+  if (!(sec > 0)) throw InputError(file, field, "'" + text + "' is not positive", fix);
+  if (sec > 1e9) throw InputError(file, field, "'" + text + "' is too large", fix);
+  return sec;
 }
 
 bool parse_bool(const std::string& text, const std::string& file, const std::string& field) {

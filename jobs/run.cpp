@@ -1,5 +1,7 @@
 #include "jobs/run.hpp"
 
+#include <cstdio>
+
 #include "engine/units.hpp"
 #include "jobs/run/context.hpp"
 
@@ -30,7 +32,19 @@ RunResult run_simulation(const RunOptions& opt, MPI_Comm comm, const std::string
   if (c.sim->stopped()) return run_stages::stopped_result(c);
   run_stages::gather(c);
   run_stages::report(c);
+  // The summary goes out (flushed) before the outputs are written, so a job killed during the
+  // writing, or later, still has it in its log; the "output:" line once the file is in place.
+  const bool print = opt.print_summary && c.rank == 0;
+  if (print) {
+    std::fwrite(c.summary_body.data(), 1, c.summary_body.size(), stdout);
+    std::fflush(stdout);
+  }
   run_stages::write_outputs(c);
+  if (print) {
+    const std::string rest = c.res.summary_text.substr(c.summary_body.size());
+    std::fwrite(rest.data(), 1, rest.size(), stdout);
+    std::fflush(stdout);
+  }
   c.log->info("done: iteration {}, {} events, wall {:.3f} s", engine::format_time(c.res.meta.simulated_time_ps),
               c.res.stats.events, run_stages::now_s() - c.t0);
   return std::move(c.res);

@@ -11,6 +11,7 @@
 #include "engine/simulator.hpp"
 #include "io/chakra_reader.hpp"
 #include "io/results.hpp"
+#include "jobs/progress.hpp"
 #include "models/core/workload.hpp"
 
 namespace fabricsim::jobs {
@@ -51,6 +52,14 @@ struct RunOptions {
   std::string restart;                         ///< --restart: checkpoint to continue from
   /// Set by a signal handler (engine/stop_signal.hpp): stop at the next window boundary.
   const volatile std::sig_atomic_t* stop_flag = nullptr;
+  /// Progress on stderr during the simulation (rank 0; docs/progress.md). Off by default here;
+  /// `fabricsim run` sets it from --progress / --progress-interval. Every process must pass the
+  /// same mode (off or not): the reports are collective.
+  ProgressOptions progress;
+  /// Rank 0 prints the summary on stdout and flushes it as soon as it is known, before the
+  /// output files are written (`fabricsim run` without --quiet); the "output:" line follows
+  /// once they are in place. RunResult::summary_text holds the whole text either way.
+  bool print_summary = false;
 };
 
 /// Packet-fabric counters summed over all switches and NICs. Zero at coarse rungs.

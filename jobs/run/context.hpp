@@ -138,6 +138,7 @@ struct RunContext {
 
   // report
   RunMetrics metrics;
+  std::string summary_body;  ///< the summary without its "output:" line (printed before writing)
   std::string json_text;  ///< the summary JSON ("" when not asked for)
 
   const models::CollectivePlanner& planner() const { return *planned.planner; }

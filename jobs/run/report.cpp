@@ -320,7 +320,7 @@ void stats_lines(const RunContext& c, std::ostream& out) {
   }
 }
 
-/// The summary printed by `fabricsim run`.
+/// The summary printed by `fabricsim run`, up to the results digest (summary_output_line follows).
 std::string summary_text(const RunContext& c) {
   const RunResult& res = c.res;
   const Spec& spec = c.spec;
@@ -344,8 +344,12 @@ std::string summary_text(const RunContext& c) {
                      c.stats.events, c.stats.windows, c.stats.events_per_s(), c.nprocs, spec.threads, c.stats.wall_s);
   if (c.opt.stats) stats_lines(c, out);
   out << "results digest: " << res.digest << "\n";
-  if (!res.output_h5.empty()) out << "output: " << fs::absolute(res.output_h5).string() << "\n";
   return out.str();
+}
+
+/// The summary's last line, naming the HDF5 file ("" when none is written).
+std::string summary_output_line(const RunResult& res) {
+  return res.output_h5.empty() ? std::string() : "output: " + fs::absolute(res.output_h5).string() + "\n";
 }
 
 /// JSON `fabric`: the packet-fabric settings and counters.
@@ -472,7 +476,8 @@ std::string summary_json(const RunContext& c) {
 
 void report(RunContext& c) {
   c.metrics = compute_metrics(c);
-  c.res.summary_text = summary_text(c);
+  c.summary_body = summary_text(c);
+  c.res.summary_text = c.summary_body + summary_output_line(c.res);
   if (!c.spec.summary_json.empty()) c.json_text = summary_json(c);
 }
 

@@ -1,14 +1,15 @@
 // Stage `simulate` of `fabricsim run`: the engine run, its progress line, and the check that
 // every rank's DAG completed.
-#include <unistd.h>
-
 #include <cstdio>
+#include <map>
+#include <utility>
 
 #include <fmt/format.h>
 
 #include "engine/errors.hpp"
 #include "engine/heap_pages.hpp"
 #include "engine/units.hpp"
+#include "jobs/progress.hpp"
 #include "jobs/run/context.hpp"
 
 namespace fabricsim::jobs::run_stages {
@@ -17,32 +18,57 @@ using engine::InputError;
 
 namespace {
 
-/// Progress on stderr for long runs: rank 0, only on a terminal and without --quiet. The share
-/// of DAG nodes done is taken over the GPU LPs of engine thread 0 (the callback runs there).
-/// `printed` turns true once a line was printed.
+/// Progress reports (jobs/progress.hpp, docs/progress.md): every process gives its GPU ranks
+/// their work weights and samples their work; the engine sums the samples to rank 0, which
+/// prints (tty: one line rewritten with a carriage return; lines: one flushed line per report).
+/// `printed` turns true once a tty line was printed (it then needs a newline at the end).
 void install_progress(RunContext& c, bool& printed) {
-  if (c.rank != 0 || c.opt.quiet || !::isatty(STDERR_FILENO)) return;
-  std::vector<const models::GpuRankLp*> mine;
-  std::uint64_t total_nodes = 0;
+  const ProgressOptions& po = c.opt.progress;
+  if (po.mode == ProgressMode::kOff && !po.observer) return;
+  std::vector<const models::GpuRankLp*> ranks;
+  // Total work per (program, weight): ranks of one shared program share it.
+  std::map<std::pair<const void*, double>, double> totals;
   for (const auto& g : c.gpus) {
-    const auto id = g->rank_record().rank;
-    if (c.plan.placement.thread[id] == 0 && g->total_nodes() > 0) {
-      mine.push_back(g.get());
-      total_nodes += g->total_nodes();
+    const std::uint32_t r = g->rank_record().rank;
+    if (g->total_nodes() == 0 || r >= c.w.ranks) continue;
+    // Communication at the GPU's slowest port (ps per byte = 8e12 / rate_bps).
+    std::uint64_t rate = 0;
+    for (const models::Port& p : c.topo->ports(r)) {
+      if (p.rate_bps > 0 && (rate == 0 || p.rate_bps < rate)) rate = p.rate_bps;
     }
+    const double ps_per_byte = rate > 0 ? 8e12 / static_cast<double>(rate) : 0.0;
+    const auto& prog = c.w.program(r);
+    auto [it, fresh] = totals.try_emplace({static_cast<const void*>(&prog), ps_per_byte}, 0.0);
+    if (fresh) {
+      for (const auto& n : prog) it->second += models::GpuRankLp::node_work(n, ps_per_byte);
+    }
+    g->set_work_weights(ps_per_byte, it->second);
+    ranks.push_back(g.get());
   }
-  c.sim->set_progress([mine, total_nodes, &printed](const engine::ProgressInfo& p) {
-    std::uint64_t done = 0;
-    for (const auto* g : mine) done += g->done_nodes();
-    const double frac = total_nodes ? static_cast<double>(done) / static_cast<double>(total_nodes) : 0.0;
-    std::string eta = "?";
-    if (frac > 0.001) eta = fmt::format("{:.0f} s", p.wall_s * (1.0 - frac) / frac);
-    std::fprintf(stderr, "\rfabricsim: simulated %s, %.1f%% of DAG nodes, %.3g events/s, ETA %s   ",
-                 engine::format_time(p.now_ps).c_str(), 100.0 * frac,
-                 p.wall_s > 0 ? static_cast<double>(p.events) / p.wall_s : 0.0, eta.c_str());
-    std::fflush(stderr);
-    printed = true;
-  });
+  auto sample = [ranks](engine::SimTime now) {
+    engine::ProgressWork w;
+    for (const auto* g : ranks) {
+      w.done += g->work_done(now);
+      w.total += g->work_total();
+    }
+    return w;
+  };
+  const ProgressMode mode = po.mode;
+  const auto observer = po.observer;
+  const bool print = c.rank == 0;
+  auto report = [mode, observer, print, &printed, eta = ProgressEstimator{}](const engine::ProgressInfo& p) mutable {
+    const ProgressEstimate e = eta.next(p);
+    if (print && mode == ProgressMode::kTty) {
+      std::fprintf(stderr, "\rfabricsim: %s   ", progress_text(p, e).c_str());
+      std::fflush(stderr);
+      printed = true;
+    } else if (print && mode == ProgressMode::kLines) {
+      std::fprintf(stderr, "fabricsim: progress: %s\n", progress_text(p, e).c_str());
+      std::fflush(stderr);
+    }
+    if (observer) observer(p);
+  };
+  c.sim->set_progress(sample, report, po.interval_s, po.check_events);
 }
 
 /// Runs the engine. The engine knows no file names: its horizon error says "<spec>"; it is
@@ -98,9 +124,17 @@ void simulate(RunContext& c) {
   const engine::SimTime w_ps = c.plan.lookahead_ps;
   c.log->info("simulating on {} process(es) x {} thread(s), lookahead {}, heap pages: {}", c.nprocs, c.spec.threads,
               w_ps == engine::kInfinity ? std::string("none") : engine::format_time(w_ps), engine::heap_pages_note());
-  run_engine(c);
+  try {
+    run_engine(c);
+  } catch (...) {
+    if (c.progress_printed) std::fputc('\n', stderr);  // the error line starts on a line of its own
+    throw;
+  }
   c.log->info("simulated ({:.3f} s)", now_s() - c.t0);
-  if (c.progress_printed) std::fprintf(stderr, "\n");
+  if (c.progress_printed) {
+    std::fprintf(stderr, "\n");
+    std::fflush(stderr);
+  }
   c.stats = c.sim->global_stats();
   if (c.sim->stopped()) return;  // a stop request: the DAGs are unfinished by design
   check_completed(c);

@@ -232,6 +232,7 @@ void GpuRankLp::watch_nodes(const std::vector<std::uint32_t>& nodes) {
 
 void GpuRankLp::node_done(std::uint32_t n, Context& ctx) {
   ++done_nodes_;
+  if (work_on_) done_work_ += node_work((*program_)[n], work_ps_per_byte_);
   done_flag_[n] = 1;
   if (!watch_slot_.empty() && watch_slot_[n] >= 0) watch_ps_[static_cast<std::size_t>(watch_slot_[n])] = ctx.now();
   for (std::uint32_t k = dep_begin_[n]; k < dep_begin_[n + 1]; ++k) {
@@ -250,6 +251,7 @@ void GpuRankLp::start_compute(Context& ctx) {
   compute_queue_.pop_front();
   account(ctx.now());
   compute_busy_ = true;
+  compute_node_ = n;
   compute_start_ = ctx.now();
   SimTime d = (*program_)[n].duration_ps;
   if (compute_factor_ != 1.0) d = static_cast<SimTime>(std::llround(static_cast<double>(d) * compute_factor_));
@@ -1226,6 +1228,44 @@ void GpuRankLp::handle(const engine::Event& ev, Context& ctx) {
       throw engine::InternalError("gpu " + std::to_string(id_) + ": unexpected event kind " +
                                   std::to_string(ev.kind));
   }
+}
+
+double GpuRankLp::work_done(engine::SimTime now) const {
+  if (!work_on_) return 0;
+  double w = done_work_;
+  if (compute_busy_) {
+    const WorkNode& n = (*program_)[compute_node_];
+    if (n.duration_ps > 0 && now > compute_start_) {
+      const double share = std::min(1.0, static_cast<double>(now - compute_start_) / static_cast<double>(n.duration_ps));
+      w += share * node_work(n, work_ps_per_byte_);
+    }
+  }
+  for (const CollState& st : coll_states_) {
+    if (!st.started || st.completed) continue;
+    double done = 0, total = 0;
+    if (st.stream) {
+      done = (st.stream_in >= 0 ? 1 : 0) + (st.stream_out >= 0 ? 1 : 0) + std::min(st.token_round, st.token_rounds);
+      total = 2.0 + st.token_rounds;
+    } else if (st.ring) {
+      done = st.done_ops;
+      total = 2.0 * st.ring_steps;
+    } else if (st.plan.lazy_channels) {
+      std::uint64_t recvs = 0;
+      for (std::uint32_t c = 0; c < st.plan.lazy_channels->channels; ++c) recvs += st.plan.lazy_channels->recv_count(c);
+      total = static_cast<double>(recvs);
+      done = total - static_cast<double>(st.recvs_left);
+    } else if (st.plan.lazy_tree || st.plan.lazy_nvls) {
+      done = st.done_ops;
+      total = with_dag(st.plan, [](const auto& t) { return static_cast<double>(t.total); });
+    } else {
+      done = st.done_ops;
+      total = st.plan.size();
+    }
+    // The + 1 is the completion itself: a running collective's share stays below 1 (its whole
+    // node_work counts in done_work_ once it completed).
+    w += std::min(done, total) / (total + 1.0) * node_work((*program_)[st.node], work_ps_per_byte_);
+  }
+  return w;
 }
 
 std::int64_t GpuRankLp::first_unfinished() const {

@@ -90,6 +90,31 @@ class GpuRankLp final : public engine::Lp, private NicOwner {
   /// DAG nodes completed so far / in total (progress reports; read only from this LP's thread).
   std::uint32_t done_nodes() const { return done_nodes_; }
   std::uint32_t total_nodes() const { return nodes_size(); }
+  /// Progress work of one node (jobs/progress.hpp), in ps: 1 ps plus a compute node's duration,
+  /// or plus a communication node's (collective, send, receive) bytes x `ps_per_byte`.
+  static double node_work(const WorkNode& n, double ps_per_byte) {
+    const double w = n.type == NodeType::kCompute ? static_cast<double>(n.duration_ps)
+                                                  : static_cast<double>(n.bytes) * ps_per_byte;
+    return 1.0 + w;
+  }
+  /// Turns on progress work accounting (off by default): nodes count node_work(n, ps_per_byte).
+  /// `total` must be the sum of node_work over this rank's program (the caller computes it
+  /// once per shared program). Call before init().
+  void set_work_weights(double ps_per_byte, double total) {
+    work_ps_per_byte_ = ps_per_byte;
+    work_total_ = total;
+    work_on_ = true;
+  }
+  /// Work of the whole program (ps of work; set_work_weights), 0 when off.
+  double work_total() const { return work_total_; }
+  /// Work done at simulated time `now` (ps of work): the completed nodes' work plus the
+  /// completed share of the running ones: the compute node's elapsed share of its duration, and
+  /// each started collective's share done / (total + 1) of its plan's operations (ops; a lazy
+  /// channel ring's receives; a streamed ring's two stream halves and its token rounds; the + 1
+  /// is the completion). Sends and receives in flight count 0 until done. Below work_total() until the
+  /// last node completed. Call only where this LP does not run (between windows, or from its
+  /// own thread between events); costs O(collectives in flight).
+  double work_done(engine::SimTime now) const;
   /// First node that never completed (for deadlock reports), or -1.
   std::int64_t first_unfinished() const;
   io::RankRecord rank_record() const;
@@ -412,6 +437,10 @@ class GpuRankLp final : public engine::Lp, private NicOwner {
   const std::uint32_t* dep_index_ = nullptr;    //   dep_index_[dep_begin_[n] .. dep_begin_[n+1])
   const std::uint32_t* instance_ = nullptr;     // index_->instance: collective node -> instance number
   std::uint32_t done_nodes_ = 0;
+  // Progress work (set_work_weights): done_work_ sums node_work of the completed nodes.
+  bool work_on_ = false;
+  double work_ps_per_byte_ = 0, work_total_ = 0, done_work_ = 0;
+  std::uint32_t compute_node_ = 0;  ///< the node on the compute stream while compute_busy_
   std::vector<char> done_flag_;
   std::deque<std::uint32_t> compute_queue_;
   bool compute_busy_ = false;
