@@ -384,15 +384,20 @@ struct SpecReader {
 
 /// Step 1: reads the YAML file (if any), checks its keys, applies --set, and records the
 /// effective text and the keys set on the command line.
-SpecReader read_spec_yaml(const std::string& path, const std::vector<std::string>& sets, Spec& s) {
+/// `text` (not null): the file's content, already read.
+SpecReader read_spec_yaml(const std::string& path, const std::vector<std::string>& sets, Spec& s,
+                          const std::string* text) {
   SpecReader r;
   r.spec = &s;
   if (!path.empty()) {
     s.file = path;
-    std::ifstream in(path);
-    if (!in) throw InputError(path, "<file>", "cannot open the spec", "check the path");
+    std::ifstream in;
+    if (text == nullptr) {
+      in.open(path);
+      if (!in) throw InputError(path, "<file>", "cannot open the spec", "check the path");
+    }
     try {
-      r.root = YAML::Load(in);
+      r.root = text != nullptr ? YAML::Load(*text) : YAML::Load(in);
     } catch (const YAML::Exception& e) {
       throw InputError(path, "line " + std::to_string(e.mark.line + 1), "YAML syntax error: " + e.msg,
                        "fix the YAML syntax");
@@ -797,11 +802,10 @@ void load_output_keys(const SpecReader& r, Spec& s) {
   }
 }
 
-}  // namespace
-
-Spec load_spec(const std::string& path, const std::vector<std::string>& sets) {
+/// The common loader: `*text` is the content of `path` when not null, else `path` is read.
+Spec load_spec_text(const std::string& path, const std::vector<std::string>& sets, const std::string* text) {
   Spec s;
-  const SpecReader r = read_spec_yaml(path, sets, s);
+  const SpecReader r = read_spec_yaml(path, sets, s, text);
   load_workload_keys(r, s);
   s.cluster_given = static_cast<bool>(r.root["cluster"]);
   load_cluster_sizes(r, s);
@@ -811,6 +815,16 @@ Spec load_spec(const std::string& path, const std::vector<std::string>& sets) {
   load_collective_keys(r, s);
   load_output_keys(r, s);
   return s;
+}
+
+}  // namespace
+
+Spec load_spec(const std::string& path, const std::vector<std::string>& sets) {
+  return load_spec_text(path, sets, nullptr);
+}
+
+Spec parse_spec(const std::string& text, const std::string& path, const std::vector<std::string>& sets) {
+  return load_spec_text(path, sets, &text);
 }
 
 models::ClusterSpec resolve_cluster(const Spec& spec, std::uint32_t ranks) {

@@ -45,7 +45,10 @@ struct Flow {
 }  // namespace
 
 CustomSchedule load_teccl_schedule(const std::string& path) {
-  const std::string text = read_all(path, "schedule");
+  return parse_teccl_schedule(read_all(path, "schedule"), path);
+}
+
+CustomSchedule parse_teccl_schedule(const std::string& text, const std::string& path) {
   nlohmann::json j;
   try {
     j = nlohmann::json::parse(text);
@@ -187,9 +190,13 @@ struct Tb {
 
 }  // namespace
 
-CustomSchedule load_msccl_schedule(const std::string& path) {
+namespace {
+
+/// The common MSCCL reader: parses `*text` when not null, else reads `path`.
+CustomSchedule read_msccl_schedule(const std::string& path, const std::string* text) {
   pugi::xml_document doc;
-  const pugi::xml_parse_result r = doc.load_file(path.c_str());
+  const pugi::xml_parse_result r =
+      text != nullptr ? doc.load_buffer(text->data(), text->size()) : doc.load_file(path.c_str());
   if (!r) {
     if (r.status == pugi::status_file_not_found || r.status == pugi::status_io_error) {
       throw InputError(path, "schedule", "cannot open the schedule file", "check the path (relative to the spec file)");
@@ -336,6 +343,14 @@ CustomSchedule load_msccl_schedule(const std::string& path) {
     }
   }
   return s;
+}
+
+}  // namespace
+
+CustomSchedule load_msccl_schedule(const std::string& path) { return read_msccl_schedule(path, nullptr); }
+
+CustomSchedule parse_msccl_schedule(const std::string& text, const std::string& path) {
+  return read_msccl_schedule(path, &text);
 }
 
 CustomSchedule load_custom_schedule(const std::string& path) {

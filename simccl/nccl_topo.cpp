@@ -67,9 +67,13 @@ void pair_up(NcclTopo& t, const std::vector<std::vector<pugi::xml_node>>& gpu_ch
 
 }  // namespace
 
-NcclTopo load_nccl_topo(const std::string& path, int default_sm) {
+namespace {
+
+/// The common reader: parses `*text` when not null, else reads `path`.
+NcclTopo read_nccl_topo(const std::string& path, int default_sm, const std::string* text) {
   pugi::xml_document doc;
-  const pugi::xml_parse_result r = doc.load_file(path.c_str());
+  const pugi::xml_parse_result r =
+      text != nullptr ? doc.load_buffer(text->data(), text->size()) : doc.load_file(path.c_str());
   if (!r) {
     if (r.status == pugi::status_file_not_found || r.status == pugi::status_io_error) {
       throw InputError(path, "NCCL_TOPO_FILE", "cannot read the NCCL topology file",
@@ -178,6 +182,16 @@ NcclTopo load_nccl_topo(const std::string& path, int default_sm) {
     }
   }
   return t;
+}
+
+}  // namespace
+
+NcclTopo load_nccl_topo(const std::string& path, int default_sm) {
+  return read_nccl_topo(path, default_sm, nullptr);
+}
+
+NcclTopo parse_nccl_topo(const std::string& text, const std::string& path, int default_sm) {
+  return read_nccl_topo(path, default_sm, &text);
 }
 
 NcclTopo fallback_nccl_topo(int gpus, int nics, double nic_GBps) {

@@ -51,6 +51,10 @@ struct NcclTopo {
 /// unreadable, is not XML, has no `system` root, or describes no GPU.
 NcclTopo load_nccl_topo(const std::string& path, int default_sm);
 
+/// As load_nccl_topo, parsing the XML `text` (the file's content; `path` names it in messages).
+/// @throws engine::InputError as load_nccl_topo, except for an unreadable file.
+NcclTopo parse_nccl_topo(const std::string& text, const std::string& path, int default_sm);
+
 /// NCCL's fallback when it has no usable topology: `gpus` GPUs and `nics` NICs on one flat PCIe
 /// tree (one CPU), no NVLink, so intra-node traffic is bounded by PCIe (the cost model's
 /// pci_GBps); NIC i is closest to GPU i x gpus / nics.
