@@ -18,7 +18,8 @@ using Outcome = std::optional<std::string>;
 /// Chakra ET (io/chakra_reader): up to kMaxChakraRanks rank files, separated by kChakraRankSep,
 /// written to a private temporary folder as PREFIX.<rank>.et and read with read_chakra(PREFIX).
 Outcome feed_chakra(std::string_view bytes);
-/// SimAI/AICB workload text (io/simai_reader), world size from the file (gpus_override 0).
+/// SimAI/AICB workload text (io/simai_reader): world size from the file (gpus_override 0), and
+/// when it names none (AICB files), 8 GPUs.
 Outcome feed_simai(std::string_view bytes);
 /// YAML spec (jobs/spec): the text up to a line "#--set", then one `--set key=value` per line.
 Outcome feed_spec(std::string_view bytes);

@@ -72,7 +72,8 @@ TEST(FuzzRegress, CorpusFilesAreAcceptedOrRefusedAsNamed) {
       if (name.rfind("ok-", 0) == 0) {
         EXPECT_FALSE(out.has_value()) << "refused: " << *out;
       } else {
-        ASSERT_TRUE(out.has_value()) << "accepted, but the name says it is refused";
+        EXPECT_TRUE(out.has_value()) << "accepted, but the name says it is refused";
+        if (!out.has_value()) continue;
         EXPECT_FALSE(out->empty());
         EXPECT_EQ(out->find('\n'), std::string::npos) << *out;
       }
