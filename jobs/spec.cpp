@@ -216,10 +216,13 @@ const SpecKey* find_key(const std::string& path) {
 }
 
 std::string closest_key(const std::string& path) {
+  // The distance is quadratic in the length: compare only the first 128 characters (twice the
+  // longest key), so a megabyte-long --set key costs no more than a typo.
+  const std::string probe = path.substr(0, 128);
   std::string best;
   std::size_t best_d = std::string::npos;
   for (const auto& k : spec_keys()) {
-    const std::size_t d = edit_distance(path, k.path);
+    const std::size_t d = edit_distance(probe, k.path);
     if (d < best_d) {
       best_d = d;
       best = k.path;

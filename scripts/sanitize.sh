@@ -40,8 +40,11 @@ for pass in "${passes[@]}"; do
         export ASAN_OPTIONS="$ASAN_OPTIONS:fast_unwind_on_malloc=0"
         for t in "${TESTS[@]}"; do
           bin=$(find "$B/tests" -type f -name "$t" -perm -u+x | head -n 1)
+          # A wall-clock bound (topology build under 2 s) does not hold under ASan's slowdown.
+          filter="*"
+          [ "$t" != topology_test ] || filter="-Topology.ThousandGpuFabricsBuildFast"
           echo "sanitize: ASan+UBSan $t"
-          "$bin" --gtest_brief=1
+          "$bin" --gtest_brief=1 --gtest_filter="$filter"
         done
       )
       echo "sanitize: AddressSanitizer and UndefinedBehaviorSanitizer found nothing"
