@@ -8,22 +8,23 @@
 namespace fabricsim::fuzz {
 
 Outcome feed_spec(std::string_view bytes) {
-  constexpr std::string_view kSets = "#--set\n";
-  std::string yaml(bytes);
+  // The YAML ends at the first line "#--set"; each later non-empty line is one --set entry.
+  constexpr std::string_view kSets = "#--set";
+  std::string yaml;
   std::vector<std::string> sets;
-  std::size_t at = yaml.rfind(kSets, 0) == 0 ? 0 : yaml.find("\n" + std::string(kSets));
-  if (at != std::string::npos) {
-    const std::size_t begin = at + (at == 0 ? kSets.size() : kSets.size() + 1);
-    std::string rest = yaml.substr(begin);
-    yaml.resize(at);
-    std::size_t pos = 0;
-    while (pos <= rest.size()) {
-      const std::size_t eol = rest.find('\n', pos);
-      const std::string line = rest.substr(pos, eol == std::string::npos ? std::string::npos : eol - pos);
-      if (!line.empty()) sets.push_back(line);
-      if (eol == std::string::npos) break;
-      pos = eol + 1;
+  bool in_sets = false;
+  while (!bytes.empty()) {
+    const std::size_t eol = bytes.find('\n');
+    const std::string_view line = bytes.substr(0, eol);
+    if (in_sets) {
+      if (!line.empty()) sets.emplace_back(line);
+    } else if (line == kSets) {
+      in_sets = true;
+    } else {
+      yaml.append(line);
+      if (eol != std::string_view::npos) yaml.push_back('\n');
     }
+    bytes.remove_prefix(eol == std::string_view::npos ? bytes.size() : eol + 1);
   }
   try {
     (void)jobs::parse_spec(yaml, "fuzz-input.yaml", sets);
