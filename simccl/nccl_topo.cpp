@@ -12,6 +12,10 @@ namespace fabricsim::simccl {
 
 using engine::InputError;
 
+/// Most NVLinks one GPU may have in a topology file (the sum of its `nvlink count`s): NVLink 4
+/// and 5 GPUs have 18 (H100, B200), so 64 leaves room and keeps every sum in int.
+constexpr long long kMaxNvlinks = 64;
+
 namespace {
 
 // PCI class as a number ("0x030200" -> 0x030200); -1 when absent.
@@ -96,6 +100,7 @@ NcclTopo read_nccl_topo(const std::string& path, int default_sm, const std::stri
     std::vector<std::vector<pugi::xml_node>>* nc;
     int* cpu;
     int sm;
+    std::string bad, bad_value;  ///< the field and value of the first bad attribute ("" = none)
     bool for_each(pugi::xml_node& n) override {
       const std::string name = n.name();
       if (name == "cpu") {
@@ -106,7 +111,17 @@ NcclTopo read_nccl_topo(const std::string& path, int default_sm, const std::stri
         g.busid = n.parent().attribute("busid").as_string();
         g.dev = n.attribute("dev").as_int(static_cast<int>(t->gpus.size()));
         g.sm = n.attribute("sm").as_int(sm);
-        for (const pugi::xml_node l : n.children("nvlink")) g.nvlinks += l.attribute("count").as_int(1);
+        for (const pugi::xml_node l : n.children("nvlink")) {
+          // Counts are small (NVLink 4: 18 links per GPU); bounding each and the sum keeps the
+          // sum in int. The walker cannot throw through pugixml: it records the error and stops.
+          const long long count = l.attribute("count").as_llong(1);
+          if (count < 1 || count > kMaxNvlinks || g.nvlinks + count > kMaxNvlinks) {
+            bad = "gpu " + std::to_string(t->gpus.size()) + " nvlink count";
+            bad_value = l.attribute("count").as_string();
+            return false;
+          }
+          g.nvlinks += static_cast<int>(count);
+        }
         g.cpu = std::max(0, *cpu);
         t->gpus.push_back(g);
         gc->push_back(chain(n.parent()));
@@ -129,6 +144,10 @@ NcclTopo read_nccl_topo(const std::string& path, int default_sm, const std::stri
   w.cpu = &cpu_index;
   w.sm = default_sm;
   sys.traverse(w);
+  if (!w.bad.empty()) {
+    throw InputError(path, w.bad, "'" + w.bad_value + "' is not 1.." + std::to_string(kMaxNvlinks) + " in all",
+                     "give the NVLink counts NCCL dumped (NVLink 4: 18 links per GPU)");
+  }
   if (t.gpus.empty()) {
     // Skeleton: PCI functions only (NCCL fuses detected devices into them by bus id).
     t.skeleton = true;

@@ -48,7 +48,8 @@ struct NcclTopo {
 /// Reads an NCCL topology XML.
 /// @param default_sm compute capability for GPUs whose `gpu` element lacks `sm` (skeletons)
 /// @throws engine::InputError naming `path` (field NCCL_TOPO_FILE) when the file is missing or
-/// unreadable, is not XML, has no `system` root, or describes no GPU.
+/// unreadable, is not XML, has no `system` root, describes no GPU, or gives a GPU NVLink counts
+/// that are not 1 or more per `nvlink` element and at most 64 in all.
 NcclTopo load_nccl_topo(const std::string& path, int default_sm);
 
 /// As load_nccl_topo, parsing the XML `text` (the file's content; `path` names it in messages).
