@@ -213,6 +213,13 @@ CustomSchedule read_msccl_schedule(const std::string& path, const std::string* t
   s.op = msccl_coll(algo.attribute("coll").as_string(), path);
   const int ngpus = algo.attribute("ngpus").as_int(0);
   if (ngpus < 2) throw InputError(path, "algo.ngpus", "missing or below 2", "give ngpus");
+  // Per-GPU tables are sized by ngpus before any gpu element is read: bound it (an ngpus of
+  // 2^31 asked for 51 GB, found by fuzz_msccl).
+  constexpr int kMaxMscclGpus = 1 << 16;
+  if (ngpus > kMaxMscclGpus) {
+    throw InputError(path, "algo.ngpus", std::to_string(ngpus) + " is above " + std::to_string(kMaxMscclGpus),
+                     "give the algorithm's GPU count");
+  }
   const int per_loop = algo.attribute("nchunksperloop").as_int(0);
   if (per_loop < 1) throw InputError(path, "algo.nchunksperloop", "missing or below 1", "give nchunksperloop");
   s.n_ranks = static_cast<std::uint32_t>(ngpus);

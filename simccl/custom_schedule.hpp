@@ -60,7 +60,7 @@ CustomSchedule parse_teccl_schedule(const std::string& text, const std::string& 
 /// network). A step waits for the previous step of its thread block and for step `deps` of thread
 /// block `depid` when given. The k-th send on connection (gpu, peer, chan) matches the k-th
 /// receive of the peer's thread block receiving from gpu on chan.
-/// @throws engine::InputError for unreadable XML, an unknown coll or step type, unmatched
+/// @throws engine::InputError for unreadable XML, ngpus outside 2..65536, an unknown coll or step type, unmatched
 /// send/receive counts on a connection, bad peers, or a dependency cycle.
 CustomSchedule load_msccl_schedule(const std::string& path);
 
