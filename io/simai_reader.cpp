@@ -690,6 +690,10 @@ models::Workload read_simai(const std::string& path, std::uint32_t gpus_override
   if (!in) {
     throw InputError(path, "file", "cannot open for reading", "check the path and permissions");
   }
+  return read_simai(in, path, gpus_override);
+}
+
+models::Workload read_simai(std::istream& in, const std::string& path, std::uint32_t gpus_override) {
   std::vector<std::string> lines;
   for (std::string s; std::getline(in, s);) lines.push_back(s);
   // A UTF-8 byte-order mark (some editors write one) is not part of the policy token.

@@ -62,6 +62,7 @@
 /// Limitations: activation recomputation (`checkpoints`, the FWD_IN_BCKWD recompute) and
 /// HYBRID_CUSTOMIZED's per-layer policy column are not modeled.
 #include <cstdint>
+#include <istream>
 #include <string>
 
 #include "models/core/workload.hpp"
@@ -80,5 +81,9 @@ namespace fabricsim::io {
 ///         above a micro-batch's lines, vpp > 1 with ga not a multiple of pp, unsupported policy, wrong layer count, wrong column count, non-numeric or negative
 ///         values, unknown comm types.
 models::Workload read_simai(const std::string& path, std::uint32_t gpus_override);
+
+/// As read_simai(path, ...), reading the file's content from `in`; `path` names it in messages.
+/// @throws engine::InputError as read_simai(path, ...), except for an unreadable file.
+models::Workload read_simai(std::istream& in, const std::string& path, std::uint32_t gpus_override);
 
 }  // namespace fabricsim::io

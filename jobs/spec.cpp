@@ -225,10 +225,13 @@ const SpecKey* find_key(const std::string& path) {
 }
 
 std::string closest_key(const std::string& path) {
+  // The distance is quadratic in the length: compare only the first 128 characters (twice the
+  // longest key), so a megabyte-long --set key costs no more than a typo.
+  const std::string probe = path.substr(0, 128);
   std::string best;
   std::size_t best_d = std::string::npos;
   for (const auto& k : spec_keys()) {
-    const std::size_t d = edit_distance(path, k.path);
+    const std::size_t d = edit_distance(probe, k.path);
     if (d < best_d) {
       best_d = d;
       best = k.path;
@@ -393,15 +396,20 @@ struct SpecReader {
 
 /// Step 1: reads the YAML file (if any), checks its keys, applies --set, and records the
 /// effective text and the keys set on the command line.
-SpecReader read_spec_yaml(const std::string& path, const std::vector<std::string>& sets, Spec& s) {
+/// `text` (not null): the file's content, already read.
+SpecReader read_spec_yaml(const std::string& path, const std::vector<std::string>& sets, Spec& s,
+                          const std::string* text) {
   SpecReader r;
   r.spec = &s;
   if (!path.empty()) {
     s.file = path;
-    std::ifstream in(path);
-    if (!in) throw InputError(path, "<file>", "cannot open the spec", "check the path");
+    std::ifstream in;
+    if (text == nullptr) {
+      in.open(path);
+      if (!in) throw InputError(path, "<file>", "cannot open the spec", "check the path");
+    }
     try {
-      r.root = YAML::Load(in);
+      r.root = text != nullptr ? YAML::Load(*text) : YAML::Load(in);
     } catch (const YAML::Exception& e) {
       throw InputError(path, "line " + std::to_string(e.mark.line + 1), "YAML syntax error: " + e.msg,
                        "fix the YAML syntax");
@@ -865,11 +873,10 @@ void load_output_keys(const SpecReader& r, Spec& s) {
   }
 }
 
-}  // namespace
-
-Spec load_spec(const std::string& path, const std::vector<std::string>& sets) {
+/// The common loader: `*text` is the content of `path` when not null, else `path` is read.
+Spec load_spec_text(const std::string& path, const std::vector<std::string>& sets, const std::string* text) {
   Spec s;
-  const SpecReader r = read_spec_yaml(path, sets, s);
+  const SpecReader r = read_spec_yaml(path, sets, s, text);
   load_workload_keys(r, s);
   s.cluster_given = static_cast<bool>(r.root["cluster"]);
   load_cluster_sizes(r, s);
@@ -879,6 +886,16 @@ Spec load_spec(const std::string& path, const std::vector<std::string>& sets) {
   load_collective_keys(r, s);
   load_output_keys(r, s);
   return s;
+}
+
+}  // namespace
+
+Spec load_spec(const std::string& path, const std::vector<std::string>& sets) {
+  return load_spec_text(path, sets, nullptr);
+}
+
+Spec parse_spec(const std::string& text, const std::string& path, const std::vector<std::string>& sets) {
+  return load_spec_text(path, sets, &text);
 }
 
 models::ClusterSpec resolve_cluster(const Spec& spec, std::uint32_t ranks) {

@@ -86,6 +86,10 @@ struct Spec {
 /// @throws engine::InputError naming the file and key, with a fix (closest key for typos).
 Spec load_spec(const std::string& path, const std::vector<std::string>& sets);
 
+/// As load_spec, with the YAML `text` as the content of `path` (not read; relative paths in it
+/// are resolved against path's folder, and messages name it). @throws engine::InputError as load_spec.
+Spec parse_spec(const std::string& text, const std::string& path, const std::vector<std::string>& sets);
+
 /// Checks that every `--set` entry is "key=value" with a known key, without applying it (so a
 /// command running many specs, e.g. `regress`, refuses a typo before anything runs).
 /// @throws engine::InputError ("<cli>", naming the key and the closest known one) as load_spec.

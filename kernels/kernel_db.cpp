@@ -116,6 +116,10 @@ KernelDb KernelDb::load(const std::string& path) {
 void KernelDb::load_more(const std::string& path) {
   std::ifstream in(path);
   if (!in) throw InputError(path, "<file>", "cannot open the kernel database", "check the path (kernels/data/kernels.csv is the shipped one)");
+  load_more(in, path);
+}
+
+void KernelDb::load_more(std::istream& in, const std::string& path) {
   static const std::vector<std::string> kCols = {"gpu", "op", "dtype", "shape", "flops", "bytes", "time_us", "source", "quality"};
   std::string line;
   std::size_t lineno = 0;

@@ -31,6 +31,7 @@
 /// bandwidth. The class is compute-bound when the arithmetic intensity flops/bytes is at or above
 /// the source GPU's ridge point F/B; rows without flops/bytes use the op's default class.
 #include <cstdint>
+#include <istream>
 #include <map>
 #include <optional>
 #include <string>
@@ -138,6 +139,9 @@ class KernelDb {
   static KernelDb load(const std::string& path);
   /// Appends the rows of another CSV file (later files add rows; duplicates are kept).
   void load_more(const std::string& path);
+  /// As load_more(path), reading the CSV text from `in`; `path` names it in messages.
+  /// @throws engine::InputError as load(), except for an unreadable file.
+  void load_more(std::istream& in, const std::string& path);
   /// Path of the shipped database (kernels/data/kernels.csv under the source tree or
   /// $FABRICSIM_SOURCE_DIR, or $FABRICSIM_KERNEL_DB when set).
   static std::string default_path();

@@ -207,6 +207,17 @@ struct CsvReader {
     }
     return v;
   }
+  /// A dimension that keys a grid (head dim, window, head counts): a whole number >= 0 (> 0 when
+  /// `positive`) of at most kMaxDim, so that it converts to int exactly.
+  double whole(std::size_t c, const std::string& name, bool positive) const {
+    constexpr double kMaxDim = 1 << 30;
+    const double v = num(c, name, positive);
+    if (v != std::floor(v) || v > kMaxDim) {
+      throw InputError(file, where() + " column " + name, "'" + std::string(get(c, name)) + "' is not a whole number up to 2^30",
+                       "fix the row (dimensions are whole numbers)");
+    }
+    return v;
+  }
 };
 
 }  // namespace
@@ -229,11 +240,7 @@ void parse_gemm_table(const std::string& text, const std::string& file, std::map
   for (auto& [d, g] : out) g.finish();
 }
 
-namespace {
-
-using AttnKey = std::tuple<int, int, std::string, std::string, int>;
-
-void parse_attn_table(const std::string& text, const std::string& file, std::map<AttnKey, Grid3>& out) {
+void parse_attention_table(const std::string& text, const std::string& file, std::map<AttentionKey, Grid3>& out) {
   CsvReader r(text, file);
   r.read_header();
   const std::size_t cb = r.col("batch_size"), cs = r.col("isl"), ch = r.col("num_heads"),
@@ -250,17 +257,15 @@ void parse_attn_table(const std::string& text, const std::string& file, std::map
     if (csrc != SIZE_MAX && r.get(csrc, "kernel_source") != "torch_flow") continue;
     if (cbeam != SIZE_MAX && r.num(cbeam, "beam_width", false) != 1) continue;
     if (cstep != SIZE_MAX && r.num(cstep, "step", false) != 0) continue;
-    const double h = r.num(ch, "num_heads", true), kv = r.num(ckv, "num_key_value_heads", true);
-    const double hd = r.num(chd, "head_dim", true), win = r.num(cw, "window_size", false);
+    const double h = r.whole(ch, "num_heads", true), kv = r.whole(ckv, "num_key_value_heads", true);
+    const double hd = r.whole(chd, "head_dim", true), win = r.whole(cw, "window_size", false);
     if (std::fmod(h, kv) != 0) continue;  // not a whole GQA group: never matched by a query
-    const AttnKey key{int(hd), int(win), std::string(r.get(cad, "attn_dtype")), std::string(r.get(ckd, "kv_cache_dtype")),
+    const AttentionKey key{int(hd), int(win), std::string(r.get(cad, "attn_dtype")), std::string(r.get(ckd, "kv_cache_dtype")),
                       int(h / kv)};
     out[key].add({r.num(cb, "batch_size", true), r.num(cs, "isl", true), h}, r.num(cl, "latency", true));
   }
   for (auto& [k, g] : out) g.finish();
 }
-
-}  // namespace
 
 // ---- MeasuredTables ------------------------------------------------------------------------
 
@@ -317,7 +322,7 @@ const MeasuredTables::Attn* MeasuredTables::attn_table(const std::string& sys) c
   std::unique_ptr<Attn> t;
   if (std::filesystem::exists(path)) {
     t = std::make_unique<Attn>();
-    parse_attn_table(read_zstd_file(path), path, t->grids);
+    parse_attention_table(read_zstd_file(path), path, t->grids);
   }
   load_s_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return attn_.emplace(sys, std::move(t)).first->second.get();
@@ -345,8 +350,13 @@ std::optional<TableTime> MeasuredTables::attention(const GpuSpec& gpu, Dtype d, 
   std::lock_guard<std::mutex> g(mu_);
   const Attn* t = attn_table(sys);
   if (t == nullptr) return std::nullopt;
-  const auto it = t->grids.find(AttnKey{int(head_dim), int(window), dt, dt, int(heads / kv_heads)});
-  if (it == t->grids.end() || head_dim != std::floor(head_dim) || window != std::floor(window)) return std::nullopt;
+  // Only whole dimensions within int range can match a row (the parser keeps no others); checked
+  // before the conversions, which are undefined for values int cannot hold.
+  constexpr double kMaxDim = 1 << 30;
+  const auto whole = [](double v) { return v >= 0 && v <= kMaxDim && v == std::floor(v); };
+  if (!whole(head_dim) || !whole(window) || !whole(heads / kv_heads)) return std::nullopt;
+  const auto it = t->grids.find(AttentionKey{int(head_dim), int(window), dt, dt, int(heads / kv_heads)});
+  if (it == t->grids.end()) return std::nullopt;
   if (auto r = it->second.lookup({batch, seq, heads})) return r;
   if (batch > 1) {
     if (auto r = it->second.lookup({1, seq, heads})) return TableTime{r->time_us * batch, TableHow::kExtrapolated};

@@ -29,6 +29,7 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <tuple>
 #include <unordered_map>
 #include <vector>
 
@@ -128,5 +129,12 @@ class MeasuredTables {
 
 /// Parses a gemm table (CSV text of `file`). @throws engine::InputError naming file, line, column.
 void parse_gemm_table(const std::string& text, const std::string& file, std::map<std::string, Grid3>& out);
+
+/// An attention grid's key: (head dim, window, attention dtype, KV-cache dtype, heads / KV heads).
+using AttentionKey = std::tuple<int, int, std::string, std::string, int>;
+
+/// Parses a context-attention table (CSV text of `file`) into one grid per AttentionKey.
+/// @throws engine::InputError naming file, line, column.
+void parse_attention_table(const std::string& text, const std::string& file, std::map<AttentionKey, Grid3>& out);
 
 }  // namespace fabricsim::kernels

@@ -138,6 +138,11 @@ engine::Placement read_partition(const std::string& path, std::uint32_t num_lps,
   }
   std::ifstream f(path);
   if (!f) throw engine::InputError(path, "sim.partition", "cannot read the partition file", "give topology, metis or an existing file");
+  return read_partition(f, path, num_lps, procs, threads);
+}
+
+engine::Placement read_partition(std::istream& f, const std::string& path, std::uint32_t num_lps,
+                                 std::uint32_t procs, std::uint32_t threads) {
   std::string line;
   std::getline(f, line);
   std::istringstream h(line);

@@ -2,6 +2,7 @@
 /// @file partition.hpp
 /// Assigns LPs to (MPI process, thread) and derives the lookahead from the cut links.
 #include <cstdint>
+#include <istream>
 #include <string>
 #include <vector>
 
@@ -70,6 +71,11 @@ void write_partition(const std::string& path, const engine::Placement& p, std::u
 /// processes is refused too: the extra processes would hold no LP and sit idle).
 engine::Placement read_partition(const std::string& path, std::uint32_t num_lps, std::uint32_t procs,
                                  std::uint32_t threads);
+
+/// As read_partition(path, ...), reading the file's content from `f`; `path` names it in messages.
+/// @throws InputError as read_partition(path, ...), except for an unreadable file.
+engine::Placement read_partition(std::istream& f, const std::string& path, std::uint32_t num_lps,
+                                 std::uint32_t procs, std::uint32_t threads);
 
 /// Human-readable report: lookahead, cut links (between processes and between threads), and
 /// expected load (sum of lp_weight) per process and thread with the imbalance max/mean.

@@ -12,8 +12,10 @@ PKGS=(cmake ninja-build g++ pkg-config make
   libns3-dev        # ns-3 3.37 for the cross-check in tests/ns3 (headers /usr/include/ns3,
                     # libns3-<module>.so.37); linked directly, so ns-3's CMake config and the
                     # libgsl-dev it names are not needed (docs/validation_ns3.md)
-  libsimgrid-dev)   # SimGrid 3.32 for the flow rung's max-min cross-check (tests/fidelity,
+  libsimgrid-dev    # SimGrid 3.32 for the flow rung's max-min cross-check (tests/fidelity,
                     # docs/fidelity.md); found through its pkg-config file
+  clang libclang-rt-14-dev llvm)  # clang 14 with libFuzzer and the ASan/UBSan runtimes for
+                    # scripts/sanitize.sh and scripts/fuzz.sh (docs/testing.md); llvm: llvm-symbolizer
 missing=()
 for p in "${PKGS[@]}"; do
   if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then

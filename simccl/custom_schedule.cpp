@@ -45,7 +45,10 @@ struct Flow {
 }  // namespace
 
 CustomSchedule load_teccl_schedule(const std::string& path) {
-  const std::string text = read_all(path, "schedule");
+  return parse_teccl_schedule(read_all(path, "schedule"), path);
+}
+
+CustomSchedule parse_teccl_schedule(const std::string& text, const std::string& path) {
   nlohmann::json j;
   try {
     j = nlohmann::json::parse(text);
@@ -187,9 +190,13 @@ struct Tb {
 
 }  // namespace
 
-CustomSchedule load_msccl_schedule(const std::string& path) {
+namespace {
+
+/// The common MSCCL reader: parses `*text` when not null, else reads `path`.
+CustomSchedule read_msccl_schedule(const std::string& path, const std::string* text) {
   pugi::xml_document doc;
-  const pugi::xml_parse_result r = doc.load_file(path.c_str());
+  const pugi::xml_parse_result r =
+      text != nullptr ? doc.load_buffer(text->data(), text->size()) : doc.load_file(path.c_str());
   if (!r) {
     if (r.status == pugi::status_file_not_found || r.status == pugi::status_io_error) {
       throw InputError(path, "schedule", "cannot open the schedule file", "check the path (relative to the spec file)");
@@ -206,6 +213,13 @@ CustomSchedule load_msccl_schedule(const std::string& path) {
   s.op = msccl_coll(algo.attribute("coll").as_string(), path);
   const int ngpus = algo.attribute("ngpus").as_int(0);
   if (ngpus < 2) throw InputError(path, "algo.ngpus", "missing or below 2", "give ngpus");
+  // Per-GPU tables are sized by ngpus before any gpu element is read: bound it (an ngpus of
+  // 2^31 asked for 51 GB, found by fuzz_msccl).
+  constexpr int kMaxMscclGpus = 1 << 16;
+  if (ngpus > kMaxMscclGpus) {
+    throw InputError(path, "algo.ngpus", std::to_string(ngpus) + " is above " + std::to_string(kMaxMscclGpus),
+                     "give the algorithm's GPU count");
+  }
   const int per_loop = algo.attribute("nchunksperloop").as_int(0);
   if (per_loop < 1) throw InputError(path, "algo.nchunksperloop", "missing or below 1", "give nchunksperloop");
   s.n_ranks = static_cast<std::uint32_t>(ngpus);
@@ -336,6 +350,14 @@ CustomSchedule load_msccl_schedule(const std::string& path) {
     }
   }
   return s;
+}
+
+}  // namespace
+
+CustomSchedule load_msccl_schedule(const std::string& path) { return read_msccl_schedule(path, nullptr); }
+
+CustomSchedule parse_msccl_schedule(const std::string& text, const std::string& path) {
+  return read_msccl_schedule(path, &text);
 }
 
 CustomSchedule load_custom_schedule(const std::string& path) {

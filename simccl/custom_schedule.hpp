@@ -50,15 +50,23 @@ struct CustomSchedule {
 /// through non-GPU (switch) nodes, a chunk forwarded before it arrived, or an incomplete AllGather.
 CustomSchedule load_teccl_schedule(const std::string& path);
 
+/// As load_teccl_schedule, parsing the JSON `text` (the file's content; `path` names it in
+/// messages and gives the schedule's name). @throws engine::InputError as load_teccl_schedule.
+CustomSchedule parse_teccl_schedule(const std::string& text, const std::string& path);
+
 /// Reads an MSCCL-IR XML algorithm: `algo` (coll, ngpus, nchunksperloop, nchannels), per `gpu`
 /// its thread blocks `tb` (send peer, recv peer, chan) and their `step`s in order (type s, r,
 /// rcs, rrc, rrs, rrcs send and/or receive `cnt` chunks; cpy, re, nop move nothing on the
 /// network). A step waits for the previous step of its thread block and for step `deps` of thread
 /// block `depid` when given. The k-th send on connection (gpu, peer, chan) matches the k-th
 /// receive of the peer's thread block receiving from gpu on chan.
-/// @throws engine::InputError for unreadable XML, an unknown coll or step type, unmatched
+/// @throws engine::InputError for unreadable XML, ngpus outside 2..65536, an unknown coll or step type, unmatched
 /// send/receive counts on a connection, bad peers, or a dependency cycle.
 CustomSchedule load_msccl_schedule(const std::string& path);
+
+/// As load_msccl_schedule, parsing the XML `text` (the file's content; `path` names it in
+/// messages). @throws engine::InputError as load_msccl_schedule.
+CustomSchedule parse_msccl_schedule(const std::string& text, const std::string& path);
 
 /// Picks the reader by content (first non-blank character '{' = TE-CCL JSON, '<' = MSCCL XML).
 /// @throws engine::InputError naming `path` if it is missing, unreadable or of neither format.

@@ -455,8 +455,11 @@ NcclSettings load_nccl_settings(const std::vector<std::pair<std::string, std::st
       }
       continue;
     }
-    auto bytes = [&](std::uint64_t lo, std::uint64_t hi) {
-      return static_cast<std::uint64_t>(parse_int(r, static_cast<std::int64_t>(lo), static_cast<std::int64_t>(hi)));
+    // Captures a reference, not the structured binding `r` itself (clang 14, the sanitizer build's
+    // compiler, lacks C++20 lambda capture of structured bindings).
+    const RawSetting& setting = r;
+    auto bytes = [&setting](std::uint64_t lo, std::uint64_t hi) {
+      return static_cast<std::uint64_t>(parse_int(setting, static_cast<std::int64_t>(lo), static_cast<std::int64_t>(hi)));
     };
     const std::string field = name;
     if (name == "NCCL_ALGO") {

@@ -12,6 +12,10 @@ namespace fabricsim::simccl {
 
 using engine::InputError;
 
+/// Most NVLinks one GPU may have in a topology file (the sum of its `nvlink count`s): NVLink 4
+/// and 5 GPUs have 18 (H100, B200), so 64 leaves room and keeps every sum in int.
+constexpr long long kMaxNvlinks = 64;
+
 namespace {
 
 // PCI class as a number ("0x030200" -> 0x030200); -1 when absent.
@@ -67,9 +71,13 @@ void pair_up(NcclTopo& t, const std::vector<std::vector<pugi::xml_node>>& gpu_ch
 
 }  // namespace
 
-NcclTopo load_nccl_topo(const std::string& path, int default_sm) {
+namespace {
+
+/// The common reader: parses `*text` when not null, else reads `path`.
+NcclTopo read_nccl_topo(const std::string& path, int default_sm, const std::string* text) {
   pugi::xml_document doc;
-  const pugi::xml_parse_result r = doc.load_file(path.c_str());
+  const pugi::xml_parse_result r =
+      text != nullptr ? doc.load_buffer(text->data(), text->size()) : doc.load_file(path.c_str());
   if (!r) {
     if (r.status == pugi::status_file_not_found || r.status == pugi::status_io_error) {
       throw InputError(path, "NCCL_TOPO_FILE", "cannot read the NCCL topology file",
@@ -92,6 +100,7 @@ NcclTopo load_nccl_topo(const std::string& path, int default_sm) {
     std::vector<std::vector<pugi::xml_node>>* nc;
     int* cpu;
     int sm;
+    std::string bad, bad_value;  ///< the field and value of the first bad attribute ("" = none)
     bool for_each(pugi::xml_node& n) override {
       const std::string name = n.name();
       if (name == "cpu") {
@@ -102,7 +111,17 @@ NcclTopo load_nccl_topo(const std::string& path, int default_sm) {
         g.busid = n.parent().attribute("busid").as_string();
         g.dev = n.attribute("dev").as_int(static_cast<int>(t->gpus.size()));
         g.sm = n.attribute("sm").as_int(sm);
-        for (const pugi::xml_node l : n.children("nvlink")) g.nvlinks += l.attribute("count").as_int(1);
+        for (const pugi::xml_node l : n.children("nvlink")) {
+          // Counts are small (NVLink 4: 18 links per GPU); bounding each and the sum keeps the
+          // sum in int. The walker cannot throw through pugixml: it records the error and stops.
+          const long long count = l.attribute("count").as_llong(1);
+          if (count < 1 || count > kMaxNvlinks || g.nvlinks + count > kMaxNvlinks) {
+            bad = "gpu " + std::to_string(t->gpus.size()) + " nvlink count";
+            bad_value = l.attribute("count").as_string();
+            return false;
+          }
+          g.nvlinks += static_cast<int>(count);
+        }
         g.cpu = std::max(0, *cpu);
         t->gpus.push_back(g);
         gc->push_back(chain(n.parent()));
@@ -125,6 +144,10 @@ NcclTopo load_nccl_topo(const std::string& path, int default_sm) {
   w.cpu = &cpu_index;
   w.sm = default_sm;
   sys.traverse(w);
+  if (!w.bad.empty()) {
+    throw InputError(path, w.bad, "'" + w.bad_value + "' is not 1.." + std::to_string(kMaxNvlinks) + " in all",
+                     "give the NVLink counts NCCL dumped (NVLink 4: 18 links per GPU)");
+  }
   if (t.gpus.empty()) {
     // Skeleton: PCI functions only (NCCL fuses detected devices into them by bus id).
     t.skeleton = true;
@@ -178,6 +201,16 @@ NcclTopo load_nccl_topo(const std::string& path, int default_sm) {
     }
   }
   return t;
+}
+
+}  // namespace
+
+NcclTopo load_nccl_topo(const std::string& path, int default_sm) {
+  return read_nccl_topo(path, default_sm, nullptr);
+}
+
+NcclTopo parse_nccl_topo(const std::string& text, const std::string& path, int default_sm) {
+  return read_nccl_topo(path, default_sm, &text);
 }
 
 NcclTopo fallback_nccl_topo(int gpus, int nics, double nic_GBps) {

@@ -48,8 +48,13 @@ struct NcclTopo {
 /// Reads an NCCL topology XML.
 /// @param default_sm compute capability for GPUs whose `gpu` element lacks `sm` (skeletons)
 /// @throws engine::InputError naming `path` (field NCCL_TOPO_FILE) when the file is missing or
-/// unreadable, is not XML, has no `system` root, or describes no GPU.
+/// unreadable, is not XML, has no `system` root, describes no GPU, or gives a GPU NVLink counts
+/// that are not 1 or more per `nvlink` element and at most 64 in all.
 NcclTopo load_nccl_topo(const std::string& path, int default_sm);
+
+/// As load_nccl_topo, parsing the XML `text` (the file's content; `path` names it in messages).
+/// @throws engine::InputError as load_nccl_topo, except for an unreadable file.
+NcclTopo parse_nccl_topo(const std::string& text, const std::string& path, int default_sm);
 
 /// NCCL's fallback when it has no usable topology: `gpus` GPUs and `nics` NICs on one flat PCIe
 /// tree (one CPU), no NVLink, so intra-node traffic is bounded by PCIe (the cost model's

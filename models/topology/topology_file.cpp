@@ -353,7 +353,10 @@ TopoGraph read_topology_file(const ClusterSpec &spec) {
                      "check cluster.topology_file");
   std::ostringstream ss;
   ss << in.rdbuf();
-  const std::string text = ss.str();
+  return parse_topology_text(ss.str(), path, spec);
+}
+
+TopoGraph parse_topology_text(const std::string &text, const std::string &path, const ClusterSpec &spec) {
   // The format is named by the first token that is not in a '#' comment line (the fabricsim
   // format allows comment lines before its header).
   auto first = text.find_first_not_of(" \t\r\n");

@@ -14,6 +14,11 @@ namespace fabricsim::models {
 /// @throws engine::InputError (file, "line N", problem, fix) on any bad record.
 TopoGraph read_topology_file(const ClusterSpec &spec);
 
+/// Parses topology file content `text` (from `path`, for messages) as read_topology_file does:
+/// the format from the first token outside '#' comment lines.
+/// @throws engine::InputError on any bad record or an unknown format.
+TopoGraph parse_topology_text(const std::string &text, const std::string &path, const ClusterSpec &spec);
+
 /// Parses fabricsim text-format content `text` (from `path`, for messages).
 /// @throws engine::InputError on dangling links, duplicate nodes, zero rate/latency, unknown kinds.
 TopoGraph parse_fabricsim_topology(const std::string &text, const std::string &path,

@@ -180,6 +180,10 @@ TEST(MeasuredTables, AttentionRowsAndHeadInterpolation) {
   // A GQA group the table lacks for this head dim, and an fp32 query: no answer.
   EXPECT_FALSE(tables().attention(h100, Dtype::kBf16, 1, 4096, 6, 4, 128, 0).has_value());
   EXPECT_FALSE(tables().attention(h100, Dtype::kFp32, 1, 4096, 8, 8, 128, 0).has_value());
+  // Dimensions int cannot hold match no row (and are not converted: UBSan, docs/fuzzing.md).
+  EXPECT_FALSE(tables().attention(h100, Dtype::kBf16, 1, 4096, 8, 8, 1e30, 0).has_value());
+  EXPECT_FALSE(tables().attention(h100, Dtype::kBf16, 1, 4096, 8, 8, 128, 1e30).has_value());
+  EXPECT_FALSE(tables().attention(h100, Dtype::kBf16, 1, 4096, 1e30, 1, 128, 0).has_value());
 }
 
 TEST(MeasuredTables, KernelDbUsesTablesFirstAndScalesAttentionBackward) {
@@ -274,6 +278,21 @@ TEST(MeasuredTables, BadFilesGiveOneClearError) {
   } catch (const engine::InputError& e) {
     EXPECT_NE(std::string(e.what()).find("line 2 column latency"), std::string::npos) << e.what();
   }
+  // Attention rows key grids by whole dimensions; one beyond int range (found by fuzz_kernels)
+  // or with a fraction is refused naming its column.
+  const std::string attn_header =
+      "batch_size,isl,num_heads,num_key_value_heads,head_dim,window_size,attn_dtype,kv_cache_dtype,latency\n";
+  std::map<AttentionKey, Grid3> attn;
+  for (const char* row : {"1,1024,8,8,8.2e24,0,bfloat16,bfloat16,0.5\n", "1,1024,8,8,128.5,0,bfloat16,bfloat16,0.5\n"}) {
+    try {
+      parse_attention_table(attn_header + row, "a.csv.zst", attn);
+      ADD_FAILURE() << "no error for " << row;
+    } catch (const engine::InputError& e) {
+      EXPECT_NE(std::string(e.what()).find("a.csv.zst: line 2 column head_dim"), std::string::npos) << e.what();
+    }
+  }
+  parse_attention_table(attn_header + "1,1024,8,2,128,0,bfloat16,bfloat16,0.5\n", "a.csv.zst", attn);
+  EXPECT_EQ(attn.count(AttentionKey{128, 0, "bfloat16", "bfloat16", 4}), 1u);
 }
 
 }  // namespace

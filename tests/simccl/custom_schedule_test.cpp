@@ -152,6 +152,34 @@ TEST(CustomSchedule, MscclRingAllReduceParses) {
   }
 }
 
+TEST(CustomSchedule, MscclGpuCountIsBoundedBeforeAllocating) {
+  // A 2-GPU AllGather (each GPU sends its chunk to the other), read from text.
+  const auto algo = [](const std::string& ngpus) {
+    return R"(<algo name="ag2" nchannels="1" nchunksperloop="2" ngpus=")" + ngpus +
+           R"(" coll="allgather" inplace="1">
+  <gpu id="0"><tb id="0" send="1" recv="1" chan="0">
+    <step s="0" type="s" cnt="1" depid="-1" deps="-1"/><step s="1" type="r" cnt="1" depid="-1" deps="-1"/>
+  </tb></gpu>
+  <gpu id="1"><tb id="0" send="0" recv="0" chan="0">
+    <step s="0" type="s" cnt="1" depid="-1" deps="-1"/><step s="1" type="r" cnt="1" depid="-1" deps="-1"/>
+  </tb></gpu>
+</algo>)";
+  };
+  const simccl::CustomSchedule ok = simccl::parse_msccl_schedule(algo("2"), "ag2.xml");
+  EXPECT_EQ(ok.n_ranks, 2u);
+  EXPECT_EQ(ok.transfers, 2u);
+  // 2^31 - 1 (as_int's saturation of the fuzzer's long number) and one above the bound: one
+  // error line, no 51 GB allocation (tests/data/bad/fuzz/msccl/bad-ngpus-2pow31-out-of-memory.xml).
+  for (const std::string ngpus : {"84444444444444444444", "65537"}) {
+    try {
+      (void)simccl::parse_msccl_schedule(algo(ngpus), "ag2.xml");
+      ADD_FAILURE() << ngpus;
+    } catch (const InputError& e) {
+      EXPECT_NE(std::string(e.what()).find("ag2.xml: algo.ngpus: "), std::string::npos) << e.what();
+    }
+  }
+}
+
 TEST(CustomSchedule, BadSchedulesAreInputErrors) {
   const ScratchDir scratch("bad_schedule");
   const std::string dir = scratch.path();

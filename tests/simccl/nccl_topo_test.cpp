@@ -10,6 +10,7 @@
 #include <fstream>
 #include <set>
 #include <string>
+#include <utility>
 
 #include "tests/support/paths.hpp"
 #include "tests/support/scratch.hpp"
@@ -85,6 +86,28 @@ TEST(NcclTopo, NoGpuAndMissingFileAreErrors) {
     } catch (const InputError& e) {
       EXPECT_NE(std::string(e.what()).find(path), std::string::npos) << e.what();
       EXPECT_NE(std::string(e.what()).find("NCCL_TOPO_FILE"), std::string::npos) << e.what();
+    }
+  }
+}
+
+TEST(NcclTopo, NvlinkCountsOutsideOneToSixtyFourAreErrors) {
+  // One GPU with two nvlink elements; an int-overflowing sum was found by fuzz_nccl_topo
+  // (tests/data/bad/fuzz/nccl_topo/bad-nvlink-count-int-overflow.xml).
+  const auto xml = [](const std::string& a, const std::string& b) {
+    return R"(<system version="1"><cpu numaid="0"><pci busid="0000:01:00.0" class="0x030200"><gpu dev="0" sm="90">)"
+           R"(<nvlink target="0000:a0:00.0" count=")" + a + R"(" tclass="0x068000"/>)"
+           R"(<nvlink target="0000:a1:00.0" count=")" + b + R"(" tclass="0x068000"/>)"
+           R"(</gpu></pci></cpu></system>)";
+  };
+  EXPECT_EQ(simccl::parse_nccl_topo(xml("12", "6"), "t.xml", 90).gpus.at(0).nvlinks, 18);
+  EXPECT_EQ(simccl::parse_nccl_topo(xml("60", "4"), "t.xml", 90).gpus.at(0).nvlinks, 64);
+  for (const auto& [a, b] : {std::pair{"15", "2147483647"}, std::pair{"60", "5"}, std::pair{"-3", "2"},
+                             std::pair{"0", "2"}}) {
+    try {
+      (void)simccl::parse_nccl_topo(xml(a, b), "t.xml", 90);
+      ADD_FAILURE() << a << " + " << b;
+    } catch (const InputError& e) {
+      EXPECT_NE(std::string(e.what()).find("t.xml: gpu 0 nvlink count: "), std::string::npos) << e.what();
     }
   }
 }

@@ -1,0 +1,18 @@
+#include <string>
+
+#include "engine/errors.hpp"
+#include "simccl/custom_schedule.hpp"
+#include "tests/fuzz/feeds.hpp"
+
+namespace fabricsim::fuzz {
+
+Outcome feed_msccl(std::string_view bytes) {
+  try {
+    (void)simccl::parse_msccl_schedule(std::string(bytes), "fuzz-input.xml");
+    return std::nullopt;
+  } catch (const engine::InputError& e) {
+    return std::string(e.what());
+  }
+}
+
+}  // namespace fabricsim::fuzz
