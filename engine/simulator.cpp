@@ -327,9 +327,12 @@ SimTime Simulator::set_window_bounds(const std::uint64_t* headers, SimTime end_t
     }
   }
   // A window never crosses the next checkpoint time (shorter windows are always conservative),
-  // so the checkpoint's boundary comes at it even when the window is unbounded.
-  if (next_checkpoint_ < control_.checkpoint_at.size() && global_min < control_.checkpoint_at[next_checkpoint_]) {
-    const SimTime cap = control_.checkpoint_at[next_checkpoint_];
+  // so the checkpoint's boundary comes at it even when the window is unbounded. Times at or
+  // before global_min are taken at this boundary (run()), so the window ends at the first later one.
+  std::size_t next_cap = next_checkpoint_;
+  while (next_cap < control_.checkpoint_at.size() && control_.checkpoint_at[next_cap] <= global_min) ++next_cap;
+  if (next_cap < control_.checkpoint_at.size()) {
+    const SimTime cap = control_.checkpoint_at[next_cap];
     window_end_ = std::min(window_end_, cap);
     wide_end_ = std::min(wide_end_, cap);
   }

@@ -5,7 +5,9 @@
 /// the same kind of machine (the header's build id enforces the first; docs/checkpoint.md).
 #include <cstddef>
 #include <cstdint>
+#include <algorithm>
 #include <cstring>
+#include <functional>
 #include <span>
 #include <string>
 #include <type_traits>
@@ -100,5 +102,33 @@ class StateReader {
   std::string what_;
   std::size_t pos_ = 0;
 };
+
+/// Writes a map of trivially copyable keys and values (std::unordered_map, std::map) sorted by
+/// `less` on the keys: equal contents give equal bytes whatever the map's bucket order. Only for
+/// maps whose iteration order does not affect results (looked up, never iterated), since
+/// load_map() does not reproduce bucket order.
+template <class Map, class Less = std::less<typename Map::key_type>>
+void put_map(StateWriter& w, const Map& m, Less less = {}) {
+  std::vector<const typename Map::value_type*> e;
+  e.reserve(m.size());
+  for (const auto& kv : m) e.push_back(&kv);
+  std::sort(e.begin(), e.end(), [&](const auto* a, const auto* b) { return less(a->first, b->first); });
+  w.put<std::uint64_t>(e.size());
+  for (const auto* kv : e) {
+    w.put(kv->first);
+    w.put(kv->second);
+  }
+}
+/// Reads what put_map wrote into `m` (cleared first). @throws InputError as StateReader::get.
+template <class Map>
+void load_map(StateReader& r, Map& m) {
+  m.clear();
+  const auto n = r.get<std::uint64_t>();
+  for (std::uint64_t i = 0; i < n; ++i) {
+    auto k = r.get<typename Map::key_type>();
+    auto v = r.get<typename Map::mapped_type>();
+    m.emplace(std::move(k), std::move(v));
+  }
+}
 
 }  // namespace fabricsim::engine

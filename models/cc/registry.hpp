@@ -12,6 +12,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "engine/state_io.hpp"
 #include "engine/time.hpp"
 #include "models/cc/cc.hpp"
 #include "models/cc/dcqcn.hpp"
@@ -169,6 +170,20 @@ class CcStates {
 #undef FABRICSIM_CC_NOTIFY
     }
     return false;
+  }
+
+  /// Checkpoints: writes every QP's state of the selected algorithm; load() restores it (the
+  /// kind and parameters come from the spec, by construction).
+  void save(engine::StateWriter& w) const {
+#define FABRICSIM_CC_SAVE(name, Class) w.put_vector(name##_);
+    FABRICSIM_CC_LIST(FABRICSIM_CC_SAVE)
+#undef FABRICSIM_CC_SAVE
+  }
+  /// Restores what save() wrote. @throws engine::InputError on bytes that do not fit.
+  void load(engine::StateReader& r) {
+#define FABRICSIM_CC_LOAD(name, Class) name##_ = r.get_vector<Class::State>();
+    FABRICSIM_CC_LIST(FABRICSIM_CC_LOAD)
+#undef FABRICSIM_CC_LOAD
   }
 
  private:

@@ -15,6 +15,8 @@
 #include <type_traits>
 #include <vector>
 
+#include "engine/state_io.hpp"
+
 namespace fabricsim::models {
 
 /// `queues` FIFOs of trivially copyable T sharing a pool of blocks of 2^BlockLog2 elements.
@@ -78,6 +80,35 @@ class BlockFifos {
   std::size_t pool_blocks() const { return chunks_.size() << kChunkLog2; }
   /// Blocks in use now.
   std::size_t blocks_in_use() const { return in_use_; }
+  /// Checkpoints (docs/checkpoint.md): writes the queues, blocks, links and free chain byte for
+  /// byte; load() restores them exactly (same queue count expected).
+  void save(engine::StateWriter& w) const {
+    w.put_vector(q_);
+    w.put<std::uint64_t>(chunks_.size());
+    for (const auto& c : chunks_) w.put_bytes(c.get(), sizeof(Block) << kChunkLog2);
+    w.put_vector(next_);
+    w.put(free_);
+    w.put(made_);
+    w.put<std::uint64_t>(in_use_);
+  }
+  /// Restores what save() wrote. @throws engine::InputError on bytes that do not fit.
+  void load(engine::StateReader& r) {
+    auto q = r.get_vector<Fifo>();
+    if (q.size() != q_.size()) r.fail();
+    q_ = std::move(q);
+    const auto n = r.get<std::uint64_t>();
+    if (n > r.remaining() / (sizeof(Block) << kChunkLog2)) r.fail();
+    chunks_.clear();
+    for (std::uint64_t i = 0; i < n; ++i) {
+      chunks_.push_back(std::make_unique_for_overwrite<Block[]>(std::size_t{1} << kChunkLog2));
+      r.get_bytes(chunks_.back().get(), sizeof(Block) << kChunkLog2);
+    }
+    next_ = r.get_vector<std::uint32_t>();
+    if (next_.size() != chunks_.size() << kChunkLog2) r.fail();
+    free_ = r.get<std::uint32_t>();
+    made_ = r.get<std::uint32_t>();
+    in_use_ = static_cast<std::size_t>(r.get<std::uint64_t>());
+  }
   /// Heap bytes held (blocks, their links, the queue table).
   std::size_t bytes() const {
     return pool_blocks() * (sizeof(T) * kBlock + sizeof(std::uint32_t)) + q_.capacity() * sizeof(Fifo) +

@@ -19,6 +19,8 @@
 #include <type_traits>
 #include <vector>
 
+#include "engine/state_io.hpp"
+
 namespace fabricsim::models {
 
 /// Pool of blocks of 2^BlockLog2 trivially copyable T shared by FIFOs whose handles (Fifo) the
@@ -114,6 +116,28 @@ class FifoPool {
   std::size_t pool_blocks() const { return chunks_.size() * kChunkBlocks; }
   /// Blocks in use now (holding at least one element).
   std::size_t blocks_in_use() const { return in_use_; }
+  /// Checkpoints (docs/checkpoint.md): writes the pool byte for byte (blocks, links, free chain),
+  /// so that load() reproduces every Fifo handle's blocks and the order blocks are handed out.
+  void save(engine::StateWriter& w) const {
+    w.put<std::uint64_t>(chunks_.size());
+    for (const auto& c : chunks_) w.put(*c);
+    w.put(free_);
+    w.put(made_);
+    w.put<std::uint64_t>(in_use_);
+  }
+  /// Restores what save() wrote. @throws engine::InputError on bytes that do not fit.
+  void load(engine::StateReader& r) {
+    const auto n = r.get<std::uint64_t>();
+    if (n > r.remaining() / sizeof(Chunk)) r.fail();
+    chunks_.clear();
+    for (std::uint64_t i = 0; i < n; ++i) {
+      chunks_.push_back(std::make_unique_for_overwrite<Chunk>());
+      r.get_bytes(chunks_.back().get(), sizeof(Chunk));
+    }
+    free_ = r.get<std::uint32_t>();
+    made_ = r.get<std::uint32_t>();
+    in_use_ = static_cast<std::size_t>(r.get<std::uint64_t>());
+  }
   /// Heap bytes held (blocks with their links, and the table of allocations).
   std::size_t bytes() const { return chunks_.size() * sizeof(Chunk) + chunks_.capacity() * sizeof(chunks_[0]); }
 

@@ -12,6 +12,8 @@
 #include <cstdint>
 #include <vector>
 
+#include "engine/state_io.hpp"
+
 namespace fabricsim::models {
 
 /// Sorted map u64 -> u32 (keys unique), 12 B per entry.
@@ -34,6 +36,17 @@ class FlatIndex {
     return true;
   }
   std::size_t size() const { return keys_.size(); }
+  /// Checkpoints: writes the keys and values; load() restores them exactly.
+  void save(engine::StateWriter& w) const {
+    w.put_vector(keys_);
+    w.put_vector(values_);
+  }
+  /// Restores what save() wrote. @throws engine::InputError on bytes that do not fit.
+  void load(engine::StateReader& r) {
+    keys_ = r.get_vector<std::uint64_t>();
+    values_ = r.get_vector<std::uint32_t>();
+    if (keys_.size() != values_.size()) r.fail();
+  }
 
  private:
   std::vector<std::uint64_t> keys_;

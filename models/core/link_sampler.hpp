@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "engine/state_io.hpp"
 #include "engine/time.hpp"
 
 namespace fabricsim::models {
@@ -93,6 +94,31 @@ class LinkSampler {
   /// Paused picoseconds per bin (value), per port.
   const std::vector<Bin>& pause_bins() const { return pause_; }
   const std::vector<CountBin>& count_bins() const { return cnt_; }
+
+  /// Checkpoints: writes every bin and per-port cursor; load() restores them exactly.
+  void save(engine::StateWriter& w) const {
+    w.put(bin_ps_);
+    w.put_vector(last_tx_);
+    w.put_vector(last_q_);
+    w.put_vector(last_pause_);
+    w.put_vector(last_cnt_);
+    w.put_vector(tx_);
+    w.put_vector(q_);
+    w.put_vector(pause_);
+    w.put_vector(cnt_);
+  }
+  /// Restores what save() wrote. @throws engine::InputError on bytes that do not fit.
+  void load(engine::StateReader& r) {
+    bin_ps_ = r.get<engine::SimTime>();
+    last_tx_ = r.get_vector<std::size_t>();
+    last_q_ = r.get_vector<std::size_t>();
+    last_pause_ = r.get_vector<std::size_t>();
+    last_cnt_ = r.get_vector<std::size_t>();
+    tx_ = r.get_vector<Bin>();
+    q_ = r.get_vector<Bin>();
+    pause_ = r.get_vector<Bin>();
+    cnt_ = r.get_vector<CountBin>();
+  }
 
  private:
   static constexpr std::size_t kNone = ~std::size_t{0};

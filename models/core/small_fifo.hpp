@@ -14,6 +14,8 @@
 #include <memory>
 #include <type_traits>
 
+#include "engine/state_io.hpp"
+
 namespace fabricsim::models {
 
 /// FIFO of trivially copyable T: push_back, front, pop_front, indexed access from the front,
@@ -55,6 +57,23 @@ class SmallFifo {
   /// Grows to n elements, new ones equal to `v` (never shrinks: n >= size()).
   void resize(std::size_t n, const T& v) {
     while (size_ < n) push_back(v);
+  }
+
+  /// Checkpoints: writes the buffer (capacity, head, size, elements); load() restores it exactly.
+  void save(engine::StateWriter& w) const {
+    w.put(cap_);
+    w.put(head_);
+    w.put(size_);
+    if (cap_ != 0) w.put_bytes(buf_.get(), sizeof(T) * cap_);
+  }
+  /// Restores what save() wrote. @throws engine::InputError on bytes that do not fit.
+  void load(engine::StateReader& r) {
+    cap_ = r.get<std::uint32_t>();
+    head_ = r.get<std::uint32_t>();
+    size_ = r.get<std::uint32_t>();
+    if (size_ > cap_ || (cap_ & (cap_ - 1)) != 0 || cap_ > r.remaining() / sizeof(T)) r.fail();
+    buf_.reset(cap_ != 0 ? new T[cap_] : nullptr);
+    if (cap_ != 0) r.get_bytes(buf_.get(), sizeof(T) * cap_);
   }
 
  private:

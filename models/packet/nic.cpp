@@ -5,6 +5,7 @@
 
 #include "engine/errors.hpp"
 #include "engine/rng.hpp"
+#include "engine/state_io.hpp"
 #include "engine/simulator.hpp"
 #include "engine/units.hpp"
 
@@ -828,6 +829,97 @@ void Nic::acked_to(std::uint32_t qi, std::uint32_t psn, Context& ctx) {
     q.head_psn += n;
     pop_part(q);
   }
+}
+
+// Every mutable member in declaration order. conn_rr_, rx_last_cnp_ and rx_ooo_ are only looked
+// up (find / emplace / erase), never iterated, so their bucket order does not affect results;
+// they are written sorted by key.
+void Nic::save(engine::StateWriter& w) const {
+  w.put(ack_interval_);
+  w.put<std::uint64_t>(ports_.size());
+  for (const NicPort& p : ports_) {
+    w.put(p.busy_until);
+    w.put(p.free_pending);
+    w.put(p.paused);
+    w.put(p.paused_since);
+    w.put(p.wake_at);
+    p.ctrl.save(w);
+    w.put_vector(p.active);
+    w.put(p.rr);
+    w.put(p.tx_bytes);
+  }
+  w.put_vector(std::vector<Qp>(qps_.begin(), qps_.end()));
+  tx_parts_.save(w);
+  w.put_vector(rel_);
+  w.put_vector(activations_);
+  cc_.save(w);
+  w.put_vector(nvls_keys_);
+  w.put_vector(free_nvls_keys_);
+  w.put(last_nvls_key_);
+  qp_index_.save(w);
+  engine::put_map(w, conn_rr_);
+  rx_index_.save(w);
+  w.put_vector(std::vector<RxQp>(rxq_.begin(), rxq_.end()));
+  rx_descs_.save(w);
+  engine::put_map(w, rx_last_cnp_);
+  std::vector<std::uint32_t> ooo;
+  for (const auto& kv : rx_ooo_) ooo.push_back(kv.first);
+  std::sort(ooo.begin(), ooo.end());
+  w.put<std::uint64_t>(ooo.size());
+  for (std::uint32_t k : ooo) {
+    w.put(k);
+    rx_ooo_.at(k).save(w);
+  }
+  w.put(rx_last_key_);
+  w.put(rx_last_idx_);
+  w.put_vector(msgs_);
+  w.put_vector(free_msgs_);
+  w.put(ctr_);
+  sampler_.save(w);
+}
+
+void Nic::load(engine::StateReader& r) {
+  ack_interval_ = r.get<std::uint32_t>();
+  if (r.get<std::uint64_t>() != ports_.size()) r.fail();
+  for (NicPort& p : ports_) {
+    p.busy_until = r.get<engine::SimTime>();
+    p.free_pending = r.get<bool>();
+    p.paused = r.get<bool>();
+    p.paused_since = r.get<engine::SimTime>();
+    p.wake_at = r.get<engine::SimTime>();
+    p.ctrl.load(r);
+    p.active = r.get_vector<std::uint32_t>();
+    p.rr = r.get<std::uint32_t>();
+    p.tx_bytes = r.get<std::uint64_t>();
+  }
+  const auto qps = r.get_vector<Qp>();
+  qps_.assign(qps.begin(), qps.end());
+  tx_parts_.load(r);
+  rel_ = r.get_vector<RelQp>();
+  activations_ = r.get_vector<std::uint32_t>();
+  cc_.load(r);
+  nvls_keys_ = r.get_vector<NvlsKey>();
+  free_nvls_keys_ = r.get_vector<std::uint32_t>();
+  last_nvls_key_ = r.get<std::uint32_t>();
+  qp_index_.load(r);
+  engine::load_map(r, conn_rr_);
+  rx_index_.load(r);
+  const auto rxq = r.get_vector<RxQp>();
+  rxq_.assign(rxq.begin(), rxq.end());
+  rx_descs_.load(r);
+  engine::load_map(r, rx_last_cnp_);
+  rx_ooo_.clear();
+  const auto n = r.get<std::uint64_t>();
+  for (std::uint64_t i = 0; i < n; ++i) {
+    const auto k = r.get<std::uint32_t>();
+    rx_ooo_[k].load(r);
+  }
+  rx_last_key_ = r.get<std::uint64_t>();
+  rx_last_idx_ = r.get<std::uint32_t>();
+  msgs_ = r.get_vector<TxMsg>();
+  free_msgs_ = r.get_vector<std::uint32_t>();
+  ctr_ = r.get<NicCounters>();
+  sampler_.load(r);
 }
 
 }  // namespace fabricsim::models

@@ -195,6 +195,12 @@ class Nic {
   static Layout layout();
 
   const NicCounters& counters() const { return ctr_; }
+  /// Checkpoints (docs/checkpoint.md): writes every mutable member (ports and their control
+  /// queues, send and receive QPs with their queued parts and descriptors, congestion-control
+  /// state, NVLS keys, indices, counters, sampler). load() restores it into a NIC constructed
+  /// the same way. @throws engine::InputError (load) on bytes that do not fit.
+  void save(engine::StateWriter& w) const;
+  void load(engine::StateReader& r);
   /// Starts sampling egress bytes of the GPU's ports in bins of `bin_ps` (ps).
   void enable_sampling(engine::SimTime bin_ps) { sampler_.enable(bin_ps, ports_.size()); }
   const LinkSampler& sampler() const { return sampler_; }

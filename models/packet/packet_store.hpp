@@ -23,6 +23,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "engine/state_io.hpp"
 #include "models/core/packet.hpp"
 
 namespace fabricsim::models {
@@ -107,6 +108,30 @@ class PacketStore {
   std::size_t capacity() const { return chunks_.size() * kChunk; }
   /// Packets with INT hops held now.
   std::size_t hops_in_use() const { return hops_.size() - hops_free_.size(); }
+  /// Checkpoints (docs/checkpoint.md): writes the slots, hop entries and free lists byte for
+  /// byte, so that load() restores every live reference and the order slots are reused.
+  void save(engine::StateWriter& w) const {
+    w.put<std::uint64_t>(chunks_.size());
+    for (const auto& c : chunks_) w.put_bytes(c.get(), sizeof(Slot) * kChunk);
+    w.put_vector(free_);
+    w.put(next_);
+    w.put_vector(hops_);
+    w.put_vector(hops_free_);
+  }
+  /// Restores what save() wrote. @throws engine::InputError on bytes that do not fit.
+  void load(engine::StateReader& r) {
+    const auto n = r.get<std::uint64_t>();
+    if (n > r.remaining() / (sizeof(Slot) * kChunk)) r.fail();
+    chunks_.clear();
+    for (std::uint64_t i = 0; i < n; ++i) {
+      chunks_.push_back(std::make_unique<Slot[]>(kChunk));
+      r.get_bytes(chunks_.back().get(), sizeof(Slot) * kChunk);
+    }
+    free_ = r.get_vector<Ref>();
+    next_ = r.get<Ref>();
+    hops_ = r.get_vector<std::array<std::uint64_t, kMaxIntHops>>();
+    hops_free_ = r.get_vector<std::uint32_t>();
+  }
   /// Heap bytes held by the store (slots, hop entries and the free lists' buffers).
   std::size_t bytes() const {
     return capacity() * sizeof(Slot) + hops_.capacity() * sizeof(hops_[0]) +

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <bit>
+#include <tuple>
 
 #include "engine/errors.hpp"
 #include "engine/rng.hpp"
@@ -399,6 +400,85 @@ void SwitchLp::send_pfc(std::uint32_t port, bool on, Context& ctx) {
     ++port_pauses_[port];
   } else {
     ++ctr_.resume_frames;
+  }
+}
+
+// Every mutable member, in declaration order. nvls_ is only looked up, never iterated, so its
+// order does not affect results; it is written sorted by key so that equal states give equal
+// bytes.
+void SwitchLp::save_state(engine::StateWriter& w) const {
+  w.put(shared_size_);
+  w.put(min_xoff_);
+  w.put(shared_used_);
+  w.put(ecn_counter_);
+  queue_.save(w);
+  store_.save(w);
+  w.put_vector(qbytes_);
+  w.put_vector(paused_);
+  w.put_vector(busy_until_);
+  w.put_vector(free_pending_);
+  w.put_vector(tx_bytes_);
+  w.put_vector(paused_since_);
+  w.put_vector(kmin_);
+  w.put_vector(kmax_);
+  w.put_vector(ing_shared_);
+  w.put_vector(ing_hdrm_);
+  w.put_vector(headroom_);
+  w.put_vector(xoff_sent_);
+  w.put_vector(port_pauses_);
+  w.put(max_queue_ps_);
+  w.put(ctr_);
+  sampler_.save(w);
+  std::vector<std::pair<NvlsKey, const NvlsEntry*>> nv;
+  nv.reserve(nvls_.size());
+  for (const auto& [k, e] : nvls_) nv.emplace_back(k, &e);
+  const auto tuple = [](const NvlsKey& k) { return std::tie(k.dst, k.group, k.instance, k.tag, k.index); };
+  std::sort(nv.begin(), nv.end(), [&](const auto& a, const auto& b) { return tuple(a.first) < tuple(b.first); });
+  w.put<std::uint64_t>(nv.size());
+  for (const auto& [k, e] : nv) {
+    w.put(k);
+    w.put(e->count);
+    w.put(e->has_owner);
+    w.put(e->owner);
+  }
+}
+
+void SwitchLp::load_state(engine::StateReader& r) {
+  shared_size_ = r.get<std::uint64_t>();
+  min_xoff_ = r.get<std::uint64_t>();
+  shared_used_ = r.get<std::uint64_t>();
+  ecn_counter_ = r.get<std::uint64_t>();
+  queue_.load(r);
+  store_.load(r);
+  const auto same = [&r](auto& v, auto&& loaded) {
+    if (loaded.size() != v.size()) r.fail();
+    v = std::move(loaded);
+  };
+  same(qbytes_, r.get_vector<std::uint64_t>());
+  same(paused_, r.get_vector<std::uint8_t>());
+  same(busy_until_, r.get_vector<engine::SimTime>());
+  same(free_pending_, r.get_vector<std::uint8_t>());
+  same(tx_bytes_, r.get_vector<std::uint64_t>());
+  same(paused_since_, r.get_vector<engine::SimTime>());
+  same(kmin_, r.get_vector<std::uint64_t>());
+  same(kmax_, r.get_vector<std::uint64_t>());
+  same(ing_shared_, r.get_vector<std::uint64_t>());
+  same(ing_hdrm_, r.get_vector<std::uint64_t>());
+  same(headroom_, r.get_vector<std::uint64_t>());
+  same(xoff_sent_, r.get_vector<std::uint8_t>());
+  same(port_pauses_, r.get_vector<std::uint64_t>());
+  max_queue_ps_ = r.get<engine::SimTime>();
+  ctr_ = r.get<SwitchCounters>();
+  sampler_.load(r);
+  nvls_.clear();
+  const auto n = r.get<std::uint64_t>();
+  for (std::uint64_t i = 0; i < n; ++i) {
+    const auto k = r.get<NvlsKey>();
+    NvlsEntry e;
+    e.count = r.get<std::uint32_t>();
+    e.has_owner = r.get<bool>();
+    e.owner = r.get<WirePacket>();
+    nvls_.emplace(k, e);
   }
 }
 

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "engine/lp.hpp"
+#include "engine/state_io.hpp"
 #include "models/core/block_fifos.hpp"
 #include "models/topology/cluster.hpp"
 #include "models/core/fabric_params.hpp"
@@ -33,6 +34,20 @@ class PacketRing {
     head_ = (head_ + 1) & (static_cast<std::uint32_t>(buf_.size()) - 1);
     --size_;
     return p;
+  }
+
+  /// Checkpoints: writes the ring (buffer, head, size); load() restores it exactly.
+  void save(engine::StateWriter& w) const {
+    w.put_vector(buf_);
+    w.put(head_);
+    w.put(size_);
+  }
+  /// Restores what save() wrote. @throws engine::InputError on bytes that do not fit.
+  void load(engine::StateReader& r) {
+    buf_ = r.get_vector<WirePacket>();
+    head_ = r.get<std::uint32_t>();
+    size_ = r.get<std::uint32_t>();
+    if (size_ > buf_.size() || (buf_.size() & (buf_.size() - 1)) != 0) r.fail();
   }
 
  private:
@@ -72,6 +87,12 @@ class SwitchLp final : public engine::Lp {
   SwitchLp(const Topology& topo, engine::LpId id, const FabricParams& params, bool lossless_unbounded);
   void init(engine::Context&) override {}
   void handle(const engine::Event& ev, engine::Context& ctx) override;
+  /// Checkpoints (docs/checkpoint.md): save_state holds every mutable member (queues, packet
+  /// store, buffer and PFC/ECN state, counters, samplers, NVLS reductions in progress).
+  bool checkpointable() const override { return true; }
+  std::string_view type_name() const override { return "SwitchLp"; }
+  void save_state(engine::StateWriter& out) const override;
+  void load_state(engine::StateReader& in) override;
   engine::LpId lp_id() const { return id_; }
   /// Bytes transmitted per egress port (wire bytes).
   const std::vector<std::uint64_t>& port_bytes() const { return tx_bytes_; }

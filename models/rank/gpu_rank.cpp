@@ -3,9 +3,11 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <string>
 
 #include "engine/errors.hpp"
 #include "engine/rng.hpp"
+#include "engine/state_io.hpp"
 #include "engine/simulator.hpp"
 
 namespace fabricsim::models {
@@ -287,6 +289,19 @@ std::uint32_t GpuRankLp::slot_of(std::uint32_t group, std::uint32_t instance) {
   return it->second;
 }
 
+CollRequest GpuRankLp::coll_request(std::uint32_t n) const {
+  const WorkNode& node = (*program_)[n];
+  const auto& members = workload_->groups[static_cast<std::size_t>(group_of(node))].ranks;
+  const auto pos = std::find(members.begin(), members.end(), id_);
+  CollRequest req;
+  req.op = node.op;
+  req.bytes = node.bytes;
+  req.ranks = &members;
+  req.my_index = static_cast<std::uint32_t>(pos - members.begin());
+  req.root_index = static_cast<std::uint32_t>(std::max(0, node.root));
+  return req;
+}
+
 void GpuRankLp::start_collective(std::uint32_t n, Context& ctx) {
   const WorkNode& node = (*program_)[n];
   const auto& members = workload_->groups[static_cast<std::size_t>(group_of(node))].ranks;
@@ -295,12 +310,7 @@ void GpuRankLp::start_collective(std::uint32_t n, Context& ctx) {
     throw engine::InternalError("rank " + std::to_string(id_) + " runs a collective of group " +
                                 std::to_string(group_of(node)) + " it is not a member of");
   }
-  CollRequest req;
-  req.op = node.op;
-  req.bytes = node.bytes;
-  req.ranks = &members;
-  req.my_index = static_cast<std::uint32_t>(pos - members.begin());
-  req.root_index = static_cast<std::uint32_t>(std::max(0, node.root));
+  const CollRequest req = coll_request(n);
   const auto group = static_cast<std::uint32_t>(group_of(node));
   const std::uint32_t inst = instance_[n];
   CollectivePartial part{group, inst, node.op, node.bytes,
@@ -1284,6 +1294,308 @@ io::RankRecord GpuRankLp::rank_record() const {
   for (std::size_t k = 0; k < kCommKinds; ++k) r.exposed_kind_ps[k] = exposed_kind_[k];
   r.pp_wait_ps = pp_wait_ps_;
   return r;
+}
+
+namespace {
+
+bool p2p_less(std::uint32_t as, std::int64_t at, std::uint32_t bs, std::int64_t bt) {
+  return as != bs ? as < bs : at < bt;
+}
+
+}  // namespace
+
+// Every mutable member of the packet rung, in declaration order. The unordered maps are only
+// looked up (find / emplace / erase), never iterated, so their bucket order does not affect
+// results; they are written sorted by key (P2pKey field by field: its padding is not written).
+// Configuration set before init() (fidelity, fold, ring flows, keep_flows, trace_on_, watched
+// nodes, sampling) comes from the spec by construction.
+void GpuRankLp::save_state(engine::StateWriter& w) const {
+  if (!coarse_sends_.empty() || !ring_links_.empty() || !port_free_.empty()) {
+    throw engine::InternalError("gpu " + std::to_string(id_) + ": coarse-rung state in a packet-rung checkpoint");
+  }
+  w.put(next_flow_);
+  w.put(last_slot_key_);
+  w.put(last_slot_);
+  w.put(hot_slot_);
+  w.put(has_retired_);
+  w.put(coarse_dst_);
+  w.put(coarse_split_);
+  w.put(coarse_base_);
+  w.put(flow_digest_);
+  w.put<std::uint64_t>(coll_states_.size());
+  for (const CollState& st : coll_states_) {
+    w.put(st.node);
+    w.put(st.done_ops);
+    w.put(st.started);
+    w.put(st.completed);
+    w.put(st.ring);
+    w.put(st.ring_steps);
+    w.put(st.ring_next);
+    w.put(st.ring_prev);
+    w.put(st.group);
+    w.put(st.instance);
+    w.put(st.ring_index);
+    w.put(st.stream);
+    w.put(st.own_known);
+    w.put(st.token_round);
+    w.put(st.token_rounds);
+    w.put(st.stream_in);
+    w.put(st.stream_out);
+    w.put(st.stream_wait);
+    w.put(st.stream_value);
+    w.put(st.early_at);
+    w.put_vector(st.tokens);
+    w.put(st.ring_word_idx);
+    w.put(st.ring_word);
+    const RankPlan& pl = st.plan;
+    const bool has_plan = !pl.ops.empty() || pl.lazy_ring || pl.lazy_channels || pl.lazy_tree || pl.lazy_nvls;
+    w.put(has_plan);
+    w.put_vector(st.ring_got);
+    w.put_vector(st.state);
+    w.put_vector(st.out_begin);
+    w.put_vector(st.out_index);
+    w.put_vector(st.recv_key);
+    w.put_vector(st.recv_op);
+    w.put_vector(st.early);
+    w.put_vector(st.cursor);
+    w.put_vector(st.got_word);
+    w.put_vector(st.in_flight);
+    w.put_vector(st.tree_state);
+    w.put(st.recvs_left);
+    w.put(st.start);
+  }
+  w.put_vector(retired_slots_);
+  w.put_vector(free_slots_);
+  engine::put_map(w, coll_slot_);
+  {
+    std::vector<std::pair<P2pKey, std::uint32_t>> a(arrived_.begin(), arrived_.end());
+    std::sort(a.begin(), a.end(), [](const auto& x, const auto& y) {
+      return p2p_less(x.first.src, x.first.tag, y.first.src, y.first.tag);
+    });
+    w.put<std::uint64_t>(a.size());
+    for (const auto& [k, v] : a) {
+      w.put(k.src);
+      w.put(k.tag);
+      w.put(v);
+    }
+  }
+  {
+    std::vector<const std::pair<const P2pKey, std::deque<std::uint32_t>>*> a;
+    for (const auto& kv : waiting_rx_) a.push_back(&kv);
+    std::sort(a.begin(), a.end(), [](const auto* x, const auto* y) {
+      return p2p_less(x->first.src, x->first.tag, y->first.src, y->first.tag);
+    });
+    w.put<std::uint64_t>(a.size());
+    for (const auto* kv : a) {
+      w.put(kv->first.src);
+      w.put(kv->first.tag);
+      w.put_vector(std::vector<std::uint32_t>(kv->second.begin(), kv->second.end()));
+    }
+  }
+  {
+    std::vector<std::uint64_t> keys;
+    for (const auto& kv : rx_bytes_) keys.push_back(kv.first);
+    std::sort(keys.begin(), keys.end());
+    w.put<std::uint64_t>(keys.size());
+    for (std::uint64_t k : keys) {
+      const auto& v = rx_bytes_.at(k);
+      w.put(k);
+      w.put(v.first);
+      w.put(v.second);
+    }
+  }
+  w.put_vector(waiting_);
+  w.put(done_nodes_);
+  w.put_vector(done_flag_);
+  w.put_vector(std::vector<std::uint32_t>(compute_queue_.begin(), compute_queue_.end()));
+  w.put(compute_busy_);
+  w.put(compute_node_);
+  w.put(done_work_);
+  w.put_vector(std::vector<std::uint32_t>(host_queue_.begin(), host_queue_.end()));
+  w.put(host_busy_);
+  w.put(host_start_);
+  engine::put_map(w, pxn_left_);
+  {
+    std::vector<std::pair<P2pKey, std::uint64_t>> a(pxn_got_.begin(), pxn_got_.end());
+    std::sort(a.begin(), a.end(), [](const auto& x, const auto& y) {
+      return p2p_less(x.first.src, x.first.tag, y.first.src, y.first.tag);
+    });
+    w.put<std::uint64_t>(a.size());
+    for (const auto& [k, v] : a) {
+      w.put(k.src);
+      w.put(k.tag);
+      w.put(v);
+    }
+  }
+  {
+    std::vector<std::uint64_t> keys;
+    for (const auto& kv : nvls_wait_) keys.push_back(kv.first);
+    std::sort(keys.begin(), keys.end());
+    w.put<std::uint64_t>(keys.size());
+    for (std::uint64_t k : keys) {
+      const NvlsWait& v = nvls_wait_.at(k);
+      w.put(k);
+      w.put(v.count);
+      w.put(v.has_owner);
+      w.put(v.owner);
+    }
+  }
+  w.put(last_change_);
+  w.put(comm_active_);
+  w.put(compute_ps_);
+  w.put(comm_ps_);
+  w.put(exposed_ps_);
+  w.put(finish_ps_);
+  w.put(kind_active_);
+  w.put(exposed_kind_);
+  w.put(pp_recv_active_);
+  w.put(pp_wait_ps_);
+  w.put_vector(flows_);
+  w.put_vector(partials_);
+  w.put_vector(watch_ps_);
+  w.put(compute_start_);
+  w.put_vector(node_start_);
+  w.put_vector(trace_);
+  nic_.save(w);
+}
+
+void GpuRankLp::load_state(engine::StateReader& r) {
+  next_flow_ = r.get<std::uint64_t>();
+  last_slot_key_ = r.get<std::uint64_t>();
+  last_slot_ = r.get<std::uint32_t>();
+  hot_slot_ = r.get<std::uint32_t>();
+  has_retired_ = r.get<bool>();
+  coarse_dst_ = r.get<std::uint32_t>();
+  coarse_split_ = r.get<Nic::Split>();
+  coarse_base_ = r.get<std::uint64_t>();
+  flow_digest_ = r.get<io::FlowDigest>();
+  const auto nslots = r.get<std::uint64_t>();
+  if (nslots > r.remaining()) r.fail();
+  coll_states_.clear();
+  for (std::uint64_t i = 0; i < nslots; ++i) {
+    CollState& st = coll_states_.emplace_back();
+    st.node = r.get<std::uint32_t>();
+    st.done_ops = r.get<std::uint32_t>();
+    st.started = r.get<bool>();
+    st.completed = r.get<bool>();
+    st.ring = r.get<bool>();
+    st.ring_steps = r.get<std::uint32_t>();
+    st.ring_next = r.get<std::uint32_t>();
+    st.ring_prev = r.get<std::uint32_t>();
+    st.group = r.get<std::uint32_t>();
+    st.instance = r.get<std::uint32_t>();
+    st.ring_index = r.get<std::uint32_t>();
+    st.stream = r.get<bool>();
+    st.own_known = r.get<bool>();
+    st.token_round = r.get<std::uint8_t>();
+    st.token_rounds = r.get<std::uint8_t>();
+    st.stream_in = r.get<SimTime>();
+    st.stream_out = r.get<SimTime>();
+    st.stream_wait = r.get<SimTime>();
+    st.stream_value = r.get<SimTime>();
+    st.early_at = r.get<SimTime>();
+    st.tokens = r.get_vector<SimTime>();
+    st.ring_word_idx = r.get<std::uint32_t>();
+    st.ring_word = r.get<std::uint64_t>();
+    if (r.get<bool>()) {
+      // The running collective's plan, derived again exactly as start_collective did.
+      if (st.node >= nodes_size() || (*program_)[st.node].type != NodeType::kCollective) r.fail();
+      st.plan = planner_.plan(coll_request(st.node));
+    }
+    st.ring_got = r.get_vector<std::uint64_t>();
+    st.state = r.get_vector<std::uint32_t>();
+    st.out_begin = r.get_vector<std::uint32_t>();
+    st.out_index = r.get_vector<std::uint32_t>();
+    st.recv_key = r.get_vector<std::uint64_t>();
+    st.recv_op = r.get_vector<std::uint32_t>();
+    st.early = r.get_vector<std::uint64_t>();
+    st.cursor = r.get_vector<RingCursor>();
+    st.got_word = r.get_vector<std::uint64_t>();
+    st.in_flight = r.get_vector<std::uint8_t>();
+    st.tree_state = r.get_vector<std::uint8_t>();
+    st.recvs_left = r.get<std::uint64_t>();
+    st.start = r.get<SimTime>();
+  }
+  hot_state_ = hot_slot_ < coll_states_.size() ? &coll_states_[hot_slot_] : nullptr;
+  if (hot_state_ == nullptr) hot_slot_ = 0xFFFFFFFFu;
+  retired_slots_ = r.get_vector<std::uint32_t>();
+  free_slots_ = r.get_vector<std::uint32_t>();
+  engine::load_map(r, coll_slot_);
+  arrived_.clear();
+  for (std::uint64_t i = 0, n = r.get<std::uint64_t>(); i < n; ++i) {
+    P2pKey k;
+    k.src = r.get<std::uint32_t>();
+    k.tag = r.get<std::int64_t>();
+    arrived_.emplace(k, r.get<std::uint32_t>());
+  }
+  waiting_rx_.clear();
+  for (std::uint64_t i = 0, n = r.get<std::uint64_t>(); i < n; ++i) {
+    P2pKey k;
+    k.src = r.get<std::uint32_t>();
+    k.tag = r.get<std::int64_t>();
+    const auto v = r.get_vector<std::uint32_t>();
+    waiting_rx_.emplace(k, std::deque<std::uint32_t>(v.begin(), v.end()));
+  }
+  rx_bytes_.clear();
+  for (std::uint64_t i = 0, n = r.get<std::uint64_t>(); i < n; ++i) {
+    const auto k = r.get<std::uint64_t>();
+    const auto bytes = r.get<std::uint64_t>();
+    rx_bytes_.emplace(k, std::make_pair(bytes, r.get<SimTime>()));
+  }
+  auto waiting = r.get_vector<std::uint32_t>();
+  if (waiting.size() != waiting_.size()) r.fail();
+  waiting_ = std::move(waiting);
+  done_nodes_ = r.get<std::uint32_t>();
+  auto done = r.get_vector<char>();
+  if (done.size() != done_flag_.size()) r.fail();
+  done_flag_ = std::move(done);
+  const auto cq = r.get_vector<std::uint32_t>();
+  compute_queue_.assign(cq.begin(), cq.end());
+  compute_busy_ = r.get<bool>();
+  compute_node_ = r.get<std::uint32_t>();
+  done_work_ = r.get<double>();
+  const auto hq = r.get_vector<std::uint32_t>();
+  host_queue_.assign(hq.begin(), hq.end());
+  host_busy_ = r.get<bool>();
+  host_start_ = r.get<SimTime>();
+  engine::load_map(r, pxn_left_);
+  pxn_got_.clear();
+  for (std::uint64_t i = 0, n = r.get<std::uint64_t>(); i < n; ++i) {
+    P2pKey k;
+    k.src = r.get<std::uint32_t>();
+    k.tag = r.get<std::int64_t>();
+    pxn_got_.emplace(k, r.get<std::uint64_t>());
+  }
+  nvls_wait_.clear();
+  for (std::uint64_t i = 0, n = r.get<std::uint64_t>(); i < n; ++i) {
+    const auto k = r.get<std::uint64_t>();
+    NvlsWait v;
+    v.count = r.get<std::uint32_t>();
+    v.has_owner = r.get<bool>();
+    v.owner = r.get<Packet>();
+    nvls_wait_.emplace(k, v);
+  }
+  last_change_ = r.get<SimTime>();
+  comm_active_ = r.get<std::uint32_t>();
+  compute_ps_ = r.get<SimTime>();
+  comm_ps_ = r.get<SimTime>();
+  exposed_ps_ = r.get<SimTime>();
+  finish_ps_ = r.get<SimTime>();
+  r.get_bytes(kind_active_, sizeof kind_active_);
+  r.get_bytes(exposed_kind_, sizeof exposed_kind_);
+  pp_recv_active_ = r.get<std::uint32_t>();
+  pp_wait_ps_ = r.get<SimTime>();
+  flows_ = r.get_vector<io::FlowRecord>();
+  partials_ = r.get_vector<CollectivePartial>();
+  auto watch = r.get_vector<SimTime>();
+  if (watch.size() != watch_ps_.size()) r.fail();
+  watch_ps_ = std::move(watch);
+  compute_start_ = r.get<SimTime>();
+  auto starts = r.get_vector<SimTime>();
+  if (starts.size() != node_start_.size()) r.fail();
+  node_start_ = std::move(starts);
+  trace_ = r.get_vector<TraceInterval>();
+  nic_.load(r);
 }
 
 }  // namespace fabricsim::models

@@ -85,6 +85,17 @@ class GpuRankLp final : public engine::Lp, private NicOwner {
             std::shared_ptr<const ProgramIndex> index = nullptr);
   void init(engine::Context& ctx) override;
   void handle(const engine::Event& ev, engine::Context& ctx) override;
+  /// Checkpoints (docs/checkpoint.md): at the packet rung save_state holds every mutable member
+  /// (executor, collective states, point-to-point matching, accounting, records, trace, and the
+  /// NIC). A running collective's plan is not written: load_state asks the planner for it again
+  /// (CollectivePlanner::plan is a function of the request). The coarse rungs' flow state
+  /// (flow source, send FIFO, streamed rings, analytical ports) is not written, so only the
+  /// packet rung is checkpointable.
+  bool checkpointable() const override { return fidelity_ == Fidelity::kPacket; }
+  std::string_view type_name() const override { return "GpuRankLp"; }
+  /// @throws engine::InternalError if coarse-rung state is not empty (never at the packet rung).
+  void save_state(engine::StateWriter& out) const override;
+  void load_state(engine::StateReader& in) override;
 
   bool finished() const { return done_nodes_ == nodes_size(); }
   /// DAG nodes completed so far / in total (progress reports; read only from this LP's thread).
@@ -336,6 +347,8 @@ class GpuRankLp final : public engine::Lp, private NicOwner {
   void finish_collective(std::uint32_t slot, engine::Context& ctx);
   void ring_send(std::uint32_t slot, std::uint32_t step, engine::Context& ctx);
   std::uint32_t recv_of(const CollState& st, std::uint64_t key) const;
+  /// The planner's request of collective node `n` of this rank (start_collective).
+  CollRequest coll_request(std::uint32_t n) const;
   std::uint32_t slot_of(std::uint32_t group, std::uint32_t instance);
   /// coll_states_[slot] (slot indices never move: the deque only grows, slots are reset in place).
   CollState& state(std::uint32_t slot) { return slot == hot_slot_ ? *hot_state_ : coll_states_[slot]; }

@@ -9,7 +9,8 @@
 #      (job exit code 1) with a changed parameter;
 #   4. issue 27's requeue pattern (docs/checkpoint.md): SIGUSR1 to a slurm/run.sbatch job's batch
 #      shell (as --signal=B:USR1@300 sends it) stops fabricsim with its status line and exit 75,
-#      the script requeues the job, and the requeued run's digest equals an uninterrupted run's.
+#      the script requeues the job (with its checkpoint: FABRICSIM_CHECKPOINT defaults to 1), the
+#      requeued run restarts from it, and its digest equals an uninterrupted run's.
 # The daemons use their own config, munge socket and ports, and are stopped by pid on exit.
 # Usage: tests/slurm/run_slurm_test.sh [FABRICSIM_BINARY]   (root; exit 77 = skipped)
 set -uo pipefail
@@ -200,10 +201,13 @@ for _ in $(seq 600); do grep -q 'simulating on' "$W/run/requeue.out" 2>/dev/null
 grep -q 'simulating on' "$W/run/requeue.out" || fail "job $job did not start simulating: $(cat "$W/run/requeue.out")"
 scancel --signal=USR1 --batch "$job" || fail "scancel --signal=USR1 --batch $job"
 wait_job "$job" 150 || fail "requeued job $job did not finish in 150 s: $(cat "$W/run/requeue.out")"
-grep -q 'fabricsim: stopped by a signal at simulated time .* events; no checkpoint; no output written' "$W/run/requeue.out" \
-  || fail "no status line: $(cat "$W/run/requeue.out")"
+# FABRICSIM_CHECKPOINT defaults to 1: the stop writes a checkpoint and the requeued job restarts from it.
+grep -q 'fabricsim: stopped by a signal at simulated time .* events; checkpoint .*/checkpoints/ckpt-t[0-9]*ps; no output written' "$W/run/requeue.out" \
+  || fail "no status line with a checkpoint: $(cat "$W/run/requeue.out")"
 grep -q "stopped (exit 75): requeueing job $job" "$W/run/requeue.out" || fail "not requeued: $(cat "$W/run/requeue.out")"
 grep -q '(restart 1)' "$W/run/requeue.out" || fail "the job did not run again: $(cat "$W/run/requeue.out")"
+grep -q "restarting from $W/run/requeue/checkpoints/ckpt-t" "$W/run/requeue.out" \
+  || fail "the requeued job did not restart from the checkpoint: $(cat "$W/run/requeue.out")"
 [ "$(grep '"digest"' "$W/run/requeue/summary.json")" = "$dl" ] || fail "requeued digest differs from $dl"
-echo "ok: SIGUSR1 -> status line, exit 75, requeue, same digest ($dl)"
+echo "ok: SIGUSR1 -> checkpoint, status line, exit 75, requeue, restart from the checkpoint, same digest ($dl)"
 echo "PASS: real Slurm checks"
