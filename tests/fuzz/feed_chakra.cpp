@@ -1,5 +1,7 @@
 #include <unistd.h>
 
+#include <algorithm>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -29,6 +31,17 @@ const std::string& chakra_prefix() {
 }  // namespace
 
 Outcome feed_chakra(std::string_view bytes) {
+  io::ChakraReadOptions options;
+  if (bytes.substr(0, kChakraGpusPrefix.size()) == kChakraGpusPrefix) {
+    bytes.remove_prefix(kChakraGpusPrefix.size());
+    std::uint32_t gpus = 0;
+    while (!bytes.empty() && bytes.front() >= '0' && bytes.front() <= '9') {
+      gpus = std::min<std::uint32_t>(gpus * 10 + static_cast<std::uint32_t>(bytes.front() - '0'), kMaxChakraGpus);
+      bytes.remove_prefix(1);
+    }
+    if (!bytes.empty() && bytes.front() == '\n') bytes.remove_prefix(1);
+    options.world_size = gpus;
+  }
   std::vector<std::string_view> parts;
   while (static_cast<int>(parts.size()) + 1 < kMaxChakraRanks) {
     const auto at = bytes.find(kChakraRankSep);
@@ -49,7 +62,7 @@ Outcome feed_chakra(std::string_view bytes) {
     }
   }
   try {
-    (void)io::read_chakra(prefix);
+    (void)io::read_chakra(prefix, "", options);
     return std::nullopt;
   } catch (const engine::InputError& e) {
     return std::string(e.what());

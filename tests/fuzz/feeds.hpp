@@ -6,6 +6,7 @@
 ///
 /// A feed catches engine::InputError, the one way a parser may refuse input, and nothing else:
 /// any other exception, a crash, a leak or undefined behaviour is a finding.
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -17,6 +18,8 @@ using Outcome = std::optional<std::string>;
 
 /// Chakra ET (io/chakra_reader): up to kMaxChakraRanks rank files, separated by kChakraRankSep,
 /// written to a private temporary folder as PREFIX.<rank>.et and read with read_chakra(PREFIX).
+/// An input that starts with kChakraGpusPrefix, digits and a newline reads with that world size
+/// (workload.gpus, at most kMaxChakraGpus); otherwise the world size comes from the files.
 Outcome feed_chakra(std::string_view bytes);
 /// SimAI/AICB workload text (io/simai_reader): world size from the file (gpus_override 0), and
 /// when it names none (AICB files), 8 GPUs.
@@ -38,10 +41,20 @@ Outcome feed_kernels(std::string_view bytes);
 /// Partition file (partition/): the first line gives the run's "lps procs threads" (clamped to
 /// 1..4096, 1..64, 1..64), the rest is the file read by read_partition.
 Outcome feed_partition(std::string_view bytes);
+/// Checkpoint file header (engine/checkpoint: parse_checkpoint_header), the bytes as a part or
+/// manifest file holds them; an accepted header must come back unchanged from encode_checkpoint.
+/// The same bytes with the header checksum made right are parsed too (for coverage behind the
+/// checksum; that outcome is not returned).
+Outcome feed_checkpoint(std::string_view bytes);
 
 /// Separator between rank files in a feed_chakra input.
 inline constexpr std::string_view kChakraRankSep = "\n--fabricsim-next-rank--\n";
 /// Most rank files one feed_chakra input makes.
 inline constexpr int kMaxChakraRanks = 4;
+/// Start of a feed_chakra input that gives the world size (ChakraReadOptions::world_size).
+inline constexpr std::string_view kChakraGpusPrefix = "--fabricsim-gpus=";
+/// Largest world size a feed_chakra input may give (larger is cut to it): a one-rank trace is
+/// replicated to every rank, so this bounds one input's work.
+inline constexpr std::uint32_t kMaxChakraGpus = 256;
 
 }  // namespace fabricsim::fuzz
