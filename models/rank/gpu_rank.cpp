@@ -1101,8 +1101,15 @@ void GpuRankLp::on_packet(const Packet& p, Context& ctx) {
     }
     at = hop.peer;
   }
-  rec.ideal_ps = engine::serialization_ps(p.flow_bytes, bottleneck) + latency;
-  rec.slowdown = rec.ideal_ps > 0 ? static_cast<double>(rec.fct_ps) / static_cast<double>(rec.ideal_ps) : 1.0;
+  if (p.src_rank == p.dst_rank) {
+    // A flow from a GPU to itself crosses no link: it has no ideal path to compare with, so its
+    // ideal FCT is 0 and its slowdown 1 by definition (docs/hdf5_schema.md, /flows).
+    rec.ideal_ps = 0;
+    rec.slowdown = 1.0;
+  } else {
+    rec.ideal_ps = engine::serialization_ps(p.flow_bytes, bottleneck) + latency;
+    rec.slowdown = rec.ideal_ps > 0 ? static_cast<double>(rec.fct_ps) / static_cast<double>(rec.ideal_ps) : 1.0;
+  }
   flows_.push_back(rec);
   on_message(p, ctx);
 }
