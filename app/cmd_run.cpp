@@ -110,6 +110,10 @@ Action add_run(CLI::App& app) {
     }
     if (run->count("--checkpoint-every") > 0) {
       opt->checkpoint_every_s = engine::parse_wall_seconds(ckpt->second, "<cli>", "--checkpoint-every");
+      if (opt->checkpoint_every_s < 1) {
+        throw engine::InputError("<cli>", "--checkpoint-every", "'" + ckpt->second + "' is shorter than 1 s",
+                                 "checkpoint at most once a second, e.g. 90s, 30min or 1h");
+      }
     }
     if (run->count("--restart") > 0 && opt->restart.empty()) {
       throw engine::InputError("<cli>", "--restart", "the path is empty", "give a checkpoint directory");
