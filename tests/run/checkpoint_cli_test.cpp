@@ -31,13 +31,13 @@ std::string small_workload() {
   return fabricsim::testing::data("chakra/astra-sim/examples/workload/microbenchmarks/all_reduce/16npus_1MB/all_reduce");
 }
 
-/// A workload that runs many seconds at the packet rung: 64 MiB AllReduce over 128 GPUs
+/// A workload that runs many seconds at the packet rung: 1 GiB AllReduce over 128 GPUs
 /// (generated in the test's directory as a SimAI file of one collective).
 std::string long_spec(const fs::path& dir) {
   const fs::path w = dir / "ar128.txt";
   std::ofstream(w) << "HYBRID_TRANSFORMER_FWD_IN_BCKWD model_parallel_NPU_group: 1 ep: 1 pp: 1 vpp: 1 ga: 1 all_gpus: 128 checkpoints: 0 checkpoint_initiates: 0\n"
                       "1\n"
-                      "ar -1 0 NONE 0 0 NONE 0 0 ALLREDUCE 67108864 0\n";
+                      "ar -1 0 NONE 0 0 NONE 0 0 ALLREDUCE 1073741824 0\n";
   const fs::path s = dir / "long.yaml";
   std::ofstream(s) << "workload:\n  path: " << w.string() << "\n";
   return s.string();

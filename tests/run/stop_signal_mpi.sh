@@ -10,12 +10,12 @@ trap 'rm -rf "$W"' EXIT
 fail() { echo "FAIL: $*"; cat "$W/err.txt"; exit 1; }
 # A 64 MiB AllReduce over 128 GPUs at the packet rung: ~12 s on 2 processes, signalled after 1 s.
 printf '%s\n' "HYBRID_TRANSFORMER_FWD_IN_BCKWD model_parallel_NPU_group: 1 ep: 1 pp: 1 vpp: 1 ga: 1 all_gpus: 128 checkpoints: 0 checkpoint_initiates: 0" \
-  1 "ar -1 0 NONE 0 0 NONE 0 0 ALLREDUCE 67108864 0" > "$W/ar128.txt"
+  1 "ar -1 0 NONE 0 0 NONE 0 0 ALLREDUCE 1073741824 0" > "$W/ar128.txt"
 printf 'workload:\n  path: %s\n' "$W/ar128.txt" > "$W/spec.yaml"
 mpiexec -n 2 "$FABRICSIM" run "$W/spec.yaml" --log-level info -o "$W/out.h5" --summary-json "$W/s.json" 2> "$W/err.txt" &
 pid=$!
 for _ in $(seq 1200); do grep -q 'simulating on' "$W/err.txt" && break; sleep 0.05; done
-sleep 1
+sleep 0.3
 kill -USR1 "$pid"
 wait "$pid"
 rc=$?
