@@ -7,7 +7,7 @@
 set -uo pipefail
 FABRICSIM=${1:?usage: checkpoint_restart.sh FABRICSIM_BINARY NP}
 NP=${2:?usage: checkpoint_restart.sh FABRICSIM_BINARY NP}
-W=$(mktemp -d /tmp/fabricsim_ckpt_restart.XXXXXX)
+W=$(mktemp -d "${TMPDIR:-/tmp}/fabricsim_ckpt_restart.XXXXXX")
 trap 'rm -rf "$W"' EXIT
 fail() { echo "FAIL: $*"; for f in "$W"/*.err; do echo "== $f"; cat "$f"; done; exit 1; }
 launch() { if [ "$NP" = 1 ]; then "$FABRICSIM" "$@"; else mpiexec -n "$NP" "$FABRICSIM" "$@"; fi; }

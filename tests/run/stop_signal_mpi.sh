@@ -5,7 +5,7 @@
 # Usage: stop_signal_mpi.sh FABRICSIM_BINARY
 set -uo pipefail
 FABRICSIM=${1:?usage: stop_signal_mpi.sh FABRICSIM_BINARY}
-W=$(mktemp -d /tmp/fabricsim_stop_mpi.XXXXXX)
+W=$(mktemp -d "${TMPDIR:-/tmp}/fabricsim_stop_mpi.XXXXXX")
 trap 'rm -rf "$W"' EXIT
 fail() { echo "FAIL: $*"; cat "$W/err.txt"; exit 1; }
 # A 64 MiB AllReduce over 128 GPUs at the packet rung: ~12 s on 2 processes, signalled after 1 s.

@@ -68,7 +68,6 @@ TEST(Stragglers, OneSlowGpuGrowsTheStepByItsCriticalPath) {
       if (r.rank != 5) want = std::max<long long>(want, r.finish_ps);
     }
     EXPECT_EQ(iteration(slow), want);
-    EXPECT_GE(iteration(slow) - iteration(even), 40 * kUs - (iteration(even) - even.ranks[5].finish_ps));
     EXPECT_EQ(slow.ranks[5].compute_ps, 240 * kUs);
     EXPECT_EQ(slow.ranks[4].compute_ps, 200 * kUs);
   }
