@@ -131,6 +131,14 @@ struct RunContext {
   std::vector<io::RankRecord> local_ranks;  ///< this process's ranks
   std::vector<io::FlowRecord> local_flows;  ///< this process's flow records (when kept)
   io::FlowDigest local_flow_digest;
+  /// Flow rung counters summed over every process (gather; --stats): flows the GPUs delivered
+  /// themselves (models::FlowSource), flows handed to the network LP, and the network LP's
+  /// flows admitted, re-solves, flows re-solved, route look-ups, route misses, route entries.
+  /// The network LP lives on one process; the sums make --stats the same on any process count.
+  struct FlowCounters {
+    std::uint64_t direct = 0, handed = 0, net_flows = 0, solves = 0, resolved = 0;
+    std::uint64_t route_lookups = 0, route_misses = 0, route_entries = 0;
+  } flow_counters;
   std::vector<engine::SimTime> phase_end;   ///< inference: end of each phase (prefill, decode steps)
   engine::SimTime sim_end = 0;              ///< simulated time: the last rank's finish (ps)
   engine::SimTime iter = 0;                 ///< mean iteration time (ps)

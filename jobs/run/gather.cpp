@@ -248,6 +248,24 @@ void gather(RunContext& c) {
   long long nflows = static_cast<long long>(c.local_flow_digest.count), total_flows = nflows;
   MPI_Allreduce(&nflows, &total_flows, 1, MPI_LONG_LONG, MPI_SUM, c.comm);
   res.flows = static_cast<std::uint64_t>(total_flows);
+  if (c.net_lp) {
+    // --stats: the flow rung's counters from whichever processes hold the GPUs and the network LP.
+    unsigned long long mine[8] = {}, all[8] = {};
+    for (const auto& g : c.gpus) {
+      mine[0] += g->flow_source().direct_flows();
+      mine[1] += g->flow_source().net_flows();
+    }
+    if (const models::FlowNetLp* net = c.net.get()) {
+      mine[2] = net->flows();
+      mine[3] = net->solves();
+      mine[4] = net->resolved_flows();
+      mine[5] = net->route_lookups();
+      mine[6] = net->route_misses();
+      mine[7] = net->route_entries();
+    }
+    MPI_Allreduce(mine, all, 8, MPI_UNSIGNED_LONG_LONG, MPI_SUM, c.comm);
+    c.flow_counters = RunContext::FlowCounters{all[0], all[1], all[2], all[3], all[4], all[5], all[6], all[7]};
+  }
   res.ranks = std::move(all_ranks);
   res.stats = c.stats;
   for (const auto& r : res.ranks) c.sim_end = std::max(c.sim_end, r.finish_ps);

@@ -308,15 +308,18 @@ void stats_lines(const RunContext& c, std::ostream& out) {
                      w_ps == engine::kInfinity ? std::string("none (nothing cut)") : engine::format_time(w_ps),
                      stats.remote_events, stats.thread_events, stats.sync_s, stats.exchange_messages,
                      stats.exchange_bytes, partition::cut_edges(c.plan.placement, c.plan.edges));
-  if (const models::FlowNetLp* net = c.net.get()) {
-    // The flow rung's network LP lives on one process: its counters, when it is this one.
-    out << fmt::format("flow solver: {} flows, {} re-solves, {} flows re-solved ({:.1f} per re-solve)\n",
-                       net->flows(), net->solves(), net->resolved_flows(),
-                       net->solves() ? double(net->resolved_flows()) / double(net->solves()) : 0.0);
-    out << fmt::format("flow routes: {} look-ups, {} misses ({:.1f}%), {} cache entries\n", net->route_lookups(),
-                       net->route_misses(),
-                       net->route_lookups() ? 100.0 * double(net->route_misses()) / double(net->route_lookups()) : 0.0,
-                       net->route_entries());
+  if (c.net_lp) {
+    // Summed over processes at gather: the network LP's counters wherever it lives, and the
+    // flows the GPUs delivered without it (models::FlowSource: single-packet flows whose answer
+    // is known at the source; they never reach the solver).
+    const RunContext::FlowCounters& f = c.flow_counters;
+    out << fmt::format("flow solver: {} flows ({} delivered by their GPU, {} through the network LP), {} admitted "
+                       "by the network LP, {} re-solves, {} flows re-solved ({:.1f} per re-solve)\n",
+                       f.direct + f.handed, f.direct, f.handed, f.net_flows, f.solves, f.resolved,
+                       f.solves ? double(f.resolved) / double(f.solves) : 0.0);
+    out << fmt::format("flow routes: {} look-ups, {} misses ({:.1f}%), {} cache entries\n", f.route_lookups,
+                       f.route_misses, f.route_lookups ? 100.0 * double(f.route_misses) / double(f.route_lookups) : 0.0,
+                       f.route_entries);
   }
 }
 

@@ -748,11 +748,11 @@ void FlowNetLp::apply_rate(std::uint32_t f, double r, SimTime now) {
                                                                    : static_cast<SimTime>(ps));
   }
   ++a.version;
-  drains_.push(Drain{a.drain, f, a.version, 1});
+  push_drain(Drain{a.drain, f, a.version, 1});
   if (!a.reported) {
     const SimTime phase = a.down ? std::max<SimTime>(0, a.chunk->phase_ps) : a.phase_ps;
     a.report_at = std::max(now, a.drain - phase);
-    if (a.report_at < a.drain) drains_.push(Drain{a.report_at, f, a.version, 0});
+    if (a.report_at < a.drain) push_drain(Drain{a.report_at, f, a.version, 0});
   }
 }
 
@@ -830,13 +830,36 @@ void FlowNetLp::nvls_phase() {
   nvls_new_.clear();
 }
 
+void FlowNetLp::push_drain(const Drain& d) {
+  if (drains_.size() >= 4 * solver_flows_ + kDrainSlack) compact_drains();
+  drains_.push_back(d);
+  std::push_heap(drains_.begin(), drains_.end(), DrainGreater{});
+}
+
+void FlowNetLp::pop_drain() {
+  std::pop_heap(drains_.begin(), drains_.end(), DrainGreater{});
+  drains_.pop_back();
+}
+
+bool FlowNetLp::drain_current(const Drain& d) const {
+  const Active& a = act_[d.f];
+  return a.version == d.version && (d.kind == 0 ? !a.reported && a.report_at == d.t : a.drain == d.t);
+}
+
+void FlowNetLp::compact_drains() {
+  // Every flow has at most one current drain and one current report: at most 2 x solver_flows_
+  // entries survive, so the next compaction is at least 2 x solver_flows_ + kDrainSlack pushes away.
+  std::erase_if(drains_, [this](const Drain& d) { return !drain_current(d); });
+  std::make_heap(drains_.begin(), drains_.end(), DrainGreater{});
+}
+
 void FlowNetLp::tick(Context& ctx) {
   const SimTime now = ctx.now();
   seeds_.clear();
   // 1. Flows whose shared bytes are drained at this instant.
-  while (!drains_.empty() && drains_.top().t <= now) {
-    const auto [t, f, version, kind] = drains_.top();
-    drains_.pop();
+  while (!drains_.empty() && drains_.front().t <= now) {
+    const auto [t, f, version, kind] = drains_.front();
+    pop_drain();
     if (act_[f].version != version) continue;  // rescheduled since
     if (kind == 0) {  // early report (round-robin phase); its bytes keep their share until drained
       if (!act_[f].reported && act_[f].report_at == t) report(f, ctx);
@@ -846,6 +869,7 @@ void FlowNetLp::tick(Context& ctx) {
     drained(f, ctx);
     for (std::uint32_t i = 0; i < solver_.hops(f); ++i) seeds_.push_back(solver_.link(f, i));
     solver_.remove_flow(f);
+    --solver_flows_;
     ++act_[f].version;
   }
   // 2. Flows starting now. Flows on the same queue pair (one per NCCL channel, peer and k of
@@ -917,6 +941,7 @@ void FlowNetLp::tick(Context& ctx) {
     for (std::uint32_t i = 0; i < path.hops; ++i) links[i] = path.link[i];
     if (stage == 1) links[nlinks++] = nvls_link0_ + head.src_rank;
     const std::uint32_t f = solver_.add_flow(links, nlinks);
+    ++solver_flows_;
     if (f >= act_.size()) act_.resize(f + 1);
     Active& a = act_[f];
     const std::uint32_t version = a.version + 1;
@@ -984,13 +1009,8 @@ void FlowNetLp::tick(Context& ctx) {
   nvls_emptied_.clear();
   solved_.clear();
   // 4. Wake up for the next drain.
-  while (!drains_.empty()) {
-    const auto [t, f, version, kind] = drains_.top();
-    const Active& a = act_[f];
-    if (a.version == version && (kind == 0 ? !a.reported && a.report_at == t : a.drain == t)) break;
-    drains_.pop();
-  }
-  if (!drains_.empty()) schedule(drains_.top().t, ctx);
+  while (!drains_.empty() && !drain_current(drains_.front())) pop_drain();
+  if (!drains_.empty()) schedule(drains_.front().t, ctx);
 }
 
 }  // namespace fabricsim::models

@@ -460,7 +460,21 @@ class FlowNetLp final : public engine::Lp {
       return a.kind > b.kind;
     }
   };
-  std::priority_queue<Drain, std::vector<Drain>, DrainGreater> drains_;
+  /// Min-heap of Drain (std::push_heap/pop_heap with DrainGreater). A rescheduled flow leaves
+  /// its old entries behind (skipped when popped); when the heap holds more than
+  /// 4 x (flows in the solver) + kDrainSlack entries, compact_drains() drops every entry that is
+  /// no longer current, so the heap stays proportional to the active flows (an NVLS AllReduce
+  /// re-rates each flow many times: the stale entries made the heap's sift-down most of the run).
+  std::vector<Drain> drains_;
+  static constexpr std::size_t kDrainSlack = 4096;
+  std::size_t solver_flows_ = 0;  ///< flows in the solver now (added, not yet drained)
+  void push_drain(const Drain& d);
+  void pop_drain();
+  /// True when `d` is still the flow's scheduled report (kind 0) or drain (kind 1).
+  bool drain_current(const Drain& d) const;
+  /// Removes every entry that is not current and rebuilds the heap (the pop order of the
+  /// current entries is unchanged: (t, f, version, kind) is a strict total order).
+  void compact_drains();
   /// The instants with a kEvNetTick scheduled (open addressing, linear probing, backward-shift
   /// deletion; it was a std::set, one tree node per flow start).
   class TimeSet {

@@ -165,6 +165,8 @@ class GpuRankLp final : public engine::Lp, private NicOwner {
   const LinkSampler& sampler() const { return nic_.sampler(); }
   /// The GPU's NIC and NVLink endpoint (counters, QP state for tests).
   const Nic& nic() const { return nic_; }
+  /// Flow rung: this GPU's flow source (flows it delivered itself and handed to the network LP).
+  const FlowSource& flow_source() const { return flow_source_; }
   /// Starts keeping compute and communication intervals (off by default: no cost when off).
   void enable_trace() { trace_on_ = true; node_start_.assign(nodes_size(), 0); }
   /// Intervals with > 0 duration; their per-kind unions equal rank_record()'s compute_ps and

@@ -843,6 +843,60 @@ TEST_F(Cli, FlowRouteCacheMissesOnlyEachRanksFirstRingFlow) {
   }
 }
 
+// `--stats` at the flow rung counts what the run did, summed over whoever did it: the flows the
+// GPUs delivered themselves (models::FlowSource: single-packet flows) and those handed to the
+// network LP add up to the summary's flow count, on one thread and two. A ring AllReduce of S
+// bytes over n ranks sends n * 2(n - 1) flows of S / n: at S = 64 KiB, n = 16 each is one 4 KiB
+// packet (the MTU), all delivered by their GPU, no re-solve; at S = 1 MiB each is 64 KiB, all
+// through the network LP, one re-solve per ring step at least (the flows of a step start
+// together and are solved once).
+TEST_F(Cli, FlowStatsCountDirectAndNetworkFlows) {
+  const std::string src = fabricsim::testing::source_dir() + "/tests/fidelity/data/allreduce_1MiB.txt";
+  const std::string small = (dir_ / "ar64k.txt").string();
+  {
+    std::ifstream in(src);
+    std::stringstream ss;
+    ss << in.rdbuf();
+    std::string text = ss.str();
+    const std::size_t at = text.find("1048576");
+    ASSERT_NE(at, std::string::npos);
+    text.replace(at, 7, "65536");
+    std::ofstream(small) << text;
+  }
+  const std::uint64_t n = 16, flows = n * 2 * (n - 1);
+  const auto stats_line = [](const std::string& out) {
+    const std::size_t a = out.find("flow solver: ");
+    return a == std::string::npos ? std::string() : out.substr(a, out.find('\n', a) - a);
+  };
+  for (const bool one_packet : {true, false}) {
+    std::string first;
+    for (const int threads : {1, 2}) {
+      const Outcome o = run_fabricsim("run --workload " + (one_packet ? small : src) + " --gpus " + std::to_string(n) +
+                                          " --fidelity flow --set simccl.planner=ring --stats --threads " +
+                                          std::to_string(threads) + " -o " + (dir_ / "fs.h5").string(),
+                                      dir_.string());
+      ASSERT_EQ(o.code, 0) << o.err;
+      ASSERT_NE(o.out.find("flows: " + std::to_string(flows) + "\n"), std::string::npos) << o.out;
+      const std::string line = stats_line(o.out);
+      const std::string want = "flow solver: " + std::to_string(flows) + " flows (" +
+                               std::to_string(one_packet ? flows : 0) + " delivered by their GPU, " +
+                               std::to_string(one_packet ? 0 : flows) + " through the network LP), " +
+                               std::to_string(one_packet ? 0 : flows) + " admitted by the network LP, ";
+      EXPECT_EQ(line.rfind(want, 0), 0u) << "want '" << want << "' in:\n" << o.out;
+      if (one_packet) {
+        EXPECT_NE(line.find(", 0 re-solves, 0 flows re-solved"), std::string::npos) << line;
+      } else {
+        const std::size_t r = line.find(" re-solves");
+        ASSERT_NE(r, std::string::npos) << line;
+        const std::size_t b = line.rfind(' ', r - 1) + 1;
+        EXPECT_GE(std::stoull(line.substr(b, r - b)), 2 * (n - 1)) << line;
+      }
+      if (first.empty()) first = line;
+      EXPECT_EQ(line, first) << "--threads " << threads;
+    }
+  }
+}
+
 namespace {
 
 // A Chakra trace whose control dependency names a node absent from the file (as Chakra's
