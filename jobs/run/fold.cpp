@@ -90,6 +90,18 @@ void check_replicas(const RunContext& c, const models::FoldMap& fold) {
       bool ok = g >= 0 && g0 >= 0;
       if (ok && g == g0) {
         ok = is_invariant(g);
+        // A communicator spanning the replicas with more than one member in each (DP·CP under
+        // CP > 1): its ring has edges between two members of one replica, which the shift does not
+        // map onto a representative's own images (GpuRankLp::check_fold_plan would refuse its
+        // first collective, after the run has simulated up to it).
+        std::size_t in_rep0 = 0;
+        for (std::uint32_t m : w.groups[g].ranks) in_rep0 += fold.replica(m) == 0 ? 1 : 0;
+        if (ok && in_rep0 > 1) {
+          refuse(c, fmt::format("communicator '{}' ({} ranks) has {} members in each DP replica (its ring joins ranks of "
+                                "one replica, which the DP shift does not map onto a rank's own images)",
+                                w.groups[g].name, w.groups[g].ranks.size(), in_rep0),
+                 "fold only jobs whose DP communicators hold one rank per replica (cp: 1)");
+        }
       } else if (ok) {
         const auto& a = w.groups[g].ranks;
         const auto& b = w.groups[g0].ranks;

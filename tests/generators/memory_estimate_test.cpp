@@ -4,10 +4,15 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <fstream>
+#include <regex>
+#include <set>
+#include <sstream>
 
 #include "jobs/generators.hpp"
 #include "jobs/memory_estimate.hpp"
 #include "jobs/spec.hpp"
+#include "tests/support/paths.hpp"
 #include "tests/support/train_configs.hpp"
 
 namespace fabricsim::jobs {
@@ -228,6 +233,49 @@ TEST(GeneratorCluster, NvlinkRateFollowsTheGeneratorsGpu) {
   EXPECT_EQ(nvl({"workload.generator.model=gpt3-13b"}), 3600'000'000'000ull);  // H100, the default
   EXPECT_EQ(nvl({"workload.generator.model=gpt3-13b", "workload.generator.gpu=A100", "cluster.nvlink_bandwidth=1000Gbps"}),
             1000'000'000'000ull);
+}
+
+}  // namespace
+}  // namespace fabricsim::jobs
+
+namespace fabricsim::jobs {
+namespace {
+
+// Every example spec the README runs (with the --set values of its line) that generates its
+// workload fits its GPU: the estimate, recomputed here from the spec, is within the HBM capacity.
+// Trace and SimAI workloads carry no estimate and sweep files are not run specs; they are left
+// out by their kind, named in the trace.
+TEST(MemoryEstimate, EveryReadmeExampleFitsItsGpu) {
+  const std::string root = testing::source_dir();
+  std::ifstream in(root + "/README.md");
+  ASSERT_TRUE(in) << root << "/README.md";
+  const std::regex spec_re(R"((examples/[A-Za-z0-9_./-]+\.yaml))"), set_re(R"(--set ([^ =]+=[^ ]+))");
+  std::set<std::string> checked;
+  std::string line;
+  int generated = 0;
+  while (std::getline(in, line)) {
+    std::smatch m;
+    if (!std::regex_search(line, m, spec_re)) continue;
+    const std::string rel = m[1];
+    if (rel.rfind("examples/sweeps/", 0) == 0) continue;  // sweep files, not run specs
+    std::vector<std::string> sets;
+    for (auto it = std::sregex_iterator(line.begin(), line.end(), set_re); it != std::sregex_iterator(); ++it) {
+      sets.push_back((*it)[1]);
+    }
+    if (!checked.insert(rel + " " + ::testing::PrintToString(sets)).second) continue;
+    SCOPED_TRACE(rel + " " + ::testing::PrintToString(sets));
+    const Spec spec = load_spec(root + "/" + rel, sets);
+    if (spec.generator.empty()) continue;  // a trace or SimAI workload: no estimate
+    const TrainConfig c = train_config_from_spec(spec);
+    const MemoryEstimate est = c.inference ? estimate_inference_memory(c) : estimate_memory(c);
+    ASSERT_FALSE(est.stages.empty());
+    EXPECT_GT(est.capacity_bytes, 0.0);
+    EXPECT_LE(est.peak().total_bytes(), est.capacity_bytes)
+        << rel << " needs " << est.peak().total_bytes() / 1e9 << " GB of " << est.capacity_bytes / 1e9;
+    EXPECT_FALSE(est.exceeds());
+    ++generated;
+  }
+  EXPECT_GE(generated, 3) << "the README runs the quickstart, oversub_128 and the inference example";
 }
 
 }  // namespace

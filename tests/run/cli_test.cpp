@@ -227,6 +227,41 @@ TEST_F(Cli, GeneratorWorldSizeTraceRangeShorthandAndGeneratePrefix) {
   EXPECT_TRUE(fs::exists(prefix + ".15.et"));  // the earlier trace is untouched
 }
 
+// A model shape that TP, PP, EP or CP does not divide, a GPU without a kernel table under
+// fallback: none, and sim.fold: dp where the replicas differ: each one line naming the key and
+// the fix, exit 2, nothing written.
+TEST_F(Cli, ShapeTableAndFoldErrorsNameTheKeyAndTheFix) {
+  const std::string spec = (dir_ / "spec.yaml").string();
+  auto bad_spec = [&](const std::string& gen, const std::string& rest, const std::vector<std::string>& needles) {
+    SCOPED_TRACE(gen + rest);
+    std::ofstream(spec) << "workload:\n  generator:\n" << gen << rest;
+    std::vector<std::string> with_file = needles;
+    with_file.push_back(spec + ": ");
+    expect_bad("run " + spec, with_file);
+  };
+  const std::string gpt = "    model: gpt3-13b\n    layers: 4\n";  // 40 heads, 2048-token sequences
+  // TP: 40 heads over 3 ranks.
+  bad_spec(gpt + "    tp: 3\n", "", {"workload.generator.tp", "40 attention heads are not divisible by TP 3",
+                                      "choose a TP that divides the head count"});
+  // PP: 4 layers over 3 stages.
+  bad_spec(gpt + "    pp: 3\n", "", {"workload.generator.pp", "4 layers are not divisible by PP 3", "choose pp"});
+  // CP: 2048 tokens in 2*3 load-balanced chunks.
+  bad_spec(gpt + "    attention: flash\n    cp: 3\n", "",
+           {"workload.generator.seq_len", "not divisible by 2·CP = 6", "choose a sequence length divisible by 2*cp"});
+  // EP: Mixtral's 8 experts over 3 ranks.
+  bad_spec("    model: mixtral-8x7b\n    layers: 2\n    dp: 3\n    ep: 3\n", "",
+           {"workload.generator.ep", "8 experts not divisible by EP 3", "choose an EP that divides the expert count"});
+  // A GPU without a kernel table (H800) and fallback: none.
+  bad_spec(gpt + "    tp: 8\n    gpu: H800\n    fallback: none\n", "", {"workload.generator.fallback", "roofline"});
+  // sim.fold: dp where the DP replicas differ: a straggler in replica 1, and MoE experts spread over
+  // the replicas (EP 2 of DP 2).
+  bad_spec(gpt + "    tp: 8\n    dp: 2\n", "sim:\n  fidelity: analytical\n  fold: dp\ncompute:\n  stragglers: 9:1.5\n",
+           {"sim.fold", "make the DP replicas' compute differ", "drop the stragglers", "or set sim.fold: none"});
+  bad_spec("    model: mixtral-8x7b\n    layers: 2\n    dp: 2\n    ep: 2\n", "sim:\n  fidelity: analytical\n  fold: dp\n",
+           {"sim.fold", "EP 2 carves its expert groups out of the DP replicas", "or set sim.fold: none"});
+  fs::remove(spec);
+}
+
 // `generate --memory`: the estimate per pipeline rank (no DAG), the peak marked; a job that cannot
 // fit (GPT-3 175B, TP 8 on 8 H100: ~360 GB) gets one warning line; --memory with -o is refused.
 TEST_F(Cli, GenerateMemoryEstimatesPerPipelineRankAndWarnsWhenTooBig) {

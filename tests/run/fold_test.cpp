@@ -120,6 +120,19 @@ TEST(Fold, RefusedWhereReplicasShareOrDiffer) {
   const std::string m4 = refusal(tree);
   EXPECT_NE(m4.find("sim.fold"), std::string::npos) << m4;
   EXPECT_NE(m4.find("an NCCL Tree"), std::string::npos) << m4;
+
+  // CP 2 (TP 4 x CP 2 fill a host): the DP·CP group (DP 4 x CP 2 = 8 ranks) holds 2 ranks of
+  // each replica, so its ring joins two ranks of one replica: refused before the run, one line
+  // naming the group.
+  auto cp2 = job(4, "analytical", "dp");
+  for (const char* s : {"workload.generator.cp=2", "workload.generator.attention=flash", "workload.generator.tp=4"}) {
+    cp2.push_back(s);
+  }
+  const std::string m6 = refusal(cp2);
+  EXPECT_NE(m6.find("sim.fold: dp: communicator"), std::string::npos) << m6;
+  EXPECT_NE(m6.find("(8 ranks) has 2 members in each DP replica"), std::string::npos) << m6;
+  EXPECT_NE(m6.find("or set sim.fold: none"), std::string::npos) << m6;
+  EXPECT_EQ(m6.find('\n'), std::string::npos) << m6;
 }
 
 }  // namespace
