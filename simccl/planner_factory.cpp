@@ -75,6 +75,7 @@ PlannerBuild make_planner(const std::string& kind, const std::vector<std::pair<s
     out.planner = std::make_unique<RingPlanner>();
   } else {
     cfg.gpus_per_host = cluster.gpus_per_host;
+    if (cluster.domain_size() > cluster.gpus_per_host) cfg.nvlink_domain = cluster.domain_size();
     cfg.sm = gpu_sm;
     cfg.nic_GBps = static_cast<double>(cluster.nic_bps) / 8e9;  // NCCL: speed (Mb/s) / 8000
     cfg.launch_latency = extras.launch_latency;
