@@ -64,7 +64,8 @@ TEST(NvlinkData, GpuPresetSetsRateSmAndNvls) {
   EXPECT_NEAR(static_cast<double>(gb200.cluster.nvls_bps) / 8e9, fabricsim::simccl::nvls_port_GBps(100), 0.01);
   // Explicit keys win over the preset.
   const auto mixed = fabricsim::jobs::load_spec("", {"cluster.gpu=A100", "cluster.nvlink_bandwidth=1000Gbps",
-                                                     "cluster.nvlink_efficiency=1"});
+                                                     "cluster.nvlink_efficiency=1", "simccl.launch_latency=none",
+                                            "simccl.step_latency=none"});
   EXPECT_EQ(mixed.cluster.nvlink_bps, 1'000'000'000'000ull);
   EXPECT_DOUBLE_EQ(mixed.cluster.nvlink_efficiency, 1.0);
 }
@@ -85,16 +86,19 @@ TEST(NvlinkData, BadValuesAreOneLineErrors) {
 }
 
 // An 8 x A100 ring AllGather of 1 GiB (Simple) is bound by each GPU's NVLink data rate:
-// 12 x 20 GB/s = 240 GB/s per direction; busbw = (n-1)/n x S / t.
+// 12 x 20 GB/s = 240 GB/s per direction; busbw = (n-1)/n x S / t (NCCL's latencies off, so the
+// time is bytes over the rate alone).
 TEST(NvlinkData, RingPlateauIsTheDataRate) {
   const std::uint64_t S = 1ull << 30;
-  const auto r = run("all_gather", 8, S, {"cluster.gpu=A100", "cluster.hosts=1", "nccl.NCCL_PROTO=Simple"});
+  const auto r = run("all_gather", 8, S, {"cluster.gpu=A100", "cluster.hosts=1", "nccl.NCCL_PROTO=Simple",
+                                          "simccl.launch_latency=none", "simccl.step_latency=none"});
   const double busbw = 7.0 / 8 * static_cast<double>(S) / seconds(r) / 1e9;
   EXPECT_LT(busbw, 240.0);
   EXPECT_GT(busbw, 240.0 * 0.97);
   // With the raw link rate (efficiency 1) the same ring runs 25% faster: 300 / 240.
   const auto raw = run("all_gather", 8, S, {"cluster.gpu=A100", "cluster.hosts=1", "nccl.NCCL_PROTO=Simple",
-                                            "cluster.nvlink_efficiency=1"});
+                                            "cluster.nvlink_efficiency=1", "simccl.launch_latency=none",
+                                            "simccl.step_latency=none"});
   EXPECT_NEAR(seconds(r) / seconds(raw), 1.25, 0.03);
 }
 
