@@ -16,6 +16,7 @@
 #include "engine/units.hpp"
 #include "kernels/gpu_specs.hpp"
 #include "models/topology/registry.hpp"
+#include "simccl/nccl_tuner.hpp"
 
 namespace fabricsim::jobs {
 
@@ -139,7 +140,9 @@ const std::vector<SpecKey>& spec_keys() {
       {"cluster.fabric_bandwidth", "rate", "400Gbps", "leaf <-> spine link rate per direction"},
       {"cluster.fabric_latency", "time", "500ns", "leaf <-> spine propagation delay"},
       {"cluster.nvlink_bandwidth", "rate", "3600Gbps", "GPU <-> NVSwitch rate per direction (H100: 450 GB/s); with workload.generator.gpu, that GPU's rate (A100 2400Gbps, B200 7200Gbps)"},
-      {"cluster.nvls_bandwidth", "rate", "2448Gbps", "NVLink SHARP: rate of a GPU's multimem (NVLS) traffic to its NVSwitch per direction; 306 GB/s from NCCL 2.28's H100 NVLS model (docs/simccl.md)"},
+      {"cluster.nvls_bandwidth", "rate", "auto", "NVLink SHARP: rate of a GPU's multimem (NVLS) traffic to its NVSwitch per direction; auto = NCCL 2.28's NVLS model for simccl.gpu_sm: 306 GB/s (2448Gbps) on sm90, 463 GB/s on sm100 (docs/simccl.md)"},
+      {"cluster.gpu", "string", "", "GPU model of every host (A100, H100, H200, H800, H20, B200, GB200, GB300, or a datasheet name): sets cluster.nvlink_bandwidth (half its bidirectional NVLink rate) and simccl.gpu_sm where those are not given"},
+      {"cluster.nvlink_efficiency", "string", "auto", "share of cluster.nvlink_bandwidth that carries data, 0 < x <= 1; auto = NCCL's per-link NVLink bandwidth (src/graph/topo.h) over the link rate for simccl.gpu_sm: 0.80 sm80, 0.824 sm90, 0.802 sm100"},
       {"cluster.nvlink_latency", "time", "100ns", "GPU <-> NVSwitch latency"},
       {"cluster.mtu", "bytes", "4KiB", "network packet payload, 256B..16MiB (RoCEv2 path MTUs 256..4096 B, Ethernet jumbo frames ~9 KB; larger values coarse-grain the packet rung)"},
       {"cluster.nvlink_mtu", "bytes", "4KiB", "largest NVLink transfer unit, 256B..16MiB; a message is cut into >= 8 units of >= 4 KiB when this allows (docs/fabric.md)"},
@@ -671,7 +674,7 @@ void load_link_keys(const SpecReader& r, Spec& s) {
       if (gpu.scaleup_gbps_bidir > 0) c.nvlink_bps = static_cast<std::uint64_t>(std::llround(gpu.scaleup_gbps_bidir / 2 * 8e9));
     }
   }
-  rate("cluster.nvls_bandwidth", c.nvls_bps);
+  if (auto v = r.str("cluster.nvls_bandwidth"); !v || *v != "auto") rate("cluster.nvls_bandwidth", c.nvls_bps);
   time("cluster.nvlink_latency", c.nvlink_latency_ps);
   mtu("cluster.mtu", c.mtu_bytes);
   mtu("cluster.nvlink_mtu", c.nvlink_mtu_bytes);
@@ -835,6 +838,56 @@ void load_collective_keys(const SpecReader& r, Spec& s) {
 }
 
 /// Step 6: output.*.
+/// NCCL compute capability x10 of a GPU model for the cost model (A100 80; H100, H200, H800, H20
+/// 90; Blackwell B200, GB200, B300, GB300 100: NCCL 2.28's tables stop at sm100); 0 = not an
+/// NVIDIA GPU with NCCL tables (MI300X).
+int sm_of_gpu(const kernels::GpuSpec& g) {
+  const std::string n = g.name;
+  if (n.rfind("A100", 0) == 0) return 80;
+  if (n.rfind("H", 0) == 0) return 90;
+  if (n.rfind("B", 0) == 0 || n.rfind("GB", 0) == 0) return 100;
+  return 0;
+}
+
+/// cluster.gpu, cluster.nvlink_efficiency and the auto cluster.nvls_bandwidth, after the link and
+/// simccl keys (they default from the GPU and its compute capability).
+void load_gpu_keys(const SpecReader& r, Spec& s) {
+  models::ClusterSpec& c = s.cluster;
+  if (auto v = r.str("cluster.gpu")) {
+    const kernels::GpuSpec& g = kernels::find_gpu(*v, r.file_of("cluster.gpu"), "cluster.gpu");
+    const int sm = sm_of_gpu(g);
+    if (sm == 0) {
+      throw InputError(r.file_of("cluster.gpu"), "cluster.gpu", "'" + *v + "' has no NCCL cost model (not an NVIDIA GPU)",
+                       "use an NVIDIA GPU (A100, H100, H200, H800, B200, GB200, GB300)");
+    }
+    if (!r.str("cluster.nvlink_bandwidth") && g.scaleup_gbps_bidir > 0) {
+      c.nvlink_bps = static_cast<std::uint64_t>(std::llround(g.scaleup_gbps_bidir / 2 * 8e9));
+    }
+    if (!r.str("simccl.gpu_sm")) s.gpu_sm = sm;
+  } else if (!r.str("simccl.gpu_sm")) {
+    // A generated job's GPU sets the cost model's generation too (its NVLink rate: load_link_keys).
+    if (const auto g = s.generator.find("gpu"); g != s.generator.end()) {
+      const int sm = sm_of_gpu(kernels::find_gpu(g->second, s.generator_file["gpu"], "workload.generator.gpu"));
+      if (sm != 0) s.gpu_sm = sm;
+    }
+  }
+  c.nvlink_efficiency = simccl::nvlink_data_efficiency(s.gpu_sm);
+  if (auto v = r.str("cluster.nvlink_efficiency"); v && *v != "auto") {
+    char* end = nullptr;
+    const double x = std::strtod(v->c_str(), &end);
+    if (v->empty() || *end != '\0' || !(x > 0) || x > 1) {
+      throw InputError(r.file_of("cluster.nvlink_efficiency"), "cluster.nvlink_efficiency",
+                       "'" + engine::printable(*v) + "' is not a fraction in (0, 1]",
+                       "give e.g. 0.8, 1 for the raw link rate, or auto for NCCL's per-link bandwidth");
+    }
+    c.nvlink_efficiency = x;
+  }
+  if (!r.str("cluster.nvls_bandwidth") || *r.str("cluster.nvls_bandwidth") == "auto") {
+    const double GBps = simccl::nvls_port_GBps(s.gpu_sm);
+    if (GBps > 0) c.nvls_bps = static_cast<std::uint64_t>(std::llround(GBps * 1e3)) * 8'000'000ull;
+  }
+}
+
 void load_output_keys(const SpecReader& r, Spec& s) {
   s.output_h5 = "fabricsim_results.h5";
   if (auto v = r.str("output.h5")) s.output_h5 = *v;
@@ -884,6 +937,7 @@ Spec load_spec_text(const std::string& path, const std::vector<std::string>& set
   load_link_keys(r, s);
   load_sim_keys(r, s);
   load_collective_keys(r, s);
+  load_gpu_keys(r, s);
   load_output_keys(r, s);
   return s;
 }

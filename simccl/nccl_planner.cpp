@@ -90,7 +90,8 @@ std::shared_ptr<const NcclPlanner::CommInfo> NcclPlanner::comm(const std::vector
   ci->ranks = ranks;
   const auto n = static_cast<std::uint32_t>(ranks.size());
   std::map<std::uint32_t, std::vector<std::uint32_t>> by_host;
-  for (std::uint32_t m = 0; m < n; ++m) by_host[ranks[m] / cfg_.gpus_per_host].push_back(m);
+  const std::uint32_t node_gpus = this->node_gpus();
+  for (std::uint32_t m = 0; m < n; ++m) by_host[ranks[m] / node_gpus].push_back(m);
   ci->node_of.assign(n, 0);
   ci->pos_in_node.assign(n, 0);
   ci->local_gpu.assign(n, 0);
@@ -99,7 +100,7 @@ std::shared_ptr<const NcclPlanner::CommInfo> NcclPlanner::comm(const std::vector
     for (std::uint32_t i = 0; i < members.size(); ++i) {
       ci->node_of[members[i]] = static_cast<std::uint32_t>(ci->nodes.size());
       ci->pos_in_node[members[i]] = i;
-      ci->local_gpu[members[i]] = ranks[members[i]] % cfg_.gpus_per_host;
+      ci->local_gpu[members[i]] = ranks[members[i]] % node_gpus;
     }
     ci->nodes.push_back(members);
     ci->node_ranks.emplace_back();
@@ -113,11 +114,11 @@ std::shared_ptr<const NcclPlanner::CommInfo> NcclPlanner::comm(const std::vector
   t.sm = cfg_.sm;
   t.nvlink_GBps = cfg_.nvlink_GBps;
   t.nic_GBps = cfg_.nic_GBps;
-  t.nics_per_node = cfg_.nics_per_host > 0 ? cfg_.nics_per_host : static_cast<int>(cfg_.gpus_per_host);
+  t.nics_per_node = cfg_.nics_per_host > 0 ? cfg_.nics_per_host : static_cast<int>(node_gpus);
   t.pci_GBps = cfg_.pci_GBps;
   // NVLS (nvlsSupport): an NVSwitch with multicast under every node's GPUs (fabricsim hosts with
   // > 1 GPU have one; NCCL_TOPO_FILE without NVLink has none) and a rung that models it.
-  t.nvswitch_multicast = cfg_.nvls_network && cfg_.gpus_per_host > 1 && cfg_.nvswitch;
+  t.nvswitch_multicast = cfg_.nvls_network && node_gpus > 1 && cfg_.nvswitch;
   t.no_nvls_reason = !cfg_.nvls_network ? "the network model has no NVSwitch reduction/multicast"
                                         : "NVLS needs the GPUs on an NVSwitch";
   for (const auto& nd : ci->nodes) t.even_nodes = t.even_nodes && nd.size() == ci->nodes.front().size();
@@ -167,7 +168,7 @@ bool NcclPlanner::steps_carry_latency(Algo a) const {
 std::int64_t NcclPlanner::p2p_start_latency_ps(std::uint32_t src, std::uint32_t dst, std::uint64_t bytes) const {
   if (!cfg_.launch_latency || bytes == 0 || src == dst) return 0;
   const Proto p = bytes <= cfg_.settings.p2p_ll_threshold ? Proto::kLL : Proto::kSimple;
-  const std::uint32_t g = std::max<std::uint32_t>(1, cfg_.gpus_per_host);
+  const std::uint32_t g = std::max<std::uint32_t>(1, node_gpus());
   return static_cast<std::int64_t>(std::llround(p2p_latency_us(p, src / g != dst / g) * 1e6));
 }
 
@@ -178,6 +179,7 @@ models::P2pRoute NcclPlanner::p2p_route(std::uint32_t src, std::uint32_t dst, st
   models::P2pRoute r;
   if (st.pxn_disable != 0 || st.p2p_pxn_level <= 0 || g <= 1) return r;
   if (src / g == dst / g || src % g == dst % g) return r;  // same host (NVLink) or same rail
+  if (src / node_gpus() == dst / node_gpus()) return r;    // same NVLink domain (MNNVL)
   r.relay = (src / g) * g + dst % g;
   r.chunk_bytes = std::min(st.chunk_size ? st.chunk_size : st.p2p_net_chunksize, st.buffsize_simple / kNcclSteps);
   r.chunk_bytes = std::max<std::uint64_t>(r.chunk_bytes, 1);
@@ -201,7 +203,7 @@ TuningDecision NcclPlanner::decision(const CollRequest& req) const {
 
 std::int64_t NcclPlanner::step_delay_ps(const CommInfo& ci, Algo a, Proto p, std::uint32_t from, std::uint32_t to) const {
   if (!cfg_.step_latency) return 0;
-  const std::uint32_t g = std::max<std::uint32_t>(1, cfg_.gpus_per_host);
+  const std::uint32_t g = std::max<std::uint32_t>(1, node_gpus());
   return static_cast<std::int64_t>(std::llround(ci.tuner->hop_latency_us(a, p, from / g != to / g) * 1e6));
 }
 

@@ -38,6 +38,11 @@ namespace fabricsim::simccl {
 /// Hardware and settings the planner works from.
 struct NcclPlannerConfig {
   std::uint32_t gpus_per_host = 8;  ///< rank r runs on GPU r; host = r / gpus_per_host
+  /// GPUs per NVLink domain (cluster.nvlink_domain) when it spans several hosts (MNNVL, e.g. 72 on
+  /// GB200 NVL72), else 0. NCCL fuses the topology of a multi-node NVLink clique into one node
+  /// (NCCL 2.28 src/graph/topo.cc ncclTopoFuseXml, NCCL_MNNVL_ENABLE), so the cost model, rings,
+  /// trees and NVLS see one node per domain: r / nvlink_domain.
+  std::uint32_t nvlink_domain = 0;
   int sm = 90;                      ///< compute capability x10 of every GPU
   double nic_GBps = 50;             ///< one NIC's rate, GB/s (cost model)
   double nvlink_GBps = 0;           ///< cost model per-GPU NVLink bw; 0 = NCCL's per-link constant x links
@@ -137,6 +142,10 @@ class NcclPlanner final : public models::CollectivePlanner {
   /// True when the plans of algorithm `a` carry NCCL's per-hop latencies as step delays
   /// (NcclPlannerConfig::step_latency and `a` is Ring or Tree).
   bool steps_carry_latency(Algo a) const;
+  /// GPUs of one NCCL node: the NVLink domain when it spans hosts (MNNVL), else the host.
+  std::uint32_t node_gpus() const {
+    return cfg_.nvlink_domain > cfg_.gpus_per_host ? cfg_.nvlink_domain : std::max<std::uint32_t>(1, cfg_.gpus_per_host);
+  }
   /// A lazy plan's `materialize`: plan_impl(req, false) with the communicator's ranks taken from
   /// the cached `ci` (shared by all its ranks, kept alive by the closure) instead of a per-rank copy.
   std::function<models::RankPlan()> materializer(const models::CollRequest& req,

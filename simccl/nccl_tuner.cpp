@@ -74,6 +74,25 @@ int nvlinks_per_gpu(int sm) {
   return 6;                 // V100 SXM2: 6 NVLink2
 }
 
+double nvlink_raw_per_link_GBps(int sm) { return sm >= 100 ? 50.0 : 25.0; }
+
+double nvlink_data_efficiency(int sm) {
+  return std::min(1.0, nvlink_per_link_GBps(sm) / nvlink_raw_per_link_GBps(sm));
+}
+
+double nvls_port_GBps(int sm) {
+  if (sm < 90) return 0;
+  TuningTopology t;
+  t.n_ranks = 8;
+  t.n_nodes = 1;
+  t.ppn = 8;
+  t.sm = sm;
+  t.nvswitch_multicast = true;
+  const NcclTuner tuner(t, NcclSettings{});
+  const double alg = tuner.bandwidth(Func::kAllReduce, Algo::kNvls, Proto::kSimple);
+  return alg * 9.0 / 8.0;
+}
+
 NcclTuner::NcclTuner(const TuningTopology& topo, const NcclSettings& settings) : topo_(topo), settings_(settings) {
   if (topo_.nvlink_GBps <= 0) topo_.nvlink_GBps = nvlinks_per_gpu(topo_.sm) * nvlink_per_link_GBps(topo_.sm);
   if (topo_.pci_GBps <= 0) topo_.pci_GBps = topo_.sm >= 90 ? 48.0 : (topo_.sm >= 80 ? 24.0 : 12.0);

@@ -139,5 +139,19 @@ double p2p_latency_us(Proto p, bool across_nodes);
 double nvlink_per_link_GBps(int sm);
 /// NVLinks per GPU to the NVSwitch for a generation (V100 6, A100 12, H100 18, B200 18).
 int nvlinks_per_gpu(int sm);
+/// Signalling rate of one NVLink per direction in GB/s for a generation: NVLink2/3/4 25 GB/s
+/// (V100 6 x 25 = 150, A100 12 x 25 = 300, H100 18 x 25 = 450 GB/s per direction), NVLink5
+/// 50 GB/s (B200 18 x 50 = 900 GB/s); NVIDIA V100/A100/H100/B200 datasheets.
+double nvlink_raw_per_link_GBps(int sm);
+/// Share of the NVLink signalling rate that carries collective data: NCCL's achievable per-link
+/// bandwidth (topo.h) over the link's rate, nvlink_per_link_GBps(sm) / nvlink_raw_per_link_GBps(sm):
+/// sm80 20 / 25 = 0.80, sm90 20.6 / 25 = 0.824, sm100 40.1 / 50 = 0.802 (at most 1).
+double nvlink_data_efficiency(int sm);
+/// A GPU's NVLS (multimem) rate to its NVSwitch per direction, in GB/s, as NCCL's NVLS model
+/// implies for one 8-GPU NVSwitch node of that generation: NVLS AllReduce busBw from the tuner
+/// (tuning.cc: heads x min(bwIntra x nvlsEfficiency x (nCh-1)/nCh x 2, bwInter)), converted to
+/// algBw (x 8/14) and to the bytes one port carries per direction in an NVLS AllReduce (x 9/8).
+/// sm90: 476 -> 306 GB/s; sm100: 720 -> 463 GB/s. 0 where the generation has no NVLS (sm < 90).
+double nvls_port_GBps(int sm);
 
 }  // namespace fabricsim::simccl

@@ -131,7 +131,7 @@ RankPlan NcclPlanner::plan_alltoall(const PlanCtx& x) const {
   const std::uint64_t S = x.S;
   Builder b;
   b.proto = x.d.proto;
-  const P2pLayout L = p2p_layout(cfg_.settings, ci, cfg_.sm, cfg_.gpus_per_host, n, S);
+  const P2pLayout L = p2p_layout(cfg_.settings, ci, cfg_.sm, node_gpus(), n, S);
   const std::uint64_t chunk = L.chunk;
   std::uint16_t ch_base = 0;
   for (std::uint32_t delta = 1; delta < n; ++delta, ++ch_base) {

@@ -75,7 +75,12 @@ PlannerBuild make_planner(const std::string& kind, const std::vector<std::pair<s
     out.planner = std::make_unique<RingPlanner>();
   } else {
     cfg.gpus_per_host = cluster.gpus_per_host;
+    if (cluster.domain_size() > cluster.gpus_per_host) cfg.nvlink_domain = cluster.domain_size();
     cfg.sm = gpu_sm;
+    // The cost model's per-GPU NVLink bandwidth is the data rate the simulated links carry
+    // (ncclTopoGetSystem sums NCCL's per-link bandwidth over the GPU's links; the link count
+    // follows from the cluster's rate: H100 450 GB/s x 0.824 = 18 x 20.6 = 370.8 GB/s).
+    cfg.nvlink_GBps = static_cast<double>(cluster.nvlink_bps) * cluster.nvlink_efficiency / 8e9;
     cfg.nic_GBps = static_cast<double>(cluster.nic_bps) / 8e9;  // NCCL: speed (Mb/s) / 8000
     cfg.launch_latency = extras.launch_latency;
     cfg.step_latency = extras.step_latency;

@@ -36,6 +36,12 @@ struct ClusterSpec {
   /// GPU <-> NVSwitch rate per direction. Default: H100 NVLink4, 900 GB/s bidirectional =
   /// 450 GB/s = 3.6 Tb/s per direction (NVIDIA H100 datasheet).
   std::uint64_t nvlink_bps = 3'600'000'000'000;
+  /// Share of nvlink_bps that carries data (0 < x <= 1): NVLink links serialize at
+  /// nvlink_bps x nvlink_efficiency. The spec default (cluster.nvlink_efficiency: auto) is NCCL's
+  /// achievable per-link bandwidth over the link's signalling rate, NCCL 2.28 src/graph/topo.h
+  /// (SM80_NVLINK_BW 20.0 / SM90_NVLINK_BW 20.6 / SM100_NVLINK_BW 40.1 GB/s per link against 25 /
+  /// 25 / 50 GB/s per NVLink3/4/5 link and direction: 0.80 / 0.824 / 0.802); 1 keeps the raw rate.
+  double nvlink_efficiency = 1.0;
   engine::SimTime nvlink_latency_ps = 100'000; ///< GPU <-> NVSwitch latency
   /// NVLink SHARP (NVLS): the rate at which one GPU moves multimem (ld_reduce / st) traffic to
   /// its NVSwitch, per direction; NVLS packets serialize at min(this, nvlink_bps). Default

@@ -76,7 +76,8 @@ TEST(NicLayout, PartAbove4GiBArrivesWholeAtTheClosedForm) {
   fabricsim::testing::add_p2p(w, 0, 1, bytes, 7);
   const jobs::RunResult res = fabricsim::testing::run_quiet(
       &w, {"cluster.hosts=1", "cluster.gpus_per_host=2", "cluster.nvlink_bandwidth=4096Gbps", "cluster.nvlink_latency=100ns",
-           "cluster.nvlink_mtu=1MiB", "nic.header_bytes=0"},
+           "cluster.nvlink_mtu=1MiB", "nic.header_bytes=0",
+           "cluster.nvlink_efficiency=1"},
       MPI_COMM_SELF, 0, /*keep_flows=*/true);
   ASSERT_EQ(res.flow_records.size(), 1u);
   EXPECT_EQ(res.flow_records[0].bytes, bytes);

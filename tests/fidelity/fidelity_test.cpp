@@ -48,6 +48,9 @@ m::Workload incast(std::uint32_t n, std::uint64_t bytes) { return fabricsim::tes
 RunResult run(const m::Workload* w, const std::string& rung, std::vector<std::string> sets,
               MPI_Comm comm = MPI_COMM_SELF, unsigned threads = 1, const std::string& path = "") {
   sets.insert(sets.begin(), "simccl.planner=ring");  // callers may override it
+  // The closed forms here take the NVLink rate as the link's data rate (no NCCL per-link
+  // efficiency; nvlink_domain_test covers that).
+  sets.insert(sets.begin(), "cluster.nvlink_efficiency=1");
   sets.push_back("sim.fidelity=" + rung);
   return fabricsim::testing::run_quiet(w, std::move(sets), comm, threads, false, path);
 }

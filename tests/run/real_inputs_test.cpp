@@ -73,7 +73,9 @@ TEST(RealInputs, SimaiMicroAllReduceComputeAndCommunication) {
   ASSERT_EQ(res.ranks.size(), 8u);
   for (const auto& r : res.ranks) EXPECT_EQ(r.compute_ps, 2 * (556000 + 1 + 1 + 1) * 1000LL);
   ASSERT_EQ(res.collectives.size(), 2u);
-  const double nv = 3600e9 / 8;  // default NVLink, bytes/s
+  // Default NVLink (H100, 450 GB/s per direction) at NCCL's per-link data rate: 20.6 of 25 GB/s
+  // per link (src/graph/topo.h SM90_NVLINK_BW), bytes/s.
+  const double nv = 3600e9 / 8 * (20.6 / 25.0);
   for (const auto& c : res.collectives) {
     EXPECT_EQ(c.op, "all_reduce");
     EXPECT_EQ(c.ranks, 8u);

@@ -59,7 +59,7 @@ TEST_P(RingClosedForm, MatchesWithinOnePercent) {
   opt.write_h5 = false;
   opt.sets = {"cluster.gpus_per_host=" + std::to_string(c.gpus_per_host), "cluster.topology=leaf_spine",
               "cluster.nics_per_leaf=64", "cluster.nic_bandwidth=400Gbps", "cluster.nic_latency=500ns",
-              "cluster.nvlink_bandwidth=3600Gbps", "cluster.nvlink_latency=100ns", "cluster.mtu=4KiB",
+              "cluster.nvlink_bandwidth=3600Gbps", "cluster.nvlink_efficiency=1", "cluster.nvlink_latency=100ns", "cluster.mtu=4KiB",
               "cluster.nvlink_mtu=" + std::to_string(c.nvlink_mtu), "cluster.nvswitch_cut_through=true",
               // NCCL planner forced to one Ring/Simple channel; a 16 GiB buffer makes every ring
               // step a single message (slice = 2 x NCCL_BUFFSIZE/8 >= S/N), as the closed form assumes.

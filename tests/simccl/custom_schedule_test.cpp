@@ -263,9 +263,10 @@ TEST(CustomSchedule, MscclRingAllReduceMatchesTheRingClosedForm) {
   std::vector<fabricsim::jobs::NcclTestsRow> rows;
   fabricsim::jobs::run_nccl_tests(o, MPI_COMM_SELF, "test", "test", &rows);
   ASSERT_EQ(rows.size(), 1u);
-  // Default node: NVLink 450 GB/s per direction. The one-channel ring moves 2(N-1)/N x S per
-  // GPU, each chunk store-and-forward: busbw = 2(N-1)/N x S / t -> 450 GB/s.
-  EXPECT_NEAR(rows[0].busbw_GBps / 450.0, 1.0, 0.02) << rows[0].busbw_GBps;
+  // Default node: NVLink 450 GB/s per direction carrying data at 20.6 of 25 GB/s per link (NCCL
+  // SM90, topo.h) = 370.8 GB/s. The one-channel ring moves 2(N-1)/N x S per GPU, each chunk
+  // store-and-forward: busbw = 2(N-1)/N x S / t -> 370.8 GB/s.
+  EXPECT_NEAR(rows[0].busbw_GBps / 370.8, 1.0, 0.02) << rows[0].busbw_GBps;
   EXPECT_NE(rows[0].choice.find("msccl"), std::string::npos) << rows[0].choice;
 }
 

@@ -95,9 +95,9 @@ TEST(NcclValidation, A100NodeAllReducePeak) {
   NcclTestsOptions o;
   o.min_bytes = 1ull << 30;
   o.max_bytes = 2ull << 30;
-  // NVLink at NCCL's own effective A100 rate: 12 links x 20 GB/s (src/graph/topo.h SM80) =
-  // 240 GB/s = 1920 Gb/s per direction (the datasheet's 300 GB/s overshoots by ~30%).
-  o.sets = {"simccl.gpu_sm=80", "cluster.nvlink_bandwidth=1920Gbps"};
+  // The A100 preset: the datasheet's 300 GB/s per direction carrying data at NCCL's own
+  // per-link rate, 12 links x 20 GB/s (src/graph/topo.h SM80) = 240 GB/s.
+  o.sets = {"cluster.gpu=A100"};
   const auto rows = sweep(o, MPI_COMM_SELF);
   ASSERT_EQ(rows.size(), 2u);
   for (int i = 0; i < 2; ++i) {
@@ -213,7 +213,7 @@ TEST(NcclValidation, A100WithLaunchLatencyWithin5PercentAt1GiB) {
   FABRICSIM_SEQUENTIAL_ONLY("sequential only");
   NcclTestsOptions o;
   o.min_bytes = o.max_bytes = 1ull << 30;
-  o.sets = {"simccl.gpu_sm=80", "cluster.nvlink_bandwidth=1920Gbps", "simccl.launch_latency=nccl",
+  o.sets = {"cluster.gpu=A100", "simccl.launch_latency=nccl",
             "simccl.step_latency=none"};
   const auto rows = sweep(o, MPI_COMM_SELF);
   ASSERT_EQ(rows.size(), 1u);

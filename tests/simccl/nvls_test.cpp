@@ -140,9 +140,10 @@ TEST(Nvls, ReduceScatterAndAllGatherPortBytes) {
       EXPECT_EQ(up[g], rs ? S : S / 8) << g;
       EXPECT_EQ(down[g], rs ? S / 8 : S) << g;
     }
-    // Uncongested: the busier direction at its rate (RS: S up at 306 GB/s; AG: S down at 450).
+    // Uncongested: the busier direction at its rate (RS: S up at 306 GB/s; AG: S down at the
+    // NVLink data rate, 450 GB/s x 20.6/25 = 370.8: NCCL's SM90 per-link bandwidth, topo.h).
     const double t = static_cast<double>(r.collectives[0].end_ps - r.collectives[0].start_ps) * 1e-12;
-    const double lo = rs ? static_cast<double>(S) / 306e9 : static_cast<double>(S) / 450e9;
+    const double lo = rs ? static_cast<double>(S) / 306e9 : static_cast<double>(S) / (450e9 * 20.6 / 25);
     EXPECT_GE(t, lo);
     EXPECT_LE(t, lo * 1.1);
   }

@@ -29,7 +29,8 @@ constexpr std::uint32_t kGpn = 8;                   // GPUs per host (default cl
 constexpr std::uint64_t kBytes = 8ull << 20;        // message size
 constexpr std::uint64_t kChunk = 128 * 1024;        // NCCL_P2P_NET_CHUNKSIZE default (nccl.md §1.2)
 constexpr double kNicBps = 400e9;                   // default cluster.nic_bandwidth
-constexpr double kNvlBps = 3600e9;                  // default cluster.nvlink_bandwidth
+// Default cluster.nvlink_bandwidth (3600 Gb/s) at its data rate: NCCL SM90 20.6 of 25 GB/s per link (topo.h).
+constexpr double kNvlBps = 3600e9 * 20.6 / 25;
 constexpr std::int64_t kComputePs = 1'000'000;      // 1 us of compute after the receive
 
 // Ranks 0..15 on 2 hosts; rank 1 (host A, GPU 1) sends to rank 8 (host B, GPU 0). Rank 8 then

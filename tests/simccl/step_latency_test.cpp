@@ -68,7 +68,7 @@ fabricsim::jobs::RunResult run(const Shape& s, const std::string& latency, MPI_C
   o.workload_data = &w;
   o.sets = {"cluster.gpus_per_host=8",
             "cluster.hosts=1",
-            "cluster.nvlink_bandwidth=3600Gbps",
+            "cluster.nvlink_bandwidth=3600Gbps", "cluster.nvlink_efficiency=1",
             "cluster.nvlink_latency=1ps",
             "sim.fidelity=flow",
             std::string("nccl.NCCL_ALGO=") + s.algo,
@@ -130,7 +130,7 @@ TEST(StepLatency, LaunchAloneChargesTheModelLatency) {
     const auto w = fabricsim::jobs::nccl_tests_workload("all_reduce", kRanks, s.bytes, 0);
     fabricsim::jobs::RunOptions o;
     o.workload_data = &w;
-    o.sets = {"cluster.gpus_per_host=8", "cluster.hosts=1", "cluster.nvlink_bandwidth=3600Gbps",
+    o.sets = {"cluster.gpus_per_host=8", "cluster.hosts=1", "cluster.nvlink_bandwidth=3600Gbps", "cluster.nvlink_efficiency=1",
               "cluster.nvlink_latency=1ps", "sim.fidelity=flow", "nccl.NCCL_ALGO=Ring", "nccl.NCCL_PROTO=LL",
               "nccl.NCCL_MIN_NCHANNELS=4", "nccl.NCCL_MAX_NCHANNELS=4",
               std::string("simccl.launch_latency=") + launch, std::string("simccl.step_latency=") + step};

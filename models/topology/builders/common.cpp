@@ -1,6 +1,7 @@
 #include "models/topology/builders/common.hpp"
 
 #include <algorithm>
+#include <cmath>
 
 #include "engine/errors.hpp"
 
@@ -63,6 +64,7 @@ void check_general(const ClusterSpec &s) {
 
 void add_gpus_and_nvswitches(TopoGraph &g, const ClusterSpec &s) {
   const std::uint32_t G = s.hosts * s.gpus_per_host, D = s.domain_size();
+  const auto nvl_bps = static_cast<std::uint64_t>(std::llround(static_cast<double>(s.nvlink_bps) * s.nvlink_efficiency));
   for (std::uint32_t i = 0; i < G; ++i)
     g.add(NodeKind::kGpu, 0);
   for (std::uint32_t d = 0; d * D < G; ++d) {
@@ -71,7 +73,7 @@ void add_gpus_and_nvswitches(TopoGraph &g, const ClusterSpec &s) {
       continue; // a 1-GPU domain has no scale-up switch
     const LpId nvs = g.add(NodeKind::kNvSwitch, 0);
     for (std::uint32_t gpu = lo; gpu < hi; ++gpu) {
-      g.links.push_back({gpu, nvs, s.nvlink_bps, s.nvlink_latency_ps, s.nvlink_mtu_bytes});
+      g.links.push_back({gpu, nvs, nvl_bps, s.nvlink_latency_ps, s.nvlink_mtu_bytes});
     }
   }
 }
