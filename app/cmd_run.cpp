@@ -67,6 +67,9 @@ Action add_run(CLI::App& app) {
   add_common(run, *opt);
   run->add_option("-o,--output", opt->out_h5, "HDF5 results file (default: output.h5 key, fabricsim_results.h5)");
   run->add_option("--summary-json", opt->summary_json, "write the summary as JSON");
+  run->add_flag("--isolated", opt->isolated,
+                "jobs: specs: first run each job alone on the same placement, then report each job's slowdown "
+                "against alone (docs/jobs_and_faults.md)");
   run->add_flag("--stats", opt->stats, "print engine statistics (events, windows, events/s, remote events, sync time)");
   run->add_flag("-q,--quiet", opt->quiet, "no summary on stdout");
   run->add_option("--log-level", opt->log_level, "stderr log: error, warn (default), info (phases, wall times) or debug")

@@ -2,6 +2,7 @@
 
 #include <cstdio>
 
+#include "engine/errors.hpp"
 #include "engine/units.hpp"
 #include "jobs/run/context.hpp"
 
@@ -15,8 +16,35 @@ std::string validate_only(const RunOptions& opt, MPI_Comm comm) {
 }
 
 // The stages of a run, in order (jobs/run/context.hpp); each hands its results on in `c`.
-RunResult run_simulation(const RunOptions& opt, MPI_Comm comm, const std::string& version,
+RunResult run_simulation(const RunOptions& opt_in, MPI_Comm comm, const std::string& version,
                          const std::string& git_commit) {
+  RunOptions isolated_opt;
+  if (opt_in.isolated && opt_in.only_job < 0 && !opt_in.dry_run) {
+    // --isolated: each job alone on the same placement first (nothing written), then all together.
+    const Spec spec = load_spec(opt_in.spec_path, opt_in.sets);
+    if (spec.jobs.empty()) {
+      throw engine::InputError("<cli>", "--isolated", "the spec has no jobs: list",
+                               "drop --isolated, or give a spec with jobs:");
+    }
+    isolated_opt = opt_in;
+    isolated_opt.alone_iter_ps.clear();
+    for (std::size_t k = 0; k < spec.jobs.size(); ++k) {
+      RunOptions o = opt_in;
+      o.isolated = false;
+      o.only_job = static_cast<int>(k);
+      o.write_h5 = false;
+      o.print_summary = false;
+      o.progress = ProgressOptions{};
+      o.checkpoint_at.clear();
+      o.checkpoint_every_s = 0;
+      o.checkpoint_at_signal = false;
+      o.restart.clear();
+      const RunResult alone = run_simulation(o, comm, version, git_commit);
+      if (alone.stopped) return alone;
+      isolated_opt.alone_iter_ps.push_back(alone.jobs.at(0).iteration_ps);
+    }
+  }
+  const RunOptions& opt = opt_in.isolated && opt_in.only_job < 0 && !opt_in.dry_run ? isolated_opt : opt_in;
   run_stages::RunContext c(opt, comm, version, git_commit);
   run_stages::resolve(c);
   run_stages::load_workloads(c);

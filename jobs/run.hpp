@@ -60,6 +60,26 @@ struct RunOptions {
   /// output files are written (`fabricsim run` without --quiet); the "output:" line follows
   /// once they are in place. RunResult::summary_text holds the whole text either way.
   bool print_summary = false;
+  /// `fabricsim run --isolated` (`jobs:` specs): first runs each job alone on the same placement
+  /// (the other jobs' GPUs idle, nothing written), then the jobs together; the summary, the JSON
+  /// and RunResult::jobs give each job's alone iteration time and slowdown.
+  bool isolated = false;
+  /// Internal to --isolated: simulate only job `only_job` of the spec's jobs (-1: all) and write nothing.
+  int only_job = -1;
+  /// Internal to --isolated: each job's iteration time alone (ps), filled before the joint run.
+  std::vector<engine::SimTime> alone_iter_ps;
+};
+
+/// One job's results (`jobs:` specs; docs/jobs_and_faults.md).
+struct JobResult {
+  std::string name;
+  std::vector<std::uint32_t> gpus;     ///< its GPUs, in rank order
+  engine::SimTime start_ps = 0;        ///< jobs[i].start
+  std::uint32_t iterations = 1;
+  engine::SimTime finish_ps = 0;       ///< its last rank's finish (ps)
+  engine::SimTime iteration_ps = 0;    ///< (finish - start) / iterations (ps)
+  engine::SimTime alone_iteration_ps = -1;  ///< the same job alone (--isolated), -1 if not run
+  double compute_ps = 0, comm_ps = 0, exposed_comm_ps = 0;  ///< per rank and iteration, mean (ps)
 };
 
 /// Packet-fabric counters summed over all switches and NICs. Zero at coarse rungs.
@@ -111,6 +131,7 @@ struct RunResult {
   bool stopped = false;
   engine::SimTime stopped_at_ps = 0;
   std::string checkpoint;
+  std::vector<JobResult> jobs;  ///< `jobs:` specs: per job, in spec order (empty otherwise)
 };
 
 /// Loads the workload named by a path: a Chakra ET prefix / .et file or a SimAI/AICB text file.

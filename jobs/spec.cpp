@@ -165,6 +165,20 @@ const std::vector<SpecKey>& spec_keys() {
       {"sim.fold", "enum", "none", "none, or dp: simulate one data-parallel replica of a generated job whose replicas are identical on a "
                    "non-blocking fabric; its DP collectives still cross the whole DP group's paths and the per-rank outputs stand "
                    "for the whole job (flow and analytical rungs; docs/folding.md)"},
+      {"jobs", "list", "", "several jobs sharing the cluster, its switches, queues, PFC and ECN: a list of mappings with the "
+                           "jobs[].* keys (docs/jobs_and_faults.md); with it, cluster.hosts must be given and there is no "
+                           "top-level workload; without it the top-level workload is the one job"},
+      {"jobs[].name", "string", "job<i>", "the job's name in the summary, the summary JSON and HDF5 (unique)"},
+      {"jobs[].workload.*", "section", "", "the job's workload: every workload.* key (a file, a Chakra trace or the generator)"},
+      {"jobs[].nccl.*", "string", "", "the job's NCCL_* settings, over the top-level nccl: section"},
+      {"jobs[].start", "time", "0", "when the job's ranks begin, in simulated time"},
+      {"jobs[].iterations", "int", "1", "the job's workload DAG run this many times back to back (each iteration after the previous one's last node)"},
+      {"jobs[].placement", "enum", "packed", "which hosts the job gets: hosts (jobs[].hosts), packed (lowest free hosts), spread "
+                                             "(round-robin over leaves), random (seeded by jobs[].seed), leaf (whole free leaves first), "
+                                             "pod (whole free pods, then leaves, first); jobs are placed in list order"},
+      {"jobs[].hosts", "string", "", "placement hosts: host indices, e.g. \"0-7,16\" or a YAML list; the job's ranks fill them in order, "
+                                     "gpus_per_host GPUs each"},
+      {"jobs[].seed", "int", "sim.seed + i", "seed of placement random"},
       {"output.h5", "string", "fabricsim_results.h5", "HDF5 results file (relative to the working directory)"},
       {"output.flows", "bool", "true", "write one /flows row per flow into the HDF5 file (false: an empty /flows table and no per-flow memory; the digest is unchanged)"},
       {"output.summary_json", "string", "", "summary JSON file (none if empty)"},
@@ -248,6 +262,9 @@ std::string closest_key(const std::string& path) {
                    "did you mean '" + closest_key(path) + "'? (fabricsim describe spec lists all keys)");
 }
 
+void check_keys(const YAML::Node& node, const std::string& prefix, const std::string& file);
+void check_job_list(const YAML::Node& list, const std::string& file);
+
 void check_keys(const YAML::Node& node, const std::string& prefix, const std::string& file) {
   if (!node.IsMap()) {
     if (prefix.empty() && node.IsNull()) return;
@@ -265,6 +282,10 @@ void check_keys(const YAML::Node& node, const std::string& prefix, const std::st
     if (!seen.insert(key).second) {
       throw InputError(file, path, "appears twice (line " + std::to_string(kv.first.Mark().line + 1) + ")",
                        "keep only one of them");
+    }
+    if (prefix.empty() && key == "jobs") {
+      check_job_list(kv.second, file);
+      continue;
     }
     bool section = false;
     for (const auto& k : spec_keys()) {
@@ -291,6 +312,52 @@ void check_keys(const YAML::Node& node, const std::string& prefix, const std::st
         throw InputError(file, path, "has no value",
                          "give a value, or delete the line to use the default (fabricsim describe spec)");
       }
+    }
+  }
+}
+
+/// The keys a `jobs:` entry may hold (besides its workload: and nccl: sections).
+constexpr const char* kJobScalarKeys[] = {"name", "start", "iterations", "placement", "hosts", "seed"};
+
+/// `jobs:` must be a non-empty list of mappings with the jobs[].* keys; their workload: and
+/// nccl: sections are checked as the top-level ones.
+void check_job_list(const YAML::Node& list, const std::string& file) {
+  if (!list.IsSequence() || list.size() == 0) {
+    throw InputError(file, "jobs", "must be a non-empty list of jobs",
+                     "write 'jobs:' then one '- name: ...' entry per job (docs/jobs_and_faults.md)");
+  }
+  for (std::size_t i = 0; i < list.size(); ++i) {
+    const std::string key = "jobs[" + std::to_string(i) + "]";
+    const YAML::Node job = list[i];
+    if (!job.IsMap()) {
+      throw InputError(file, key, "must be a mapping", "give the job's keys (name, workload, placement, ...) under '- '");
+    }
+    std::set<std::string> seen;
+    for (const auto& kv : job) {
+      const std::string k = kv.first.as<std::string>();
+      if (!seen.insert(k).second) throw InputError(file, key + "." + k, "appears twice", "keep only one of them");
+      if (k == "workload" || k == "nccl") {
+        if (!kv.second.IsMap()) {
+          throw InputError(file, key + "." + k, "must be a section", "put its keys on the following lines, indented");
+        }
+        YAML::Node wrap(YAML::NodeType::Map);
+        wrap[k] = kv.second;
+        try {
+          check_keys(wrap, "", file);
+        } catch (const InputError& e) {
+          std::string m = e.what();
+          const auto at = m.find(": " + e.field() + ":");
+          if (at != std::string::npos) m.insert(at + 2, key + ".");
+          throw InputError(InputError::Whole{}, m);
+        }
+        continue;
+      }
+      if (std::find(std::begin(kJobScalarKeys), std::end(kJobScalarKeys), k) == std::end(kJobScalarKeys)) {
+        throw InputError(file, key + "." + k, "unknown key",
+                         "a job takes name, workload, nccl, start, iterations, placement, hosts and seed");
+      }
+      if (k == "hosts" && kv.second.IsSequence()) continue;
+      if (!kv.second.IsScalar()) throw InputError(file, key + "." + k, "must be a single value", "write it as 'key: value'");
     }
   }
 }
@@ -927,6 +994,116 @@ void load_output_keys(const SpecReader& r, Spec& s) {
 }
 
 /// The common loader: `*text` is the content of `path` when not null, else `path` is read.
+Spec load_spec_text(const std::string& path, const std::vector<std::string>& sets, const std::string* text);
+
+/// "0-7,16" -> {0..7, 16}; @throws InputError(file, key) on anything else.
+std::vector<std::uint32_t> parse_host_list(const YAML::Node& node, const std::string& file, const std::string& key) {
+  std::vector<std::uint32_t> out;
+  auto add_range = [&](const std::string& part) {
+    const auto dash = part.find('-');
+    const std::uint64_t lo = parse_uint(part.substr(0, dash), file, key, 0, 1u << 20);
+    const std::uint64_t hi = dash == std::string::npos ? lo : parse_uint(part.substr(dash + 1), file, key, 0, 1u << 20);
+    if (hi < lo) throw InputError(file, key, "range '" + part + "' ends before it starts", "write A-B with A <= B");
+    for (std::uint64_t h = lo; h <= hi; ++h) out.push_back(static_cast<std::uint32_t>(h));
+  };
+  if (node.IsSequence()) {
+    for (const auto& e : node) {
+      if (!e.IsScalar()) throw InputError(file, key, "must list host indices", "e.g. [0, 1, 2] or \"0-2\"");
+      add_range(e.as<std::string>());
+    }
+  } else {
+    std::stringstream ss(node.as<std::string>());
+    std::string part;
+    while (std::getline(ss, part, ',')) {
+      part.erase(std::remove(part.begin(), part.end(), ' '), part.end());
+      if (!part.empty()) add_range(part);
+    }
+  }
+  if (out.empty()) throw InputError(file, key, "lists no host", "give host indices, e.g. \"0-7\"");
+  std::vector<std::uint32_t> sorted = out;
+  std::sort(sorted.begin(), sorted.end());
+  const auto dup = std::adjacent_find(sorted.begin(), sorted.end());
+  if (dup != sorted.end()) {
+    throw InputError(file, key, "lists host " + std::to_string(*dup) + " twice", "list each host once");
+  }
+  return out;
+}
+
+/// Step 4: the `jobs:` list. Each job's spec is the top-level spec without `jobs:`, with the
+/// job's workload: section and its nccl: settings over the top-level ones.
+void load_jobs(const SpecReader& r, Spec& s, const std::string& path) {
+  const YAML::Node list = r.root["jobs"];
+  if (!list) return;
+  const std::string& file = s.file_of("jobs");
+  if (r.root["workload"]) {
+    throw InputError(s.file_of("workload"), "workload", "is set next to jobs:, which give each job its own workload",
+                     "move it into the jobs[].workload sections and delete the top-level one");
+  }
+  if (s.hosts_auto) {
+    throw InputError(file, "cluster.hosts", "must be given with jobs: (the jobs are placed on a fixed cluster)",
+                     "set cluster.hosts (and cluster.gpus_per_host) to the cluster's size");
+  }
+  std::set<std::string> names;
+  for (std::size_t i = 0; i < list.size(); ++i) {
+    const YAML::Node job = list[i];
+    JobSpec j;
+    j.key = "jobs[" + std::to_string(i) + "]";
+    j.name = job["name"] ? job["name"].as<std::string>() : "job" + std::to_string(i);
+    if (j.name.empty() || !names.insert(j.name).second) {
+      throw InputError(file, j.key + ".name", "'" + j.name + "' is empty or names another job too", "give each job its own name");
+    }
+    if (job["start"]) j.start_ps = engine::parse_time_ps(job["start"].as<std::string>(), file, j.key + ".start");
+    if (job["iterations"]) {
+      j.iterations = static_cast<std::uint32_t>(parse_uint(job["iterations"].as<std::string>(), file, j.key + ".iterations", 1, 1u << 20));
+    }
+    if (job["placement"]) j.placement = job["placement"].as<std::string>();
+    static const std::set<std::string> kPlacements = {"hosts", "packed", "spread", "random", "leaf", "pod"};
+    if (kPlacements.count(j.placement) == 0) {
+      throw InputError(file, j.key + ".placement", "'" + j.placement + "' is not a placement",
+                       "use hosts, packed, spread, random, leaf or pod");
+    }
+    if (job["hosts"]) {
+      if (!job["placement"]) j.placement = "hosts";
+      if (j.placement != "hosts") {
+        throw InputError(file, j.key + ".hosts", "is given but the placement is " + j.placement,
+                         "drop jobs[].hosts or set placement: hosts");
+      }
+      j.hosts = parse_host_list(job["hosts"], file, j.key + ".hosts");
+    } else if (j.placement == "hosts") {
+      throw InputError(file, j.key + ".hosts", "is missing for placement hosts", "list the job's hosts, e.g. hosts: \"0-7\"");
+    }
+    j.seed = job["seed"] ? parse_uint(job["seed"].as<std::string>(), file, j.key + ".seed", 0, ~0ull) : s.seed + i;
+    if (!job["workload"]) {
+      throw InputError(file, j.key + ".workload", "is missing", "give the job's workload (workload.path or workload.generator.*)");
+    }
+    YAML::Node sub = YAML::Clone(r.root);
+    sub.remove("jobs");
+    sub["workload"] = YAML::Clone(job["workload"]);
+    if (job["nccl"]) {
+      if (!sub["nccl"] || !sub["nccl"].IsMap()) sub["nccl"] = YAML::Node(YAML::NodeType::Map);
+      for (const auto& kv : job["nccl"]) sub["nccl"][kv.first.as<std::string>()] = YAML::Clone(kv.second);
+    }
+    YAML::Emitter out;
+    out << sub;
+    const std::string text = out.c_str();
+    try {
+      auto js = std::make_shared<Spec>(load_spec_text(path, {}, &text));
+      js->file = s.file;
+      j.spec = std::move(js);
+    } catch (const InputError& e) {
+      // The job's own keys: name them as jobs[i].<key>.
+      std::string m = e.what();
+      const std::string f = e.field();
+      if (f.rfind("workload", 0) == 0 || f.rfind("nccl", 0) == 0) {
+        const auto at = m.find(": " + f);
+        if (at != std::string::npos) m.insert(at + 2, j.key + ".");
+      }
+      throw InputError(InputError::Whole{}, m);
+    }
+    s.jobs.push_back(std::move(j));
+  }
+}
+
 Spec load_spec_text(const std::string& path, const std::vector<std::string>& sets, const std::string* text) {
   Spec s;
   const SpecReader r = read_spec_yaml(path, sets, s, text);
@@ -939,6 +1116,7 @@ Spec load_spec_text(const std::string& path, const std::vector<std::string>& set
   load_collective_keys(r, s);
   load_gpu_keys(r, s);
   load_output_keys(r, s);
+  load_jobs(r, s, path);
   return s;
 }
 

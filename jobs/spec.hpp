@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <initializer_list>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <utility>
@@ -28,6 +29,24 @@ struct SpecKey {
 
 /// All keys of the spec, in documentation order.
 const std::vector<SpecKey>& spec_keys();
+
+struct Spec;
+
+/// One entry of the spec's `jobs:` list (docs/jobs_and_faults.md, "Jobs"). Jobs share the
+/// cluster and its fabric; each has its own workload, NCCL settings, start, iterations and
+/// placement.
+struct JobSpec {
+  std::string name;    ///< jobs[i].name (default "job<i>"), unique
+  std::string key;     ///< "jobs[i]", for error messages
+  /// The job's own workload.* and nccl.* (the rest of the top-level spec copied in); never has jobs.
+  std::shared_ptr<const Spec> spec;
+  engine::SimTime start_ps = 0;   ///< jobs[i].start: when the job's ranks begin (ps)
+  std::uint32_t iterations = 1;   ///< jobs[i].iterations: the workload's DAG run this many times in a row
+  /// jobs[i].placement: hosts | packed | spread | random | leaf | pod (jobs/run/multi_job.cpp).
+  std::string placement = "packed";
+  std::vector<std::uint32_t> hosts;  ///< jobs[i].hosts: explicit host indices (placement hosts)
+  std::uint64_t seed = 0;            ///< jobs[i].seed: random placement (default sim.seed + i)
+};
 
 /// The parsed, validated spec.
 struct Spec {
@@ -73,6 +92,9 @@ struct Spec {
   int gpu_sm = 90;               ///< simccl.gpu_sm: compute capability x10 for the NCCL cost model
   /// simccl.schedule (custom TE-CCL/MSCCL schedules, resolved paths), simccl.topo_fallback.
   simccl::PlannerExtras simccl_extras;
+  /// `jobs:` list: several jobs sharing the cluster; empty for a single-job spec (the
+  /// top-level workload is the only job).
+  std::vector<JobSpec> jobs;
   /// Keys given with --set (full dotted names), in order.
   std::vector<std::string> cli_keys;
   /// Where `key` came from for an error message: "<cli>" if it was given with --set, else `file`.

@@ -64,6 +64,25 @@ struct RunMetrics {
   double tflops_per_gpu = 0, mfu = 0;
 };
 
+/// One job of a `jobs:` spec as placed on the cluster (jobs/run/multi_job.cpp).
+struct JobRun {
+  std::string name;
+  std::string source;               ///< the job's workload description (workload_desc)
+  std::vector<std::uint32_t> hosts; ///< hosts it runs on, in rank order
+  std::vector<std::uint32_t> gpus;  ///< gpus[r]: the GPU (= global rank) of the job's rank r
+  std::uint32_t group_begin = 0, group_end = 0;  ///< its communicators in the merged workload [begin, end)
+  engine::SimTime start_ps = 0;     ///< jobs[i].start
+  std::uint32_t iterations = 1;     ///< iterations run: jobs[i].iterations x the generator's iterations
+  bool simulated = true;            ///< false: left out of this run (RunOptions::only_job)
+};
+
+/// Per-job figures of a finished run (report, summary JSON, RunResult::jobs).
+struct JobMetrics {
+  engine::SimTime finish_ps = 0;    ///< the job's last rank's finish (ps)
+  engine::SimTime iter_ps = 0;      ///< (finish - start) / iterations (ps)
+  double compute_ps = 0, comm_ps = 0, exposed_ps = 0;  ///< per rank and iteration, mean (ps)
+};
+
 /// Everything one run holds between its stages. Members are filled in stage order; a stage reads
 /// only what earlier stages filled. The simulator and the LPs stay put once built (LPs point at
 /// the workload, the topology and the planner held here).
@@ -88,6 +107,9 @@ struct RunContext {
   /// Per-rank GPU compute slowdown (compute.stragglers, compute.straggler_dist); empty when
   /// every rank runs at speed (jobs/run/stragglers.cpp).
   std::vector<double> compute_factor;
+  /// `jobs:` specs: the jobs as placed (empty for a single-job spec) and each GPU's job (-1: none).
+  std::vector<JobRun> jobs;
+  std::vector<std::int32_t> job_of_gpu;
 
   // build_topology
   models::ClusterSpec cspec;
@@ -189,6 +211,26 @@ void resolve(RunContext& c);
 /// The workload (generated, read, or RunOptions::workload_data), checked; durations scaled by
 /// sim.compute_scale (jobs/run/workload.cpp).
 void load_workloads(RunContext& c);
+/// The workload of a spec without `jobs:`: generated or read (jobs/run/workload.cpp); fills
+/// `info` for generated ones when not null.
+models::Workload load_spec_workload(const Spec& spec, GenInfo* info);
+/// The checks every workload passes before it runs: communicators, sharing tables, peers and
+/// the order of each communicator's collectives. @throws engine::InputError naming the first fault.
+void check_workload(const models::Workload& w);
+/// `jobs:` specs: places every job (jobs[].placement) and merges their workloads into RunContext::w
+/// (rank = GPU, one program per GPU, idle GPUs empty; a job's start as a host op before its
+/// first nodes, its iterations back to back), RunContext::jobs and job_of_gpu
+/// (jobs/run/multi_job.cpp). @throws engine::InputError for overlapping or impossible placements.
+void merge_jobs(RunContext& c);
+/// `jobs:` specs with per-job NCCL settings: one planner per job behind one that dispatches by
+/// the communicator's (or sender's) job (jobs/run/multi_job.cpp). No-op otherwise.
+void make_job_planners(RunContext& c);
+/// Per-job figures from the gathered ranks (jobs/run/multi_job.cpp).
+std::vector<JobMetrics> job_metrics(const RunContext& c);
+/// The summary lines of the jobs (iteration time, alone and slowdown when known, split, busbw).
+std::string jobs_summary(const RunContext& c, const std::vector<JobMetrics>& m);
+/// The summary JSON's `jobs` list (nlohmann::json as text).
+std::string jobs_json(const RunContext& c, const std::vector<JobMetrics>& m);
 /// Rank `rank`'s draw of compute.straggler_dist: lognormal, median 1, 99th percentile `p99`
 /// (ln factor ~ N(0, (ln p99 / z_0.99)^2)), from a counter-based stream of (seed, rank): the same
 /// on any process and thread count.

@@ -26,6 +26,7 @@ void make_planner(RunContext& c) {
     spec.fabric.nic.qps_per_connection = static_cast<std::uint32_t>(std::max(1, c.planned.ib_qps_per_connection));
     spec.fabric.nic.split_data_on_qps = c.planned.ib_split_data_on_qps;
   }
+  make_job_planners(c);  // jobs with NCCL settings of their own
   simccl::check_workload_plans(c.planner(), c.w);
 }
 

@@ -330,6 +330,7 @@ std::string summary_text(const RunContext& c) {
   std::ostringstream out;
   summary_head(c, out);
   collective_table(res, out);
+  if (!c.jobs.empty()) out << jobs_summary(c, job_metrics(c));
   if (const std::string s = straggler_summary(c, res.ranks); !s.empty()) out << s << "\n";
   if (c.fidelity == models::Fidelity::kPacket && res.fabric.nic_data_packets > 0) {
     const FabricTotals& f = res.fabric;
@@ -472,6 +473,7 @@ std::string summary_json(const RunContext& c) {
                                 {"ranks", r.ranks}, {"start_ps", r.start_ps}, {"end_ps", r.end_ps},
                                 {"algbw_GBps", r.algbw_GBps}, {"busbw_GBps", r.busbw_GBps}});
   }
+  if (!c.jobs.empty()) j["jobs"] = nlohmann::json::parse(jobs_json(c, job_metrics(c)));
   return j.dump(2) + "\n";
 }
 
@@ -479,6 +481,25 @@ std::string summary_json(const RunContext& c) {
 
 void report(RunContext& c) {
   c.metrics = compute_metrics(c);
+  if (!c.jobs.empty()) {
+    const std::vector<JobMetrics> m = job_metrics(c);
+    for (std::size_t k = 0; k < c.jobs.size(); ++k) {
+      const JobRun& jr = c.jobs[k];
+      if (!jr.simulated) continue;
+      JobResult r;
+      r.name = jr.name;
+      r.gpus = jr.gpus;
+      r.start_ps = jr.start_ps;
+      r.iterations = jr.iterations;
+      r.finish_ps = m[k].finish_ps;
+      r.iteration_ps = m[k].iter_ps;
+      r.alone_iteration_ps = k < c.opt.alone_iter_ps.size() ? c.opt.alone_iter_ps[k] : -1;
+      r.compute_ps = m[k].compute_ps;
+      r.comm_ps = m[k].comm_ps;
+      r.exposed_comm_ps = m[k].exposed_ps;
+      c.res.jobs.push_back(std::move(r));
+    }
+  }
   c.summary_body = summary_text(c);
   c.res.summary_text = c.summary_body + summary_output_line(c.res);
   if (!c.spec.summary_json.empty()) c.json_text = summary_json(c);

@@ -98,6 +98,15 @@ void resolve(RunContext& c) {
   c.log = make_logger(c.opt.log_level, c.rank);
   c.spec = effective_spec(c.opt);
   check_outputs(c);
+  if (c.opt.only_job >= 0) {  // --isolated's run of one job alone: nothing is written
+    c.write_h5 = false;
+    c.spec.summary_json.clear();
+    c.spec.trace_path.clear();
+    c.spec.save_partition.clear();
+  }
+  if (c.opt.isolated && c.spec.jobs.empty()) {
+    throw InputError("<cli>", "--isolated", "the spec has no jobs: list", "drop --isolated, or give a spec with jobs:");
+  }
 }
 
 }  // namespace fabricsim::jobs::run_stages

@@ -45,8 +45,6 @@ models::Workload load_workload(const std::string& path, const std::string& forma
 
 namespace run_stages {
 
-namespace {
-
 /// The spec's workload: generated when workload.generator.model is set, else read from a file.
 models::Workload load_spec_workload(const Spec& spec, GenInfo* info) {
   if (spec.generator.count("model") == 0) {
@@ -87,6 +85,8 @@ models::Workload load_spec_workload(const Spec& spec, GenInfo* info) {
   }
   return std::move(g.workload);
 }
+
+namespace {
 
 /// Communicators may only name ranks of the workload, each once (readers check their own group
 /// files; this covers every source, in-memory workloads and generators included).
@@ -199,14 +199,14 @@ void check_collective_order(const models::Workload& w) {
   }
 }
 
+}  // namespace
+
 void check_workload(const models::Workload& w) {
   check_groups(w);
   w.check_shared();
   check_peers(w);
   check_collective_order(w);
 }
-
-}  // namespace
 
 std::string workload_desc(const models::Workload& w) {
   const std::uint64_t nodes = w.total_nodes();
@@ -217,6 +217,12 @@ std::string workload_desc(const models::Workload& w) {
 void load_workloads(RunContext& c) {
   const Spec& spec = c.spec;
   models::Workload& w = c.w;
+  if (!spec.jobs.empty()) {
+    merge_jobs(c);  // jobs/run/multi_job.cpp: every job's workload on its placement, scaled
+    check_workload(w);
+    c.log->info("jobs: {} ranks on {} GPUs, {} nodes ({:.3f} s)", c.jobs.size(), w.ranks, w.total_nodes(), now_s() - c.t0);
+    return;
+  }
   w = c.opt.workload_data != nullptr ? *c.opt.workload_data : load_spec_workload(spec, &c.gen);
   if (!spec.trace_path.empty() && spec.trace_rank_lo >= w.ranks) {
     throw InputError(spec.file_of("output.trace_ranks"), "output.trace_ranks",

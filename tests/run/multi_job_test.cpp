@@ -1,0 +1,89 @@
+// Several jobs on one fabric (jobs: specs, docs/jobs_and_faults.md): jobs with no shared link run
+// exactly as alone; overlapping placements and too many GPUs are refused naming the key.
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include "engine/errors.hpp"
+#include "jobs/run.hpp"
+
+namespace {
+
+namespace fs = std::filesystem;
+namespace j = fabricsim::jobs;
+
+/// Two 16-GPU jobs (TP 8 x DP 2, one GPT-3 13B layer) on 4 hosts, 2 per leaf, with `placement`
+/// lines per job (YAML text after each job's name).
+std::string spec_file(const std::string& name, const std::string& hosts, const std::string& a, const std::string& b) {
+  const char* tmp = std::getenv("TMPDIR");
+  const fs::path dir = fs::path(tmp ? tmp : "/tmp") / "fabricsim_multi_job_test";
+  fs::create_directories(dir);
+  const fs::path p = dir / (name + ".yaml");
+  const std::string gen =
+      "    workload:\n      generator: {model: gpt3-13b, layers: 1, gpu: H100, tp: 8, dp: 2, gpus: 16, global_batch: 2, "
+      "micro_batch: 1, seq_len: 512}\n";
+  std::ofstream(p) << "cluster:\n  hosts: " << hosts
+                   << "\n  gpus_per_host: 8\n  topology: leaf_spine\n  nics_per_leaf: 16\n  oversubscription: \"4:1\"\n"
+                      "jobs:\n  - name: a\n"
+                   << a << gen << "  - name: b\n" << b << gen;
+  return p.string();
+}
+
+j::RunResult run(const std::string& spec, bool isolated) {
+  j::RunOptions o;
+  o.spec_path = spec;
+  o.write_h5 = false;
+  o.quiet = true;
+  o.log_level = "error";
+  o.isolated = isolated;
+  return j::run_simulation(o, MPI_COMM_WORLD, "test", "");
+}
+
+// Each job on its own leaf: their DP rings stay below their leaf, no link is shared, so each
+// runs exactly (to the picosecond) as it does alone on the same hosts.
+TEST(MultiJob, DisjointLeavesRunExactlyAsAlone) {
+  const auto r = run(spec_file("disjoint", "4", "    placement: leaf\n", "    placement: leaf\n"), true);
+  ASSERT_EQ(r.jobs.size(), 2u);
+  for (const auto& job : r.jobs) {
+    EXPECT_GT(job.iteration_ps, 0);
+    EXPECT_EQ(job.iteration_ps, job.alone_iteration_ps) << job.name;
+  }
+  // Disjoint hosts: job a on leaf 0 (hosts 0, 1), job b on leaf 1.
+  EXPECT_EQ(r.jobs[0].gpus.front(), 0u);
+  EXPECT_EQ(r.jobs[1].gpus.front(), 16u);
+}
+
+// The same jobs dealt round-robin over the leaves share the leaf uplinks: neither is faster than
+// alone, and the pair is slower in total.
+TEST(MultiJob, SharedUplinksSlowTheJobsDown) {
+  const auto r = run(spec_file("shared", "4", "    placement: spread\n", "    placement: spread\n"), true);
+  ASSERT_EQ(r.jobs.size(), 2u);
+  EXPECT_GE(r.jobs[0].iteration_ps, r.jobs[0].alone_iteration_ps);
+  EXPECT_GE(r.jobs[1].iteration_ps, r.jobs[1].alone_iteration_ps);
+  EXPECT_GT(r.jobs[0].iteration_ps + r.jobs[1].iteration_ps, r.jobs[0].alone_iteration_ps + r.jobs[1].alone_iteration_ps);
+}
+
+void expect_input_error(const std::string& spec, const std::string& key, const std::string& word) {
+  try {
+    run(spec, false);
+    ADD_FAILURE() << "no error for " << spec;
+  } catch (const fabricsim::engine::InputError& e) {
+    const std::string m = e.what();
+    EXPECT_NE(m.find(key), std::string::npos) << m;
+    EXPECT_NE(m.find(word), std::string::npos) << m;
+    EXPECT_EQ(m.find('\n'), std::string::npos) << m;
+  }
+}
+
+TEST(MultiJob, OverlappingPlacementIsRefused) {
+  expect_input_error(spec_file("overlap", "4", "    hosts: \"0-1\"\n", "    hosts: \"1-2\"\n"), "jobs[1].hosts", "overlap");
+}
+
+TEST(MultiJob, MoreGpusThanTheClusterIsRefused) {
+  expect_input_error(spec_file("toomany", "3", "", ""), "jobs:", "cluster.hosts >= 4");
+}
+
+}  // namespace
