@@ -67,6 +67,7 @@ class NicOwner {
 struct NicCounters {
   std::uint64_t data_packets = 0;     ///< data packets sent (including retransmissions)
   std::uint64_t retransmits = 0;      ///< data packets sent again after NACK/timeout (go-back-N)
+  std::uint64_t retransmit_bytes = 0; ///< payload bytes of those packets
   std::uint64_t timeouts = 0;         ///< RTO expiries that rewound a QP
   std::uint64_t nacks_sent = 0;
   std::uint64_t cnps_sent = 0;        ///< DCQCN notification point
@@ -245,12 +246,13 @@ class Nic {
   };
   /// Per-QP state of acknowledged (RoCE) QPs only, besides their congestion control's (cc_,
   /// same index): the port's line rate and MTU every algorithm reads (cc::QpLink) and go-back-N
-  /// (24 B per such QP; with DCQCN's 64 B the 88 B that RelQp held with DCQCN inline).
+  /// (32 B per such QP; with DCQCN's 64 B the 88 B that RelQp held with DCQCN inline).
   struct RelQp {
     std::uint64_t line_bps = 0;
     engine::SimTime last_progress = 0;  // go-back-N: last ACK progress (RTO reference)
     std::uint32_t mtu = 0;   // MTU of the QP's port
     std::uint32_t high = 0;  // highest PSN sent + 1 (retransmission counting)
+    std::uint32_t retries = 0;  // timeouts in a row without ACK progress (NicParams::retry_count)
     cc::QpLink link() const { return cc::QpLink{line_bps, mtu}; }
   };
   /// What the receiver keeps of a MsgDesc until the part's last packet: 48 B (MsgDesc is 64 B;
