@@ -391,7 +391,7 @@ class Nic {
   static_assert(sizeof(TxPart) == 16);
   static_assert(sizeof(TxRun) == 28);
   static_assert(sizeof(Qp) == 56);
-  static_assert(sizeof(RelQp) == 24);
+  static_assert(sizeof(RelQp) == 32);
   static_assert(sizeof(RxQp) == 32);
   static_assert(sizeof(RxDesc) == 48);
   static_assert(sizeof(NvlsKey) == 24);
