@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <string>
 #include <vector>
 
@@ -94,6 +95,11 @@ TEST(Faults, LinkDownMidAllReduceWithFourSpinesCompletesBoundedly) {
   const double lower = t_d_ps + std::max(0.0, b_bits - 4 * r_bps * t_d_ps * 1e-12) / (3 * r_bps) * 1e12;
   const double upper = static_cast<double>(t_base + converge) +
                        static_cast<double>(faulty.fabric.timeouts) * 1000.0 * kUs + b_bits / (3 * r_bps) * 1e12;
+  std::printf("4 spines: healthy %.3f us, link down at %.3f us: %.3f us (bounds %.3f .. %.3f us), %llu down drops, "
+              "%llu retransmits\n",
+              static_cast<double>(t_base) / 1e6, t_d_ps / 1e6, static_cast<double>(iteration(faulty)) / 1e6, lower / 1e6,
+              upper / 1e6, static_cast<unsigned long long>(faulty.fabric.down_drops),
+              static_cast<unsigned long long>(faulty.fabric.retransmits));
   EXPECT_GE(static_cast<double>(iteration(faulty)), lower);
   EXPECT_LE(static_cast<double>(iteration(faulty)), upper);
   EXPECT_GT(iteration(faulty), t_base);
@@ -117,6 +123,9 @@ TEST(Faults, LinkDownWithOneSpineStallsUntilTheLinkReturns) {
     sets.push_back(down("leaf0-spine0", t_d / kUs, t_u / kUs, 10));
     const auto faulty = run_quiet(&w, sets, MPI_COMM_SELF, 1, true);
     expect_all_delivered(faulty, healthy);
+    std::printf("1 spine, %s: healthy %.3f us, down %.3f .. %.3f us: %.3f us\n", pfc ? "pfc" : "lossy",
+                static_cast<double>(iteration(healthy)) / 1e6, static_cast<double>(t_d) / 1e6,
+                static_cast<double>(t_u) / 1e6, static_cast<double>(iteration(faulty)) / 1e6);
     EXPECT_GE(iteration(faulty), t_u);
     EXPECT_GT(iteration(faulty), iteration(healthy));
     // Lossless: data waits at the dead port (only ACK/CNP frames, a lossy class, are dropped
@@ -160,6 +169,10 @@ TEST(Faults, BitErrorsAreRecoveredAndCostMoreWithTheRate) {
     sets.push_back(ber(rate));
     const auto r = run_quiet(&w, sets, MPI_COMM_SELF, 1, true);
     expect_all_delivered(r, healthy);
+    std::printf("BER %s: %.3f us, %llu frames lost, %llu retransmits (%llu B), max FCT %.3f us\n", rate,
+                static_cast<double>(iteration(r)) / 1e6, static_cast<unsigned long long>(r.fabric.ber_drops),
+                static_cast<unsigned long long>(r.fabric.retransmits),
+                static_cast<unsigned long long>(r.fabric.retransmit_bytes), static_cast<double>(max_fct(r)) / 1e6);
     EXPECT_GT(r.fabric.ber_drops, 0u);
     EXPECT_GT(r.fabric.retransmits, prev_retx);
     EXPECT_GE(r.fabric.retransmit_bytes, r.fabric.retransmits);
