@@ -136,7 +136,7 @@ void parse_fabric_keys(const std::function<std::optional<std::string>(const std:
       throw InputError(file_of("nic.rto"), "nic.rto", "'" + *v + "' is outside 1ns .. 1h", "e.g. 4294967296ns (NCCL_IB_TIMEOUT=20)");
     }
   }
-  count("nic.retry_count", n.retry_count, 0, 1u << 20);
+  count("nic.retry_count", n.retry_count, 0, 254);
   if (auto v = get("nic.flow_start")) {
     if (*v == "all") {
       n.flow_start = models::FlowStart::kAllAtOnce;

@@ -239,6 +239,7 @@ class Nic {
     std::uint8_t noack : 1 = 0;
     std::uint8_t active : 1 = 0;
     std::uint8_t rto_armed : 1 = 0;  // acknowledged QPs: a retransmission timer is pending
+    std::uint8_t retries = 0;  // acknowledged QPs: timeouts in a row without ACK progress (NicParams::retry_count)
     TxFifos::Fifo parts;  // unacknowledged parts in PSN order, as runs (elements in tx_parts_)
     std::uint32_t head_psn = 0;  // first PSN of parts.front()
     std::uint32_t snd_una = 0, snd_nxt = 0, next_psn = 0;
@@ -246,13 +247,12 @@ class Nic {
   };
   /// Per-QP state of acknowledged (RoCE) QPs only, besides their congestion control's (cc_,
   /// same index): the port's line rate and MTU every algorithm reads (cc::QpLink) and go-back-N
-  /// (32 B per such QP; with DCQCN's 64 B the 88 B that RelQp held with DCQCN inline).
+  /// (24 B per such QP; with DCQCN's 64 B the 88 B that RelQp held with DCQCN inline).
   struct RelQp {
     std::uint64_t line_bps = 0;
     engine::SimTime last_progress = 0;  // go-back-N: last ACK progress (RTO reference)
     std::uint32_t mtu = 0;   // MTU of the QP's port
     std::uint32_t high = 0;  // highest PSN sent + 1 (retransmission counting)
-    std::uint32_t retries = 0;  // timeouts in a row without ACK progress (NicParams::retry_count)
     cc::QpLink link() const { return cc::QpLink{line_bps, mtu}; }
   };
   /// What the receiver keeps of a MsgDesc until the part's last packet: 48 B (MsgDesc is 64 B;
@@ -391,7 +391,7 @@ class Nic {
   static_assert(sizeof(TxPart) == 16);
   static_assert(sizeof(TxRun) == 28);
   static_assert(sizeof(Qp) == 56);
-  static_assert(sizeof(RelQp) == 32);
+  static_assert(sizeof(RelQp) == 24);
   static_assert(sizeof(RxQp) == 32);
   static_assert(sizeof(RxDesc) == 48);
   static_assert(sizeof(NvlsKey) == 24);
