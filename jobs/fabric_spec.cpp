@@ -33,6 +33,9 @@ const std::vector<SpecKey>& fabric_spec_keys() {
       {"nic.control_bytes", "bytes", "84", "wire bytes of an ACK/NACK/CNP frame"},
       {"nic.ack_interval", "int", "0", "one ACK per N in-order packets (0 = auto: 1 with HPCC, else 4)"},
       {"nic.rto", "time", "4294967296ns", "go-back-N retransmission timeout (4.096us x 2^NCCL_IB_TIMEOUT, default 20)"},
+      {"nic.retry_count", "int", "7", "timeouts in a row without progress before a QP gives up and the run ends with an "
+                                      "error (NCCL_IB_RETRY_CNT, default 7); the error comes (retry_count + 1) x nic.rto "
+                                      "after the QP's last progress"},
       {"nic.flow_start", "enum", "all", "all (QPs start at once) or staggered (per-QP offset in [0, nic.stagger_window))"},
       {"nic.stagger_window", "time", "10us", "window of nic.flow_start: staggered"},
   };
@@ -133,6 +136,7 @@ void parse_fabric_keys(const std::function<std::optional<std::string>(const std:
       throw InputError(file_of("nic.rto"), "nic.rto", "'" + *v + "' is outside 1ns .. 1h", "e.g. 4294967296ns (NCCL_IB_TIMEOUT=20)");
     }
   }
+  count("nic.retry_count", n.retry_count, 0, 254);
   if (auto v = get("nic.flow_start")) {
     if (*v == "all") {
       n.flow_start = models::FlowStart::kAllAtOnce;

@@ -102,6 +102,9 @@ struct FabricTotals {
   std::uint64_t max_buffer_bytes = 0;  ///< largest shared-buffer occupancy of any switch
   std::uint64_t nvls_absorbed = 0;     ///< NVLS reduce contributions that ended in an NVSwitch (packets)
   std::uint64_t nvls_copies = 0;       ///< NVLS multicast copies an NVSwitch sent (packets)
+  std::uint64_t down_drops = 0;        ///< of drops: lossy packets at a port whose link was down (faults)
+  std::uint64_t ber_drops = 0;         ///< of drops: frames lost to a link's bit-error rate (faults)
+  std::uint64_t retransmit_bytes = 0;  ///< payload bytes of the retransmitted data packets
 };
 
 /// Everything a run produced (on every process; tables are global after gathering).

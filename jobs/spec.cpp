@@ -148,6 +148,9 @@ const std::vector<SpecKey>& spec_keys() {
       {"cluster.nvlink_mtu", "bytes", "4KiB", "largest NVLink transfer unit, 256B..16MiB; a message is cut into >= 8 units of >= 4 KiB when this allows (docs/fabric.md)"},
       {"cluster.nvswitch_cut_through", "bool", "false", "NVSwitches forward cut-through, so the NVLink unit adds no per-hop delay (packet rung only; with it a 64KiB nvlink_mtu keeps NVLink timing and cuts events, docs/fabric.md)"},
       {"compute.scale", "double", "1.0", "multiplies every compute duration from the trace"},
+      {"faults", "list", "", "link faults in simulated time, packet rung only: a list of {time, target: NODE-NODE, kind: "
+                             "link_down (until, detect 100us, converge 1ms) | ber (ber, until) | degrade (rate, until)} "
+                             "(docs/jobs_and_faults.md)"},
       {"compute.stragglers", "string", "", "slow GPUs: RANK:FACTOR[,RANK:FACTOR...]; the rank's GPU compute durations are "
                                          "multiplied by FACTOR (> 0; 1.2 = 20% slower)"},
       {"compute.straggler_dist", "enum", "none", "per-GPU compute slowdown drawn for every rank: none or lognormal "
@@ -287,6 +290,7 @@ void check_keys(const YAML::Node& node, const std::string& prefix, const std::st
       check_job_list(kv.second, file);
       continue;
     }
+    if (path == "faults") continue;  // a list, checked entry by entry by parse_faults
     bool section = false;
     for (const auto& k : spec_keys()) {
       if (std::string(k.path).rfind(path + ".", 0) == 0) section = true;
@@ -503,7 +507,16 @@ SpecReader read_spec_yaml(const std::string& path, const std::vector<std::string
       if (!cur[parts[i]] || !cur[parts[i]].IsMap()) cur[parts[i]] = YAML::Node(YAML::NodeType::Map);
       cur.reset(cur[parts[i]]);
     }
-    cur[parts.back()] = value;
+    if (key == "faults") {
+      // --set faults=[{time: 1us, ...}]: the list in YAML flow style.
+      try {
+        cur[parts.back()] = YAML::Load(value);
+      } catch (const YAML::Exception& e) {
+        throw InputError("<cli>", "faults", "is not a YAML list: " + e.msg, "e.g. faults=[{time: 100us, target: leaf0-spine1, kind: link_down}]");
+      }
+    } else {
+      cur[parts.back()] = value;
+    }
     set_keys.push_back(key);
   }
   {
@@ -1117,6 +1130,7 @@ Spec load_spec_text(const std::string& path, const std::vector<std::string>& set
   load_gpu_keys(r, s);
   load_output_keys(r, s);
   load_jobs(r, s, path);
+  s.faults = parse_faults(r.root["faults"], r.file_of("faults"));
   return s;
 }
 

@@ -14,6 +14,7 @@
 
 #include "models/topology/cluster.hpp"
 #include "io/chakra_reader.hpp"
+#include "jobs/faults.hpp"
 #include "models/core/fabric_params.hpp"
 #include "simccl/planner_factory.hpp"
 
@@ -71,6 +72,8 @@ struct Spec {
   /// compute.straggler_dist: none | lognormal (seeded by sim.seed; median 1, p99 = straggler_p99).
   std::string straggler_dist = "none";
   double straggler_p99 = 1.0;  ///< compute.straggler_p99: the 99th percentile of the factor (> 1)
+  /// faults: link faults in simulated time (jobs/faults.hpp); packet rung only.
+  std::vector<FaultEntry> faults;
   std::uint64_t seed = 1;
   std::uint32_t threads = 1;
   std::string partition = "topology";  ///< sim.partition: topology | metis | a partition file

@@ -140,7 +140,7 @@ std::vector<engine::SimTime> gather_phase_ends(const RunContext& c) {
 
 /// Packet-fabric counters summed (buffer occupancy: maximum) over every switch and NIC.
 FabricTotals fabric_totals(const RunContext& c) {
-  std::uint64_t sums[17] = {};
+  std::uint64_t sums[20] = {};
   std::uint64_t maxbuf = 0;
   for (const auto& sw : c.switches) {
     const auto& k = sw->counters();
@@ -153,6 +153,8 @@ FabricTotals fabric_totals(const RunContext& c) {
     sums[9] += k.headroom_drops;
     sums[15] += k.nvls_absorbed;
     sums[16] += k.nvls_copies;
+    sums[17] += k.down_drops;
+    sums[18] += k.ber_drops;
     maxbuf = std::max(maxbuf, k.max_buffer_bytes);
   }
   for (const auto& g : c.gpus) {
@@ -165,12 +167,13 @@ FabricTotals fabric_totals(const RunContext& c) {
     sums[12] += k.nacks_sent;
     sums[13] += k.cnps_sent;
     sums[14] += k.acks_sent;
+    sums[19] += k.retransmit_bytes;
   }
-  MPI_Allreduce(MPI_IN_PLACE, sums, 17, MPI_UINT64_T, MPI_SUM, c.comm);
+  MPI_Allreduce(MPI_IN_PLACE, sums, 20, MPI_UINT64_T, MPI_SUM, c.comm);
   MPI_Allreduce(MPI_IN_PLACE, &maxbuf, 1, MPI_UINT64_T, MPI_MAX, c.comm);
   return FabricTotals{sums[0], sums[1], sums[2], sums[3], sums[4], sums[5], sums[6], sums[7],
                      sums[8], sums[9], sums[10], sums[11], sums[12], sums[13], sums[14], maxbuf,
-                     sums[15], sums[16]};
+                     sums[15], sums[16], sums[17], sums[18], sums[19]};
 }
 
 /// The packet-rung counters as RunMeta::fabric_counters (name, value) for the HDF5 file.
@@ -183,7 +186,9 @@ std::vector<std::pair<std::string, std::uint64_t>> fabric_counter_list(const Fab
           {"retransmits", f.retransmits},       {"timeouts", f.timeouts},
           {"nacks", f.nacks},                   {"cnps", f.cnps},
           {"acks", f.acks},                     {"max_buffer_bytes", f.max_buffer_bytes},
-          {"nvls_absorbed", f.nvls_absorbed},   {"nvls_copies", f.nvls_copies}};
+          {"nvls_absorbed", f.nvls_absorbed},   {"nvls_copies", f.nvls_copies},
+          {"down_drops", f.down_drops},         {"ber_drops", f.ber_drops},
+          {"retransmit_bytes", f.retransmit_bytes}};
 }
 
 /// The results digest (io::results_digest_sum over collectives and flows) with the fabric

@@ -343,6 +343,11 @@ std::string summary_text(const RunContext& c) {
                        f.drops, f.retransmits, f.cnps, f.max_buffer_bytes, models::cc_name(spec.fabric.nic.cc),
                        spec.fabric.sw.pfc ? "on" : "off", models::routing_name(spec.fabric.sw.routing),
                        f.switch_packets);
+    if (!spec.faults.empty()) {
+      out << fmt::format("faults: {} link faults; {} drops at down links, {} frames lost to bit errors, "
+                         "{} packets ({} B) retransmitted, {} timeouts\n",
+                         spec.faults.size(), f.down_drops, f.ber_drops, f.retransmits, f.retransmit_bytes, f.timeouts);
+    }
   }
   out << fmt::format("engine: {} events, {} windows, {:.3g} events/s, {} processes x {} threads, wall {:.3f} s\n",
                      c.stats.events, c.stats.windows, c.stats.events_per_s(), c.nprocs, spec.threads, c.stats.wall_s);
@@ -366,7 +371,8 @@ nlohmann::json fabric_json(const Spec& spec, const FabricTotals& f) {
           {"ecn_marks", f.ecn_marks}, {"drops", f.drops}, {"headroom_drops", f.headroom_drops},
           {"retransmits", f.retransmits}, {"timeouts", f.timeouts}, {"nacks", f.nacks},
           {"cnps", f.cnps}, {"acks", f.acks}, {"max_buffer_bytes", f.max_buffer_bytes},
-          {"nvls_absorbed", f.nvls_absorbed}, {"nvls_copies", f.nvls_copies}};
+          {"nvls_absorbed", f.nvls_absorbed}, {"nvls_copies", f.nvls_copies},
+          {"down_drops", f.down_drops}, {"ber_drops", f.ber_drops}, {"retransmit_bytes", f.retransmit_bytes}};
 }
 
 /// JSON `model_flops`, `tflops_per_gpu`, `mfu` and `memory_per_gpu` of a generated workload.

@@ -30,6 +30,14 @@ void build_topology(RunContext& c) {
   c.log->info("topology: {} ({} LPs) ({:.3f} s)", cluster_desc(*c.topo), c.topo->num_nodes(), now_s() - c.t0);
   c.fidelity = models::parse_fidelity(spec.fidelity, spec.file, "sim.fidelity");
   // Flow rung: one network LP (id = num_nodes, after every topology node) owns all links.
+  if (!spec.faults.empty()) {
+    if (c.fidelity != models::Fidelity::kPacket) {
+      throw engine::InputError(spec.file_of("faults"), "faults",
+                               "link faults are simulated at the packet rung only, not at sim.fidelity: " + spec.fidelity,
+                               "use sim.fidelity: packet, or drop the faults list");
+    }
+    c.spec.fabric.faults = resolve_faults(spec.faults, *c.topo);
+  }
   c.net_lp = c.fidelity == models::Fidelity::kFlow;
   c.net_id = c.topo->num_nodes();
   c.ring_flows = models::parse_ring_flows(spec.ring_flows, spec.file, "sim.ring_flows");

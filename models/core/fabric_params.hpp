@@ -9,6 +9,9 @@
 #include <cstdint>
 #include <map>
 #include <string>
+#include <vector>
+
+#include "models/core/link_fault.hpp"
 
 #include "engine/time.hpp"
 #include "models/cc/registry.hpp"
@@ -93,6 +96,11 @@ struct NicParams {
   /// NCCL_IB_TIMEOUT, default 20 in NCCL 2.28 (docs: env vars) -> 4.295 s. Lost tails wait this
   /// long, as on real lossy RoCE; NACKs recover the other losses within an RTT.
   engine::SimTime rto_ps = 4'096'000LL << 20;
+  /// RC retry count: a QP whose go-back-N timer expires this many times in a row without an ACK
+  /// of new data gives up, and the run ends with an error, as NCCL does on "transport retry
+  /// counter exceeded". 7 = NCCL_IB_RETRY_CNT's default (NCCL docs: env vars). A timeout thus
+  /// ends the run (retry_count + 1) x rto_ps after the last progress.
+  std::uint32_t retry_count = 7;
   FlowStart flow_start = FlowStart::kAllAtOnce;
   engine::SimTime stagger_window_ps = 10'000'000;  ///< 10 us
   /// NIC processing delay added to every packet it receives before the ACK/CNP leaves (ps).
@@ -105,6 +113,9 @@ struct FabricParams {
   NicParams nic;
   /// Every registered congestion control's parameters (models/cc/registry.hpp), e.g. cc.dcqcn.
   CcParams cc;
+  /// Link faults on the packet rung (spec `faults:`, resolved to LPs by the run's topology
+  /// stage; models/core/link_fault.hpp). Empty = a healthy fabric.
+  std::vector<LinkFault> faults;
   std::string source = "<spec>";  ///< spec file, for error messages
   /// Where each key that was given came from (the spec file, "<cli>" for --set, ...), filled by
   /// jobs::parse_fabric_keys. Keys not listed were defaults or derived: their origin is `source`.

@@ -506,6 +506,7 @@ void Nic::send_data(std::uint32_t qi, Context& ctx) {
       rel->high = psn + 1;
     } else {
       ++ctr_.retransmits;
+      ctr_.retransmit_bytes += p.bytes;
     }
     if (q.snd_nxt == q.snd_una) rel->last_progress = now;  // first packet outstanding: RTO from here
   }
@@ -636,6 +637,16 @@ bool Nic::handle(const engine::Event& ev, Context& ctx) {
       if (ctx.now() - r.last_progress >= params_.nic.rto_ps) {
         if (q.snd_nxt > q.snd_una) {
           ++ctr_.timeouts;
+          if (++q.retries > params_.nic.retry_count) {
+            throw engine::InputError(
+                params_.origin("faults"), "faults",
+                "at " + engine::format_time(ctx.now()) + " gpu " + std::to_string(id_) + "'s queue pair " +
+                    std::to_string(t.qp) + " timed out " + std::to_string(q.retries) +
+                    " times in a row without an ACK (nic.retry_count " + std::to_string(params_.nic.retry_count) +
+                    ", nic.rto " + engine::format_time(params_.nic.rto_ps) +
+                    "): the transport gives up, as NCCL does on 'transport retry counter exceeded'",
+                "shorten the link-down window, lower the BER, or raise nic.retry_count / nic.rto");
+          }
           q.snd_nxt = q.snd_una;  // go back N
         }
         r.last_progress = ctx.now();
@@ -822,6 +833,7 @@ void Nic::acked_to(std::uint32_t qi, std::uint32_t psn, Context& ctx) {
   if (psn <= q.snd_una) return;
   q.snd_una = psn;
   rel_[q.rel].last_progress = ctx.now();
+  q.retries = 0;
   if (q.snd_nxt < q.snd_una) q.snd_nxt = q.snd_una;
   while (!q.parts.empty()) {
     const std::uint32_t n = npkts_of(q, tx_parts_.front(q.parts).first.bytes());

@@ -67,6 +67,7 @@ class NicOwner {
 struct NicCounters {
   std::uint64_t data_packets = 0;     ///< data packets sent (including retransmissions)
   std::uint64_t retransmits = 0;      ///< data packets sent again after NACK/timeout (go-back-N)
+  std::uint64_t retransmit_bytes = 0; ///< payload bytes of those packets
   std::uint64_t timeouts = 0;         ///< RTO expiries that rewound a QP
   std::uint64_t nacks_sent = 0;
   std::uint64_t cnps_sent = 0;        ///< DCQCN notification point
@@ -238,6 +239,7 @@ class Nic {
     std::uint8_t noack : 1 = 0;
     std::uint8_t active : 1 = 0;
     std::uint8_t rto_armed : 1 = 0;  // acknowledged QPs: a retransmission timer is pending
+    std::uint8_t retries = 0;  // acknowledged QPs: timeouts in a row without ACK progress (NicParams::retry_count)
     TxFifos::Fifo parts;  // unacknowledged parts in PSN order, as runs (elements in tx_parts_)
     std::uint32_t head_psn = 0;  // first PSN of parts.front()
     std::uint32_t snd_una = 0, snd_nxt = 0, next_psn = 0;

@@ -83,6 +83,44 @@ SwitchLp::SwitchLp(const Topology& topo, engine::LpId id, const FabricParams& pa
                              "raise switch.buffer or lower switch.pfc_headroom");
   }
   shared_size_ = unbounded_ ? ~std::uint64_t{0} : buffer - total_headroom;
+  port_faults_.resize(n);
+  for (std::uint32_t f = 0; f < params_.faults.size(); ++f) {
+    const LinkFault& lf = params_.faults[f];
+    if (lf.kind == FaultKind::kLinkDown) any_down_ = true;
+    for (std::size_t p = 0; p < n; ++p) {
+      if (lf.joins(id_, ports_[p].peer)) port_faults_[p].push_back(f);
+    }
+  }
+}
+
+bool SwitchLp::routed_down(engine::LpId x, engine::LpId y, SimTime now) const {
+  for (const LinkFault& f : params_.faults) {
+    if (f.joins(x, y) && f.routed_down(now)) return true;
+  }
+  return false;
+}
+
+bool SwitchLp::reachable(engine::LpId node, std::uint32_t dst, SimTime now) const {
+  if (topo_.kind(node) == NodeKind::kGpu) return node == dst;
+  const std::vector<Port>& ports = topo_.ports(node);
+  // Candidates are next hops on shortest paths, so the recursion ends within the path length.
+  for (const std::uint32_t c : topo_.candidates(node, dst)) {
+    if (!routed_down(node, ports[c].peer, now) && reachable(ports[c].peer, dst, now)) return true;
+  }
+  return false;
+}
+
+bool SwitchLp::link_down(std::uint32_t port, SimTime now, SimTime* up) const {
+  bool down = false;
+  *up = now;
+  for (const std::uint32_t f : port_faults_[port]) {
+    const LinkFault& lf = params_.faults[f];
+    if (lf.kind == FaultKind::kLinkDown && lf.active(now)) {
+      down = true;
+      *up = std::max(*up, lf.until_ps);
+    }
+  }
+  return down;
 }
 
 std::uint64_t SwitchLp::xoff_threshold() const {
@@ -92,13 +130,30 @@ std::uint64_t SwitchLp::xoff_threshold() const {
   return std::max(min_xoff_, static_cast<std::uint64_t>(params_.sw.pfc_alpha * static_cast<double>(shared_size_ - shared_used_)));
 }
 
-std::uint32_t SwitchLp::pick_port(const WirePacket& p) const {
+std::uint32_t SwitchLp::pick_port(const WirePacket& p, SimTime now) const {
   const std::span<const std::uint32_t> cand = topo_.candidates(id_, p.dst);
   if (cand.empty()) {
     throw engine::InputError(params_.source, "cluster",
                              topo_.describe(id_) + " has no route to gpu " + std::to_string(p.dst),
                              "connect every GPU's NIC to the fabric (see `fabricsim topo`)");
   }
+  if (any_down_) {
+    bool converged = false;  // some link-down fault is in routing's view now
+    for (const LinkFault& f : params_.faults) converged = converged || f.routed_down(now);
+    if (converged) {
+      // Reconverged routing keeps the fault-free shortest paths that avoid every dead link. With
+      // none left, packets keep the old next hops (and are held or dropped at the dead port).
+      live_.clear();
+      for (const std::uint32_t c : cand) {
+        if (!routed_down(id_, ports_[c].peer, now) && reachable(ports_[c].peer, p.dst, now)) live_.push_back(c);
+      }
+      if (!live_.empty() && live_.size() < cand.size()) return choose_port(live_, p);
+    }
+  }
+  return choose_port(cand, p);
+}
+
+std::uint32_t SwitchLp::choose_port(std::span<const std::uint32_t> cand, const WirePacket& p) const {
   if (cand.size() == 1) return cand[0];
   const std::uint64_t flow = roce_flow_hash(p.src, p.dst, p.sport);
   const RoutingMode mode = p.kind == kWireData ? params_.sw.routing : RoutingMode::kEcmp;
@@ -233,7 +288,7 @@ bool SwitchLp::nvls_arrive(WirePacket& p, Context& ctx) {
 
 void SwitchLp::on_arrive(WirePacket p, Context& ctx) {
   if (p.nvls != kNvlsNone && nvls_arrive(p, ctx)) return;
-  enqueue(p, pick_port(p), ctx);
+  enqueue(p, pick_port(p, ctx.now()), ctx);
 }
 
 void SwitchLp::enqueue(WirePacket p, std::uint32_t out, Context& ctx) {
@@ -326,14 +381,86 @@ void SwitchLp::push_entry(std::uint32_t entry, std::uint64_t size, std::uint32_t
 void SwitchLp::try_tx(std::uint32_t port, Context& ctx) {
   const SimTime now = ctx.now();
   std::uint32_t cls = kNumClasses;
-  for (std::uint32_t c = 0; c < kNumClasses; ++c) {
-    const std::size_t k = static_cast<std::size_t>(port) * kNumClasses + c;
-    if (!queue_.empty(k) && paused_[k] == 0) {
-      cls = c;
-      break;
+  for (;;) {
+    cls = kNumClasses;
+    for (std::uint32_t c = 0; c < kNumClasses; ++c) {
+      const std::size_t k = static_cast<std::size_t>(port) * kNumClasses + c;
+      if (!queue_.empty(k) && paused_[k] == 0) {
+        cls = c;
+        break;
+      }
     }
+    if (cls == kNumClasses) return;  // idle, or only paused classes wait
+    SimTime up = now;
+    if (port_faults_[port].empty() || !link_down(port, now, &up)) break;
+    // The link is down: a lossless (PFC) packet waits at the head until it is back; a lossy one
+    // is dropped (the sender's go-back-N resends it).
+    if (cls == kClassData && params_.sw.pfc && !unbounded_) {
+      if (up != LinkFault::kNever && !free_pending_[port]) {
+        free_pending_[port] = 1;
+        ctx.send(id_, up, kEvPortFree, port);
+      }
+      return;
+    }
+    dequeue(port, cls, ctx);
+    ++ctr_.drops;
+    ++ctr_.down_drops;
+    if (sampler_.enabled()) sampler_.count(port, now, LinkSampler::Count::kDrop);
   }
-  if (cls == kNumClasses) return;  // idle, or only paused classes wait
+  const std::size_t k = static_cast<std::size_t>(port) * kNumClasses + cls;
+  WirePacket p = dequeue(port, cls, ctx);
+  const std::uint64_t size = wire_bytes(p);
+  const Port& link = ports_[port];
+  std::uint64_t rate_bps = link.rate_bps;
+  double ber = 0;
+  for (const std::uint32_t f : port_faults_[port]) {
+    const LinkFault& lf = params_.faults[f];
+    if (!lf.active(now)) continue;
+    if (lf.kind == FaultKind::kDegrade) rate_bps = std::min(rate_bps, lf.rate_bps);
+    if (lf.kind == FaultKind::kBer) ber = std::max(ber, lf.ber);
+  }
+  if (int_ && p.kind == kWireData && !unbounded_ && p.nint < kMaxIntHops) {
+    p.hops[p.nint++] = IntHop::make(now, tx_bytes_[port] + size, qbytes_[k], rate_bps);
+  }
+  // Ethernet switches store and forward: serialization starts when the last bit arrived (now).
+  // With cluster.nvswitch_cut_through, NVSwitches forward cut-through (NVLink moves flits of tens of bytes, so a transfer unit is
+  // never buffered whole): egress may start once the unit's first bit arrived, i.e. one ingress
+  // serialization before now, and not before the port is free; it cannot end before the last
+  // bit arrived. So an NVLink unit's size adds no per-hop delay on an idle path (docs/fabric.md).
+  SimTime start = now;
+  if (unbounded_ && topo_.spec().nvswitch_cut_through) {
+    const SimTime first_bit = now - engine::serialization_ps(size, ports_[p.in_port].rate_bps);
+    start = std::max(first_bit, busy_until_[port]);
+  }
+  const SimTime end = std::max(now, start + engine::serialization_ps(size, rate_bps));
+  p.in_port = static_cast<std::uint16_t>(link.peer_port);
+  p.flags = static_cast<std::uint8_t>(p.flags & ~kFlagHeadroom);
+  busy_until_[port] = end;
+  tx_bytes_[port] += size;
+  ++ctr_.packets;
+  // /links counts data payload bytes (headers, ACK/CNP excluded) so bytes are conserved.
+  if (sampler_.enabled() && p.kind == kWireData) sampler_.tx(port, start, end, p.bytes);
+  bool lost = false;
+  if (ber > 0) {
+    // The frame is serialized, then fails its FCS check at the far end: seeded by the switch and
+    // a per-switch count of BER draws (the switch handles its events in a fixed order).
+    const std::uint64_t r = engine::mix64(topo_.switch_seed(id_) ^ 0xB5E5u ^ (++ber_counter_ * 0x9E3779B97F4A7C15ull));
+    lost = static_cast<double>(r >> 11) * 0x1.0p-53 < frame_error_probability(ber, 8 * size);
+  }
+  if (lost) {
+    ++ctr_.drops;
+    ++ctr_.ber_drops;
+    if (sampler_.enabled()) sampler_.count(port, now, LinkSampler::Count::kDrop);
+  } else {
+    ctx.send(link.peer, end + link.latency_ps, kEvWire, p);
+  }
+  if (has_eligible(port)) {
+    free_pending_[port] = 1;
+    ctx.send(id_, end, kEvPortFree, port);
+  }
+}
+
+WirePacket SwitchLp::dequeue(std::uint32_t port, std::uint32_t cls, Context& ctx) {
   const std::size_t k = static_cast<std::size_t>(port) * kNumClasses + cls;
   const std::uint32_t entry = queue_.front(k);
   queue_.pop(k);
@@ -360,33 +487,7 @@ void SwitchLp::try_tx(std::uint32_t port, Context& ctx) {
       shared_used_ -= size;
     }
   }
-  const Port& link = ports_[port];
-  if (int_ && p.kind == kWireData && !unbounded_ && p.nint < kMaxIntHops) {
-    p.hops[p.nint++] = IntHop::make(now, tx_bytes_[port] + size, qbytes_[k], link.rate_bps);
-  }
-  // Ethernet switches store and forward: serialization starts when the last bit arrived (now).
-  // With cluster.nvswitch_cut_through, NVSwitches forward cut-through (NVLink moves flits of tens of bytes, so a transfer unit is
-  // never buffered whole): egress may start once the unit's first bit arrived, i.e. one ingress
-  // serialization before now, and not before the port is free; it cannot end before the last
-  // bit arrived. So an NVLink unit's size adds no per-hop delay on an idle path (docs/fabric.md).
-  SimTime start = now;
-  if (unbounded_ && topo_.spec().nvswitch_cut_through) {
-    const SimTime first_bit = now - engine::serialization_ps(size, ports_[p.in_port].rate_bps);
-    start = std::max(first_bit, busy_until_[port]);
-  }
-  const SimTime end = std::max(now, start + engine::serialization_ps(size, link.rate_bps));
-  p.in_port = static_cast<std::uint16_t>(link.peer_port);
-  p.flags = static_cast<std::uint8_t>(p.flags & ~kFlagHeadroom);
-  busy_until_[port] = end;
-  tx_bytes_[port] += size;
-  ++ctr_.packets;
-  // /links counts data payload bytes (headers, ACK/CNP excluded) so bytes are conserved.
-  if (sampler_.enabled() && p.kind == kWireData) sampler_.tx(port, start, end, p.bytes);
-  ctx.send(link.peer, end + link.latency_ps, kEvWire, p);
-  if (has_eligible(port)) {
-    free_pending_[port] = 1;
-    ctx.send(id_, end, kEvPortFree, port);
-  }
+  return p;
 }
 
 void SwitchLp::send_pfc(std::uint32_t port, bool on, Context& ctx) {
@@ -429,6 +530,7 @@ void SwitchLp::save_state(engine::StateWriter& w) const {
   w.put(max_queue_ps_);
   w.put(ctr_);
   sampler_.save(w);
+  w.put(ber_counter_);
   std::vector<std::pair<NvlsKey, const NvlsEntry*>> nv;
   nv.reserve(nvls_.size());
   for (const auto& [k, e] : nvls_) nv.emplace_back(k, &e);
@@ -470,6 +572,7 @@ void SwitchLp::load_state(engine::StateReader& r) {
   max_queue_ps_ = r.get<engine::SimTime>();
   ctr_ = r.get<SwitchCounters>();
   sampler_.load(r);
+  ber_counter_ = r.get<std::uint64_t>();
   nvls_.clear();
   const auto n = r.get<std::uint64_t>();
   for (std::uint64_t i = 0; i < n; ++i) {

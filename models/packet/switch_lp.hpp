@@ -3,6 +3,7 @@
 /// Output-queued, store-and-forward switch (Ethernet leaf/spine/core, or NVSwitch) with a shared
 /// buffer, per-port per-class queues, PFC, ECN and HPCC INT.
 #include <cstdint>
+#include <span>
 #include <unordered_map>
 #include <vector>
 
@@ -68,6 +69,8 @@ struct SwitchCounters {
   std::uint64_t packets = 0;        ///< packets forwarded (packet hops out of this switch)
   std::uint64_t nvls_absorbed = 0;  ///< NVLS reduce contributions that ended here (reduced away)
   std::uint64_t nvls_copies = 0;    ///< NVLS multicast copies sent (one per member per packet)
+  std::uint64_t down_drops = 0;     ///< lossy packets dropped at a port whose link was down (in `drops`)
+  std::uint64_t ber_drops = 0;      ///< frames lost to a link's bit-error rate (in `drops`)
 };
 
 /// A switch LP.
@@ -110,7 +113,19 @@ class SwitchLp final : public engine::Lp {
   std::uint64_t shared_bytes() const { return shared_size_; }
 
  private:
-  std::uint32_t pick_port(const WirePacket& p) const;
+  /// Egress port for `p` at time `now`: the ECMP set, less the ports whose link routing sees as
+  /// down and those whose next switch has no live path on to p.dst (when that leaves any).
+  std::uint32_t pick_port(const WirePacket& p, engine::SimTime now) const;
+  /// Picks from `cand` (non-empty) by the routing mode.
+  std::uint32_t choose_port(std::span<const std::uint32_t> cand, const WirePacket& p) const;
+  /// Link faults (FabricParams::faults): routing sees the link x-y as down at `now`.
+  bool routed_down(engine::LpId x, engine::LpId y, engine::SimTime now) const;
+  /// A shortest path from `node` to GPU `dst` exists whose links routing sees as up at `now`.
+  bool reachable(engine::LpId node, std::uint32_t dst, engine::SimTime now) const;
+  /// The link of `port` is down at `now`; `*up` gets when it comes back (LinkFault::kNever).
+  bool link_down(std::uint32_t port, engine::SimTime now, engine::SimTime* up) const;
+  /// Pops the head of queue (port, cls), releasing its buffer (and sending XON if due).
+  WirePacket dequeue(std::uint32_t port, std::uint32_t cls, engine::Context& ctx);
   std::uint64_t xoff_threshold() const;
   void on_arrive(WirePacket p, engine::Context& ctx);
   /// Admits `p` to egress port `out` (buffer, PFC, ECN) and starts serialization if idle.
@@ -166,6 +181,12 @@ class SwitchLp final : public engine::Lp {
   engine::SimTime max_queue_ps_ = 0;
   SwitchCounters ctr_;
   LinkSampler sampler_;
+  // Link faults: per port, indices into params_.faults of the faults on its link (empty when
+  // none); any_down_ = some fault is a link-down (routing must check); BER draw counter.
+  std::vector<std::vector<std::uint32_t>> port_faults_;
+  bool any_down_ = false;
+  std::uint64_t ber_counter_ = 0;
+  mutable std::vector<std::uint32_t> live_;  // pick_port scratch: the ECMP set less dead ports
   // NVLS reductions in progress, per (owner, group, instance, tag, packet index): contributions
   // counted so far and the owner's own packet (forwarded once the count is complete). Only
   // looked up, never iterated (results do not depend on the map's order).

@@ -85,7 +85,7 @@ MEMORY = {"fits_memory": ("u", "1"), "memory_estimate_bytes": ("u", "bytes"), "m
 # Documented /meta fabric counters of packet-level runs (fabric_<name>, uint64).
 FABRIC = ["switch_packets", "nic_data_packets", "pause_frames", "resume_frames", "switch_paused_ps", "nic_paused_ps",
           "nic_pauses", "ecn_marks", "drops", "headroom_drops", "retransmits", "timeouts", "nacks", "cnps", "acks",
-          "max_buffer_bytes", "nvls_absorbed", "nvls_copies"]
+          "max_buffer_bytes", "nvls_absorbed", "nvls_copies", "down_drops", "ber_drops", "retransmit_bytes"]
 TIERS = {b"nvlink", b"nic", b"fabric", b"core"}
 
 
