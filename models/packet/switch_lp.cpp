@@ -84,13 +84,19 @@ SwitchLp::SwitchLp(const Topology& topo, engine::LpId id, const FabricParams& pa
   }
   shared_size_ = unbounded_ ? ~std::uint64_t{0} : buffer - total_headroom;
   port_faults_.resize(n);
+  route_changes_.reserve(2 * params_.faults.size());
   for (std::uint32_t f = 0; f < params_.faults.size(); ++f) {
     const LinkFault& lf = params_.faults[f];
-    if (lf.kind == FaultKind::kLinkDown) any_down_ = true;
+    if (lf.kind == FaultKind::kLinkDown) {
+      any_down_ = true;
+      route_changes_.push_back(lf.at_ps + lf.reconverge_ps);
+      if (lf.until_ps != LinkFault::kNever) route_changes_.push_back(lf.until_ps + lf.reconverge_ps);
+    }
     for (std::size_t p = 0; p < n; ++p) {
       if (lf.joins(id_, ports_[p].peer)) port_faults_[p].push_back(f);
     }
   }
+  std::sort(route_changes_.begin(), route_changes_.end());
 }
 
 bool SwitchLp::routed_down(engine::LpId x, engine::LpId y, SimTime now) const {
@@ -138,16 +144,24 @@ std::uint32_t SwitchLp::pick_port(const WirePacket& p, SimTime now) const {
                              "connect every GPU's NIC to the fabric (see `fabricsim topo`)");
   }
   if (any_down_) {
-    bool converged = false;  // some link-down fault is in routing's view now
-    for (const LinkFault& f : params_.faults) converged = converged || f.routed_down(now);
-    if (converged) {
-      // Reconverged routing keeps the fault-free shortest paths that avoid every dead link. With
-      // none left, packets keep the old next hops (and are held or dropped at the dead port).
+    // Interval of routing's view: how many route changes lie at or before now (0 = none yet).
+    const auto epoch = static_cast<std::size_t>(
+        std::upper_bound(route_changes_.begin(), route_changes_.end(), now) - route_changes_.begin());
+    if (epoch != route_epoch_) {
       live_.clear();
-      for (const std::uint32_t c : cand) {
-        if (!routed_down(id_, ports_[c].peer, now) && reachable(ports_[c].peer, p.dst, now)) live_.push_back(c);
+      route_epoch_ = epoch;
+    }
+    if (epoch > 0) {
+      auto [it, fresh] = live_.try_emplace(p.dst);
+      if (fresh) {
+        // Reconverged routing keeps the fault-free shortest paths that avoid every dead link. With
+        // none left, packets keep the old next hops (and are held or dropped at the dead port).
+        for (const std::uint32_t c : cand) {
+          if (!routed_down(id_, ports_[c].peer, now) && reachable(ports_[c].peer, p.dst, now)) it->second.push_back(c);
+        }
+        if (it->second.size() == cand.size()) it->second.clear();
       }
-      if (!live_.empty() && live_.size() < cand.size()) return choose_port(live_, p);
+      if (!it->second.empty()) return choose_port(it->second, p);
     }
   }
   return choose_port(cand, p);

@@ -186,7 +186,13 @@ class SwitchLp final : public engine::Lp {
   std::vector<std::vector<std::uint32_t>> port_faults_;
   bool any_down_ = false;
   std::uint64_t ber_counter_ = 0;
-  mutable std::vector<std::uint32_t> live_;  // pick_port scratch: the ECMP set less dead ports
+  // Reconverged routing is piecewise constant in time: it changes only at the link-down faults'
+  // at_ps + reconverge_ps and until_ps + reconverge_ps (route_changes_, sorted). pick_port keeps,
+  // per destination GPU, the ECMP set less dead next hops for the current interval (empty = the
+  // fault-free set), recomputed when the interval changes; only looked up, never iterated.
+  std::vector<engine::SimTime> route_changes_;
+  mutable std::size_t route_epoch_ = 0;
+  mutable std::unordered_map<std::uint32_t, std::vector<std::uint32_t>> live_;
   // NVLS reductions in progress, per (owner, group, instance, tag, packet index): contributions
   // counted so far and the owner's own packet (forwarded once the count is complete). Only
   // looked up, never iterated (results do not depend on the map's order).
