@@ -281,7 +281,7 @@ void check_file(const std::string& path, const RunMeta& meta, const std::vector<
   // /meta
   hid_t g = H5Gopen2(file, "/meta", H5P_DEFAULT);
   ASSERT_GE(g, 0);
-  EXPECT_EQ(read_num_attr<std::int32_t>(g, "schema_version", H5T_NATIVE_INT32), 4);
+  EXPECT_EQ(read_num_attr<std::int32_t>(g, "schema_version", H5T_NATIVE_INT32), 5);
   EXPECT_EQ(read_string_attr(g, "spec_text"), meta.spec_text);
   EXPECT_EQ(read_string_attr(g, "version"), meta.version);
   EXPECT_EQ(read_string_attr(g, "git_commit"), meta.git_commit);
