@@ -128,7 +128,8 @@ constexpr Column kLinkTotalCols[] = {
     {"bytes", ColType::U64, "bytes"},     {"utilization", ColType::F64, "1"},
     {"pause_ps", ColType::I64, "ps"},     {"pfc_pauses", ColType::U64, "1"},
     {"ecn_marks", ColType::U64, "1"},     {"drops", ColType::U64, "1"},
-    {"link_retransmits", ColType::U64, "1"}, {"jobs", ColType::U32, "1"},
+    {"link_retransmits", ColType::U64, "1"}, {"pfc_sent", ColType::U64, "1"},
+    {"jobs", ColType::U32, "1"},
     {"job_mask", ColType::U64, "1"},
 };
 constexpr Column kJobCols[] = {
@@ -303,6 +304,7 @@ PackedTable pack(const std::vector<LinkTotalRecord>& v) {
     w.u64(l.ecn_marks);
     w.u64(l.drops);
     w.u64(l.link_retransmits);
+    w.u64(l.pfc_sent);
     w.u32(l.jobs);
     w.u64(l.job_mask);
   }

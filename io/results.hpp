@@ -139,6 +139,9 @@ struct LinkTotalRecord {
   std::uint64_t ecn_marks = 0;       ///< data packets CE-marked at this egress
   std::uint64_t drops = 0;           ///< packets dropped that were bound for this egress
   std::uint64_t link_retransmits = 0;  ///< link-level retry units sent again (switch.link_retry)
+  /// XOFF frames the switch sent on this port: they pause the reverse link (to_node -> from_node),
+  /// e.g. a leaf pausing a NIC.
+  std::uint64_t pfc_sent = 0;
   std::uint32_t jobs = 0;            ///< `jobs:` specs: how many jobs' data crossed the link
   std::uint64_t job_mask = 0;        ///< bit j: job j's data crossed it (jobs 0..63)
 };

@@ -669,16 +669,20 @@ def shared_links_figure(plt, d, shared, tax, bw, add_caption, max_links=8):
     ax.step(xs, np.minimum(mean, 1.0), where="post", lw=2, color="black", label=f"mean of the {len(ids)} shared links")
     ax.set_ylim(0, 1.05)
     ax.set_ylabel("utilization (fraction of the link rate)")
-    ax.set_title(f"{len(ids)} switch links carried data of more than one job: {int(shared['ecn_marks'].sum())} ECN marks, "
-                 f"{int(shared['pfc_pauses'].sum())} PFC pauses on them", fontsize=10)
+    # XOFF frames sent by the switches the shared links leave (to NICs and switches alike).
+    lt = d["link_totals"]
+    at = np.isin(lt["from_node"], np.unique(shared["from_node"]))
+    sent = int(lt["pfc_sent"][at].sum()) if "pfc_sent" in lt.dtype.names else 0
+    ax.set_title(f"{len(ids)} switch links carried data of more than one job: {int(shared['ecn_marks'].sum())} ECN marks "
+                 f"and {int(shared['pfc_pauses'].sum())} PFC pauses on them; their switches sent {sent} XOFF frames",
+                 fontsize=10)
     tax.apply(ax, xlabel=False)
     ax.set_xlabel(tax.label())
     ax.grid(alpha=0.3)
-    ax.legend(fontsize=7, loc="upper right", ncol=2)
+    ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.16), ncol=3)
     fig.tight_layout()
-    cap = ("Utilization (payload bytes x 8 / (rate x column)) of the switch egress links that carried data of "
-           "more than one job (/link_totals jobs > 1): the " + str(len(top)) + " with the most bytes and the mean "
-           "over all of them; the legend gives each link's jobs and its run totals of ECN marks and PFC pauses.")
+    cap = ("Utilization of the switch links that carried data of more than one job (/link_totals jobs > 1): the "
+           + str(len(top)) + " with the most bytes, and their mean (black); legend: jobs, ECN marks, PFC pauses.")
     add_caption(fig, cap)
     return ("shared_links.png", fig, "Shared-link utilization", cap)
 

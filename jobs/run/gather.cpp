@@ -212,7 +212,11 @@ std::vector<io::LinkTotalRecord> link_totals(const RunContext& c) {
     const auto& jb = sw->port_job_bytes();
     for (std::uint32_t p = 0; p < pc.size(); ++p) {
       const models::PortCounters& k = pc[p];
-      if (k.data_bytes == 0 && k.pfc_pauses == 0 && k.ecn_marks == 0 && k.drops == 0 && k.link_retransmits == 0) continue;
+      const std::uint64_t sent = sw->port_pauses()[p];
+      if (k.data_bytes == 0 && k.pfc_pauses == 0 && k.ecn_marks == 0 && k.drops == 0 && k.link_retransmits == 0 &&
+          sent == 0) {
+        continue;
+      }
       const models::Port& port = topo.ports(id)[p];
       io::LinkTotalRecord r;
       r.link_id = base[id] + p;
@@ -228,6 +232,7 @@ std::vector<io::LinkTotalRecord> link_totals(const RunContext& c) {
       r.ecn_marks = k.ecn_marks;
       r.drops = k.drops;
       r.link_retransmits = k.link_retransmits;
+      r.pfc_sent = sent;
       for (std::uint32_t j = 0; j < jobs && !jb.empty(); ++j) {
         if (jb[static_cast<std::size_t>(p) * jobs + j] == 0) continue;
         ++r.jobs;

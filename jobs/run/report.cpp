@@ -400,6 +400,30 @@ std::string links_summary(const RunContext& c) {
                      engine::format_time(paused), drops);
   if (c.spec.fabric.sw.link_retry) out += fmt::format(", {} link-level retransmits", llr);
   out += "\n";
+  if (multi) {
+    // PFC where the shared links start: the XOFF frames their switches sent, by whom they paused.
+    // In a two-tier fabric the congested shared links are leaf uplinks whose ingress ports are the
+    // NICs, so the pauses land on both jobs' NICs.
+    std::vector<engine::LpId> at;
+    for (const auto* r : sel) at.push_back(r->from_node);
+    std::sort(at.begin(), at.end());
+    at.erase(std::unique(at.begin(), at.end()), at.end());
+    std::vector<std::uint64_t> to_job(c.jobs.size(), 0);
+    std::uint64_t to_switch = 0, total = 0;
+    for (const auto& r : c.res.link_totals) {
+      if (r.pfc_sent == 0 || !std::binary_search(at.begin(), at.end(), r.from_node)) continue;
+      total += r.pfc_sent;
+      if (topo.kind(r.to_node) == models::NodeKind::kGpu && r.to_node < c.job_of_gpu.size() && c.job_of_gpu[r.to_node] >= 0) {
+        to_job[static_cast<std::size_t>(c.job_of_gpu[r.to_node])] += r.pfc_sent;
+      } else if (topo.kind(r.to_node) != models::NodeKind::kGpu) {
+        to_switch += r.pfc_sent;
+      }
+    }
+    std::string who;
+    for (std::size_t k = 0; k < c.jobs.size(); ++k) who += fmt::format("{} to job {}'s NICs, ", to_job[k], c.jobs[k].name);
+    out += fmt::format("  PFC at the {} switches the shared links leave: {} XOFF frames sent ({}{} to switches)\n",
+                       at.size(), total, who, to_switch);
+  }
   std::vector<const io::LinkTotalRecord*> top = sel;
   std::stable_sort(top.begin(), top.end(), [](const auto* a, const auto* b) {
     return a->pfc_pauses + a->ecn_marks != b->pfc_pauses + b->ecn_marks ? a->pfc_pauses + a->ecn_marks > b->pfc_pauses + b->ecn_marks
