@@ -2,6 +2,7 @@
 // exactly as alone; overlapping placements and too many GPUs are refused naming the key.
 #include <gtest/gtest.h>
 
+#include <cstdint>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -54,6 +55,13 @@ TEST(MultiJob, DisjointLeavesRunExactlyAsAlone) {
   // Disjoint hosts: job a on leaf 0 (hosts 0, 1), job b on leaf 1.
   EXPECT_EQ(r.jobs[0].gpus.front(), 0u);
   EXPECT_EQ(r.jobs[1].gpus.front(), 16u);
+  // No switch link carried data of both jobs (the per-link totals, HDF5 /link_totals).
+  ASSERT_FALSE(r.link_totals.empty());
+  for (const auto& l : r.link_totals) EXPECT_LE(l.jobs, 1u) << l.link_id;
+  // The job column (schema 5): each rank is tagged with the job that holds its GPU.
+  for (std::size_t k = 0; k < r.jobs.size(); ++k) {
+    for (const std::uint32_t g : r.jobs[k].gpus) EXPECT_EQ(r.ranks[g].job, static_cast<std::int32_t>(k)) << g;
+  }
 }
 
 // The same jobs dealt round-robin over the leaves share the leaf uplinks: neither is faster than
@@ -64,6 +72,21 @@ TEST(MultiJob, SharedUplinksSlowTheJobsDown) {
   EXPECT_GE(r.jobs[0].iteration_ps, r.jobs[0].alone_iteration_ps);
   EXPECT_GE(r.jobs[1].iteration_ps, r.jobs[1].alone_iteration_ps);
   EXPECT_GT(r.jobs[0].iteration_ps + r.jobs[1].iteration_ps, r.jobs[0].alone_iteration_ps + r.jobs[1].alone_iteration_ps);
+  // Both jobs' data crossed the leaf uplinks: those links are marked shared (jobs 2, mask 0b11),
+  // and every collective record names the job of its communicator.
+  std::size_t shared = 0;
+  for (const auto& l : r.link_totals) {
+    if (l.jobs < 2) continue;
+    ++shared;
+    EXPECT_EQ(l.job_mask, 3u);
+    EXPECT_GT(l.bytes, 0u);
+  }
+  EXPECT_GT(shared, 0u);
+  for (const auto& c : r.collectives) {
+    if (c.ranks > 1) {
+      EXPECT_GE(c.job, 0) << c.group;
+    }
+  }
 }
 
 void expect_input_error(const std::string& spec, const std::string& key, const std::string& word) {
