@@ -124,9 +124,13 @@ void parse_fabric_keys(const std::function<std::optional<std::string>(const std:
   dbl("switch.ecn_pmax", s.ecn_pmax, 0, 1);
   if (auto v = get("switch.routing")) s.routing = models::parse_routing(*v, file_of("switch.routing"), "switch.routing");
   flag("switch.link_retry", s.link_retry);
-  if (auto v = get("switch.link_retry_cell"); v && *v != "0") {
-    std::uint64_t cell = 0;
-    bytes("switch.link_retry_cell", cell, 16, 64 * 1024);
+  {
+    std::uint64_t cell = s.link_retry_cell_bytes;
+    bytes("switch.link_retry_cell", cell, 0, 64 * 1024);
+    if (cell > 0 && cell < 16) {
+      throw InputError(file_of("switch.link_retry_cell"), "switch.link_retry_cell",
+                       std::to_string(cell) + " bytes is below 16 bytes", "give 0 (whole frames) or 16B .. 64KiB, e.g. 64B");
+    }
     s.link_retry_cell_bytes = static_cast<std::uint32_t>(cell);
   }
   count("switch.link_retry_max", s.link_retry_max, 1, 1u << 20);

@@ -369,12 +369,13 @@ std::string summary_output_line(const RunResult& res) {
 }
 
 /// JSON `fabric`: the packet-fabric settings and counters.
-/// The per-link lines of a packet run: with `jobs:`, the switch links that carried data of more
-/// than one job (the shared links) with their totals, and the busiest of them; otherwise the
-/// busiest switch-to-switch links. "" when no switch link carried data.
+/// The per-link lines of a packet run of a `jobs:` spec: the switch links that carried data of
+/// more than one job (the shared links) with their totals, the XOFF frames their switches sent,
+/// and the busiest of them. "" for a single-job spec.
 std::string links_summary(const RunContext& c) {
   const models::Topology& topo = *c.topo;
   const bool multi = !c.jobs.empty();
+  if (!multi) return {};  // single-job runs: the per-link totals are in the JSON and HDF5 only
   std::vector<const io::LinkTotalRecord*> sel;
   for (const auto& r : c.res.link_totals) {
     if (multi ? r.jobs > 1 : (r.tier >= 2 && r.bytes > 0)) sel.push_back(&r);

@@ -295,6 +295,20 @@ TEST(Faults, FaultRunIsIdenticalOnAnyProcessCount) {
     EXPECT_EQ(all.fabric.down_drops, alone.fabric.down_drops);
     EXPECT_EQ(all.fabric.retransmit_bytes, alone.fabric.retransmit_bytes);
   }
+  // Link-level retry draws its replays from the same per-switch stream: equal on any process
+  // and thread count too.
+  sets.push_back("switch.link_retry=true");
+  sets.push_back("switch.link_retry_cell=256B");
+  sets.push_back("faults=[{time: 0us, target: leaf1-spine2, kind: ber, ber: 1e-4}]");
+  const auto llr = run_quiet(&w, sets, MPI_COMM_SELF);
+  EXPECT_GT(llr.fabric.link_retransmits, 0u);
+  for (unsigned threads : {1u, 2u}) {
+    const auto all = run_quiet(&w, sets, MPI_COMM_WORLD, threads);
+    EXPECT_EQ(all.digest, llr.digest) << threads << " threads";
+    EXPECT_EQ(iteration(all), iteration(llr));
+    EXPECT_EQ(all.fabric.link_retransmits, llr.fabric.link_retransmits);
+    EXPECT_EQ(all.fabric.link_retransmit_bytes, llr.fabric.link_retransmit_bytes);
+  }
 }
 
 TEST(Faults, BadEntriesAreRefusedInOneLine) {
