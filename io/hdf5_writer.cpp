@@ -140,6 +140,13 @@ constexpr Column kJobCols[] = {
     {"slowdown", ColType::F64, "1"},            {"compute_ps", ColType::F64, "ps"},
     {"comm_ps", ColType::F64, "ps"},            {"exposed_comm_ps", ColType::F64, "ps"},
 };
+constexpr Column kFaultCols[] = {
+    {"index", ColType::U32, "1"},         {"kind", ColType::Str16, "text"},
+    {"node_a", ColType::U32, "1"},        {"node_b", ColType::U32, "1"},
+    {"time_ps", ColType::I64, "ps"},      {"until_ps", ColType::I64, "ps"},
+    {"reconverge_ps", ColType::I64, "ps"}, {"ber", ColType::F64, "1"},
+    {"rate_bps", ColType::U64, "bit/s"},
+};
 constexpr Schema kRankSchema{"ranks", "rank", kRankCols, std::size(kRankCols), 0};
 constexpr Schema kCollSchema{"collectives", "group,instance", kCollCols, std::size(kCollCols), 9};
 constexpr Schema kFlowSchema{"flows", "flow_id", kFlowCols, std::size(kFlowCols), 7};
@@ -147,6 +154,7 @@ constexpr Schema kLinkSchema{"links", "link_id,bin_start_ps", kLinkCols, std::si
 constexpr Schema kQueueSchema{"queues", "link_id,bin_start_ps", kQueueCols, std::size(kQueueCols), 0};
 constexpr Schema kLinkTotalSchema{"link_totals", "link_id", kLinkTotalCols, std::size(kLinkTotalCols), 0};
 constexpr Schema kJobSchema{"jobs", "job", kJobCols, std::size(kJobCols), 0};
+constexpr Schema kFaultSchema{"faults", "index", kFaultCols, std::size(kFaultCols), 0};
 
 // ------------------------------------------------------------------------------------------------
 // Packed rows.
@@ -328,6 +336,24 @@ PackedTable pack(const std::vector<JobRecord>& v) {
     w.f64(j.compute_ps);
     w.f64(j.comm_ps);
     w.f64(j.exposed_comm_ps);
+  }
+  return t;
+}
+
+PackedTable pack(const std::vector<FaultRecord>& v) {
+  PackedTable t{kFaultSchema.row_size(), {}};
+  t.bytes.reserve(v.size() * t.row_size);
+  RowWriter w(t.bytes);
+  for (const auto& f : v) {
+    w.u32(f.index);
+    w.str(f.kind, 16, "fault kind");
+    w.u32(f.node_a);
+    w.u32(f.node_b);
+    w.i64(f.time_ps);
+    w.i64(f.until_ps);
+    w.i64(f.reconverge_ps);
+    w.f64(f.ber);
+    w.u64(f.rate_bps);
   }
   return t;
 }
@@ -831,7 +857,7 @@ void write_meta(hid_t file, const RunMeta& m) {
 void write_file(MPI_Comm comm, const std::string& file_path, const RunMeta& meta,
                 const PackedTable& ranks, const PackedTable& colls, const PackedTable& flows,
                 const PackedTable& links, const PackedTable& queues, engine::SimTime bin_width_ps,
-                const PackedTable& link_totals, const PackedTable& jobs) {
+                const PackedTable& link_totals, const PackedTable& jobs, const PackedTable& faults) {
   QuietHdf5Errors quiet;
   const int rank = comm_rank(comm), size = comm_size(comm);
   Hid fapl, fcpl, dxpl, file;
@@ -879,6 +905,9 @@ void write_file(MPI_Comm comm, const std::string& file_path, const RunMeta& meta
   });
   collective_step(comm, [&] {
     write_table(file.get(), kJobSchema, jobs, rank, size, dxpl.get(), deflate);
+  });
+  collective_step(comm, [&] {
+    write_table(file.get(), kFaultSchema, faults, rank, size, dxpl.get(), deflate);
   });
   collective_step(comm, [&] { file.close("close " + file_path); });
 }
@@ -981,7 +1010,8 @@ void write_results_h5(MPI_Comm comm, const std::string& path, const RunMeta& met
                       std::vector<RankRecord> ranks, std::vector<CollectiveRecord> colls,
                       std::vector<FlowRecord> flows, std::vector<LinkBinRecord> links,
                       std::vector<QueueBinRecord> queues, engine::SimTime bin_width_ps,
-                      std::vector<LinkTotalRecord> link_totals, std::vector<JobRecord> jobs) {
+                      std::vector<LinkTotalRecord> link_totals, std::vector<JobRecord> jobs,
+                      std::vector<FaultRecord> faults) {
   const int rank = comm_rank(comm);
 
   // 1. Output path, checked on rank 0 before anything is created.
@@ -1020,6 +1050,7 @@ void write_results_h5(MPI_Comm comm, const std::string& path, const RunMeta& met
   const PackedTable q = global_table(comm, qrows, bin_key);
   const PackedTable lt = global_table(comm, link_totals, id_key);
   const PackedTable jt = global_table(comm, jobs, id_key);
+  const PackedTable ft = global_table(comm, faults, id_key);
   ranks.clear();
   colls.clear();
   flows.clear();
@@ -1035,7 +1066,7 @@ void write_results_h5(MPI_Comm comm, const std::string& path, const RunMeta& met
     std::string space_err;
     if (rank == 0) {
       const double need = static_cast<double>(r.bytes.size() + c.bytes.size() + f.bytes.size() +
-                                              l.bytes.size() + q.bytes.size() + lt.bytes.size() + jt.bytes.size()) +
+                                              l.bytes.size() + q.bytes.size() + lt.bytes.size() + jt.bytes.size() + ft.bytes.size()) +
                           static_cast<double>(m.spec_text.size()) + 1024.0 * 1024.0;
       std::error_code ec;
       const auto info = fs::space(fs::absolute(path).parent_path(), ec);
@@ -1049,7 +1080,7 @@ void write_results_h5(MPI_Comm comm, const std::string& path, const RunMeta& met
   }
   TmpFileGuard guard(tmp);
   try {
-    write_file(comm, tmp, m, r, c, f, l, q, bin_width_ps, lt, jt);
+    write_file(comm, tmp, m, r, c, f, l, q, bin_width_ps, lt, jt, ft);
   } catch (const std::exception& e) {
     remove_quietly(tmp);
     MPI_Barrier(comm);

@@ -146,6 +146,19 @@ struct LinkTotalRecord {
   std::uint64_t job_mask = 0;        ///< bit j: job j's data crossed it (jobs 0..63)
 };
 
+/// One entry of the spec's `faults:` list as simulated (dataset /faults, schema 5). Ordered by
+/// index.
+struct FaultRecord {
+  std::uint32_t index = 0;          ///< position in the spec's faults: list
+  std::string kind;                 ///< "link_down", "ber" or "degrade"
+  std::uint32_t node_a = 0, node_b = 0;  ///< LP ids of the link's two switches
+  engine::SimTime time_ps = 0;      ///< start
+  engine::SimTime until_ps = -1;    ///< end (exclusive), -1 = the rest of the run
+  engine::SimTime reconverge_ps = 0;  ///< link_down: detect + converge
+  double ber = 0;                   ///< ber: the bit-error rate
+  std::uint64_t rate_bps = 0;       ///< degrade: the lower rate
+};
+
 /// One job of a `jobs:` spec (dataset /jobs, schema 5). Ordered by job.
 struct JobRecord {
   std::uint32_t job = 0;                     ///< index in the spec's jobs list

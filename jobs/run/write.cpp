@@ -157,10 +157,29 @@ void write_h5(RunContext& c) {
       jobs.push_back(std::move(j));
     }
   }
+  std::vector<io::FaultRecord> faults;
+  if (c.rank == 0) {
+    const auto& fs = c.spec.fabric.faults;  // resolved to LP ids, in the spec's order
+    for (std::uint32_t i = 0; i < fs.size(); ++i) {
+      const models::LinkFault& f = fs[i];
+      io::FaultRecord r;
+      r.index = i;
+      r.kind = f.kind == models::FaultKind::kLinkDown ? "link_down" : f.kind == models::FaultKind::kBer ? "ber" : "degrade";
+      r.node_a = f.a;
+      r.node_b = f.b;
+      r.time_ps = f.at_ps;
+      r.until_ps = f.until_ps == models::LinkFault::kNever ? -1 : f.until_ps;
+      r.reconverge_ps = f.reconverge_ps;
+      r.ber = f.ber;
+      r.rate_bps = f.rate_bps;
+      faults.push_back(std::move(r));
+    }
+  }
   io::write_results_h5(c.comm, c.spec.output_h5, c.res.meta, c.local_ranks,
                        c.rank == 0 ? c.res.collectives : std::vector<io::CollectiveRecord>{}, c.local_flows,
                        std::move(local_links), std::move(local_queues), c.spec.sample_interval_ps,
-                       c.rank == 0 ? c.res.link_totals : std::vector<io::LinkTotalRecord>{}, std::move(jobs));
+                       c.rank == 0 ? c.res.link_totals : std::vector<io::LinkTotalRecord>{}, std::move(jobs),
+                       std::move(faults));
 }
 
 }  // namespace

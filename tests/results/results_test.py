@@ -80,9 +80,13 @@ SCHEMA = {
              ("iterations", "u", "1"), ("finish_ps", "i", "ps"), ("iteration_time_ps", "i", "ps"),
              ("alone_iteration_time_ps", "i", "ps"), ("slowdown", "f", "1"), ("compute_ps", "f", "ps"),
              ("comm_ps", "f", "ps"), ("exposed_comm_ps", "f", "ps")],
+    "faults": [("index", "u", "1"), ("kind", "S", "text"), ("node_a", "u", "1"), ("node_b", "u", "1"),
+               ("time_ps", "i", "ps"), ("until_ps", "i", "ps"), ("reconverge_ps", "i", "ps"), ("ber", "f", "1"),
+               ("rate_bps", "u", "bit/s")],
 }
 SORTED_BY = {"ranks": "rank", "collectives": "group,instance", "flows": "flow_id",
-             "links": "link_id,bin_start_ps", "queues": "link_id,bin_start_ps", "link_totals": "link_id", "jobs": "job"}
+             "links": "link_id,bin_start_ps", "queues": "link_id,bin_start_ps", "link_totals": "link_id", "jobs": "job",
+             "faults": "index"}
 META = {"schema_version": "i", "spec_text": "S", "version": "S", "git_commit": "S", "workload": "S", "seed": "u",
         "processes": "u", "threads": "u", "ranks": "u", "wall_s": "f", "events": "u", "simulated_time_ps": "i",
         "sample_interval_ps": "i"}
