@@ -80,6 +80,8 @@ constexpr Column kRankCols[] = {
     {"exposed_ep_ps", ColType::I64, "ps"},    {"exposed_pp_ps", ColType::I64, "ps"},
     {"exposed_cp_ps", ColType::I64, "ps"},    {"exposed_other_ps", ColType::I64, "ps"},
     {"pp_wait_ps", ColType::I64, "ps"},       {"bubble_ps", ColType::I64, "ps"},
+    // schema 5
+    {"job", ColType::I32, "1"},
 };
 constexpr Column kCollCols[] = {
     {"group", ColType::U32, "1"},       {"instance", ColType::U32, "1"},
@@ -90,6 +92,8 @@ constexpr Column kCollCols[] = {
     // schema 2
     {"algorithm", ColType::Str16, "text"}, {"protocol", ColType::Str16, "text"},
     {"channels", ColType::U32, "1"},
+    // schema 5
+    {"job", ColType::I32, "1"},
 };
 constexpr Column kFlowCols[] = {
     {"flow_id", ColType::U64, "1"},   {"src", ColType::U32, "1"},
@@ -100,6 +104,8 @@ constexpr Column kFlowCols[] = {
     {"first_byte_ps", ColType::I64, "ps"}, {"ideal_ps", ColType::I64, "ps"},
     {"slowdown", ColType::F64, "1"},       {"first_spine", ColType::I32, "1"},
     {"group", ColType::U32, "1"},          {"instance", ColType::U32, "1"},
+    // schema 5
+    {"job", ColType::I32, "1"},
 };
 constexpr Column kLinkCols[] = {
     {"link_id", ColType::U32, "1"},      {"from_node", ColType::U32, "1"},
@@ -115,11 +121,40 @@ constexpr Column kQueueCols[] = {
     {"to_node", ColType::U32, "1"},      {"tier", ColType::Str8, "text"},
     {"bin_start_ps", ColType::I64, "ps"}, {"max_queue_bytes", ColType::U64, "bytes"},
 };
+// schema 5
+constexpr Column kLinkTotalCols[] = {
+    {"link_id", ColType::U32, "1"},       {"from_node", ColType::U32, "1"},
+    {"to_node", ColType::U32, "1"},       {"tier", ColType::Str8, "text"},
+    {"bytes", ColType::U64, "bytes"},     {"utilization", ColType::F64, "1"},
+    {"pause_ps", ColType::I64, "ps"},     {"pfc_pauses", ColType::U64, "1"},
+    {"ecn_marks", ColType::U64, "1"},     {"drops", ColType::U64, "1"},
+    {"link_retransmits", ColType::U64, "1"}, {"pfc_sent", ColType::U64, "1"},
+    {"jobs", ColType::U32, "1"},
+    {"job_mask", ColType::U64, "1"},
+};
+constexpr Column kJobCols[] = {
+    {"job", ColType::U32, "1"},                 {"name", ColType::Op, "text"},
+    {"gpus", ColType::U32, "1"},                {"start_ps", ColType::I64, "ps"},
+    {"iterations", ColType::U32, "1"},          {"finish_ps", ColType::I64, "ps"},
+    {"iteration_time_ps", ColType::I64, "ps"},  {"alone_iteration_time_ps", ColType::I64, "ps"},
+    {"slowdown", ColType::F64, "1"},            {"compute_ps", ColType::F64, "ps"},
+    {"comm_ps", ColType::F64, "ps"},            {"exposed_comm_ps", ColType::F64, "ps"},
+};
+constexpr Column kFaultCols[] = {
+    {"index", ColType::U32, "1"},         {"kind", ColType::Str16, "text"},
+    {"node_a", ColType::U32, "1"},        {"node_b", ColType::U32, "1"},
+    {"time_ps", ColType::I64, "ps"},      {"until_ps", ColType::I64, "ps"},
+    {"reconverge_ps", ColType::I64, "ps"}, {"ber", ColType::F64, "1"},
+    {"rate_bps", ColType::U64, "bit/s"},
+};
 constexpr Schema kRankSchema{"ranks", "rank", kRankCols, std::size(kRankCols), 0};
 constexpr Schema kCollSchema{"collectives", "group,instance", kCollCols, std::size(kCollCols), 9};
 constexpr Schema kFlowSchema{"flows", "flow_id", kFlowCols, std::size(kFlowCols), 7};
 constexpr Schema kLinkSchema{"links", "link_id,bin_start_ps", kLinkCols, std::size(kLinkCols), 0};
 constexpr Schema kQueueSchema{"queues", "link_id,bin_start_ps", kQueueCols, std::size(kQueueCols), 0};
+constexpr Schema kLinkTotalSchema{"link_totals", "link_id", kLinkTotalCols, std::size(kLinkTotalCols), 0};
+constexpr Schema kJobSchema{"jobs", "job", kJobCols, std::size(kJobCols), 0};
+constexpr Schema kFaultSchema{"faults", "index", kFaultCols, std::size(kFaultCols), 0};
 
 // ------------------------------------------------------------------------------------------------
 // Packed rows.
@@ -181,6 +216,7 @@ PackedTable pack(const std::vector<RankRecord>& v) {
     for (engine::SimTime v : r.exposed_kind_ps) w.i64(v);
     w.i64(r.pp_wait_ps);
     w.i64(r.bubble_ps);
+    w.i32(r.job);
   }
   return t;
 }
@@ -202,6 +238,7 @@ PackedTable pack(const std::vector<CollectiveRecord>& v) {
     w.str(c.algorithm, 16, "collective algorithm");
     w.str(c.protocol, 16, "collective protocol");
     w.u32(c.channels);
+    w.i32(c.job);
   }
   return t;
 }
@@ -224,6 +261,7 @@ PackedTable pack(const std::vector<FlowRecord>& v) {
     w.i32(f.first_spine);
     w.u32(f.group);
     w.u32(f.instance);
+    w.i32(f.job);
   }
   return t;
 }
@@ -254,6 +292,68 @@ PackedTable pack(const std::vector<LinkBinRecord>& v) {
     w.u64(l.pfc_pauses);
     w.u64(l.ecn_marks);
     w.u64(l.drops);
+  }
+  return t;
+}
+
+PackedTable pack(const std::vector<LinkTotalRecord>& v) {
+  PackedTable t{kLinkTotalSchema.row_size(), {}};
+  t.bytes.reserve(v.size() * t.row_size);
+  RowWriter w(t.bytes);
+  for (const auto& l : v) {
+    w.u32(l.link_id);
+    w.u32(l.from_node);
+    w.u32(l.to_node);
+    w.str(tier_name(l.tier), 8, "tier");
+    w.u64(l.bytes);
+    w.f64(l.utilization);
+    w.i64(l.pause_ps);
+    w.u64(l.pfc_pauses);
+    w.u64(l.ecn_marks);
+    w.u64(l.drops);
+    w.u64(l.link_retransmits);
+    w.u64(l.pfc_sent);
+    w.u32(l.jobs);
+    w.u64(l.job_mask);
+  }
+  return t;
+}
+
+PackedTable pack(const std::vector<JobRecord>& v) {
+  PackedTable t{kJobSchema.row_size(), {}};
+  t.bytes.reserve(v.size() * t.row_size);
+  RowWriter w(t.bytes);
+  for (const auto& j : v) {
+    w.u32(j.job);
+    w.op(j.name.substr(0, kOpChars));
+    w.u32(j.gpus);
+    w.i64(j.start_ps);
+    w.u32(j.iterations);
+    w.i64(j.finish_ps);
+    w.i64(j.iteration_time_ps);
+    w.i64(j.alone_iteration_time_ps);
+    w.f64(j.slowdown);
+    w.f64(j.compute_ps);
+    w.f64(j.comm_ps);
+    w.f64(j.exposed_comm_ps);
+  }
+  return t;
+}
+
+PackedTable pack(const std::vector<FaultRecord>& v) {
+  PackedTable t{kFaultSchema.row_size(), {}};
+  t.bytes.reserve(v.size() * t.row_size);
+  RowWriter w(t.bytes);
+  for (const auto& f : v) {
+    w.u32(f.index);
+    w.str(f.kind, 16, "fault kind");
+    w.u32(f.node_a);
+    w.u32(f.node_b);
+    w.i64(f.time_ps);
+    w.i64(f.until_ps);
+    w.i64(f.reconverge_ps);
+    w.f64(f.ber);
+    w.u64(f.rate_bps);
   }
   return t;
 }
@@ -293,6 +393,8 @@ Key coll_key(const unsigned char* r) {
   return {(std::uint64_t{load<std::uint32_t>(r)} << 32) | load<std::uint32_t>(r + 4), 0};
 }
 Key flow_key(const unsigned char* r) { return {load<std::uint64_t>(r), 0}; }
+// /link_totals and /jobs: a uint32 id at offset 0.
+Key id_key(const unsigned char* r) { return {load<std::uint32_t>(r), 0}; }
 // /links and /queues: link_id at offset 0, bin_start_ps (>= 0) at offset 20.
 Key bin_key(const unsigned char* r) {
   return {load<std::uint32_t>(r), static_cast<std::uint64_t>(load<std::int64_t>(r + 20))};
@@ -754,7 +856,8 @@ void write_meta(hid_t file, const RunMeta& m) {
 /// processes, which then all throw InternalError from the same step with their handles closed.
 void write_file(MPI_Comm comm, const std::string& file_path, const RunMeta& meta,
                 const PackedTable& ranks, const PackedTable& colls, const PackedTable& flows,
-                const PackedTable& links, const PackedTable& queues, engine::SimTime bin_width_ps) {
+                const PackedTable& links, const PackedTable& queues, engine::SimTime bin_width_ps,
+                const PackedTable& link_totals, const PackedTable& jobs, const PackedTable& faults) {
   QuietHdf5Errors quiet;
   const int rank = comm_rank(comm), size = comm_size(comm);
   Hid fapl, fcpl, dxpl, file;
@@ -796,6 +899,15 @@ void write_file(MPI_Comm comm, const std::string& file_path, const RunMeta& meta
   });
   collective_step(comm, [&] {
     write_table(file.get(), kQueueSchema, queues, rank, size, dxpl.get(), deflate, bin_width_ps);
+  });
+  collective_step(comm, [&] {
+    write_table(file.get(), kLinkTotalSchema, link_totals, rank, size, dxpl.get(), deflate);
+  });
+  collective_step(comm, [&] {
+    write_table(file.get(), kJobSchema, jobs, rank, size, dxpl.get(), deflate);
+  });
+  collective_step(comm, [&] {
+    write_table(file.get(), kFaultSchema, faults, rank, size, dxpl.get(), deflate);
   });
   collective_step(comm, [&] { file.close("close " + file_path); });
 }
@@ -897,7 +1009,9 @@ class Fnv1a64 {
 void write_results_h5(MPI_Comm comm, const std::string& path, const RunMeta& meta,
                       std::vector<RankRecord> ranks, std::vector<CollectiveRecord> colls,
                       std::vector<FlowRecord> flows, std::vector<LinkBinRecord> links,
-                      std::vector<QueueBinRecord> queues, engine::SimTime bin_width_ps) {
+                      std::vector<QueueBinRecord> queues, engine::SimTime bin_width_ps,
+                      std::vector<LinkTotalRecord> link_totals, std::vector<JobRecord> jobs,
+                      std::vector<FaultRecord> faults) {
   const int rank = comm_rank(comm);
 
   // 1. Output path, checked on rank 0 before anything is created.
@@ -934,6 +1048,9 @@ void write_results_h5(MPI_Comm comm, const std::string& path, const RunMeta& met
   }
   const PackedTable l = global_table(comm, links, bin_key);
   const PackedTable q = global_table(comm, qrows, bin_key);
+  const PackedTable lt = global_table(comm, link_totals, id_key);
+  const PackedTable jt = global_table(comm, jobs, id_key);
+  const PackedTable ft = global_table(comm, faults, id_key);
   ranks.clear();
   colls.clear();
   flows.clear();
@@ -949,7 +1066,7 @@ void write_results_h5(MPI_Comm comm, const std::string& path, const RunMeta& met
     std::string space_err;
     if (rank == 0) {
       const double need = static_cast<double>(r.bytes.size() + c.bytes.size() + f.bytes.size() +
-                                              l.bytes.size() + q.bytes.size()) +
+                                              l.bytes.size() + q.bytes.size() + lt.bytes.size() + jt.bytes.size() + ft.bytes.size()) +
                           static_cast<double>(m.spec_text.size()) + 1024.0 * 1024.0;
       std::error_code ec;
       const auto info = fs::space(fs::absolute(path).parent_path(), ec);
@@ -963,7 +1080,7 @@ void write_results_h5(MPI_Comm comm, const std::string& path, const RunMeta& met
   }
   TmpFileGuard guard(tmp);
   try {
-    write_file(comm, tmp, m, r, c, f, l, q, bin_width_ps);
+    write_file(comm, tmp, m, r, c, f, l, q, bin_width_ps, lt, jt, ft);
   } catch (const std::exception& e) {
     remove_quietly(tmp);
     MPI_Barrier(comm);

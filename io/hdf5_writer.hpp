@@ -13,7 +13,7 @@
 namespace fabricsim::io {
 
 /// Version of the file layout written by write_results_h5 (attribute /meta/schema_version).
-inline constexpr int kHdf5SchemaVersion = 4;
+inline constexpr int kHdf5SchemaVersion = 5;
 /// Fixed length of the `op` column of /collectives (NUL-padded, no terminator needed).
 inline constexpr std::size_t kOpChars = 24;
 /// Rows per chunk of every table dataset.
@@ -33,6 +33,8 @@ inline constexpr std::size_t kChunkRows = 4096;
 /// /links and /queues are sorted by (link_id, bin_start_ps); `bin_width_ps` becomes their
 /// `bin_width_ps` attribute. A queue row's from_node/to_node/tier come from a link row with the same
 /// link_id on the same process (every switch reports both for its own ports).
+/// Schema 5: /link_totals (sorted by link_id), /jobs (by job) and /faults (by index) are written from the rows every
+/// process passes (pass them on one process only when they are already global).
 ///
 /// @throws engine::InputError ("<cli>", "-o", ...) on every process, before anything is created,
 ///         if path is empty or a directory, or its directory does not exist or is not writable.
@@ -42,7 +44,9 @@ inline constexpr std::size_t kChunkRows = 4096;
 void write_results_h5(MPI_Comm comm, const std::string& path, const RunMeta& meta,
                       std::vector<RankRecord> ranks, std::vector<CollectiveRecord> colls,
                       std::vector<FlowRecord> flows, std::vector<LinkBinRecord> links = {},
-                      std::vector<QueueBinRecord> queues = {}, engine::SimTime bin_width_ps = 0);
+                      std::vector<QueueBinRecord> queues = {}, engine::SimTime bin_width_ps = 0,
+                      std::vector<LinkTotalRecord> link_totals = {}, std::vector<JobRecord> jobs = {},
+                      std::vector<FaultRecord> faults = {});
 
 /// Digest of the global (gathered, sorted) collective and flow tables, identical on every process
 /// and independent of how rows are spread over processes. Collective over comm.

@@ -56,6 +56,9 @@ struct RankRecord {
   /// (simulated_time - compute_ps - exposed_comm_ps: after its own DAG finished until the last
   /// rank's did). Filled when the ranks are gathered (it needs the simulated time).
   engine::SimTime bubble_ps = 0;
+  // Schema 5: the rank's job in a `jobs:` spec (index in the spec's list), -1 for a single-job
+  // spec or a GPU no job holds.
+  std::int32_t job = -1;
 };
 
 /// Per-collective record (dataset /collectives). Ordered by (group, instance).
@@ -73,6 +76,8 @@ struct CollectiveRecord {
   std::string algorithm;         ///< planner's algorithm, e.g. "Ring", "Tree" (at most 16 chars)
   std::string protocol;          ///< "LL", "LL128", "Simple" (at most 16 chars)
   std::uint32_t channels = 0;    ///< channels the call uses
+  // Schema 5 (not part of the results digest):
+  std::int32_t job = -1;         ///< the communicator's job (`jobs:` specs), -1 otherwise
 };
 
 /// Per-flow record (dataset /flows): one point-to-point transfer. Ordered by flow_id.
@@ -91,6 +96,8 @@ struct FlowRecord {
   std::int32_t first_spine = -1;      ///< ECMP choice: spine index the flow crossed, -1 = none
   std::uint32_t group = 0xFFFFFFFFu;  ///< collective's communicator, 0xFFFFFFFF = point-to-point
   std::uint32_t instance = 0;         ///< collective instance on that communicator (0 for p2p)
+  // Schema 5 (not part of the results digest):
+  std::int32_t job = -1;              ///< the source rank's job (`jobs:` specs), -1 otherwise
 };
 
 /// One bin of one directed link's time series (dataset /links). Sparse: bins without traffic are
@@ -116,6 +123,54 @@ struct QueueBinRecord {
   std::uint32_t link_id = 0;          ///< directed port id, as in /links
   engine::SimTime bin_start_ps = 0;
   std::uint64_t max_queue_bytes = 0;  ///< largest backlog ahead of an arriving packet in the bin
+};
+
+/// Totals over the run of one directed link out of a switch egress port (dataset /link_totals,
+/// schema 5; the summary's per-link lines). Ordered by link_id.
+struct LinkTotalRecord {
+  std::uint32_t link_id = 0;         ///< directed port id, as in /links
+  std::uint32_t from_node = 0;       ///< LP id of the transmitting switch
+  std::uint32_t to_node = 0;         ///< LP id of the receiving node
+  std::uint32_t tier = 0;            ///< as LinkBinRecord::tier
+  std::uint64_t bytes = 0;           ///< data payload bytes serialized over the run
+  double utilization = 0;            ///< bytes * 8 / (link rate * simulated time), 0..1
+  engine::SimTime pause_ps = 0;      ///< time PFC held the transmitter (intervals closed by an XON)
+  std::uint64_t pfc_pauses = 0;      ///< XOFF frames that paused the transmitter
+  std::uint64_t ecn_marks = 0;       ///< data packets CE-marked at this egress
+  std::uint64_t drops = 0;           ///< packets dropped that were bound for this egress
+  std::uint64_t link_retransmits = 0;  ///< link-level retry units sent again (switch.link_retry)
+  /// XOFF frames the switch sent on this port: they pause the reverse link (to_node -> from_node),
+  /// e.g. a leaf pausing a NIC.
+  std::uint64_t pfc_sent = 0;
+  std::uint32_t jobs = 0;            ///< `jobs:` specs: how many jobs' data crossed the link
+  std::uint64_t job_mask = 0;        ///< bit j: job j's data crossed it (jobs 0..63)
+};
+
+/// One entry of the spec's `faults:` list as simulated (dataset /faults, schema 5). Ordered by
+/// index.
+struct FaultRecord {
+  std::uint32_t index = 0;          ///< position in the spec's faults: list
+  std::string kind;                 ///< "link_down", "ber" or "degrade"
+  std::uint32_t node_a = 0, node_b = 0;  ///< LP ids of the link's two switches
+  engine::SimTime time_ps = 0;      ///< start
+  engine::SimTime until_ps = -1;    ///< end (exclusive), -1 = the rest of the run
+  engine::SimTime reconverge_ps = 0;  ///< link_down: detect + converge
+  double ber = 0;                   ///< ber: the bit-error rate
+  std::uint64_t rate_bps = 0;       ///< degrade: the lower rate
+};
+
+/// One job of a `jobs:` spec (dataset /jobs, schema 5). Ordered by job.
+struct JobRecord {
+  std::uint32_t job = 0;                     ///< index in the spec's jobs list
+  std::string name;                          ///< jobs[i].name (at most 24 characters are written)
+  std::uint32_t gpus = 0;                    ///< GPUs it runs on
+  engine::SimTime start_ps = 0;              ///< jobs[i].start
+  std::uint32_t iterations = 1;              ///< iterations run
+  engine::SimTime finish_ps = 0;             ///< its last rank's finish
+  engine::SimTime iteration_time_ps = 0;     ///< (finish - start) / iterations
+  engine::SimTime alone_iteration_time_ps = -1;  ///< the job alone (run --isolated), -1 unknown
+  double slowdown = 0;                       ///< iteration time / alone, 0 unknown
+  double compute_ps = 0, comm_ps = 0, exposed_comm_ps = 0;  ///< per rank and iteration, mean
 };
 
 }  // namespace fabricsim::io

@@ -26,6 +26,10 @@ const std::vector<SpecKey>& fabric_spec_keys() {
       {"switch.ecn_kmax", "bytes", "0", "ECN Kmax at 100 Gb/s, scaled with port rate (0 = 400KB)"},
       {"switch.ecn_pmax", "double", "0.2", "ECN marking probability at Kmax"},
       {"switch.routing", "enum", "ecmp", "ecmp (5-tuple hash, per-switch seed), spray (per packet) or adaptive (least-loaded egress)"},
+      {"switch.link_retry", "bool", "false", "link-level retry on switch-to-switch links: a unit hit by a bit error (faults: ber) is sent again on the link "
+                                             "(go-back-N on the link, one NACK round trip per replay) instead of dropped"},
+      {"switch.link_retry_cell", "bytes", "0", "unit of switch.link_retry: 0 = the whole frame; else cells of this size, each retried on its own (16B..64KiB)"},
+      {"switch.link_retry_max", "int", "64", "replays of one unit before the link drops the frame (then the sender's go-back-N recovers it)"},
       {"nic.cc", "enum", models::cc_name(models::NicParams{}.cc), models::cc::kind_help().c_str()},
       {"nic.qps_per_connection", "int", "1", "queue pairs per connection; default: NCCL_IB_QPS_PER_CONNECTION of the nccl: section / environment (NCCL default 1)"},
       {"nic.split_data_on_qps", "bool", "false", "split each message of >= qps x MTU over the QPs (else whole messages round-robin); default: NCCL_IB_SPLIT_DATA_ON_QPS (0)"},
@@ -119,6 +123,17 @@ void parse_fabric_keys(const std::function<std::optional<std::string>(const std:
   bytes("switch.ecn_kmax", s.ecn_kmax_bytes, 0, 1ull << 40);
   dbl("switch.ecn_pmax", s.ecn_pmax, 0, 1);
   if (auto v = get("switch.routing")) s.routing = models::parse_routing(*v, file_of("switch.routing"), "switch.routing");
+  flag("switch.link_retry", s.link_retry);
+  {
+    std::uint64_t cell = s.link_retry_cell_bytes;
+    bytes("switch.link_retry_cell", cell, 0, 64 * 1024);
+    if (cell > 0 && cell < 16) {
+      throw InputError(file_of("switch.link_retry_cell"), "switch.link_retry_cell",
+                       std::to_string(cell) + " bytes is below 16 bytes", "give 0 (whole frames) or 16B .. 64KiB, e.g. 64B");
+    }
+    s.link_retry_cell_bytes = static_cast<std::uint32_t>(cell);
+  }
+  count("switch.link_retry_max", s.link_retry_max, 1, 1u << 20);
   models::NicParams& n = p.nic;
   if (auto v = get("nic.cc")) n.cc = models::parse_cc(*v, file_of("nic.cc"), "nic.cc");
   count("nic.qps_per_connection", n.qps_per_connection, 1, 256);

@@ -105,6 +105,8 @@ struct FabricTotals {
   std::uint64_t down_drops = 0;        ///< of drops: lossy packets at a port whose link was down (faults)
   std::uint64_t ber_drops = 0;         ///< of drops: frames lost to a link's bit-error rate (faults)
   std::uint64_t retransmit_bytes = 0;  ///< payload bytes of the retransmitted data packets
+  std::uint64_t link_retransmits = 0;  ///< link-level retry units sent again (switch.link_retry)
+  std::uint64_t link_retransmit_bytes = 0;  ///< their wire bytes
 };
 
 /// Everything a run produced (on every process; tables are global after gathering).
@@ -135,6 +137,9 @@ struct RunResult {
   engine::SimTime stopped_at_ps = 0;
   std::string checkpoint;
   std::vector<JobResult> jobs;  ///< `jobs:` specs: per job, in spec order (empty otherwise)
+  /// Packet rung: per directed switch egress link with traffic, marks, pauses or drops, its
+  /// totals over the run, by link_id (HDF5 /link_totals).
+  std::vector<io::LinkTotalRecord> link_totals;
 };
 
 /// Loads the workload named by a path: a Chakra ET prefix / .et file or a SimAI/AICB text file.

@@ -55,7 +55,7 @@ def load(path):
                 fail(path, "has no /meta or /ranks", "give a fabricsim results file (docs/hdf5_schema.md)")
             meta = {k: (v.decode() if isinstance(v, bytes) else v) for k, v in f["meta"].attrs.items()}
             d = {"meta": meta, "path": path}
-            for name in ("ranks", "collectives", "flows", "links", "queues"):
+            for name in ("ranks", "collectives", "flows", "links", "queues", "link_totals", "jobs"):
                 d[name] = f[name][:] if name in f else None
     except (OSError, KeyError, ValueError, RuntimeError, TypeError, UnicodeDecodeError) as e:
         fail(path, f"the HDF5 file is damaged: reading it failed ({type(e).__name__}: {one_line(e)})",
@@ -585,7 +585,106 @@ def figures(d):
             "time column.")
     elif li is not None and "ecn_marks" in li_names:
         notes.append((None, "ECN marks and drops per tier", "no ECN marks and no drops in this run"))
+
+    # 9. Several jobs (schema 5, `jobs:` specs): per-job iteration time, and the links they share.
+    jobs = d.get("jobs")
+    if jobs is not None and len(jobs):
+        out.append(jobs_figure(plt, d, add_caption=caption))
+        lt = d.get("link_totals")
+        shared = lt[lt["jobs"] > 1] if lt is not None and len(lt) else None
+        if shared is None or not len(shared):
+            notes.append((None, "Shared links", "no switch link carried data of more than one job"))
+        elif li is not None and len(li):
+            out.append(shared_links_figure(plt, d, shared, tax, bw, add_caption=caption))
     return out, notes
+
+
+def job_names(d):
+    return {int(j["job"]): j["name"].decode().rstrip("\0") for j in d["jobs"]}
+
+
+def jobs_figure(plt, d, add_caption):
+    """jobs.png: each job's iteration time together (and alone, from run --isolated, when known),
+    with its slowdown."""
+    jobs = d["jobs"]
+    names = job_names(d)
+    it = jobs["iteration_time_ps"].astype(float)
+    alone = jobs["alone_iteration_time_ps"].astype(float)
+    div, unit = time_unit(float(max(it.max(), alone.max(), 1)))
+    fig, ax = plt.subplots(figsize=(8, 3.8))
+    x = np.arange(len(jobs))
+    has_alone = bool((alone > 0).any())
+    wdt = 0.38 if has_alone else 0.6
+    ax.bar(x - (wdt / 2 if has_alone else 0), it / div, wdt, color="#c44e52", label="together (this run)")
+    if has_alone:
+        ax.bar(x + wdt / 2, np.where(alone > 0, alone, 0) / div, wdt, color="#4c72b0", label="alone (run --isolated)")
+    for i, j in enumerate(jobs):
+        txt = f"{it[i] / div:.3f} {unit}"
+        if j["slowdown"] > 0:
+            txt += f"\nslowdown {j['slowdown']:.3f}x"
+        ax.annotate(txt, (x[i] - (wdt / 2 if has_alone else 0), it[i] / div), ha="center", va="bottom", fontsize=8)
+    ax.set_xticks(x)
+    ax.set_xticklabels([f"{names[int(j['job'])]} ({int(j['gpus'])} GPUs)" for j in jobs])
+    ax.set_ylabel(f"iteration time ({unit})")
+    ax.set_ylim(0, max(it.max(), alone.max()) / div * 1.3)
+    ax.set_title("Iteration time per job", fontsize=10)
+    ax.legend(fontsize=8, loc="upper left")
+    ax.grid(axis="y", alpha=0.3)
+    fig.tight_layout()
+    cap = ("Per job: (last rank's finish - start) / iterations in this run"
+           + (", and the same job alone on the same placement (run --isolated); the label gives together / alone."
+              if has_alone else "; run with --isolated for the alone baseline and the slowdown."))
+    add_caption(fig, cap)
+    return ("jobs.png", fig, "Iteration time per job", cap)
+
+
+def shared_links_figure(plt, d, shared, tax, bw, add_caption, max_links=8):
+    """shared_links.png: utilization over time of the switch links that carried data of more than
+    one job (the busiest `max_links` as lines, the mean over all of them in black), with each
+    link's run totals (ECN marks, PFC pauses) in the legend."""
+    li = d["links"]
+    names = job_names(d)
+    nranks = int(d["meta"].get("ranks", 0))
+    order = np.argsort(-shared["bytes"].astype(float), kind="stable")
+    top = shared[order[:max_links]]
+    width = tax.edges()
+    ncols = int((tax.length - tax.start) // width) + 1
+    xs = tax.start + np.arange(ncols) * width
+    fig, ax = plt.subplots(figsize=(11, 4.6))
+    mean = np.zeros(ncols)
+    ids = set(int(v) for v in shared["link_id"])
+    sel = li[np.isin(li["link_id"], list(ids))]
+    col = np.minimum((tax.map(sel["bin_start_ps"]) - tax.start) // width, ncols - 1).astype(int)
+    np.add.at(mean, col, sel["utilization"] * (bw / width))
+    mean /= max(len(ids), 1)
+    for t in top:
+        s = li[li["link_id"] == t["link_id"]]
+        u = np.zeros(ncols)
+        np.add.at(u, np.minimum((tax.map(s["bin_start_ps"]) - tax.start) // width, ncols - 1).astype(int),
+                  s["utilization"] * (bw / width))
+        jl = "+".join(names[j] for j in sorted(names) if int(t["job_mask"]) >> j & 1)
+        ax.step(xs, np.minimum(u, 1.0), where="post", lw=0.8, alpha=0.8,
+                label=f"{node_name(int(t['from_node']), nranks)}->{node_name(int(t['to_node']), nranks)} ({jl}): "
+                      f"{int(t['ecn_marks'])} ECN, {int(t['pfc_pauses'])} PFC")
+    ax.step(xs, np.minimum(mean, 1.0), where="post", lw=2, color="black", label=f"mean of the {len(ids)} shared links")
+    ax.set_ylim(0, 1.05)
+    ax.set_ylabel("utilization (fraction of the link rate)")
+    # XOFF frames sent by the switches the shared links leave (to NICs and switches alike).
+    lt = d["link_totals"]
+    at = np.isin(lt["from_node"], np.unique(shared["from_node"]))
+    sent = int(lt["pfc_sent"][at].sum()) if "pfc_sent" in lt.dtype.names else 0
+    ax.set_title(f"{len(ids)} switch links carried data of more than one job: {int(shared['ecn_marks'].sum())} ECN marks "
+                 f"and {int(shared['pfc_pauses'].sum())} PFC pauses on them; their switches sent {sent} XOFF frames",
+                 fontsize=10)
+    tax.apply(ax, xlabel=False)
+    ax.set_xlabel(tax.label())
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.16), ncol=3)
+    fig.tight_layout()
+    cap = ("Utilization of the switch links that carried data of more than one job (/link_totals jobs > 1): the "
+           + str(len(top)) + " with the most bytes, and their mean (black); legend: jobs, ECN marks, PFC pauses.")
+    add_caption(fig, cap)
+    return ("shared_links.png", fig, "Shared-link utilization", cap)
 
 
 def report(args):

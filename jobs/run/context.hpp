@@ -199,6 +199,9 @@ std::vector<T> allgather_pod(MPI_Comm comm, const std::vector<T>& local) {
   return all;
 }
 
+/// Tier of the directed link a -> b: 0 NVLink (GPU <-> NVSwitch), 1 NIC (GPU <-> leaf), 2 fabric
+/// (switch <-> switch below the core), 3 core (jobs/run/write.cpp).
+std::uint32_t link_tier(const models::Topology& t, engine::LpId a, engine::LpId b);
 /// "SOURCE (FORMAT, N ranks, M nodes, K communicators)".
 std::string workload_desc(const models::Workload& w);
 /// One line describing the cluster: hosts x GPUs, fabric shape and switch counts, rates, MTU.

@@ -7,6 +7,7 @@
 
 #include "engine/errors.hpp"
 #include "engine/rng.hpp"
+#include "engine/units.hpp"
 #include "io/digest.hpp"
 #include "jobs/run/context.hpp"
 #include "simccl/custom_planner.hpp"
@@ -140,7 +141,7 @@ std::vector<engine::SimTime> gather_phase_ends(const RunContext& c) {
 
 /// Packet-fabric counters summed (buffer occupancy: maximum) over every switch and NIC.
 FabricTotals fabric_totals(const RunContext& c) {
-  std::uint64_t sums[20] = {};
+  std::uint64_t sums[22] = {};
   std::uint64_t maxbuf = 0;
   for (const auto& sw : c.switches) {
     const auto& k = sw->counters();
@@ -155,6 +156,8 @@ FabricTotals fabric_totals(const RunContext& c) {
     sums[16] += k.nvls_copies;
     sums[17] += k.down_drops;
     sums[18] += k.ber_drops;
+    sums[20] += k.link_retransmits;
+    sums[21] += k.link_retransmit_bytes;
     maxbuf = std::max(maxbuf, k.max_buffer_bytes);
   }
   for (const auto& g : c.gpus) {
@@ -169,11 +172,12 @@ FabricTotals fabric_totals(const RunContext& c) {
     sums[14] += k.acks_sent;
     sums[19] += k.retransmit_bytes;
   }
-  MPI_Allreduce(MPI_IN_PLACE, sums, 20, MPI_UINT64_T, MPI_SUM, c.comm);
+  MPI_Allreduce(MPI_IN_PLACE, sums, 22, MPI_UINT64_T, MPI_SUM, c.comm);
   MPI_Allreduce(MPI_IN_PLACE, &maxbuf, 1, MPI_UINT64_T, MPI_MAX, c.comm);
   return FabricTotals{sums[0], sums[1], sums[2], sums[3], sums[4], sums[5], sums[6], sums[7],
                      sums[8], sums[9], sums[10], sums[11], sums[12], sums[13], sums[14], maxbuf,
-                     sums[15], sums[16], sums[17], sums[18], sums[19]};
+                     sums[15], sums[16], sums[17], sums[18], sums[19],
+                     sums[20], sums[21]};
 }
 
 /// The packet-rung counters as RunMeta::fabric_counters (name, value) for the HDF5 file.
@@ -188,7 +192,73 @@ std::vector<std::pair<std::string, std::uint64_t>> fabric_counter_list(const Fab
           {"acks", f.acks},                     {"max_buffer_bytes", f.max_buffer_bytes},
           {"nvls_absorbed", f.nvls_absorbed},   {"nvls_copies", f.nvls_copies},
           {"down_drops", f.down_drops},         {"ber_drops", f.ber_drops},
-          {"retransmit_bytes", f.retransmit_bytes}};
+          {"retransmit_bytes", f.retransmit_bytes}, {"link_retransmits", f.link_retransmits},
+          {"link_retransmit_bytes", f.link_retransmit_bytes}};
+}
+
+/// Every switch egress port's totals with traffic or events, by link_id (link ids as in
+/// /links: directed ports numbered in (LP id, port index) order over the topology).
+std::vector<io::LinkTotalRecord> link_totals(const RunContext& c) {
+  const models::Topology& topo = *c.topo;
+  std::vector<std::uint32_t> base(topo.num_nodes() + 1, 0);
+  for (engine::LpId n = 0; n < topo.num_nodes(); ++n) {
+    base[n + 1] = base[n] + static_cast<std::uint32_t>(topo.ports(n).size());
+  }
+  const std::uint32_t jobs = c.spec.fabric.jobs;
+  std::vector<io::LinkTotalRecord> local;
+  for (const auto& sw : c.switches) {
+    const engine::LpId id = sw->lp_id();
+    const auto& pc = sw->port_counters();
+    const auto& jb = sw->port_job_bytes();
+    for (std::uint32_t p = 0; p < pc.size(); ++p) {
+      const models::PortCounters& k = pc[p];
+      const std::uint64_t sent = sw->port_pauses()[p];
+      if (k.data_bytes == 0 && k.pfc_pauses == 0 && k.ecn_marks == 0 && k.drops == 0 && k.link_retransmits == 0 &&
+          sent == 0) {
+        continue;
+      }
+      const models::Port& port = topo.ports(id)[p];
+      io::LinkTotalRecord r;
+      r.link_id = base[id] + p;
+      r.from_node = id;
+      r.to_node = port.peer;
+      r.tier = link_tier(topo, id, port.peer);
+      r.bytes = k.data_bytes;
+      r.utilization = c.sim_end > 0 ? static_cast<double>(k.data_bytes) * 8.0 /
+                                          (static_cast<double>(port.rate_bps) * static_cast<double>(c.sim_end) * 1e-12)
+                                    : 0.0;
+      r.pause_ps = k.paused_ps;
+      r.pfc_pauses = k.pfc_pauses;
+      r.ecn_marks = k.ecn_marks;
+      r.drops = k.drops;
+      r.link_retransmits = k.link_retransmits;
+      r.pfc_sent = sent;
+      for (std::uint32_t j = 0; j < jobs && !jb.empty(); ++j) {
+        if (jb[static_cast<std::size_t>(p) * jobs + j] == 0) continue;
+        ++r.jobs;
+        if (j < 64) r.job_mask |= std::uint64_t{1} << j;
+      }
+      local.push_back(r);
+    }
+  }
+  std::vector<io::LinkTotalRecord> all = allgather_pod(c.comm, local);
+  std::sort(all.begin(), all.end(), [](const auto& a, const auto& b) { return a.link_id < b.link_id; });
+  return all;
+}
+
+/// `jobs:` specs: the job column of the rank, collective and flow records (schema 5).
+void tag_jobs(RunContext& c) {
+  if (c.jobs.empty()) return;
+  const auto job = [&](std::uint32_t gpu) { return gpu < c.job_of_gpu.size() ? c.job_of_gpu[gpu] : -1; };
+  for (auto* v : {&c.res.ranks, &c.local_ranks}) {
+    for (auto& r : *v) r.job = job(r.rank);
+  }
+  for (auto& col : c.res.collectives) {
+    for (std::size_t k = 0; k < c.jobs.size(); ++k) {
+      if (col.group >= c.jobs[k].group_begin && col.group < c.jobs[k].group_end) col.job = static_cast<std::int32_t>(k);
+    }
+  }
+  for (auto& f : c.local_flows) f.job = job(f.src);
 }
 
 /// The results digest (io::results_digest_sum over collectives and flows) with the fabric
@@ -285,11 +355,29 @@ void gather(RunContext& c) {
   c.iter = c.sim_end / res.iterations;
   fill_meta(c);
   res.fabric = fabric_totals(c);
-  if (c.fidelity == models::Fidelity::kPacket) res.meta.fabric_counters = fabric_counter_list(res.fabric);
+  if (c.fidelity == models::Fidelity::kPacket) {
+    res.meta.fabric_counters = fabric_counter_list(res.fabric);
+    res.link_totals = link_totals(c);
+  }
+  tag_jobs(c);
   if (c.opt.keep_flows) {
     res.flow_records = allgather_pod(c.comm, c.local_flows);
     std::sort(res.flow_records.begin(), res.flow_records.end(),
               [](const io::FlowRecord& a, const io::FlowRecord& b) { return a.flow_id < b.flow_id; });
+  }
+  // A fault that starts at or after the run's end never took effect: a spec mistake (a time in
+  // the wrong unit, or a fault meant for a longer workload). The same on every process (sim_end
+  // is global). Runs of one job alone (run --isolated's baselines) may end earlier: not checked.
+  if (c.opt.only_job < 0) {
+    for (std::size_t i = 0; i < c.spec.faults.size(); ++i) {
+      const FaultEntry& e = c.spec.faults[i];
+      if (e.fault.at_ps < c.sim_end) continue;
+      const std::string key = "faults[" + std::to_string(i) + "].time";
+      throw engine::InputError(e.file, key,
+                               engine::format_time(e.fault.at_ps) + " is at or after the end of the run (" +
+                                   engine::format_time(c.sim_end) + "): the fault never takes effect",
+                               "set " + key + " before " + engine::format_time(c.sim_end) + " or remove the entry");
+    }
   }
   res.digest = run_digest(c, res);
   if (c.write_h5) res.output_h5 = c.spec.output_h5;

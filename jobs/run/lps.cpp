@@ -78,6 +78,9 @@ void build_lps(RunContext& c) {
   // Flow records are kept only where they are read: the HDF5 /flows table (output.flows) or
   // RunResult::flow_records; the digest needs none of them (io/digest.hpp).
   c.keep_flow_records = c.opt.keep_flows || (c.write_h5 && c.spec.output_flows);
+  // `jobs:` specs: switches count each job's bytes per port (the per-link table).
+  c.spec.fabric.job_of_gpu = c.job_of_gpu;
+  c.spec.fabric.jobs = static_cast<std::uint32_t>(c.jobs.size());
   c.sim.emplace(c.comm, c.plan.placement, c.plan.lookahead_ps);
   engine::Simulator& sim = *c.sim;
   c.shared_index.resize(c.w.shared() ? c.w.programs.size() : 0);

@@ -323,6 +323,8 @@ void stats_lines(const RunContext& c, std::ostream& out) {
   }
 }
 
+std::string links_summary(const RunContext& c);
+
 /// The summary printed by `fabricsim run`, up to the results digest (summary_output_line follows).
 std::string summary_text(const RunContext& c) {
   const RunResult& res = c.res;
@@ -345,9 +347,14 @@ std::string summary_text(const RunContext& c) {
                        f.switch_packets);
     if (!spec.faults.empty()) {
       out << fmt::format("faults: {} link faults; {} drops at down links, {} frames lost to bit errors, "
-                         "{} packets ({} B) retransmitted, {} timeouts\n",
+                         "{} packets ({} B) retransmitted, {} timeouts",
                          spec.faults.size(), f.down_drops, f.ber_drops, f.retransmits, f.retransmit_bytes, f.timeouts);
+      if (spec.fabric.sw.link_retry) {
+        out << fmt::format("; link-level retry: {} units ({} B) sent again", f.link_retransmits, f.link_retransmit_bytes);
+      }
+      out << "\n";
     }
+    out << links_summary(c);
   }
   out << fmt::format("engine: {} events, {} windows, {:.3g} events/s, {} processes x {} threads, wall {:.3f} s\n",
                      c.stats.events, c.stats.windows, c.stats.events_per_s(), c.nprocs, spec.threads, c.stats.wall_s);
@@ -362,6 +369,93 @@ std::string summary_output_line(const RunResult& res) {
 }
 
 /// JSON `fabric`: the packet-fabric settings and counters.
+/// The per-link lines of a packet run of a `jobs:` spec: the switch links that carried data of
+/// more than one job (the shared links) with their totals, the XOFF frames their switches sent,
+/// and the busiest of them. "" for a single-job spec.
+std::string links_summary(const RunContext& c) {
+  const models::Topology& topo = *c.topo;
+  const bool multi = !c.jobs.empty();
+  if (!multi) return {};  // single-job runs: the per-link totals are in the JSON and HDF5 only
+  std::vector<const io::LinkTotalRecord*> sel;
+  for (const auto& r : c.res.link_totals) {
+    if (multi ? r.jobs > 1 : (r.tier >= 2 && r.bytes > 0)) sel.push_back(&r);
+  }
+  std::string out;
+  if (sel.empty()) return multi ? "shared links: none (no switch link carried data of more than one job)\n" : out;
+  std::uint64_t bytes = 0, marks = 0, pauses = 0, drops = 0, llr = 0;
+  engine::SimTime paused = 0;
+  double util = 0;
+  for (const auto* r : sel) {
+    bytes += r->bytes;
+    marks += r->ecn_marks;
+    pauses += r->pfc_pauses;
+    paused += r->pause_ps;
+    drops += r->drops;
+    llr += r->link_retransmits;
+    util += r->utilization;
+  }
+  out += fmt::format("{}: {} links, {} B, mean utilization {:.1f}%, {} ECN marks, {} PFC pauses ({} paused), {} drops",
+                     multi ? "shared links (switch egress links carrying data of more than one job)"
+                           : "switch-to-switch links with data",
+                     sel.size(), bytes, 100.0 * util / static_cast<double>(sel.size()), marks, pauses,
+                     engine::format_time(paused), drops);
+  if (c.spec.fabric.sw.link_retry) out += fmt::format(", {} link-level retransmits", llr);
+  out += "\n";
+  if (multi) {
+    // PFC where the shared links start: the XOFF frames their switches sent, by whom they paused.
+    // In a two-tier fabric the congested shared links are leaf uplinks whose ingress ports are the
+    // NICs, so the pauses land on both jobs' NICs.
+    std::vector<engine::LpId> at;
+    for (const auto* r : sel) at.push_back(r->from_node);
+    std::sort(at.begin(), at.end());
+    at.erase(std::unique(at.begin(), at.end()), at.end());
+    std::vector<std::uint64_t> to_job(c.jobs.size(), 0);
+    std::uint64_t to_switch = 0, total = 0;
+    for (const auto& r : c.res.link_totals) {
+      if (r.pfc_sent == 0 || !std::binary_search(at.begin(), at.end(), r.from_node)) continue;
+      total += r.pfc_sent;
+      if (topo.kind(r.to_node) == models::NodeKind::kGpu && r.to_node < c.job_of_gpu.size() && c.job_of_gpu[r.to_node] >= 0) {
+        to_job[static_cast<std::size_t>(c.job_of_gpu[r.to_node])] += r.pfc_sent;
+      } else if (topo.kind(r.to_node) != models::NodeKind::kGpu) {
+        to_switch += r.pfc_sent;
+      }
+    }
+    std::string who;
+    for (std::size_t k = 0; k < c.jobs.size(); ++k) who += fmt::format("{} to job {}'s NICs, ", to_job[k], c.jobs[k].name);
+    out += fmt::format("  PFC at the {} switches the shared links leave: {} XOFF frames sent ({}{} to switches)\n",
+                       at.size(), total, who, to_switch);
+  }
+  std::vector<const io::LinkTotalRecord*> top = sel;
+  std::stable_sort(top.begin(), top.end(), [](const auto* a, const auto* b) {
+    return a->pfc_pauses + a->ecn_marks != b->pfc_pauses + b->ecn_marks ? a->pfc_pauses + a->ecn_marks > b->pfc_pauses + b->ecn_marks
+                                                                        : a->bytes > b->bytes;
+  });
+  if (top.size() > 4) top.resize(4);
+  for (const auto* r : top) {
+    out += fmt::format("  {}->{}: {} B, utilization {:.1f}%, {} ECN marks, {} PFC pauses ({} paused), {} drops\n",
+                       topo.node_name(r->from_node), topo.node_name(r->to_node), r->bytes, 100.0 * r->utilization,
+                       r->ecn_marks, r->pfc_pauses, engine::format_time(r->pause_ps), r->drops);
+  }
+  return out;
+}
+
+/// The summary JSON's `links` list: the switch-to-switch links of RunResult::link_totals.
+nlohmann::json links_json(const RunContext& c) {
+  nlohmann::json list = nlohmann::json::array();
+  for (const auto& r : c.res.link_totals) {
+    if (r.tier < 2) continue;  // switch-to-switch links only (NIC downlinks are in the HDF5 file)
+    nlohmann::json jobs = nlohmann::json::array();
+    for (std::uint32_t j = 0; j < 64 && j < c.jobs.size(); ++j) {
+      if (r.job_mask >> j & 1u) jobs.push_back(c.jobs[j].name);
+    }
+    list.push_back({{"link_id", r.link_id}, {"from", c.topo->node_name(r.from_node)}, {"to", c.topo->node_name(r.to_node)},
+                    {"bytes", r.bytes}, {"utilization", r.utilization}, {"pause_ps", r.pause_ps},
+                    {"pfc_pauses", r.pfc_pauses}, {"ecn_marks", r.ecn_marks}, {"drops", r.drops},
+                    {"link_retransmits", r.link_retransmits}, {"jobs", std::move(jobs)}});
+  }
+  return list;
+}
+
 nlohmann::json fabric_json(const Spec& spec, const FabricTotals& f) {
   return {{"cc", models::cc_name(spec.fabric.nic.cc)}, {"pfc", spec.fabric.sw.pfc},
           {"routing", models::routing_name(spec.fabric.sw.routing)},
@@ -372,7 +466,8 @@ nlohmann::json fabric_json(const Spec& spec, const FabricTotals& f) {
           {"retransmits", f.retransmits}, {"timeouts", f.timeouts}, {"nacks", f.nacks},
           {"cnps", f.cnps}, {"acks", f.acks}, {"max_buffer_bytes", f.max_buffer_bytes},
           {"nvls_absorbed", f.nvls_absorbed}, {"nvls_copies", f.nvls_copies},
-          {"down_drops", f.down_drops}, {"ber_drops", f.ber_drops}, {"retransmit_bytes", f.retransmit_bytes}};
+          {"down_drops", f.down_drops}, {"ber_drops", f.ber_drops}, {"retransmit_bytes", f.retransmit_bytes},
+          {"link_retransmits", f.link_retransmits}, {"link_retransmit_bytes", f.link_retransmit_bytes}};
 }
 
 /// JSON `model_flops`, `tflops_per_gpu`, `mfu` and `memory_per_gpu` of a generated workload.
@@ -451,6 +546,7 @@ std::string summary_json(const RunContext& c) {
   for (const auto& [name, value] : c.nccl_env) j["nccl_env"][name] = value;
   j["flows"] = res.flows;
   j["fabric"] = fabric_json(c.spec, res.fabric);
+  if (c.fidelity == models::Fidelity::kPacket) j["links"] = links_json(c);
   j["output_h5"] = res.output_h5;
   j["compute_ps_mean"] = mt.comp / mt.nr;
   j["comm_ps_mean"] = mt.commu / mt.nr;

@@ -42,8 +42,8 @@ void bcast_error(MPI_Comm comm, std::string err, const std::string& field) {
   if (len > 0) throw InputError("<cli>", field, err, "check free space and permissions, or choose another path");
 }
 
-/// Tier of the directed link at -> peer: 0 NVLink (GPU <-> NVSwitch), 1 NIC (GPU <-> leaf),
-/// 2 fabric (leaf <-> spine).
+}  // namespace
+
 std::uint32_t link_tier(const models::Topology& t, engine::LpId a, engine::LpId b) {
   const auto ka = t.kind(a), kb = t.kind(b);
   if (ka == models::NodeKind::kNvSwitch || kb == models::NodeKind::kNvSwitch) return 0;
@@ -51,6 +51,8 @@ std::uint32_t link_tier(const models::Topology& t, engine::LpId a, engine::LpId 
   if (ka == models::NodeKind::kCore || kb == models::NodeKind::kCore) return 3;
   return 2;
 }
+
+namespace {
 
 /// This process's sampled link and queue bins as records. link_id = index of the directed port in
 /// the order (LP id, port index) over the whole topology (identical on every process).
@@ -132,9 +134,52 @@ void write_h5(RunContext& c) {
   std::vector<io::LinkBinRecord> local_links;
   std::vector<io::QueueBinRecord> local_queues;
   collect_link_series(*c.topo, c.gpus, c.switches, c.spec.sample_interval_ps, local_links, local_queues);
+  // /link_totals and /jobs are global on every process: rank 0 passes them.
+  std::vector<io::JobRecord> jobs;
+  if (c.rank == 0) {
+    std::size_t i = 0;
+    for (std::size_t k = 0; k < c.jobs.size(); ++k) {
+      if (!c.jobs[k].simulated || i >= c.res.jobs.size()) continue;
+      const JobResult& r = c.res.jobs[i++];
+      io::JobRecord j;
+      j.job = static_cast<std::uint32_t>(k);
+      j.name = r.name;
+      j.gpus = static_cast<std::uint32_t>(r.gpus.size());
+      j.start_ps = r.start_ps;
+      j.iterations = r.iterations;
+      j.finish_ps = r.finish_ps;
+      j.iteration_time_ps = r.iteration_ps;
+      j.alone_iteration_time_ps = r.alone_iteration_ps > 0 ? r.alone_iteration_ps : -1;
+      j.slowdown = r.alone_iteration_ps > 0 ? static_cast<double>(r.iteration_ps) / static_cast<double>(r.alone_iteration_ps) : 0.0;
+      j.compute_ps = r.compute_ps;
+      j.comm_ps = r.comm_ps;
+      j.exposed_comm_ps = r.exposed_comm_ps;
+      jobs.push_back(std::move(j));
+    }
+  }
+  std::vector<io::FaultRecord> faults;
+  if (c.rank == 0) {
+    const auto& fs = c.spec.fabric.faults;  // resolved to LP ids, in the spec's order
+    for (std::uint32_t i = 0; i < fs.size(); ++i) {
+      const models::LinkFault& f = fs[i];
+      io::FaultRecord r;
+      r.index = i;
+      r.kind = f.kind == models::FaultKind::kLinkDown ? "link_down" : f.kind == models::FaultKind::kBer ? "ber" : "degrade";
+      r.node_a = f.a;
+      r.node_b = f.b;
+      r.time_ps = f.at_ps;
+      r.until_ps = f.until_ps == models::LinkFault::kNever ? -1 : f.until_ps;
+      r.reconverge_ps = f.reconverge_ps;
+      r.ber = f.ber;
+      r.rate_bps = f.rate_bps;
+      faults.push_back(std::move(r));
+    }
+  }
   io::write_results_h5(c.comm, c.spec.output_h5, c.res.meta, c.local_ranks,
                        c.rank == 0 ? c.res.collectives : std::vector<io::CollectiveRecord>{}, c.local_flows,
-                       std::move(local_links), std::move(local_queues), c.spec.sample_interval_ps);
+                       std::move(local_links), std::move(local_queues), c.spec.sample_interval_ps,
+                       c.rank == 0 ? c.res.link_totals : std::vector<io::LinkTotalRecord>{}, std::move(jobs),
+                       std::move(faults));
 }
 
 }  // namespace

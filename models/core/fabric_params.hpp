@@ -71,6 +71,19 @@ struct SwitchParams {
   RoutingMode routing = RoutingMode::kEcmp;
   /// PFC pause frame size on the wire (IEEE 802.3 MAC control frame: 64 B + 20 B preamble/IFG).
   std::uint32_t pause_frame_bytes = 84;
+  /// Link-level retry (LLR) on the links between Ethernet switches (docs/jobs_and_faults.md,
+  /// "Link-level retry"): a unit the far end receives with a bit error is not dropped but sent
+  /// again by the link's transmitter, which goes back to the corrupted unit once the far end's
+  /// link NACK is back (go-back-N on the link, as PCIe's data-link replay and Ultra Ethernet's
+  /// LLR do). false = a corrupted frame is dropped and the sender's go-back-N recovers it.
+  bool link_retry = false;
+  /// Unit of the link-level retry (bytes): 0 = the whole frame (frame replay, UE LLR style);
+  /// > 0 = cells of this size, each checked and retried on its own (NVIDIA's InfiniBand LLR
+  /// breaks the layer-2 stream into cells with a CRC each; MLNX-OS manual, "UNBREAKABLE-LINK").
+  std::uint32_t link_retry_cell_bytes = 0;
+  /// Replays of one unit before the link gives up on the frame and drops it (then the sender's
+  /// go-back-N recovers it, as without LLR). A round number, not a measurement.
+  std::uint32_t link_retry_max = 64;
 };
 
 /// NIC (RoCEv2 RNIC) parameters, per GPU.
@@ -116,6 +129,11 @@ struct FabricParams {
   /// Link faults on the packet rung (spec `faults:`, resolved to LPs by the run's topology
   /// stage; models/core/link_fault.hpp). Empty = a healthy fabric.
   std::vector<LinkFault> faults;
+  /// `jobs:` specs: the job of each GPU (-1: none), and the number of jobs; switches count each
+  /// job's payload bytes per egress port (the per-link table of the summary and HDF5
+  /// /link_totals). Empty / 0 for a single-job spec. Filled by the run before the LPs are built.
+  std::vector<std::int32_t> job_of_gpu;
+  std::uint32_t jobs = 0;
   std::string source = "<spec>";  ///< spec file, for error messages
   /// Where each key that was given came from (the spec file, "<cli>" for --set, ...), filled by
   /// jobs::parse_fabric_keys. Keys not listed were defaults or derived: their origin is `source`.

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <bit>
+#include <cmath>
+#include <limits>
 #include <tuple>
 
 #include "engine/errors.hpp"
@@ -51,6 +53,8 @@ SwitchLp::SwitchLp(const Topology& topo, engine::LpId id, const FabricParams& pa
   headroom_.assign(n, 0);
   xoff_sent_.assign(n, 0);
   port_pauses_.assign(n, 0);
+  port_ctr_.assign(n, PortCounters{});
+  if (params_.jobs > 0) job_bytes_.assign(n * params_.jobs, 0);
   const SwitchParams& sp = params_.sw;
   std::uint64_t total_headroom = 0;
   for (std::size_t p = 0; p < n; ++p) {
@@ -214,10 +218,12 @@ void SwitchLp::handle(const engine::Event& ev, Context& ctx) {
       if (f.on != 0 && paused_[k] == 0) {
         paused_[k] = 1;
         paused_since_[f.port] = ctx.now();
+        ++port_ctr_[f.port].pfc_pauses;
         if (sampler_.enabled()) sampler_.count(f.port, ctx.now(), LinkSampler::Count::kXoff);
       } else if (f.on == 0 && paused_[k] != 0) {
         paused_[k] = 0;
         ctr_.paused_ps += ctx.now() - paused_since_[f.port];
+        port_ctr_[f.port].paused_ps += ctx.now() - paused_since_[f.port];
         if (sampler_.enabled()) sampler_.paused(f.port, paused_since_[f.port], ctx.now());
         if (!free_pending_[f.port]) {
           if (busy_until_[f.port] <= ctx.now()) {
@@ -332,6 +338,7 @@ bool SwitchLp::admit(WirePacket& p, std::uint32_t out, Context& ctx) {
       } else {
         ++ctr_.drops;
         ++ctr_.headroom_drops;
+        ++port_ctr_[out].drops;
         if (sampler_.enabled()) sampler_.count(out, now, LinkSampler::Count::kDrop);
         return false;
       }
@@ -343,6 +350,7 @@ bool SwitchLp::admit(WirePacket& p, std::uint32_t out, Context& ctx) {
       const auto limit = static_cast<std::uint64_t>(sp.egress_alpha * static_cast<double>(free_shared));
       if (size > free_shared || qbytes_[k] + size > limit) {
         ++ctr_.drops;
+        ++port_ctr_[out].drops;
         if (sampler_.enabled()) sampler_.count(out, now, LinkSampler::Count::kDrop);
         return false;
       }
@@ -363,6 +371,7 @@ bool SwitchLp::admit(WirePacket& p, std::uint32_t out, Context& ctx) {
       if (mark) {
         p.flags |= kFlagCe;
         ++ctr_.ecn_marks;
+        ++port_ctr_[out].ecn_marks;
         if (sampler_.enabled()) sampler_.count(out, now, LinkSampler::Count::kMark);
       }
     }
@@ -419,6 +428,7 @@ void SwitchLp::try_tx(std::uint32_t port, Context& ctx) {
     dequeue(port, cls, ctx);
     ++ctr_.drops;
     ++ctr_.down_drops;
+    ++port_ctr_[port].drops;
     if (sampler_.enabled()) sampler_.count(port, now, LinkSampler::Count::kDrop);
   }
   const std::size_t k = static_cast<std::size_t>(port) * kNumClasses + cls;
@@ -446,24 +456,36 @@ void SwitchLp::try_tx(std::uint32_t port, Context& ctx) {
     const SimTime first_bit = now - engine::serialization_ps(size, ports_[p.in_port].rate_bps);
     start = std::max(first_bit, busy_until_[port]);
   }
-  const SimTime end = std::max(now, start + engine::serialization_ps(size, rate_bps));
-  p.in_port = static_cast<std::uint16_t>(link.peer_port);
-  p.flags = static_cast<std::uint8_t>(p.flags & ~kFlagHeadroom);
-  busy_until_[port] = end;
-  tx_bytes_[port] += size;
-  ++ctr_.packets;
-  // /links counts data payload bytes (headers, ACK/CNP excluded) so bytes are conserved.
-  if (sampler_.enabled() && p.kind == kWireData) sampler_.tx(port, start, end, p.bytes);
+  SimTime end = std::max(now, start + engine::serialization_ps(size, rate_bps));
   bool lost = false;
-  if (ber > 0) {
+  if (ber > 0 && params_.sw.link_retry) {
+    // Link-level retry: the corrupted units are sent again before the next frame, so the frame
+    // arrives whole, later, and the port is busy for the replays too.
+    end += link_retry(port, size, rate_bps, ber, &lost);
+  } else if (ber > 0) {
     // The frame is serialized, then fails its FCS check at the far end: seeded by the switch and
     // a per-switch count of BER draws (the switch handles its events in a fixed order).
     const std::uint64_t r = engine::mix64(topo_.switch_seed(id_) ^ 0xB5E5u ^ (++ber_counter_ * 0x9E3779B97F4A7C15ull));
     lost = static_cast<double>(r >> 11) * 0x1.0p-53 < frame_error_probability(ber, 8 * size);
   }
+  p.in_port = static_cast<std::uint16_t>(link.peer_port);
+  p.flags = static_cast<std::uint8_t>(p.flags & ~kFlagHeadroom);
+  busy_until_[port] = end;
+  tx_bytes_[port] += size;
+  ++ctr_.packets;
+  if (p.kind == kWireData) {
+    port_ctr_[port].data_bytes += p.bytes;
+    if (!job_bytes_.empty() && p.src < params_.job_of_gpu.size()) {
+      const std::int32_t job = params_.job_of_gpu[p.src];
+      if (job >= 0) job_bytes_[static_cast<std::size_t>(port) * params_.jobs + static_cast<std::uint32_t>(job)] += p.bytes;
+    }
+  }
+  // /links counts data payload bytes (headers, ACK/CNP excluded) so bytes are conserved.
+  if (sampler_.enabled() && p.kind == kWireData) sampler_.tx(port, start, end, p.bytes);
   if (lost) {
     ++ctr_.drops;
     ++ctr_.ber_drops;
+    ++port_ctr_[port].drops;
     if (sampler_.enabled()) sampler_.count(port, now, LinkSampler::Count::kDrop);
   } else {
     ctx.send(link.peer, end + link.latency_ps, kEvWire, p);
@@ -472,6 +494,48 @@ void SwitchLp::try_tx(std::uint32_t port, Context& ctx) {
     free_pending_[port] = 1;
     ctx.send(id_, end, kEvPortFree, port);
   }
+}
+
+SimTime SwitchLp::link_retry(std::uint32_t port, std::uint64_t size, std::uint64_t rate_bps, double ber, bool* lost) {
+  // Units: the frame, or cells of link_retry_cell_bytes (the last one shorter).
+  const SwitchParams& sp = params_.sw;
+  const std::uint64_t cell = sp.link_retry_cell_bytes > 0 ? std::min<std::uint64_t>(sp.link_retry_cell_bytes, size) : size;
+  const std::uint64_t units = (size + cell - 1) / cell;
+  const std::uint64_t last = size - (units - 1) * cell;
+  // A replay costs the unit's serialization again plus the time the transmitter waits for the
+  // far end's link NACK: the round trip (both latencies) and the NACK's serialization (a
+  // minimum control frame). Units sent meanwhile are discarded by the receiver (go-back-N) and
+  // so add nothing but that wait.
+  const Port& link = ports_[port];
+  const SimTime rtt = 2 * link.latency_ps + engine::serialization_ps(params_.nic.control_bytes, rate_bps);
+  SimTime extra = 0;
+  *lost = false;
+  for (std::uint64_t u = 0; u < units; ++u) {
+    const std::uint64_t bytes = u + 1 == units ? last : cell;
+    // Replays before the unit arrives intact: geometric, P(F >= k) = q^k with q the unit's
+    // error probability, drawn as floor(ln U / ln q) from U in (0, 1] (seeded like the BER
+    // drops: the switch's seed and its count of draws).
+    const double x = static_cast<double>(8 * bytes) * std::log1p(-ber);  // ln P(no bit error)
+    // ln q = ln(1 - e^x), accurate for q near 0 and near 1 (Maechler, "Accurately computing
+    // log(1 - exp(-|a|))", 2012).
+    const double ln_q = x > -0.693147 ? std::log(-std::expm1(x)) : std::log1p(-std::exp(x));
+    const std::uint64_t r = engine::mix64(topo_.switch_seed(id_) ^ 0x11Eu ^ (++ber_counter_ * 0x9E3779B97F4A7C15ull));
+    const double uni = static_cast<double>((r >> 11) + 1) * 0x1.0p-53;
+    // q = 1 in double precision (ln q = 0): the unit never arrives intact.
+    const double f = ln_q < 0 ? std::log(uni) / ln_q : std::numeric_limits<double>::infinity();
+    std::uint64_t replays = sp.link_retry_max;
+    if (f < static_cast<double>(sp.link_retry_max)) {
+      replays = static_cast<std::uint64_t>(f);
+    } else if (f >= static_cast<double>(sp.link_retry_max) + 1) {
+      *lost = true;  // still corrupted after the last allowed replay
+    }
+    if (replays == 0) continue;
+    extra += static_cast<SimTime>(replays) * (engine::serialization_ps(bytes, rate_bps) + rtt);
+    ctr_.link_retransmits += replays;
+    ctr_.link_retransmit_bytes += replays * bytes;
+    port_ctr_[port].link_retransmits += replays;
+  }
+  return extra;
 }
 
 WirePacket SwitchLp::dequeue(std::uint32_t port, std::uint32_t cls, Context& ctx) {
@@ -543,6 +607,8 @@ void SwitchLp::save_state(engine::StateWriter& w) const {
   w.put_vector(port_pauses_);
   w.put(max_queue_ps_);
   w.put(ctr_);
+  w.put_vector(port_ctr_);
+  w.put_vector(job_bytes_);
   sampler_.save(w);
   w.put(ber_counter_);
   std::vector<std::pair<NvlsKey, const NvlsEntry*>> nv;
@@ -585,6 +651,8 @@ void SwitchLp::load_state(engine::StateReader& r) {
   same(port_pauses_, r.get_vector<std::uint64_t>());
   max_queue_ps_ = r.get<engine::SimTime>();
   ctr_ = r.get<SwitchCounters>();
+  same(port_ctr_, r.get_vector<PortCounters>());
+  same(job_bytes_, r.get_vector<std::uint64_t>());
   sampler_.load(r);
   ber_counter_ = r.get<std::uint64_t>();
   nvls_.clear();

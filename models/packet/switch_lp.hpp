@@ -71,6 +71,20 @@ struct SwitchCounters {
   std::uint64_t nvls_copies = 0;    ///< NVLS multicast copies sent (one per member per packet)
   std::uint64_t down_drops = 0;     ///< lossy packets dropped at a port whose link was down (in `drops`)
   std::uint64_t ber_drops = 0;      ///< frames lost to a link's bit-error rate (in `drops`)
+  /// Link-level retry (SwitchParams::link_retry): units (frames or cells) sent again on a link
+  /// after a bit error, and their wire bytes.
+  std::uint64_t link_retransmits = 0;
+  std::uint64_t link_retransmit_bytes = 0;
+};
+
+/// Per egress port totals over the run (the summary's per-link table, HDF5 /link_totals).
+struct PortCounters {
+  std::uint64_t data_bytes = 0;        ///< data payload bytes serialized (no headers, no control frames)
+  std::uint64_t ecn_marks = 0;         ///< data packets CE-marked when enqueued here
+  std::uint64_t pfc_pauses = 0;        ///< XOFF frames from the peer that paused this transmitter
+  engine::SimTime paused_ps = 0;       ///< time the peer's PFC held this port (intervals closed by an XON)
+  std::uint64_t drops = 0;             ///< packets dropped that were bound for this port
+  std::uint64_t link_retransmits = 0;  ///< link-level retry units sent again on this port's link
 };
 
 /// A switch LP.
@@ -102,6 +116,11 @@ class SwitchLp final : public engine::Lp {
   /// Largest queueing delay seen at any egress port (ps): backlog ahead of a packet at its rate.
   engine::SimTime max_queue_delay_ps() const { return max_queue_ps_; }
   const SwitchCounters& counters() const { return ctr_; }
+  /// Totals per egress port (indexed like Topology::ports(lp_id())).
+  const std::vector<PortCounters>& port_counters() const { return port_ctr_; }
+  /// `jobs:` specs: data payload bytes of job j serialized on port p at [p * jobs + j]
+  /// (FabricParams::jobs; empty for a single-job spec).
+  const std::vector<std::uint64_t>& port_job_bytes() const { return job_bytes_; }
   /// PFC XOFF frames sent upstream on each port.
   const std::vector<std::uint64_t>& port_pauses() const { return port_pauses_; }
   /// Starts sampling egress bytes and queue backlog in bins of `bin_ps` (ps); off by default.
@@ -147,6 +166,10 @@ class SwitchLp final : public engine::Lp {
   void try_tx(std::uint32_t port, engine::Context& ctx);
   void send_pfc(std::uint32_t port, bool on, engine::Context& ctx);
   bool has_eligible(std::uint32_t port) const;
+  /// Link-level retry of a `size`-byte frame serialized at `rate_bps` on `port` at bit-error rate
+  /// `ber`: draws each unit's replays, counts them, and @returns the extra time the port stays
+  /// busy (ps); `*lost` = some unit still failed after SwitchParams::link_retry_max replays.
+  engine::SimTime link_retry(std::uint32_t port, std::uint64_t size, std::uint64_t rate_bps, double ber, bool* lost);
   std::uint32_t wire_bytes(const WirePacket& p) const {
     return p.kind == kWireData ? p.bytes + params_.nic.header_bytes : params_.nic.control_bytes;
   }
@@ -180,6 +203,8 @@ class SwitchLp final : public engine::Lp {
   std::vector<std::uint64_t> port_pauses_;
   engine::SimTime max_queue_ps_ = 0;
   SwitchCounters ctr_;
+  std::vector<PortCounters> port_ctr_;
+  std::vector<std::uint64_t> job_bytes_;
   LinkSampler sampler_;
   // Link faults: per port, indices into params_.faults of the faults on its link (empty when
   // none); any_down_ = some fault is a link-down (routing must check); BER draw counter.

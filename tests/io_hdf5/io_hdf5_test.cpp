@@ -281,7 +281,7 @@ void check_file(const std::string& path, const RunMeta& meta, const std::vector<
   // /meta
   hid_t g = H5Gopen2(file, "/meta", H5P_DEFAULT);
   ASSERT_GE(g, 0);
-  EXPECT_EQ(read_num_attr<std::int32_t>(g, "schema_version", H5T_NATIVE_INT32), 4);
+  EXPECT_EQ(read_num_attr<std::int32_t>(g, "schema_version", H5T_NATIVE_INT32), 5);
   EXPECT_EQ(read_string_attr(g, "spec_text"), meta.spec_text);
   EXPECT_EQ(read_string_attr(g, "version"), meta.version);
   EXPECT_EQ(read_string_attr(g, "git_commit"), meta.git_commit);
@@ -413,18 +413,19 @@ void check_file(const std::string& path, const RunMeta& meta, const std::vector<
               {{"rank", "1"}, {"finish_ps", "ps"}, {"compute_ps", "ps"}, {"comm_ps", "ps"},
                {"exposed_comm_ps", "ps"}, {"exposed_tp_ps", "ps"}, {"exposed_dp_ps", "ps"},
                {"exposed_ep_ps", "ps"}, {"exposed_pp_ps", "ps"}, {"exposed_cp_ps", "ps"},
-               {"exposed_other_ps", "ps"}, {"pp_wait_ps", "ps"}, {"bubble_ps", "ps"}},
+               {"exposed_other_ps", "ps"}, {"pp_wait_ps", "ps"}, {"bubble_ps", "ps"}, {"job", "1"}},
               "rank");
   check_units(file, "/collectives",
               {{"group", "1"}, {"instance", "1"}, {"op", "text"}, {"bytes", "bytes"},
                {"ranks", "1"}, {"start_ps", "ps"}, {"end_ps", "ps"}, {"algbw_GBps", "GB/s"},
-               {"busbw_GBps", "GB/s"}, {"algorithm", "text"}, {"protocol", "text"}, {"channels", "1"}},
+               {"busbw_GBps", "GB/s"}, {"algorithm", "text"}, {"protocol", "text"}, {"channels", "1"},
+               {"job", "1"}},
               "group,instance");
   check_units(file, "/flows",
               {{"flow_id", "1"}, {"src", "1"}, {"dst", "1"}, {"bytes", "bytes"},
                {"start_ps", "ps"}, {"end_ps", "ps"}, {"fct_ps", "ps"}, {"first_byte_ps", "ps"},
                {"ideal_ps", "ps"}, {"slowdown", "1"}, {"first_spine", "1"}, {"group", "1"},
-               {"instance", "1"}},
+               {"instance", "1"}, {"job", "1"}},
               "flow_id");
   EXPECT_GE(H5Fclose(file), 0);
 }

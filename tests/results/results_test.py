@@ -52,28 +52,41 @@ def run(args, np_=1, **kw):
     return subprocess.run(cmd, capture_output=True, text=True, **kw)
 
 
-# Documented schema 4: dataset -> [(column, numpy kind, unit)]
+# Documented schema 5: dataset -> [(column, numpy kind, unit)]
 SCHEMA = {
     "ranks": [("rank", "u", "1"), ("finish_ps", "i", "ps"), ("compute_ps", "i", "ps"), ("comm_ps", "i", "ps"),
               ("exposed_comm_ps", "i", "ps"), ("exposed_tp_ps", "i", "ps"), ("exposed_dp_ps", "i", "ps"),
               ("exposed_ep_ps", "i", "ps"), ("exposed_pp_ps", "i", "ps"), ("exposed_cp_ps", "i", "ps"),
-              ("exposed_other_ps", "i", "ps"), ("pp_wait_ps", "i", "ps"), ("bubble_ps", "i", "ps")],
+              ("exposed_other_ps", "i", "ps"), ("pp_wait_ps", "i", "ps"), ("bubble_ps", "i", "ps"), ("job", "i", "1")],
     "collectives": [("group", "u", "1"), ("instance", "u", "1"), ("op", "S", "text"), ("bytes", "u", "bytes"),
                     ("ranks", "u", "1"), ("start_ps", "i", "ps"), ("end_ps", "i", "ps"), ("algbw_GBps", "f", "GB/s"),
                     ("busbw_GBps", "f", "GB/s"), ("algorithm", "S", "text"), ("protocol", "S", "text"),
-                    ("channels", "u", "1")],
+                    ("channels", "u", "1"), ("job", "i", "1")],
     "flows": [("flow_id", "u", "1"), ("src", "u", "1"), ("dst", "u", "1"), ("bytes", "u", "bytes"),
               ("start_ps", "i", "ps"), ("end_ps", "i", "ps"), ("fct_ps", "i", "ps"), ("first_byte_ps", "i", "ps"),
               ("ideal_ps", "i", "ps"), ("slowdown", "f", "1"), ("first_spine", "i", "1"), ("group", "u", "1"),
-              ("instance", "u", "1")],
+              ("instance", "u", "1"), ("job", "i", "1")],
     "links": [("link_id", "u", "1"), ("from_node", "u", "1"), ("to_node", "u", "1"), ("tier", "S", "text"),
               ("bin_start_ps", "i", "ps"), ("bytes", "u", "bytes"), ("utilization", "f", "1"),
               ("pause_ps", "i", "ps"), ("pfc_pauses", "u", "1"), ("ecn_marks", "u", "1"), ("drops", "u", "1")],
     "queues": [("link_id", "u", "1"), ("from_node", "u", "1"), ("to_node", "u", "1"), ("tier", "S", "text"),
                ("bin_start_ps", "i", "ps"), ("max_queue_bytes", "u", "bytes")],
+    "link_totals": [("link_id", "u", "1"), ("from_node", "u", "1"), ("to_node", "u", "1"), ("tier", "S", "text"),
+                    ("bytes", "u", "bytes"), ("utilization", "f", "1"), ("pause_ps", "i", "ps"),
+                    ("pfc_pauses", "u", "1"), ("ecn_marks", "u", "1"), ("drops", "u", "1"),
+                    ("link_retransmits", "u", "1"), ("pfc_sent", "u", "1"), ("jobs", "u", "1"),
+                    ("job_mask", "u", "1")],
+    "jobs": [("job", "u", "1"), ("name", "S", "text"), ("gpus", "u", "1"), ("start_ps", "i", "ps"),
+             ("iterations", "u", "1"), ("finish_ps", "i", "ps"), ("iteration_time_ps", "i", "ps"),
+             ("alone_iteration_time_ps", "i", "ps"), ("slowdown", "f", "1"), ("compute_ps", "f", "ps"),
+             ("comm_ps", "f", "ps"), ("exposed_comm_ps", "f", "ps")],
+    "faults": [("index", "u", "1"), ("kind", "S", "text"), ("node_a", "u", "1"), ("node_b", "u", "1"),
+               ("time_ps", "i", "ps"), ("until_ps", "i", "ps"), ("reconverge_ps", "i", "ps"), ("ber", "f", "1"),
+               ("rate_bps", "u", "bit/s")],
 }
 SORTED_BY = {"ranks": "rank", "collectives": "group,instance", "flows": "flow_id",
-             "links": "link_id,bin_start_ps", "queues": "link_id,bin_start_ps"}
+             "links": "link_id,bin_start_ps", "queues": "link_id,bin_start_ps", "link_totals": "link_id", "jobs": "job",
+             "faults": "index"}
 META = {"schema_version": "i", "spec_text": "S", "version": "S", "git_commit": "S", "workload": "S", "seed": "u",
         "processes": "u", "threads": "u", "ranks": "u", "wall_s": "f", "events": "u", "simulated_time_ps": "i",
         "sample_interval_ps": "i"}
@@ -85,7 +98,8 @@ MEMORY = {"fits_memory": ("u", "1"), "memory_estimate_bytes": ("u", "bytes"), "m
 # Documented /meta fabric counters of packet-level runs (fabric_<name>, uint64).
 FABRIC = ["switch_packets", "nic_data_packets", "pause_frames", "resume_frames", "switch_paused_ps", "nic_paused_ps",
           "nic_pauses", "ecn_marks", "drops", "headroom_drops", "retransmits", "timeouts", "nacks", "cnps", "acks",
-          "max_buffer_bytes", "nvls_absorbed", "nvls_copies", "down_drops", "ber_drops", "retransmit_bytes"]
+          "max_buffer_bytes", "nvls_absorbed", "nvls_copies", "down_drops", "ber_drops", "retransmit_bytes",
+          "link_retransmits", "link_retransmit_bytes"]
 TIERS = {b"nvlink", b"nic", b"fabric", b"core"}
 
 
@@ -105,7 +119,7 @@ def check_meta(path):
                 check(k == kind, f"/meta.{name} kind {k} != {kind}")
             u = attrs.get("units." + name)
             check(u is not None and u.decode() == META_UNITS[name], f"/meta units.{name} = {u!r}")
-        check(int(attrs["schema_version"]) == 4, "schema_version != 4")
+        check(int(attrs["schema_version"]) == 5, "schema_version != 5")
         for name, (kind, unit) in MEMORY.items():
             if name in attrs:
                 check(np.asarray(attrs[name]).dtype.kind == kind, f"/meta.{name} kind")
@@ -269,6 +283,15 @@ with h5py.File(h1, "r") as f:
         if ds in ("links", "queues"):
             check(int(d.attrs["bin_width_ps"]) == 5_000_000, f"/{ds} bin_width_ps")
     ranks, colls, flows, links, queues = (f[n][:] for n in ("ranks", "collectives", "flows", "links", "queues"))
+    # /link_totals (schema 5): each switch link's bytes are the sum of its /links bins; a
+    # single-job run has no job rows and job -1 everywhere.
+    lt = f["link_totals"][:]
+    check(len(lt) > 0, "/link_totals is empty")
+    for row in lt:
+        b = int(links["bytes"][links["link_id"] == row["link_id"]].sum())
+        check(int(row["bytes"]) == b, f"/link_totals link {row['link_id']}: {row['bytes']} B != /links sum {b}")
+    check(len(f["jobs"]) == 0, "/jobs has rows in a single-job run")
+    check(bool((ranks["job"] == -1).all()) and bool((flows["job"] == -1).all()), "job != -1 in a single-job run")
     gph = 8
 check_meta(h1)
 check(set(links["tier"].tolist()) <= TIERS, f"/links tiers {set(links['tier'].tolist())}")

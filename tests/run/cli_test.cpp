@@ -951,3 +951,39 @@ TEST_F(Cli, ChakraMissingControlDependencies) {
 }
 
 }  // namespace
+
+// Issue 25, must-show 5: the bad inputs of several jobs, faults and stragglers each give one line
+// naming the key and the fix, exit 2, and no output file. Two 8-GPU jobs on 4 hosts of 4 GPUs
+// (2 leaves), one GPT-3 13B layer each; fault entries on a one-spine leaf-spine.
+TEST_F(Cli, JobsFaultsAndStragglersBadInputNameTheKey) {
+  const std::string spec = (dir_ / "spec.yaml").string();
+  const auto jobs = [&](const std::string& hosts_a, const std::string& hosts_b, int hosts) {
+    std::ofstream(spec) << "cluster: {hosts: " << hosts << ", gpus_per_host: 4, topology: leaf_spine, nics_per_leaf: 8}\n"
+                        << "jobs:\n"
+                        << "  - {name: a, placement: hosts, hosts: \"" << hosts_a << "\", workload: {generator: {model: gpt3-13b, "
+                           "layers: 1, tp: 4, dp: 2, gpus: 8, global_batch: 2, micro_batch: 1, seq_len: 512}}}\n"
+                        << "  - {name: b, placement: hosts, hosts: \"" << hosts_b << "\", workload: {generator: {model: gpt3-13b, "
+                           "layers: 1, tp: 4, dp: 2, gpus: 8, global_batch: 2, micro_batch: 1, seq_len: 512}}}\n";
+  };
+  jobs("0-1", "1-2", 4);
+  expect_bad("run " + spec, {"spec.yaml", "jobs[1].hosts", "overlap", "disjoint host lists"});
+  jobs("0-1", "2-3", 3);
+  expect_bad("run " + spec, {"spec.yaml", "jobs: the 2 jobs need 16 GPUs", "the cluster has 12 GPUs", "set cluster.hosts >= 4"});
+  const std::string ar =
+      fabricsim::testing::data("chakra/astra-sim/examples/workload/microbenchmarks/all_reduce/16npus_1MB/all_reduce");
+  const std::string fab = " --workload " + ar +
+                          " --set cluster.gpus_per_host=1 --set cluster.hosts=16 --set cluster.nics_per_leaf=8"
+                          " --set cluster.spines=1 --set sim.fidelity=packet";
+  expect_bad("run" + fab + " --set 'faults=[{time: 0us, target: leaf0-spine3, kind: ber, ber: 1e-5}]'",
+             {"faults[0].target", "spine3", "fabricsim topo"});
+  expect_bad("run" + fab + " --set 'faults=[{time: 0us, target: leaf0-leaf1, kind: link_down}]'",
+             {"faults[0].target", "no link between leaf0 and leaf1"});
+  // After the run's end (a 1 MiB AllReduce takes microseconds) and after the simulator's horizon.
+  expect_bad("run" + fab + " --set 'faults=[{time: 2s, target: leaf0-spine0, kind: link_down}]'",
+             {"faults[0].time", "after the end of the run", "set faults[0].time before"});
+  expect_bad("run" + fab + " --set 'faults=[{time: 1200000s, target: leaf0-spine0, kind: link_down}]'",
+             {"faults[0].time", "after the end"});
+  expect_bad("run" + fab + " --set compute.stragglers=3:0", {"compute.stragglers", "(0, 1e6]", "3:1.2"});
+  expect_bad("run" + fab + " --set compute.stragglers=3:-0.5", {"compute.stragglers", "(0, 1e6]"});
+  expect_bad("run" + fab + " --set compute.straggler_p99=0", {"compute.straggler_p99"});
+}

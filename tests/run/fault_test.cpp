@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <string>
 #include <vector>
@@ -193,6 +194,75 @@ TEST(Faults, HopelessBitErrorRateEndsTheRunWithATimeout) {
   EXPECT_INPUT_ERROR(run_quiet(&w, sets), "faults", "transport retry counter exceeded");
 }
 
+// Must-show 3 with link-level retry (switch.link_retry): a corrupted unit is sent again on the
+// link, so nothing is dropped and nothing is resent end to end, at BER 1e-5, 1e-4 and 1e-3. The
+// unit is a 64-byte cell: at 1e-3 a cell of 512 bits is hit with probability
+// 1 - (1 - 1e-3)^512 = 40% (a whole 4 KiB frame with 1 - 3e-15), so each cell needs
+// 1 / 0.6 = 1.67 tries on average, each failed one costing a link round trip. Every byte
+// arrives, the link retransmissions are counted and grow with the BER, and so does the slowest
+// flow's FCT. The mean replays per cell, q / (1 - q), bounds the count from the cells sent: the
+// link serialized at least its payload bytes / 64 cells.
+TEST(Faults, LinkLevelRetryDeliversEveryByteUpToBer1e3) {
+  FABRICSIM_SEQUENTIAL_ONLY("compares sequential runs");
+  const m::Workload w = allreduce(1ull << 20);
+  auto base = fabric(1, true);
+  base.push_back("switch.link_retry=true");
+  base.push_back("switch.link_retry_cell=64B");
+  // At 1e-3 a 4 KiB frame holds the link for ~44 us of replays, so a queue pair can wait more
+  // than fabric()'s 1 ms for an ACK behind the queue: NCCL's default timeout (4.3 s) instead.
+  base.push_back("nic.rto=4294967296ns");
+  const auto healthy = run_quiet(&w, base, MPI_COMM_SELF, 1, true);
+  EXPECT_EQ(healthy.fabric.link_retransmits, 0u);
+  std::uint64_t prev_llr = 0;
+  long long prev_fct = max_fct(healthy);
+  for (const char* rate : {"1e-5", "1e-4", "1e-3"}) {
+    SCOPED_TRACE(rate);
+    auto sets = base;
+    sets.push_back(ber(rate));
+    const auto r = run_quiet(&w, sets, MPI_COMM_SELF, 1, true);
+    expect_all_delivered(r, healthy);
+    std::printf("LLR, BER %s: %.3f us, %llu link retransmits (%llu B), %llu drops, %llu end-to-end retransmits, "
+                "max FCT %.3f us\n",
+                rate, static_cast<double>(iteration(r)) / 1e6, static_cast<unsigned long long>(r.fabric.link_retransmits),
+                static_cast<unsigned long long>(r.fabric.link_retransmit_bytes),
+                static_cast<unsigned long long>(r.fabric.drops), static_cast<unsigned long long>(r.fabric.retransmits),
+                static_cast<double>(max_fct(r)) / 1e6);
+    EXPECT_EQ(r.fabric.drops, 0u);
+    EXPECT_EQ(r.fabric.ber_drops, 0u);
+    EXPECT_EQ(r.fabric.retransmits, 0u);
+    EXPECT_GT(r.fabric.link_retransmits, prev_llr);
+    EXPECT_GT(max_fct(r), prev_fct);
+    // Per-link totals: the retransmissions sit on the two directions of leaf0-spine0 only.
+    std::uint64_t on_links = 0, cells = 0;
+    for (const auto& l : r.link_totals) {
+      on_links += l.link_retransmits;
+      if (l.link_retransmits > 0) cells += l.bytes / 64;
+    }
+    EXPECT_EQ(on_links, r.fabric.link_retransmits);
+    if (std::string(rate) == "1e-3") {
+      const double q = 1 - std::pow(1 - 1e-3, 512);
+      // At least the payload's cells were each retried q / (1 - q) times on average (ACK frames
+      // and headers add cells; 0.8 leaves room for the spread of the draws over > 30000 cells).
+      EXPECT_GT(static_cast<double>(r.fabric.link_retransmits), 0.8 * q / (1 - q) * static_cast<double>(cells));
+    }
+    prev_llr = r.fabric.link_retransmits;
+    prev_fct = max_fct(r);
+  }
+}
+
+// Without cells, link-level retry replays whole frames: at BER 1e-3 a 4 KiB frame never arrives
+// intact, the link gives up after switch.link_retry_max replays and drops it, and the run ends
+// with NCCL's retry-count error as without the retry: it does not hang.
+TEST(Faults, FrameLevelRetryGivesUpAtHopelessBer) {
+  FABRICSIM_SEQUENTIAL_ONLY("input errors");
+  const m::Workload w = allreduce(1ull << 20);
+  auto sets = fabric(1, true);
+  sets.push_back("switch.link_retry=true");
+  sets.push_back("switch.link_retry_max=4");
+  sets.push_back(ber("1e-3"));
+  EXPECT_INPUT_ERROR(run_quiet(&w, sets), "faults", "transport retry counter exceeded");
+}
+
 // A link degraded to a lower rate: the collective cannot be faster than with the link healthy,
 // and with the only spine link of leaf 0 at 50 of 100 Gb/s from time 0, the cross-leaf payload
 // needs at least B / 50 Gb/s.
@@ -224,6 +294,20 @@ TEST(Faults, FaultRunIsIdenticalOnAnyProcessCount) {
     EXPECT_EQ(all.fabric.ber_drops, alone.fabric.ber_drops);
     EXPECT_EQ(all.fabric.down_drops, alone.fabric.down_drops);
     EXPECT_EQ(all.fabric.retransmit_bytes, alone.fabric.retransmit_bytes);
+  }
+  // Link-level retry draws its replays from the same per-switch stream: equal on any process
+  // and thread count too.
+  sets.push_back("switch.link_retry=true");
+  sets.push_back("switch.link_retry_cell=256B");
+  sets.push_back("faults=[{time: 0us, target: leaf1-spine2, kind: ber, ber: 1e-4}]");
+  const auto llr = run_quiet(&w, sets, MPI_COMM_SELF);
+  EXPECT_GT(llr.fabric.link_retransmits, 0u);
+  for (unsigned threads : {1u, 2u}) {
+    const auto all = run_quiet(&w, sets, MPI_COMM_WORLD, threads);
+    EXPECT_EQ(all.digest, llr.digest) << threads << " threads";
+    EXPECT_EQ(iteration(all), iteration(llr));
+    EXPECT_EQ(all.fabric.link_retransmits, llr.fabric.link_retransmits);
+    EXPECT_EQ(all.fabric.link_retransmit_bytes, llr.fabric.link_retransmit_bytes);
   }
 }
 
