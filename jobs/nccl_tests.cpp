@@ -495,7 +495,7 @@ std::string run_nccl_tests(const NcclTestsOptions& opt, MPI_Comm comm, const std
                        ex.launch_latency ? (ex.step_latency ? "base latency (Ring, Tree) or the model's whole latency (NVLS)"
                                                             : "the cost model's whole latency")
                                          : "none",
-                       ex.launch_latency ? "nccl" : "none", ex.step_latency ? "on Ring and Tree sends" : "none",
+                       ex.launch_latency ? "nccl" : "none", ex.step_latency ? "on Ring receives and Tree sends" : "none",
                        ex.step_latency ? "nccl" : "none");
   }
   for (const auto& warning : pb.warnings) out << "# warning: " << warning << "\n";

@@ -202,9 +202,11 @@ const std::vector<SpecKey>& spec_keys() {
                                                 "hops (Ring, Tree), else the cost model's whole latency (NVLS, NVLSTree); AllToAll "
                                                 "and sends after one step of the Ring model (base + one hop); NCCL 2.28.9 "
                                                 "src/graph/tuning.cc"},
-      {"simccl.step_latency", "enum", "nccl", "nccl or none: every send of a Ring or Tree plan (NCCL planner) waits NCCL's "
-                                              "per-hop latency of the chosen protocol and its link class (NVLink, or NET "
-                                              "across hosts) after its dependencies (NCCL 2.28.9 src/graph/tuning.cc hwLatencies)"},
+      {"simccl.step_latency", "enum", "nccl", "nccl or none: NCCL's per-hop latency of the chosen protocol and its link class "
+                                              "(NVLink, or NET across hosts; NCCL 2.28.9 src/graph/tuning.cc hwLatencies) on every "
+                                              "step: a Ring plan's receive completes that long after its data arrived (a "
+                                              "channel's sends go back to back), a Tree plan's send waits it after its "
+                                              "dependencies"},
       {"simccl.topo_fallback", "bool", "false", "when NCCL_TOPO_FILE cannot be read, plan on NCCL's fallback (flat PCIe, no NVLink) "
                                                "instead of failing"},
   };

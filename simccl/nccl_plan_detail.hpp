@@ -60,10 +60,13 @@ struct Builder {
     o.delay_ps = delay_ps;
     return plan.add(o, deps);
   }
-  std::uint32_t recv(std::uint32_t peer, std::uint32_t tag, std::uint16_t channel, bool relay = false) {
+  /// `delay_ps`: P2pOp::delay_ps of the receive (the wait after the message arrived).
+  std::uint32_t recv(std::uint32_t peer, std::uint32_t tag, std::uint16_t channel, bool relay = false,
+                     std::int64_t delay_ps = 0) {
     models::P2pOp o{false, peer, 0, tag};
     o.channel = channel;
     o.relay = relay;
+    o.delay_ps = delay_ps;
     return plan.add(o);
   }
 };

@@ -83,7 +83,7 @@ RankPlan NcclPlanner::plan_ring_lazy(const PlanCtx& x) const {
     pos[c] = p;
     r->next.push_back(ranks[ring[(p + 1) % n]]);
     r->prev.push_back(ranks[ring[(p + n - 1) % n]]);
-    if (cfg_.step_latency) r->step_delay_ps.push_back(step_delay_ps(*ci, d.algo, d.proto, ranks[me], r->next.back()));
+    if (cfg_.step_latency) r->recv_delay_ps.push_back(step_delay_ps(*ci, d.algo, d.proto, r->prev.back(), ranks[me]));
     bc[c] = chunk_bytes(S, nc, c);
     const std::uint64_t loop = ar ? z.chunk * n : z.chunk;
     std::uint64_t nloops = 1;
@@ -139,7 +139,9 @@ RankPlan NcclPlanner::plan_ring(const PlanCtx& x) const {
     const auto& ring = ci->rings[c];
     const std::uint32_t p = ci->ring_pos[c][me];
     const std::uint32_t next = ranks[ring[(p + 1) % n]], prev = ranks[ring[(p + n - 1) % n]];
-    b.delay_ps = step_delay_ps(*ci, d.algo, d.proto, ranks[me], next);
+    // The hop latency is the receiver's: each receive completes step_delay_ps after its message
+    // arrived (models::LazyChannelRing::recv_delay_ps); the sends of a channel go back to back.
+    const std::int64_t hop = step_delay_ps(*ci, d.algo, d.proto, prev, ranks[me]);
     // Bytes of the piece that the rank at ring position `from` sends at step k of loop l.
     const std::uint64_t Bc = chunk_bytes(S, nc, c);
     const std::uint64_t loop = ar ? z.chunk * n : z.chunk;
@@ -185,7 +187,7 @@ RankPlan NcclPlanner::plan_ring(const PlanCtx& x) const {
         prev_recv.clear();
         for (std::uint32_t j = 0; j < nr; ++j) {
           const std::uint32_t t = checked_tag(((c * (max_loops + 1) + l) * steps + k) * z.max_slices + j);
-          prev_recv.push_back(b.recv(prev, t, chn));
+          prev_recv.push_back(b.recv(prev, t, chn, false, hop));
         }
       }
     }

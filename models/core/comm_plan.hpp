@@ -45,9 +45,11 @@ struct P2pOp {
   /// of the communicator, which receive it from this rank (peer = this rank, ignored).
   std::uint8_t nvls = 0;
   std::uint64_t payload_bytes = 0;  ///< sends: data bytes carried; bytes - payload = protocol overhead (LL/LL128)
-  /// Sends: ps the rank waits, once the dependencies are met, before the send starts (the
-  /// per-step synchronization of a pipelined collective; executed by the rank executor on every
-  /// rung). 0: starts at once.
+  /// The per-step synchronization of a pipelined collective, executed by the rank executor on
+  /// every rung. Sends: ps the rank waits, once the dependencies are met, before the send starts.
+  /// Receives: ps from the message's arrival to the receive's completion (the hop latency as the
+  /// data's, so that it overlaps the sender's next send). A message that arrived before the
+  /// collective started at the receiver completes at the start without the wait. 0: no wait.
   std::int64_t delay_ps = 0;
 };
 
@@ -82,7 +84,7 @@ struct RingCursor {
 /// instead of channels x loops x steps x slices ops. Per channel c the rank sends, in order, for
 /// every loop l < nloops[c], step k < steps and slice j < ns(l, k) one message to next[c]; each
 /// send waits for the channel's previous send and, when k > 0 and j < nr(l, k-1), for the receive
-/// of slice j of step k-1 from prev[c]. ns / nr = slices of the piece this rank / its predecessor
+/// of slice j of step k-1 from prev[c]; a receive completes recv_delay(c) after its message arrived. ns / nr = slices of the piece this rank / its predecessor
 /// sends at (l, k). Tags: ((c (max_loops + 1) + l) steps + k) max_slices + j, unique per
 /// receiver. Exactly the ops, dependencies, tags and message sizes of the materialized plan
 /// (`materialize()`, which the planner also uses for tests and reports).
@@ -102,11 +104,12 @@ struct LazyChannelRing {
   std::function<std::uint64_t(std::uint64_t data)> wire;
   /// The equivalent materialized plan.
   std::function<RankPlan()> materialize;
-  /// Per channel: ps every send of the channel waits once its dependencies are met (P2pOp::delay_ps
-  /// of each of its sends); empty: none.
-  std::vector<std::int64_t> step_delay_ps;
+  /// Per channel: ps every receive of the channel takes from its message's arrival to its
+  /// completion (P2pOp::delay_ps of each of its receives: the hop latency of the step, paid by
+  /// the data on its way to the receiver, so that the channel's sends go back to back); empty: none.
+  std::vector<std::int64_t> recv_delay_ps;
 
-  std::int64_t delay(std::uint32_t c) const { return c < step_delay_ps.size() ? step_delay_ps[c] : 0; }
+  std::int64_t recv_delay(std::uint32_t c) const { return c < recv_delay_ps.size() ? recv_delay_ps[c] : 0; }
   std::uint32_t nslices(std::uint64_t bytes) const {
     const std::uint64_t n = bytes == 0 ? 1 : (bytes + slice_bytes - 1) / slice_bytes;
     return static_cast<std::uint32_t>(n < 1 ? 1 : (n > max_slices ? max_slices : n));

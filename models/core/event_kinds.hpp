@@ -33,6 +33,7 @@ enum RankEventKind : std::uint32_t {
   kEvSendLaunch,      ///< self: a workload send's start-up latency elapsed (payload: node index)
   kEvStepDelay,       ///< self: a collective send's P2pOp::delay_ps elapsed (payload: GpuRankLp::StepDelay)
   kEvHostDone,        ///< self: a host (CPU-side) compute node finished (payload: node index)
+  kEvRecvDelay,       ///< self: a lazy channel ring's receive completes after its hop latency (payload: GpuRankLp::RecvDelay)
   kRankEventEnd,      ///< one past the family's last kind
 };
 

@@ -688,10 +688,6 @@ void GpuRankLp::channel_send(std::uint32_t slot, std::uint32_t c, Context& ctx) 
   std::uint64_t need = 0;
   if (r.waits_for(c, cur, need) && !(st.ring_got[st.got_word[c] + need / 64] >> (need % 64) & 1u)) return;
   st.in_flight[c] = 1;  // before start_flow: a completion may come back synchronously
-  if (const std::int64_t delay = r.delay(c); delay > 0) {
-    ctx.send(id_, ctx.now() + delay, kEvStepDelay, StepDelay{slot, c});
-    return;
-  }
   channel_start(slot, c, ctx);
 }
 
@@ -704,6 +700,22 @@ void GpuRankLp::channel_start(std::uint32_t slot, std::uint32_t c, Context& ctx)
 }
 
 void GpuRankLp::channel_message(std::uint32_t slot, std::uint64_t key, Context& ctx) {
+  CollState& st = state(slot);
+  const LazyChannelRing& r = *st.plan.lazy_channels;
+  if (st.started && !r.recv_delay_ps.empty()) {
+    // The receive completes the channel's hop latency after the arrival (tags are channel-major,
+    // LazyChannelRing::tag; a tag beyond the channels is reported by channel_arrived).
+    const std::uint64_t per_c = (r.max_loops + 1) * r.steps * r.max_slices;
+    const auto c = static_cast<std::uint32_t>((key & 0xFFFFFFFFu) / per_c);
+    if (const std::int64_t delay = r.recv_delay(c); delay > 0) {
+      ctx.send(id_, ctx.now() + delay, kEvRecvDelay, RecvDelay{key, slot});
+      return;
+    }
+  }
+  channel_arrived(slot, key, ctx);
+}
+
+void GpuRankLp::channel_arrived(std::uint32_t slot, std::uint64_t key, Context& ctx) {
   CollState& st = state(slot);
   const LazyChannelRing& r = *st.plan.lazy_channels;
   std::uint32_t c = 0;
@@ -809,6 +821,10 @@ void GpuRankLp::delayed_send(const StepDelay& d, Context& ctx) {
   }
   const WorkNode& node = (*program_)[st.node];
   const P2pOp& o = st.plan.ops[d.idx];
+  if (!o.is_send) {  // a receive's delay after its message arrived
+    recv_arrived(d.slot, d.idx, ctx);
+    return;
+  }
   start_flow(o.peer, o.bytes, static_cast<std::uint32_t>(group_of(node)), instance_[st.node], o.tag, d.slot, d.idx, ctx,
              o.channel, 0, o.nvls);
 }
@@ -865,10 +881,19 @@ void GpuRankLp::coll_message(std::uint32_t slot, std::uint64_t key, Context& ctx
     return;
   }
   const std::uint32_t op = recv_of(st, key);
+  if (const std::int64_t delay = st.plan.ops[op].delay_ps; delay > 0) {
+    ctx.send(id_, ctx.now() + delay, kEvStepDelay, StepDelay{slot, op});
+    return;
+  }
+  recv_arrived(slot, op, ctx);
+}
+
+void GpuRankLp::recv_arrived(std::uint32_t slot, std::uint32_t op, Context& ctx) {
+  CollState& st = state(slot);
   std::uint32_t& s = st.state[op];
   if (s & (kArrived | kOpDone)) {
-    throw engine::InternalError("rank " + std::to_string(id_) + ": duplicate message from rank " +
-                                std::to_string(key >> 32) + " tag " + std::to_string(key & 0xFFFFFFFFu));
+    throw engine::InternalError("rank " + std::to_string(id_) + ": duplicate message for receive " +
+                                std::to_string(op) + " of collective node " + std::to_string(st.node));
   }
   if (s & kPosted) {
     op_done(slot, op, ctx);
@@ -1221,6 +1246,11 @@ void GpuRankLp::handle(const engine::Event& ev, Context& ctx) {
     case kEvStepDelay:
       delayed_send(ev.get<StepDelay>(), ctx);
       return;
+    case kEvRecvDelay: {
+      const RecvDelay d = ev.get<RecvDelay>();
+      channel_arrived(d.slot, d.key, ctx);
+      return;
+    }
     case kEvRingStreamDone:
       finish_collective(ev.get<std::uint32_t>(), ctx);
       return;

@@ -333,8 +333,7 @@ class GpuRankLp final : public engine::Lp, private NicOwner {
   void tree_ready(std::uint32_t slot, std::uint32_t op, engine::Context& ctx);
   void tree_done(std::uint32_t slot, std::uint32_t op, engine::Context& ctx);
   void tree_message(std::uint32_t slot, std::uint64_t key, engine::Context& ctx);
-  /// Lazy channel ring: starts channel c's next send if it is ready (after the channel's
-  /// LazyChannelRing::delay, a kEvStepDelay event, when that is not 0).
+  /// Lazy channel ring: starts channel c's next send if it is ready.
   void channel_send(std::uint32_t slot, std::uint32_t c, engine::Context& ctx);
   /// Puts channel c's next send on the wire.
   void channel_start(std::uint32_t slot, std::uint32_t c, engine::Context& ctx);
@@ -343,9 +342,23 @@ class GpuRankLp final : public engine::Lp, private NicOwner {
   struct StepDelay {
     std::uint32_t slot = 0, idx = 0;
   };
-  /// A send's delay elapsed (kEvStepDelay): puts it on the wire.
+  /// A send's delay elapsed (kEvStepDelay): puts it on the wire; a materialized receive's delay
+  /// elapsed: recv_arrived.
   void delayed_send(const StepDelay& d, engine::Context& ctx);
+  /// Payload of kEvRecvDelay: a lazy channel ring's message (key = src rank << 32 | tag) whose
+  /// receive completes now (LazyChannelRing::recv_delay after its arrival).
+  struct RecvDelay {
+    std::uint64_t key = 0;
+    std::uint32_t slot = 0;
+  };
+  /// A message of a lazy channel ring arrived: channel_arrived now, or after the channel's
+  /// LazyChannelRing::recv_delay (a kEvRecvDelay event) once the collective started.
   void channel_message(std::uint32_t slot, std::uint64_t key, engine::Context& ctx);
+  /// A lazy channel ring's receive completes: records it and readies the channel's next send.
+  void channel_arrived(std::uint32_t slot, std::uint64_t key, engine::Context& ctx);
+  /// A materialized plan's receive `op` completes (its message arrived, and its P2pOp::delay_ps
+  /// elapsed): done if posted, else marked arrived. @throws engine::InternalError on a duplicate.
+  void recv_arrived(std::uint32_t slot, std::uint32_t op, engine::Context& ctx);
   void finish_collective(std::uint32_t slot, engine::Context& ctx);
   void ring_send(std::uint32_t slot, std::uint32_t step, engine::Context& ctx);
   std::uint32_t recv_of(const CollState& st, std::uint64_t key) const;

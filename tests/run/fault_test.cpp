@@ -76,9 +76,12 @@ std::string down(const std::string& target, long long at_us, long long until_us,
 // at t_d, then 3 x 100 Gb/s. Lower bound: the cross-leaf payload B that did not fit through four
 // links by t_d must pass three: T >= t_d + (B - 4 R t_d) / (3 R). Upper bound: the healthy run's
 // time, plus the convergence delay (during which the dead link's share is lost), plus the
-// retransmission timeouts taken, plus the time to send every cross-leaf byte once more over the
-// three live links (the worst case of go-back-N resending what was in flight, and of the lost
-// capacity for the rest of the collective).
+// retransmission timeouts taken, plus the time to redo the whole collective on the surviving
+// fabric (the worst case of go-back-N resending what was in flight, and of the lost capacity for
+// the rest of the collective). The last term is measured: the same AllReduce on a healthy fabric
+// of three spines, whose ECMP hash leaves the three links unevenly loaded as the reconverged
+// four-spine fabric does (on this lossy fabric three spines take longer than two), so no closed
+// form of the three links' capacity bounds it.
 TEST(Faults, LinkDownMidAllReduceWithFourSpinesCompletesBoundedly) {
   FABRICSIM_SEQUENTIAL_ONLY("compares sequential runs");
   const m::Workload w = allreduce(16ull << 20);
@@ -94,13 +97,16 @@ TEST(Faults, LinkDownMidAllReduceWithFourSpinesCompletesBoundedly) {
   const auto b_bits = static_cast<double>(cross_bytes(healthy)) * 8;
   const double t_d_ps = static_cast<double>(t_d / kUs * kUs);
   const double lower = t_d_ps + std::max(0.0, b_bits - 4 * r_bps * t_d_ps * 1e-12) / (3 * r_bps) * 1e12;
+  const auto surviving = run_quiet(&w, fabric(3, false), MPI_COMM_SELF, 1, true);
   const double upper = static_cast<double>(t_base + converge) +
-                       static_cast<double>(faulty.fabric.timeouts) * 1000.0 * kUs + b_bits / (3 * r_bps) * 1e12;
+                       static_cast<double>(faulty.fabric.timeouts) * 1000.0 * kUs +
+                       static_cast<double>(iteration(surviving));
   std::printf("4 spines: healthy %.3f us, link down at %.3f us: %.3f us (bounds %.3f .. %.3f us), %llu down drops, "
-              "%llu retransmits\n",
+              "%llu retransmits, %llu timeouts\n",
               static_cast<double>(t_base) / 1e6, t_d_ps / 1e6, static_cast<double>(iteration(faulty)) / 1e6, lower / 1e6,
               upper / 1e6, static_cast<unsigned long long>(faulty.fabric.down_drops),
-              static_cast<unsigned long long>(faulty.fabric.retransmits));
+              static_cast<unsigned long long>(faulty.fabric.retransmits),
+              static_cast<unsigned long long>(faulty.fabric.timeouts));
   EXPECT_GE(static_cast<double>(iteration(faulty)), lower);
   EXPECT_LE(static_cast<double>(iteration(faulty)), upper);
   EXPECT_GT(iteration(faulty), t_base);

@@ -103,11 +103,12 @@ TEST(NcclValidation, A100NodeAllReducePeak) {
   for (int i = 0; i < 2; ++i) {
     const double bus = rows[static_cast<std::size_t>(i)].busbw_GBps;
     // The simulated ring runs at NCCL's modelled 12 ch x 20 GB/s = 240 (Ring/Simple, 24
-    // channels) with the default latencies (base 8.4 us at the launch, 3.4 us before every send
-    // of a channel's steps): within 5% of the published peak and of each row (measured +1.8% at
-    // 1 GiB, +1.2% at 2 GiB; without the latencies +5.2% / +4.2%).
-    EXPECT_NEAR(bus / kA100Peak, 1.0, 0.05) << bus;
-    EXPECT_NEAR(bus / kA100Busbw[i], 1.0, 0.05) << bus;
+    // channels) with the default latencies (base 8.4 us at the launch, 3.4 us per step hop on
+    // the data, overlapped with the channel's next send): within 6% of the published peak and of
+    // each row (measured +3.5% / +5.1% at 1 GiB, +3.3% / +3.9% at 2 GiB: NCCL's 20 GB/s per link
+    // is above what this node reaches).
+    EXPECT_NEAR(bus / kA100Peak, 1.0, 0.06) << bus;
+    EXPECT_NEAR(bus / kA100Busbw[i], 1.0, 0.06) << bus;
     EXPECT_NE(rows[static_cast<std::size_t>(i)].choice.find("Ring/Simple 24"), std::string::npos);
   }
   // The same sweep without the latencies is the plain ring: exactly 240 GB/s x (1 - tiny).
@@ -118,6 +119,12 @@ TEST(NcclValidation, A100NodeAllReducePeak) {
   for (std::size_t i = 0; i < 2; ++i) {
     EXPECT_GT(plain[i].busbw_GBps, rows[i].busbw_GBps);
     EXPECT_NEAR(plain[i].busbw_GBps, 240.0, 0.1);
+    // The hops are pipelined: the latencies add the launch (8.4 us) and one ring pass of hops
+    // at most (2(n-1) x 3.4 us), not a hop per slice (1 GiB: 3 loops x 14 steps x 2 slices per
+    // channel, 84 x 3.4 = 286 us).
+    const double extra_us = rows[i].time_us - plain[i].time_us;
+    EXPECT_GE(extra_us, 8.4);
+    EXPECT_LE(extra_us, 8.4 + 14 * 3.4 + 1.0);
   }
 }
 
