@@ -5,6 +5,7 @@
 
 #include <mpi.h>
 
+#include <fstream>
 #include <string>
 #include <vector>
 
@@ -140,6 +141,32 @@ TEST(Fold, EpSpanningReplicasMatchesUnfolded) {
     const RunResult f = run(moe(16, 8, fid, "dp"));
     expect_same(f, run(moe(16, 8, fid, "none")));
     expect_images(f, 2, 8);
+  }
+}
+
+// A SimAI workload file with pp > 1 (SimAI's rank order tp-pp-dp, its EP groups 4 consecutive DP
+// replicas of one (tp, stage) position, DP_EP groups every 4th): TP 2, PP 2, EP 4, GA 2 on 64
+// GPUs, DP 16. Images of k = 4 replicas (2 hosts) close the EP groups; DP rings have 2 members
+// on each of the image's 2 hosts.
+TEST(Fold, SimaiPipelineFileMatchesUnfolded) {
+  const std::string path = ::testing::TempDir() + "fold_simai_pp2_ep4.txt";
+  {
+    std::ofstream f(path);
+    f << "HYBRID_TRANSFORMER_FWD_IN_BCKWD model_parallel_NPU_group: 2 ep: 4 pp: 2 vpp: 1 ga: 2 all_gpus: 64 "
+         "checkpoints: 0 checkpoint_initiates: 0 pp_comm 1048576\n4\n"
+         "embedding_layer\t-1\t600000\tALLREDUCE\t1048576\t1\tNONE\t0\t300000\tNONE\t0\t100\n"
+         "attention_column\t-1\t1750840\tALLGATHER\t1048576\t875420\tREDUCESCATTER\t1048576\t875420\tNONE\t0\t100\n"
+         "mlp_moelayer\t-1\t3000000\tALLTOALL_EP\t524288\t3000000\tALLTOALL_EP\t524288\t1\tREDUCESCATTER\t2097152\t100\n"
+         "moe_grad\t-1\t1\tNONE\t0\t1\tNONE\t0\t1\tALLGATHER_DP_EP\t4194304\t100\n";
+  }
+  for (const char* fid : {"flow", "analytical"}) {
+    auto sets = [&](const char* fold) {
+      return std::vector<std::string>{"workload.path=" + path, "nccl.NCCL_ALGO=Ring", std::string("sim.fidelity=") + fid,
+                                      std::string("sim.fold=") + fold};
+    };
+    const RunResult f = run(sets("dp"));
+    expect_same(f, run(sets("none")));
+    expect_images(f, 4, 4);
   }
 }
 
