@@ -681,6 +681,9 @@ void build_pipeline(const std::string& path, const Header& h, const std::vector<
     w.peer_slots[std::size_t{r} * kPeerWidth + kNextStage] = static_cast<std::int32_t>(replica + t + tp * ((s + 1) % pp));
   }
   w.groups = groups.take();
+  // Replicas of the pipeline (MockNcclGroup's rank = i + j * TP * PP): sim.fold: dp folds them.
+  w.replica_stride = tp * pp;
+  w.replicas = w.ranks / (tp * pp);
 }
 
 }  // namespace

@@ -165,9 +165,11 @@ const std::vector<SpecKey>& spec_keys() {
                          "each after the previous step's receive) or stream (one flow per rank with all steps' bytes; every rank completes at the "
                          "ring-wide step-wise instant, exact uncongested with equal links, approximate under congestion: docs/fidelity.md "
                          "\"Streamed rings\"); the packet rung ignores it"},
-      {"sim.fold", "enum", "none", "none, or dp: simulate one data-parallel replica of a generated job whose replicas are identical on a "
-                   "non-blocking fabric; its DP collectives still cross the whole DP group's paths and the per-rank outputs stand "
-                   "for the whole job (flow and analytical rungs; docs/folding.md)"},
+      {"sim.fold", "enum", "none", "none, or dp: simulate one image of the fewest data-parallel replicas that fill whole NVLink domains and "
+                   "close every communicator (1 replica, or k with TP 4 or EP spanning replicas) of a generated job or SimAI "
+                   "file with pp > 1 whose replicas are identical on a non-blocking fabric; its DP collectives still cross the "
+                   "whole DP group's paths and the per-rank outputs stand for the whole job (flow and analytical rungs; "
+                   "docs/folding.md)"},
       {"jobs", "list", "", "several jobs sharing the cluster, its switches, queues, PFC and ECN: a list of mappings with the "
                            "jobs[].* keys (docs/jobs_and_faults.md); with it, cluster.hosts must be given and there is no "
                            "top-level workload; without it the top-level workload is the one job"},

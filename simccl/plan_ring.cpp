@@ -100,9 +100,9 @@ RankPlan NcclPlanner::plan_ring_lazy(const PlanCtx& x) const {
   }
   const CollOp op = req.op;
   const std::uint64_t chunk = z.chunk;
-  r->piece = [ci, pos = std::move(pos), bc = std::move(bc), ar, n, S, nc, chunk, op](
-                 std::uint32_t c, std::uint64_t l, std::uint32_t k, bool theirs) -> std::uint64_t {
-    const std::uint32_t from = theirs ? (pos[c] + n - 1) % n : pos[c];
+  // The piece the member at ring position `from` sends at (c, l, k).
+  const auto piece_at = [ci, bc = std::move(bc), ar, n, S, nc, chunk, op](std::uint32_t c, std::uint64_t l, std::uint32_t k,
+                                                                          std::uint32_t from) -> std::uint64_t {
     if (ar) {
       const std::uint64_t loop = chunk * n;
       const std::uint64_t L = std::min(loop, bc[c] - std::min(bc[c], l * loop));
@@ -114,6 +114,13 @@ RankPlan NcclPlanner::plan_ring_lazy(const PlanCtx& x) const {
                                                         : mod(static_cast<std::int64_t>(from) - k - 1, n);
     const std::uint64_t share = chunk_bytes(chunk_bytes(S, n, ci->rings[c][slot]), nc, c);
     return std::min(chunk, share - std::min(share, l * chunk));
+  };
+  r->piece = [piece_at, pos = std::move(pos), n](std::uint32_t c, std::uint64_t l, std::uint32_t k,
+                                                 bool theirs) -> std::uint64_t {
+    return piece_at(c, l, k, theirs ? (pos[c] + n - 1) % n : pos[c]);
+  };
+  r->member_piece = [piece_at, ci](std::uint32_t c, std::uint64_t l, std::uint32_t k, std::uint32_t m) -> std::uint64_t {
+    return piece_at(c, l, k, ci->ring_pos[c][m]);
   };
   const Proto proto = d.proto;
   r->wire = [proto](std::uint64_t data) { return wire_bytes(proto, data); };

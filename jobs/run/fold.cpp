@@ -1,5 +1,6 @@
 // Stage `fold_replicas` of `fabricsim run` (sim.fold: dp, docs/folding.md): whether the DP
 // replicas of the job may be simulated as one, and the fold map.
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -56,14 +57,14 @@ void check_fabric(const RunContext& c, const models::FoldMap& fold) {
   }
 }
 
-/// Every replica runs replica 0's program and names the images under the shift of replica 0's
-/// communicators and peers; a communicator named by both is mapped onto itself.
-void check_replicas(const RunContext& c, const models::FoldMap& fold) {
+/// Why the images of `fold` are not copies of image 0 ("" when they are): every rank of image j
+/// runs its representative's program and names the image under the shift of its
+/// representative's communicators and peers, or the same communicator when the shift maps that
+/// communicator onto itself (the DP groups; several members per image are allowed, the ring's
+/// neighbours are checked where each collective starts, GpuRankLp::check_fold_plan). A
+/// communicator that is neither (an EP group spanning images) makes a larger k necessary.
+std::string replica_problem(const RunContext& c, const models::FoldMap& fold, std::uint32_t node_gpus) {
   const models::Workload& w = c.w;
-  if (!w.shared()) {
-    refuse(c, "the generated workload has one program per rank, so its replicas are not known to be identical",
-           "keep the generator's shared programs");
-  }
   std::vector<std::int8_t> invariant(w.groups.size(), -1);  // the shift maps the group onto itself
   auto is_invariant = [&](std::int32_t g) {
     std::int8_t& v = invariant[static_cast<std::size_t>(g)];
@@ -80,8 +81,7 @@ void check_replicas(const RunContext& c, const models::FoldMap& fold) {
     if (j == 0) continue;
     const std::uint32_t r0 = fold.rep(r);
     if (w.program_of[r] != w.program_of[r0]) {
-      refuse(c, fmt::format("rank {} (replica {}) runs another program than rank {} of replica 0", r, j, r0),
-             "fold only jobs whose replicas are identical");
+      return fmt::format("rank {} (image {}) runs another program than rank {} of image 0", r, j, r0);
     }
     for (std::uint32_t i = 0; i < w.group_width; ++i) {
       const std::int32_t g = w.group_slots[std::size_t{r} * w.group_width + i];
@@ -90,18 +90,6 @@ void check_replicas(const RunContext& c, const models::FoldMap& fold) {
       bool ok = g >= 0 && g0 >= 0;
       if (ok && g == g0) {
         ok = is_invariant(g);
-        // A communicator spanning the replicas with more than one member in each (DP·CP under
-        // CP > 1): its ring has edges between two members of one replica, which the shift does not
-        // map onto a representative's own images (GpuRankLp::check_fold_plan would refuse its
-        // first collective, after the run has simulated up to it).
-        std::size_t in_rep0 = 0;
-        for (std::uint32_t m : w.groups[g].ranks) in_rep0 += fold.replica(m) == 0 ? 1 : 0;
-        if (ok && in_rep0 > 1) {
-          refuse(c, fmt::format("communicator '{}' ({} ranks) has {} members in each DP replica (its ring joins ranks of "
-                                "one replica, which the DP shift does not map onto a rank's own images)",
-                                w.groups[g].name, w.groups[g].ranks.size(), in_rep0),
-                 "fold only jobs whose DP communicators hold one rank per replica (cp: 1)");
-        }
       } else if (ok) {
         const auto& a = w.groups[g].ranks;
         const auto& b = w.groups[g0].ranks;
@@ -109,10 +97,9 @@ void check_replicas(const RunContext& c, const models::FoldMap& fold) {
         for (std::size_t k = 0; ok && k < a.size(); ++k) ok = a[k] == fold.shift(b[k], j);
       }
       if (!ok) {
-        refuse(c, fmt::format("communicator '{}' of rank {} (replica {}) is not the image of '{}' of rank {}: the replicas "
-                              "share or differ in that communicator",
-                              g >= 0 ? w.groups[g].name : "-", r, j, g0 >= 0 ? w.groups[g0].name : "-", r0),
-               "fold only jobs whose replicas talk to each other through DP communicators alone (no EP)");
+        return fmt::format("communicator '{}' of rank {} (image {}) is not the image of '{}' of rank {}: the images "
+                           "share or differ in that communicator",
+                           g >= 0 ? w.groups[g].name : "-", r, j, g0 >= 0 ? w.groups[g0].name : "-", r0);
       }
     }
     for (std::uint32_t i = 0; i < w.peer_width; ++i) {
@@ -120,12 +107,32 @@ void check_replicas(const RunContext& c, const models::FoldMap& fold) {
       const std::int32_t p0 = w.peer_slots[std::size_t{r0} * w.peer_width + i];
       if (p < 0 && p0 < 0) continue;
       if (p < 0 || p0 < 0 || static_cast<std::uint32_t>(p) != fold.shift(static_cast<std::uint32_t>(p0), j)) {
-        refuse(c, fmt::format("rank {} (replica {}) sends to or receives from rank {}, not the image of rank {}'s peer {}", r,
-                              j, p, r0, p0),
-               "fold only jobs whose replicas are identical");
+        return fmt::format("rank {} (image {}) sends to or receives from rank {}, not the image of rank {}'s peer {}", r,
+                           j, p, r0, p0);
       }
     }
   }
+  // simccl's NCCL rings (NcclPlanner::comm) visit a communicator's nodes in order, ascending
+  // inside even nodes and descending inside odd ones: with several members per node the shift
+  // maps the rings onto themselves only when it moves the nodes by an even count.
+  if (c.spec.planner == "nccl") {
+    for (std::size_t g = 0; g < invariant.size(); ++g) {
+      if (invariant[g] != 1) continue;
+      std::vector<std::uint32_t> nodes;
+      for (std::uint32_t m : w.groups[g].ranks) {
+        if (fold.simulated(m)) nodes.push_back(m / node_gpus);
+      }
+      const std::size_t members = nodes.size();
+      std::sort(nodes.begin(), nodes.end());
+      nodes.erase(std::unique(nodes.begin(), nodes.end()), nodes.end());
+      if (members > nodes.size() && nodes.size() % 2 == 1) {
+        return fmt::format("communicator '{}' has {} nodes with {} members in each image, an odd count, and NCCL's rings "
+                           "alternate direction from node to node, so the shift does not map them onto themselves",
+                           w.groups[g].name, nodes.size(), members);
+      }
+    }
+  }
+  return "";
 }
 
 }  // namespace
@@ -140,39 +147,71 @@ void fold_replicas(RunContext& c) {
     refuse(c, "compute.stragglers / compute.straggler_dist make the DP replicas' compute differ",
            "drop the stragglers");
   }
-  if (!c.gen.used) {
-    refuse(c, "needs a generated workload (workload.generator): a trace's per-rank programs are not known to be identical "
-              "replicas",
-           "generate the job");
+  // The replica layout: a generated job's sizes (rank order tp-cp-dp-pp), or the reader's (a
+  // SimAI file with pp > 1: tp-pp-dp).
+  std::uint32_t below = 0, dp = 0;  // ranks below the DP index, DP
+  if (c.gen.used) {
+    below = c.gen.tp * c.gen.cp;
+    dp = c.gen.replicas;
+    if (below * dp * c.gen.pp != c.w.ranks) throw engine::InternalError("fold: the generated job's sizes do not match its ranks");
+  } else if (c.w.replica_stride > 0 && c.w.replicas > 0) {
+    below = c.w.replica_stride;
+    dp = c.w.replicas;
+  } else {
+    refuse(c, "the workload's data-parallel replicas are not known (a Chakra trace, or a SimAI file with pp: 1, has one "
+              "program per rank)",
+           "generate the job, or give a SimAI file with pp > 1");
+  }
+  if (!c.w.shared()) {
+    refuse(c, "the workload has one program per rank, so its replicas are not known to be identical",
+           "keep the generator's shared programs");
   }
   if (c.ring_flows == models::RingFlows::kStream && c.stream_applies) {
     refuse(c, "sim.ring_flows: stream passes its completion tokens rank to rank around the whole DP ring",
            "use sim.ring_flows: step");
   }
-  if (c.gen.ep > 1) {
-    refuse(c, fmt::format("EP {} carves its expert groups out of the DP replicas, so replicas exchange tokens", c.gen.ep),
-           "use ep 1");
-  }
-  models::FoldMap fold;
-  fold.world = c.gen.tp * c.gen.cp * c.gen.replicas * c.gen.pp;
-  fold.stride = c.gen.tp * c.gen.cp;
-  fold.replicas = c.gen.replicas;
-  if (fold.world != c.w.ranks) throw engine::InternalError("fold: the generated job's sizes do not match its ranks");
-  if (fold.replicas <= 1) {
+  if (below * dp == 0 || c.w.ranks % (below * dp) != 0) throw engine::InternalError("fold: replica layout does not divide the ranks");
+  if (dp <= 1) {
     c.log->info("sim.fold: dp with DP 1: nothing to fold");
     return;
   }
   const models::Topology& t = *c.topo;
   std::uint32_t domain = 0;  // GPUs in GPU 0's NVLink domain
   for (std::uint32_t g = 0; g < t.num_gpus(); ++g) domain += t.domain_of(g) == t.domain_of(0) ? 1 : 0;
-  if (fold.stride % domain != 0) {
-    refuse(c, fmt::format("a replica's pipeline stage (TP·CP = {} GPUs) does not fill whole NVLink domains of {} GPUs, so the "
-                          "replicas share hosts",
-                          fold.stride, domain),
-           "make tp*cp a multiple of the GPUs per NVLink domain");
+  // k: the fewest consecutive DP replicas that fill whole NVLink domains and close every
+  // communicator the shift does not map onto itself (EP groups carved out of DP). k = DP folds
+  // nothing: refused with the reason k = 1 (or the smallest k filling domains) failed.
+  models::FoldMap fold;
+  std::string problem;
+  bool fills = false;
+  for (std::uint32_t k = 1; k < dp; ++k) {
+    if (dp % k != 0) continue;
+    models::FoldMap f;
+    f.world = c.w.ranks;
+    f.stride = below * k;
+    f.replicas = dp / k;
+    f.block = k;
+    if (f.stride % domain != 0) continue;
+    fills = true;
+    std::string why = replica_problem(c, f, std::max(domain, t.spec().gpus_per_host));
+    if (why.empty()) {
+      fold = f;
+      break;
+    }
+    if (problem.empty()) problem = std::move(why);
+  }
+  if (!fold.active()) {
+    if (!fills) {
+      refuse(c, fmt::format("no group of fewer than DP = {} replicas ({} GPUs each) fills whole NVLink domains of {} GPUs, "
+                            "so the folded images would share hosts",
+                            dp, below, domain),
+             "make the GPUs of a replica's pipeline stage (tp*cp) a multiple of the GPUs per NVLink domain");
+    }
+    refuse(c, "no group of fewer than DP = " + std::to_string(dp) + " replicas is closed under the job's communicators: " +
+                  problem,
+           "fold only jobs whose replicas are identical and talk across replica groups through DP communicators alone");
   }
   check_fabric(c, fold);
-  check_replicas(c, fold);
   c.fold = fold;
   for (std::uint32_t g = 0; g < fold.world; ++g) {
     if (t.leaf_of(g) == t.leaf_of(fold.rep(g))) continue;
@@ -183,7 +222,8 @@ void fold_replicas(RunContext& c) {
                           g, t.leaf_of(g), fold.rep(g), t.leaf_of(fold.rep(g))),
            "put all hosts of a rail on one leaf (cluster.nics_per_leaf >= hosts)");
   }
-  c.log->info("sim.fold: dp: {} replicas of {} ranks simulated as one", fold.replicas, fold.world / fold.replicas);
+  c.log->info("sim.fold: dp: {} images of {} DP replica(s) ({} ranks each) simulated as one", fold.replicas, fold.block,
+              fold.world / fold.replicas);
 }
 
 }  // namespace fabricsim::jobs::run_stages

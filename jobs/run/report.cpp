@@ -213,8 +213,13 @@ void summary_head(const RunContext& c, std::ostream& out) {
     } else {
       how = "exact: every replica on its representative's leaves, no flow between switches";
     }
-    out << fmt::format("fold:      dp, {} replicas of {} ranks simulated as 1 ({}; docs/folding.md)\n", c.fold.replicas,
-                       c.fold.world / c.fold.replicas, how);
+    if (c.fold.block == 1) {
+      out << fmt::format("fold:      dp, {} replicas of {} ranks simulated as 1 ({}; docs/folding.md)\n", c.fold.replicas,
+                         c.fold.world / c.fold.replicas, how);
+    } else {
+      out << fmt::format("fold:      dp, {} images of {} DP replicas ({} ranks each) simulated as 1 ({}; docs/folding.md)\n",
+                         c.fold.replicas, c.fold.block, c.fold.world / c.fold.replicas, how);
+    }
   }
   if (gen.infer.used) {
     inference_lines(c, out);
@@ -538,6 +543,7 @@ std::string summary_json(const RunContext& c) {
   j["threads"] = c.spec.threads;
   j["fidelity"] = models::fidelity_name(c.fidelity);
   j["fold_replicas"] = c.fold.active() ? c.fold.replicas : 1;
+  j["fold_block"] = c.fold.active() ? c.fold.block : 1;  // DP replicas simulated whole per image
   j["ranks"] = c.w.ranks;
   j["workload"] = c.w.source;
   j["format"] = c.w.format;

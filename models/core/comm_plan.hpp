@@ -100,6 +100,10 @@ struct LazyChannelRing {
   /// Data bytes this rank (theirs = false) or its predecessor (theirs = true) sends at loop l,
   /// step k of channel c (deterministic, pure).
   std::function<std::uint64_t(std::uint32_t c, std::uint64_t l, std::uint32_t k, bool theirs)> piece;
+  /// Data bytes that member m of the communicator (index into its rank list) sends at loop l,
+  /// step k of channel c (deterministic, pure): the slices of a mirrored sender under sim.fold: dp
+  /// (GpuRankLp::mirrored_channel_message, docs/folding.md).
+  std::function<std::uint64_t(std::uint32_t c, std::uint64_t l, std::uint32_t k, std::uint32_t m)> member_piece;
   /// Bytes on the wire for `data` payload bytes (the protocol's efficiency).
   std::function<std::uint64_t(std::uint64_t data)> wire;
   /// The equivalent materialized plan.

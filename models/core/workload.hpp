@@ -100,6 +100,12 @@ struct Workload {
   std::uint32_t peer_width = 0;                 ///< peer slots per rank (shared programs)
   std::vector<std::int32_t> group_slots;        ///< ranks x group_width global group indices
   std::vector<std::int32_t> peer_slots;         ///< ranks x peer_width global ranks
+  /// Rank layout of the data-parallel replicas when the producer knows it (sim.fold: dp,
+  /// docs/folding.md): rank = inner + replica_stride·(dp + replicas·outer), inner < replica_stride,
+  /// dp < replicas. Set by the SimAI reader for pp > 1 (stride TP·PP: its order is tp-pp-dp); a
+  /// generated job's comes from its sizes (stride TP·CP, order tp-cp-dp-pp); 0: not known.
+  std::uint32_t replica_stride = 0;
+  std::uint32_t replicas = 0;  ///< DP (see replica_stride); 0: not known
 
   /// True if programs are shared (program_of is set).
   bool shared() const { return !program_of.empty(); }

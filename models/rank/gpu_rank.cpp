@@ -349,35 +349,32 @@ void GpuRankLp::start_collective(std::uint32_t n, Context& ctx) {
 
 void GpuRankLp::check_fold_plan(const RankPlan& plan, const std::vector<std::uint32_t>& members) const {
   bool crosses = false;
-  for (std::uint32_t m : members) crosses = crosses || fold_->replica(m) != 0;
+  for (std::uint32_t m : members) crosses = crosses || !fold_->simulated(m);
   if (!crosses) return;
-  // A ring step to rank next (replica j) is delivered as its image into this rank: the message
-  // from this rank's image in replica -j, which must be this rank's ring predecessor.
-  auto ring_ok = [&](std::uint32_t next, std::uint32_t prev) {
-    return fold_->rep(next) == id_ && fold_->rep(prev) == id_ &&
-           (fold_->replica(next) + fold_->replica(prev)) % fold_->replicas == 0;
-  };
+  // A ring step to a rank of image j is delivered as its image under sigma^-j (FoldMap::mirror);
+  // that is the receiver's ring message when the rings commute with the shift, which each
+  // arrival checks (fold_ring_mismatch).
+  if (plan.lazy_ring || plan.lazy_channels) return;
   const char* kind = "a materialized plan (Tree, chain or all-to-all)";
-  if (plan.lazy_ring) {
-    if (ring_ok(plan.lazy_ring->next, plan.lazy_ring->prev)) return;
-    kind = "a ring whose neighbours are not this rank's DP images";
-  } else if (plan.lazy_channels) {
-    bool ok = true;
-    for (std::uint32_t c = 0; c < plan.lazy_channels->channels; ++c) {
-      ok = ok && ring_ok(plan.lazy_channels->next[c], plan.lazy_channels->prev[c]);
-    }
-    if (ok) return;
-    kind = "a ring whose neighbours are not this rank's DP images";
-  } else if (plan.lazy_tree) {
+  if (plan.lazy_tree) {
     kind = "an NCCL Tree";
   } else if (plan.lazy_nvls) {
     kind = "NVLS";
   }
   throw engine::InputError("spec", "sim.fold",
                            "rank " + std::to_string(id_) + ": a collective on a communicator of " +
-                               std::to_string(members.size()) + " ranks spanning the DP replicas is planned as " + kind +
+                               std::to_string(members.size()) + " ranks spanning the folded images is planned as " + kind +
                                ", which the DP shift does not map onto itself",
                            "set nccl.NCCL_ALGO: Ring (or simccl.planner: ring), or sim.fold: none");
+}
+
+void GpuRankLp::fold_ring_mismatch(std::uint64_t key, std::uint32_t node) const {
+  throw engine::InputError("spec", "sim.fold",
+                           "rank " + std::to_string(id_) + ": the ring of collective node " + std::to_string(node) +
+                               " does not commute with the DP shift (a message from rank " + std::to_string(key >> 32) +
+                               " tag " + std::to_string(key & 0xFFFFFFFFu) +
+                               " is no ring step of this rank), so its images cannot stand for the other replicas",
+                           "set simccl.planner: ring, or sim.fold: none");
 }
 
 void GpuRankLp::begin_collective(std::uint32_t slot, Context& ctx) {
@@ -586,6 +583,20 @@ void GpuRankLp::start_lazy_channels(std::uint32_t slot, Context& ctx) {
     r.first(c, st.cursor[c]);
   }
   st.ring_got.assign(st.got_word.back(), 0);
+  st.mirror_from.clear();
+  if (fold_ != nullptr) {
+    // sim.fold: dp: the member index of the rank whose sends arrive mirrored on each channel (the
+    // representative of a predecessor in another image), where that is not this rank.
+    const auto& members = workload_->groups[st.group].ranks;
+    for (std::uint32_t c = 0; c < r.channels; ++c) {
+      const std::uint32_t from = fold_->simulated(r.prev[c]) ? id_ : fold_->rep(r.prev[c]);
+      if (from == id_) continue;
+      if (st.mirror_from.empty()) st.mirror_from.assign(r.channels, kNoMember);
+      const auto it = std::find(members.begin(), members.end(), from);
+      if (it == members.end() || !r.member_piece) fold_ring_mismatch(std::uint64_t{r.prev[c]} << 32, st.node);
+      st.mirror_from[c] = static_cast<std::uint32_t>(it - members.begin());
+    }
+  }
   std::vector<std::uint64_t> early;
   early.swap(st.early);
   st.started = false;  // channel_message only records these
@@ -726,6 +737,7 @@ void GpuRankLp::channel_arrived(std::uint32_t slot, std::uint64_t key, Context& 
   }
   if (!r.decode(static_cast<std::uint32_t>(key & 0xFFFFFFFFu), c, rs) || (key >> 32) != r.prev[c] ||
       (st.ring_got[st.got_word[c] + rs / 64] >> (rs % 64) & 1u)) {
+    if (fold_ != nullptr) fold_ring_mismatch(key, st.node);
     throw engine::InternalError("rank " + std::to_string(id_) + ": message from rank " + std::to_string(key >> 32) +
                                 " tag " + std::to_string(key & 0xFFFFFFFFu) +
                                 " matches no open receive of collective node " + std::to_string(st.node));
@@ -754,16 +766,19 @@ bool GpuRankLp::mirrored_channel_message(std::uint32_t slot, std::uint64_t key, 
   const auto k = static_cast<std::uint32_t>((rest / r.max_slices) % r.steps);
   const std::uint64_t l = rest / (std::uint64_t{r.max_slices} * r.steps);
   if (l >= r.nloops[c]) return false;
-  const std::uint32_t ns = r.nslices(r.piece(c, l, k, false));
+  // The simulated sender: this rank when the communicator has one member per image, else the
+  // representative of its predecessor (start_lazy_channels: st.mirror_from).
+  const std::uint32_t from = st.mirror_from.empty() ? kNoMember : st.mirror_from[c];
+  const std::uint32_t ns = r.nslices(from == kNoMember ? r.piece(c, l, k, false) : r.member_piece(c, l, k, from));
   const std::uint32_t nr = r.nslices(r.piece(c, l, k, true));
   if (ns == nr) return false;  // the ordinary receive
   // The predecessor's piece at (l, k) has another slice count than this rank's (a ring's pieces
   // differ where the buffer does not split evenly): its slices j < min(ns, nr) arrive with this
   // rank's slices j, and the rest with this rank's last slice.
-  std::uint32_t from = j, to = j + 1;
-  if (j >= nr) from = to = 0;
-  if (j + 1 == ns && nr > ns) to = nr;
-  for (std::uint32_t x = from; x < to; ++x) {
+  std::uint32_t lo = j, hi = j + 1;
+  if (j >= nr) lo = hi = 0;
+  if (j + 1 == ns && nr > ns) hi = nr;
+  for (std::uint32_t x = lo; x < hi; ++x) {
     const std::uint64_t rs = r.recv_index(l, k, x);
     std::uint64_t& word = st.ring_got[st.got_word[c] + rs / 64];
     if (word >> (rs % 64) & 1u) {
@@ -864,6 +879,7 @@ void GpuRankLp::coll_message(std::uint32_t slot, std::uint64_t key, Context& ctx
     const std::uint64_t k = key & 0xFFFFFFFFu;
     if ((key >> 32) != st.ring_prev || k >= st.ring_steps ||
         st.ring_has(k)) {
+      if (fold_ != nullptr) fold_ring_mismatch(key, st.node);
       throw engine::InternalError("rank " + std::to_string(id_) + ": message from rank " + std::to_string(key >> 32) +
                                   " tag " + std::to_string(k) + " matches no open receive of ring collective node " +
                                   std::to_string(st.node));

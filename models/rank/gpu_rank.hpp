@@ -154,10 +154,10 @@ class GpuRankLp final : public engine::Lp, private NicOwner {
   /// Call before init().
   void set_ring_flows(RingFlows f) { ring_flows_ = f; }
   /// sim.fold: dp (docs/folding.md): this rank is a representative of the folded DP replicas.
-  /// Its arrivals for ranks of other replicas are delivered as their images into replica 0
-  /// (FoldMap::mirror), and a collective on a communicator spanning replicas must be a ring whose
-  /// successor and predecessor are this rank's images (the shift's symmetry); any other plan is
-  /// refused when the collective starts (engine::InputError naming sim.fold). `fold` outlives the
+  /// Its arrivals for ranks of other images are delivered as their images into image 0
+  /// (FoldMap::mirror), and a collective on a communicator spanning images must be a ring that
+  /// commutes with the shift (checked at each arrival); any other plan is refused when the
+  /// collective starts (engine::InputError naming sim.fold). `fold` outlives the
   /// LP; null or inactive: no folding. Call before init().
   void set_fold(const FoldMap* fold) { fold_ = fold != nullptr && fold->active() ? fold : nullptr; }
   /// Starts sampling the NVLink (port 0) and NIC (port 1) egress bytes in bins of `bin_ps` (ps).
@@ -242,6 +242,9 @@ class GpuRankLp final : public engine::Lp, private NicOwner {
     std::vector<RingCursor> cursor;
     std::vector<std::uint64_t> got_word;
     std::vector<std::uint8_t> in_flight;
+    /// sim.fold: dp: per channel the member index of the simulated rank whose sends arrive
+    /// mirrored (kNoMember: this rank's own); empty: every channel's is this rank.
+    std::vector<std::uint32_t> mirror_from;
     /// Lazy Tree / NVLS (RankPlan::lazy_tree, lazy_nvls): per op, bits 0-3 unmet deps, then kTreePosted /
     /// kTreeArrived / kTreeDone (1 B per op instead of the materialized plan's ~60 B).
     std::vector<std::uint8_t> tree_state;
@@ -393,6 +396,11 @@ class GpuRankLp final : public engine::Lp, private NicOwner {
   /// Folded runs: throws engine::InputError unless the collective of `plan` on `members` is
   /// foldable (see set_fold).
   void check_fold_plan(const RankPlan& plan, const std::vector<std::uint32_t>& members) const;
+  /// sim.fold: dp: a ring message `key` (src << 32 | tag) of collective node `node` that is no
+  /// ring step of this rank: the ring does not commute with the shift. @throws engine::InputError
+  /// naming sim.fold (always).
+  [[noreturn]] void fold_ring_mismatch(std::uint64_t key, std::uint32_t node) const;
+  static constexpr std::uint32_t kNoMember = 0xFFFFFFFFu;
   /// Folded runs: a ring-family message from this rank's mirrored predecessor (key = sender << 32
   /// | tag, the tag of this rank's own send) whose piece has another slice count than the
   /// predecessor's: marks the predecessor's slices it stands for. @returns false when the message

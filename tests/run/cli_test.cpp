@@ -258,7 +258,7 @@ TEST_F(Cli, ShapeTableAndFoldErrorsNameTheKeyAndTheFix) {
   bad_spec(gpt + "    tp: 8\n    dp: 2\n", "sim:\n  fidelity: analytical\n  fold: dp\ncompute:\n  stragglers: 9:1.5\n",
            {"sim.fold", "make the DP replicas' compute differ", "drop the stragglers", "or set sim.fold: none"});
   bad_spec("    model: mixtral-8x7b\n    layers: 2\n    dp: 2\n    ep: 2\n", "sim:\n  fidelity: analytical\n  fold: dp\n",
-           {"sim.fold", "EP 2 carves its expert groups out of the DP replicas", "or set sim.fold: none"});
+           {"sim.fold", "no group of fewer than DP = 2 replicas", "or set sim.fold: none"});
   fs::remove(spec);
 }
 

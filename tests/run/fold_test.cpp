@@ -5,6 +5,7 @@
 
 #include <mpi.h>
 
+#include <fstream>
 #include <string>
 #include <vector>
 
@@ -81,6 +82,94 @@ TEST(Fold, SameAcrossProcessesAndThreads) {
   }
 }
 
+/// The folded images hold k > 1 DP replicas (docs/folding.md, "k replicas per image").
+void expect_images(const RunResult& folded, std::uint32_t images, std::uint32_t k) {
+  EXPECT_NE(folded.summary_text.find("fold:      dp, " + std::to_string(images) + " images of " + std::to_string(k) +
+                                     " DP replicas"),
+            std::string::npos)
+      << folded.summary_text;
+}
+
+// TP 4 on 8-GPU hosts (MLPerf GPT-3's TP): one replica's stage fills half a host, so images of
+// k = 4 replicas (2 hosts: NCCL's rings alternate direction from host to host, so the shift must
+// move an even number of hosts) are simulated whole, their DP rings have 4 members per image.
+TEST(Fold, Tp4ImagesOfFourReplicasMatchUnfolded) {
+  for (const char* fid : {"flow", "analytical"}) {
+    auto full = job(8, fid, "none"), folded = job(8, fid, "dp");
+    for (auto* v : {&full, &folded}) v->push_back("workload.generator.tp=4");
+    const RunResult f = run(folded);
+    expect_same(f, run(full));
+    expect_images(f, 2, 4);
+  }
+}
+
+// CP 2 (TP 8 x CP 2, Llama 3 405B's layout): the DP·CP gradient communicator holds 2 ranks of
+// each replica (one per host), simulated as the image's own ring edge; k = 1.
+TEST(Fold, Cp2DpCpRingMatchesUnfolded) {
+  for (const char* fid : {"flow", "analytical"}) {
+    auto full = job(4, fid, "none"), folded = job(4, fid, "dp");
+    for (auto* v : {&full, &folded}) {
+      v->push_back("workload.generator.cp=2");
+      v->push_back("workload.generator.attention=flash");
+    }
+    const RunResult f = run(folded);
+    expect_same(f, run(full));
+    EXPECT_NE(f.summary_text.find("fold:      dp, 4 replicas of 32 ranks simulated as 1"), std::string::npos)
+        << f.summary_text;
+  }
+}
+
+/// A small MoE (2 layers, 8 experts, top-2) with TP 2, PP 2, EP `ep` carved out of the stage's
+/// TP·DP ranks, on 8-GPU hosts of a non-blocking rail-optimized fabric.
+std::vector<std::string> moe(std::uint32_t dp, std::uint32_t ep, const std::string& fidelity, const std::string& fold) {
+  return {"workload.generator.model=custom", "workload.generator.layers=2", "workload.generator.hidden=1024",
+          "workload.generator.heads=8", "workload.generator.kv_heads=8", "workload.generator.ffn=swiglu",
+          "workload.generator.ffn_hidden=2048", "workload.generator.experts=16", "workload.generator.top_k=2",
+          "workload.generator.vocab=32768", "workload.generator.gpu=H100", "workload.generator.tp=2",
+          "workload.generator.pp=2", "workload.generator.ep=" + std::to_string(ep),
+          "workload.generator.dp=" + std::to_string(dp), "workload.generator.global_batch=" + std::to_string(2 * dp),
+          "workload.generator.seq_len=2048", "workload.generator.zero=1", "nccl.NCCL_ALGO=Ring",
+          "sim.fidelity=" + fidelity, "sim.fold=" + fold};
+}
+
+// EP 8 over TP 2: an expert group spans 4 DP replicas (one host per stage), which would close
+// the expert groups, but the DP rings then have 4 members on one host per image, an odd host
+// count for NCCL's alternating rings; so images of k = 8 replicas (2 hosts per stage), inside
+// which the expert all-to-alls run whole; the expert-DP groups map onto themselves.
+TEST(Fold, EpSpanningReplicasMatchesUnfolded) {
+  for (const char* fid : {"flow", "analytical"}) {
+    const RunResult f = run(moe(16, 8, fid, "dp"));
+    expect_same(f, run(moe(16, 8, fid, "none")));
+    expect_images(f, 2, 8);
+  }
+}
+
+// A SimAI workload file with pp > 1 (SimAI's rank order tp-pp-dp, its EP groups 4 consecutive DP
+// replicas of one (tp, stage) position, DP_EP groups every 4th): TP 2, PP 2, EP 4, GA 2 on 64
+// GPUs, DP 16. Images of k = 4 replicas (2 hosts) close the EP groups; DP rings have 2 members
+// on each of the image's 2 hosts.
+TEST(Fold, SimaiPipelineFileMatchesUnfolded) {
+  const std::string path = ::testing::TempDir() + "fold_simai_pp2_ep4.txt";
+  {
+    std::ofstream f(path);
+    f << "HYBRID_TRANSFORMER_FWD_IN_BCKWD model_parallel_NPU_group: 2 ep: 4 pp: 2 vpp: 1 ga: 2 all_gpus: 64 "
+         "checkpoints: 0 checkpoint_initiates: 0 pp_comm 1048576\n4\n"
+         "embedding_layer\t-1\t600000\tALLREDUCE\t1048576\t1\tNONE\t0\t300000\tNONE\t0\t100\n"
+         "attention_column\t-1\t1750840\tALLGATHER\t1048576\t875420\tREDUCESCATTER\t1048576\t875420\tNONE\t0\t100\n"
+         "mlp_moelayer\t-1\t3000000\tALLTOALL_EP\t524288\t3000000\tALLTOALL_EP\t524288\t1\tREDUCESCATTER\t2097152\t100\n"
+         "moe_grad\t-1\t1\tNONE\t0\t1\tNONE\t0\t1\tALLGATHER_DP_EP\t4194304\t100\n";
+  }
+  for (const char* fid : {"flow", "analytical"}) {
+    auto sets = [&](const char* fold) {
+      return std::vector<std::string>{"workload.path=" + path, "nccl.NCCL_ALGO=Ring", std::string("sim.fidelity=") + fid,
+                                      std::string("sim.fold=") + fold};
+    };
+    const RunResult f = run(sets("dp"));
+    expect_same(f, run(sets("none")));
+    expect_images(f, 4, 4);
+  }
+}
+
 /// The InputError message of a run that must be refused ("" if it ran).
 std::string refusal(std::vector<std::string> sets) {
   try {
@@ -106,11 +195,14 @@ TEST(Fold, RefusedWhereReplicasShareOrDiffer) {
   const std::string m2 = refusal(job(4, "packet", "dp"));
   EXPECT_NE(m2.find("sim.fold: dp: the packet rung"), std::string::npos) << m2;
 
-  auto tp4 = job(4, "flow", "dp");
+  // TP 4 on 8-GPU hosts with DP 3: no group of fewer than 3 replicas fills whole hosts.
+  auto tp4 = job(3, "flow", "dp");
   tp4.push_back("workload.generator.tp=4");
-  tp4.push_back("workload.generator.global_batch=16");
+  tp4.push_back("workload.generator.global_batch=12");
   const std::string m3 = refusal(tp4);
-  EXPECT_NE(m3.find("does not fill whole NVLink domains"), std::string::npos) << m3;
+  EXPECT_NE(m3.find("no group of fewer than DP = 3 replicas (4 GPUs each) fills whole NVLink domains of 8 GPUs"),
+            std::string::npos)
+      << m3;
 
   // NCCL's Tree for the DP all-reduce (DDP, small buckets, many nodes) is not a ring: refused
   // when the collective starts.
@@ -121,16 +213,13 @@ TEST(Fold, RefusedWhereReplicasShareOrDiffer) {
   EXPECT_NE(m4.find("sim.fold"), std::string::npos) << m4;
   EXPECT_NE(m4.find("an NCCL Tree"), std::string::npos) << m4;
 
-  // CP 2 (TP 4 x CP 2 fill a host): the DP·CP group (DP 4 x CP 2 = 8 ranks) holds 2 ranks of
-  // each replica, so its ring joins two ranks of one replica: refused before the run, one line
-  // naming the group.
-  auto cp2 = job(4, "analytical", "dp");
-  for (const char* s : {"workload.generator.cp=2", "workload.generator.attention=flash", "workload.generator.tp=4"}) {
-    cp2.push_back(s);
-  }
-  const std::string m6 = refusal(cp2);
-  EXPECT_NE(m6.find("sim.fold: dp: communicator"), std::string::npos) << m6;
-  EXPECT_NE(m6.find("(8 ranks) has 2 members in each DP replica"), std::string::npos) << m6;
+  // EP 16 = TP 2 x DP 8: every expert group spans all 8 replicas. Images of 2 or 4 replicas
+  // split it (k = 2: not an image of itself), or, with 2 images, leave it mapped onto itself with
+  // 4 members per image on one host, where NCCL's alternating rings do not commute with the shift.
+  const std::string m6 = refusal(moe(8, 16, "analytical", "dp"));
+  EXPECT_NE(m6.find("sim.fold: dp: no group of fewer than DP = 8 replicas is closed under the job's communicators: "),
+            std::string::npos)
+      << m6;
   EXPECT_NE(m6.find("or set sim.fold: none"), std::string::npos) << m6;
   EXPECT_EQ(m6.find('\n'), std::string::npos) << m6;
 }
