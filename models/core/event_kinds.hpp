@@ -31,7 +31,7 @@ enum RankEventKind : std::uint32_t {
   kEvRingStreamDone,  ///< self: a streamed ring collective completes (payload: slot; ring_stream.hpp)
   kEvRingToken,       ///< GPU -> GPU: a streamed ring's completion token (payload: RingToken; ring_stream.hpp)
   kEvSendLaunch,      ///< self: a workload send's start-up latency elapsed (payload: node index)
-  kEvStepDelay,       ///< self: a collective send's P2pOp::delay_ps elapsed (payload: GpuRankLp::StepDelay)
+  kEvStepDelay,       ///< self: a collective op's P2pOp::delay_ps elapsed (a send starts, a materialized receive completes; payload: GpuRankLp::StepDelay)
   kEvHostDone,        ///< self: a host (CPU-side) compute node finished (payload: node index)
   kEvRecvDelay,       ///< self: a lazy channel ring's receive completes after its hop latency (payload: GpuRankLp::RecvDelay)
   kRankEventEnd,      ///< one past the family's last kind

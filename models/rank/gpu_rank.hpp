@@ -340,8 +340,8 @@ class GpuRankLp final : public engine::Lp, private NicOwner {
   void channel_send(std::uint32_t slot, std::uint32_t c, engine::Context& ctx);
   /// Puts channel c's next send on the wire.
   void channel_start(std::uint32_t slot, std::uint32_t c, engine::Context& ctx);
-  /// Payload of kEvStepDelay: the collective's slot and the send (op index; channel for a lazy
-  /// channel ring) whose P2pOp::delay_ps elapsed.
+  /// Payload of kEvStepDelay: the collective's slot and the op (a send, or a materialized
+  /// receive; op index) whose P2pOp::delay_ps elapsed.
   struct StepDelay {
     std::uint32_t slot = 0, idx = 0;
   };
