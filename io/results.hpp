@@ -149,9 +149,9 @@ struct LinkTotalRecord {
 /// One entry of the spec's `faults:` list as simulated (dataset /faults, schema 5). Ordered by
 /// index.
 struct FaultRecord {
-  std::uint32_t index = 0;          ///< position in the spec's faults: list
-  std::string kind;                 ///< "link_down", "ber" or "degrade"
-  std::uint32_t node_a = 0, node_b = 0;  ///< LP ids of the link's two switches
+  std::uint32_t index = 0;          ///< position in the spec's faults: list (a nic_down or switch_down entry has one row per link)
+  std::string kind;                 ///< "link_down", "ber", "degrade", "nic_down" or "switch_down"
+  std::uint32_t node_a = 0, node_b = 0;  ///< LP ids of the link's two ends (for nic_down / switch_down: the GPU or switch, then its peer)
   engine::SimTime time_ps = 0;      ///< start
   engine::SimTime until_ps = -1;    ///< end (exclusive), -1 = the rest of the run
   engine::SimTime reconverge_ps = 0;  ///< link_down: detect + converge

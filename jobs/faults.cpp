@@ -14,7 +14,8 @@ using models::FaultKind;
 
 namespace {
 
-const char* const kFix = "each entry: {time: T, target: NODE-NODE, kind: link_down|ber|degrade, ...} "
+const char* const kFix = "each entry: {time: T, target: NODE-NODE, kind: link_down|ber|degrade, ...} or "
+                         "{time: T, target: gpu3, kind: nic_down} or {time: T, target: spine1, kind: switch_down} "
                          "(docs/jobs_and_faults.md)";
 
 SimTime parse_fault_time(const std::string& v, const std::string& file, const std::string& field) {
@@ -45,7 +46,8 @@ std::vector<FaultEntry> parse_faults(const YAML::Node& node, const std::string& 
       static const std::set<std::string> known = {"time", "target", "kind", "until", "detect", "converge", "ber", "rate"};
       if (!known.count(k)) {
         throw InputError(file, at + "." + k, "unknown key",
-                         "use time, target, kind, until, detect, converge (link_down), ber (ber) or rate (degrade)");
+                         "use time, target, kind, until, detect, converge (link_down, nic_down, switch_down), ber (ber) "
+                         "or rate (degrade)");
       }
       if (!kv.second.IsScalar()) throw InputError(file, at + "." + k, "must be a single value", kFix);
       keys.insert(k);
@@ -57,24 +59,26 @@ std::vector<FaultEntry> parse_faults(const YAML::Node& node, const std::string& 
     FaultEntry f;
     f.file = file;
     const std::string kind = str("kind");
-    if (kind == "link_down") {
+    f.kind = kind;
+    if (kind == "link_down" || kind == "nic_down" || kind == "switch_down") {
       f.fault.kind = FaultKind::kLinkDown;
+      f.scope = kind == "nic_down" ? FaultScope::kNic : kind == "switch_down" ? FaultScope::kSwitch : FaultScope::kLink;
     } else if (kind == "ber") {
       f.fault.kind = FaultKind::kBer;
     } else if (kind == "degrade") {
       f.fault.kind = FaultKind::kDegrade;
     } else {
       throw InputError(file, at + ".kind", "'" + engine::printable(kind) + "' is not a fault kind",
-                       "use link_down, ber or degrade");
+                       "use link_down, ber, degrade, nic_down or switch_down");
     }
     const auto only = [&](const char* k, FaultKind for_kind, const char* kname) {
       if (keys.count(k) && f.fault.kind != for_kind) {
         throw InputError(file, at + "." + k, "applies to kind " + std::string(kname) + " only",
-                         "delete it, or use kind: " + std::string(kname));
+                         "delete it, or use kind " + std::string(kname));
       }
     };
-    only("detect", FaultKind::kLinkDown, "link_down");
-    only("converge", FaultKind::kLinkDown, "link_down");
+    only("detect", FaultKind::kLinkDown, "link_down, nic_down or switch_down");
+    only("converge", FaultKind::kLinkDown, "link_down, nic_down or switch_down");
     only("ber", FaultKind::kBer, "ber");
     only("rate", FaultKind::kDegrade, "degrade");
     f.fault.at_ps = parse_fault_time(str("time"), file, at + ".time");
@@ -86,13 +90,22 @@ std::vector<FaultEntry> parse_faults(const YAML::Node& node, const std::string& 
     }
     f.target = str("target");
     const auto dash = f.target.find('-');
-    if (dash == std::string::npos || dash == 0 || dash + 1 == f.target.size() ||
+    if (f.scope != FaultScope::kLink) {
+      const bool nic = f.scope == FaultScope::kNic;
+      if (f.target.empty() || dash != std::string::npos) {
+        throw InputError(file, at + ".target", "'" + engine::printable(f.target) + "' is not one node",
+                         nic ? "kind nic_down takes the GPU whose NIC fails, e.g. target: gpu3 (fabricsim topo lists them)"
+                             : "kind switch_down takes one Ethernet switch, e.g. target: spine1 (fabricsim topo lists them)");
+      }
+      f.node_a = f.target;
+    } else if (dash == std::string::npos || dash == 0 || dash + 1 == f.target.size() ||
         f.target.find('-', dash + 1) != std::string::npos) {
       throw InputError(file, at + ".target", "'" + engine::printable(f.target) + "' is not NODE-NODE",
-                       "name a link by its two switches, e.g. leaf0-spine1 (fabricsim topo lists them)");
+                       "name a link by its two ends, e.g. leaf0-spine1 (fabricsim topo lists them)");
+    } else {
+      f.node_a = f.target.substr(0, dash);
+      f.node_b = f.target.substr(dash + 1);
     }
-    f.node_a = f.target.substr(0, dash);
-    f.node_b = f.target.substr(dash + 1);
     if (f.fault.kind == FaultKind::kLinkDown) {
       // Defaults: round placeholders, not measurements; set them from the fabric's BFD/BGP timers.
       const SimTime detect = keys.count("detect") ? parse_fault_time(str("detect"), file, at + ".detect") : 100'000'000;
@@ -125,16 +138,54 @@ std::vector<models::LinkFault> resolve_faults(const std::vector<FaultEntry>& ent
         if (topo.node_name(n) == name) return n;
       }
       throw InputError(e.file, field, "there is no node '" + engine::printable(name) + "' in this cluster",
-                       "name two switches that share a link, e.g. leaf0-spine1 (fabricsim topo lists them)");
+                       e.scope == FaultScope::kNic      ? "name a GPU, e.g. gpu3 (fabricsim topo lists them)"
+                       : e.scope == FaultScope::kSwitch ? "name an Ethernet switch, e.g. spine1 (fabricsim topo lists them)"
+                                                        : "name two nodes that share a link, e.g. leaf0-spine1 (fabricsim topo lists them)");
     };
-    const engine::LpId a = find(e.node_a), b = find(e.node_b);
     const auto eth = [&](engine::LpId n) {
       const models::NodeKind k = topo.kind(n);
       return k == models::NodeKind::kLeaf || k == models::NodeKind::kSpine || k == models::NodeKind::kCore;
     };
-    if (!eth(a) || !eth(b)) {
-      throw InputError(e.file, field, "'" + engine::printable(e.target) + "' is not a link between two Ethernet switches",
-                       "faults take switch-to-switch links, e.g. leaf0-spine1");
+    const auto gpu = [&](engine::LpId n) { return topo.kind(n) == models::NodeKind::kGpu; };
+    models::LinkFault f = e.fault;
+    f.entry = static_cast<std::uint32_t>(i);
+    if (e.scope != FaultScope::kLink) {
+      const engine::LpId n = find(e.node_a);
+      const bool nic = e.scope == FaultScope::kNic;
+      if (nic && !gpu(n)) {
+        throw InputError(e.file, field, "'" + engine::printable(e.target) + "' is not a GPU",
+                         "kind nic_down takes the GPU whose NIC fails, e.g. gpu3; for a switch use kind switch_down");
+      }
+      if (!nic && !eth(n)) {
+        throw InputError(e.file, field, "'" + engine::printable(e.target) + "' is not an Ethernet switch (leaf, spine or core)",
+                         gpu(n) ? "for a GPU's NIC use kind nic_down" : "name a leaf, spine or core switch; NVLink faults are not simulated");
+      }
+      std::set<engine::LpId> peers;
+      for (const models::Port& p : topo.ports(n)) {
+        if (eth(p.peer) || (!nic && gpu(p.peer))) peers.insert(p.peer);
+      }
+      if (peers.empty()) {
+        throw InputError(e.file, field, "'" + engine::printable(e.target) + "' has no " + (nic ? "NIC (no link to an Ethernet switch)" : "link"),
+                         "name a GPU with a NIC (a cluster with an Ethernet fabric), or drop the entry");
+      }
+      for (const engine::LpId p : peers) {
+        f.a = n;
+        f.b = p;
+        out.push_back(f);
+      }
+      continue;
+    }
+    const engine::LpId a = find(e.node_a), b = find(e.node_b);
+    if (gpu(a) && gpu(b)) {
+      throw InputError(e.file, field, "'" + engine::printable(e.target) + "' joins two GPUs", "name a link with an Ethernet switch end, e.g. leaf0-spine1 or gpu3-leaf0");
+    }
+    if (!(eth(a) || gpu(a)) || !(eth(b) || gpu(b))) {
+      throw InputError(e.file, field, "'" + engine::printable(e.target) + "' is not a link of the Ethernet fabric",
+                       "NVLink faults are not simulated; name a switch-to-switch link (leaf0-spine1) or a NIC link (gpu3-leaf0)");
+    }
+    if ((gpu(a) || gpu(b)) && e.fault.kind != FaultKind::kLinkDown) {
+      throw InputError(e.file, field, "'" + engine::printable(e.target) + "' is a NIC link, and kind " + e.kind + " applies to switch-to-switch links only",
+                       "use kind link_down or nic_down for a NIC, or name a switch-to-switch link such as leaf0-spine1");
     }
     std::uint64_t rate = 0;
     for (const models::Port& p : topo.ports(a)) {
@@ -142,13 +193,12 @@ std::vector<models::LinkFault> resolve_faults(const std::vector<FaultEntry>& ent
     }
     if (rate == 0) {
       throw InputError(e.file, field, "there is no link between " + e.node_a + " and " + e.node_b,
-                       "name two switches that share a link (fabricsim topo lists them)");
+                       "name two nodes that share a link (fabricsim topo lists them)");
     }
     if (e.fault.kind == FaultKind::kDegrade && e.fault.rate_bps >= rate) {
       throw InputError(e.file, "faults[" + std::to_string(i) + "].rate",
                        "is not below the link's rate of " + std::to_string(rate) + " bps", "give a lower rate");
     }
-    models::LinkFault f = e.fault;
     f.a = a;
     f.b = b;
     out.push_back(f);

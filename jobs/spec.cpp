@@ -148,8 +148,9 @@ const std::vector<SpecKey>& spec_keys() {
       {"cluster.nvlink_mtu", "bytes", "4KiB", "largest NVLink transfer unit, 256B..16MiB; a message is cut into >= 8 units of >= 4 KiB when this allows (docs/fabric.md)"},
       {"cluster.nvswitch_cut_through", "bool", "false", "NVSwitches forward cut-through, so the NVLink unit adds no per-hop delay (packet rung only; with it a 64KiB nvlink_mtu keeps NVLink timing and cuts events, docs/fabric.md)"},
       {"compute.scale", "double", "1.0", "multiplies every compute duration from the trace"},
-      {"faults", "list", "", "link faults in simulated time, packet rung only: a list of {time, target: NODE-NODE, kind: "
-                             "link_down (until, detect 100us, converge 1ms) | ber (ber, until) | degrade (rate, until)} "
+      {"faults", "list", "", "faults in simulated time, packet rung only: a list of {time, target, kind: "
+                             "link_down (target NODE-NODE, until, detect 100us, converge 1ms) | ber (ber, until) | degrade "
+                             "(rate, until) | nic_down (target gpuN) | switch_down (target leafN/spineN/coreN)} "
                              "(docs/jobs_and_faults.md)"},
       {"compute.stragglers", "string", "", "slow GPUs: RANK:FACTOR[,RANK:FACTOR...]; the rank's GPU compute durations are "
                                          "multiplied by FACTOR (> 0; 1.2 = 20% slower)"},

@@ -15,7 +15,8 @@ nlohmann::json us(engine::SimTime ps) { return static_cast<double>(ps) / 1e6; }
 
 std::string trace_json(const std::vector<models::TraceInterval>& intervals, const models::Workload& w,
                        const std::vector<io::CollectiveRecord>& colls,
-                       const std::vector<io::LinkBinRecord>& gpu_links, engine::SimTime bin_ps) {
+                       const std::vector<io::LinkBinRecord>& gpu_links, engine::SimTime bin_ps,
+                       const std::vector<TraceFault>& faults, engine::SimTime end_ps) {
   std::vector<models::TraceInterval> v = intervals;
   std::sort(v.begin(), v.end(), [](const auto& a, const auto& b) {
     return std::tie(a.rank, a.start_ps, a.end_ps, a.kind, a.node) <
@@ -119,6 +120,29 @@ std::string trace_json(const std::vector<models::TraceInterval>& intervals, cons
         events.push_back({{"ph", "C"}, {"pid", r.from_node}, {"tid", 0}, {"name", port + " PFC paused %"},
                           {"ts", us(r.bin_start_ps + bin_ps)}, {"args", {{"paused", 0.0}}}});
       }
+    }
+  }
+  if (!faults.empty()) {
+    const std::uint32_t pid = w.ranks;  // after every rank's process
+    meta("process_name", pid, 0, "fabric faults");
+    events.push_back({{"ph", "M"}, {"name", "process_sort_index"}, {"pid", pid}, {"tid", 0}, {"args", {{"sort_index", pid}}}});
+    for (std::size_t i = 0; i < faults.size(); ++i) {
+      const TraceFault& f = faults[i];
+      const auto tid = static_cast<std::uint32_t>(i);
+      const std::string name = f.kind + " " + f.target;
+      meta("thread_name", pid, tid, "faults[" + std::to_string(i) + "] " + name);
+      const engine::SimTime end = f.until_ps >= 0 ? f.until_ps : std::max(end_ps, f.at_ps);
+      events.push_back({{"ph", "X"}, {"pid", pid}, {"tid", tid}, {"ts", us(f.at_ps)}, {"dur", us(end - f.at_ps)},
+                        {"name", name}, {"cat", "fault"},
+                        {"args", {{"index", i}, {"kind", f.kind}, {"target", f.target}, {"time_ps", f.at_ps},
+                                  {"until_ps", f.until_ps}, {"reconverge_ps", f.reconverge_ps}}}});
+      if (f.reconverge_ps <= 0) continue;
+      const auto instant = [&](engine::SimTime t, const char* what) {
+        if (t >= end_ps) return;
+        events.push_back({{"ph", "i"}, {"s", "t"}, {"pid", pid}, {"tid", tid}, {"ts", us(t)}, {"name", what}, {"cat", "fault"}});
+      };
+      instant(f.at_ps + f.reconverge_ps, "routing reconverged");
+      if (f.until_ps >= 0) instant(f.until_ps + f.reconverge_ps, "routing restored");
     }
   }
   nlohmann::json j{{"displayTimeUnit", "ns"}, {"traceEvents", std::move(events)},

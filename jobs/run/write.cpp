@@ -122,8 +122,13 @@ void stage_trace(const RunContext& c, const std::string& trace_tmp, const std::s
   const auto all_bins = allgather_pod(c.comm, traced_bins);
   std::string err;
   if (c.rank == 0) {
-    err = write_file_checked(trace_tmp,
-                             trace_json(all_trace, c.w, c.res.collectives, all_bins, spec.sample_interval_ps));
+    std::vector<TraceFault> faults;
+    for (const FaultEntry& e : spec.faults) {
+      faults.push_back({e.kind, e.target, e.fault.at_ps, e.fault.until_ps == models::LinkFault::kNever ? -1 : e.fault.until_ps,
+                        e.fault.kind == models::FaultKind::kLinkDown ? e.fault.reconverge_ps : 0});
+    }
+    err = write_file_checked(trace_tmp, trace_json(all_trace, c.w, c.res.collectives, all_bins, spec.sample_interval_ps,
+                                                   faults, c.sim_end));
   }
   if (!err.empty() && !json_tmp.empty()) fs::remove(json_tmp);
   bcast_error(c.comm, err, "--trace " + spec.trace_path);
@@ -159,12 +164,12 @@ void write_h5(RunContext& c) {
   }
   std::vector<io::FaultRecord> faults;
   if (c.rank == 0) {
-    const auto& fs = c.spec.fabric.faults;  // resolved to LP ids, in the spec's order
+    const auto& fs = c.spec.fabric.faults;  // resolved to LP ids, one per affected link, in the spec's order
     for (std::uint32_t i = 0; i < fs.size(); ++i) {
       const models::LinkFault& f = fs[i];
       io::FaultRecord r;
-      r.index = i;
-      r.kind = f.kind == models::FaultKind::kLinkDown ? "link_down" : f.kind == models::FaultKind::kBer ? "ber" : "degrade";
+      r.index = f.entry;
+      r.kind = c.spec.faults[f.entry].kind;
       r.node_a = f.a;
       r.node_b = f.b;
       r.time_ps = f.at_ps;

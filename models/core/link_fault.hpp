@@ -21,11 +21,12 @@ enum class FaultKind : std::uint8_t {
   kDegrade,   ///< both directions run at rate_bps in [at_ps, until_ps)
 };
 
-/// One fault on every link between switches `a` and `b` (both directions, parallel links too).
+/// One fault on every link between nodes `a` and `b` (both directions, parallel links too): two
+/// Ethernet switches, or (kLinkDown only) a GPU's NIC and its switch.
 struct LinkFault {
   static constexpr engine::SimTime kNever = std::numeric_limits<engine::SimTime>::max();
   FaultKind kind = FaultKind::kLinkDown;
-  engine::LpId a = 0, b = 0;              ///< the link's ends (Ethernet switch LPs)
+  engine::LpId a = 0, b = 0;              ///< the link's ends (LP ids: Ethernet switches, or a GPU and its switch)
   engine::SimTime at_ps = 0;              ///< start (ps)
   engine::SimTime until_ps = kNever;      ///< end (ps, exclusive); kNever = for the rest of the run
   /// kLinkDown: routing drops the link from ECMP sets this long after at_ps (detection +
@@ -33,6 +34,10 @@ struct LinkFault {
   engine::SimTime reconverge_ps = 0;
   double ber = 0;             ///< kBer: bit-error rate (0, 1)
   std::uint64_t rate_bps = 0; ///< kDegrade: the lower rate (bits/s)
+  /// Index of the spec's `faults:` entry this link fault comes from. A `nic_down` or
+  /// `switch_down` entry takes down every link of its NIC or switch: one LinkFault per link,
+  /// all with the entry's index.
+  std::uint32_t entry = 0;
 
   bool joins(engine::LpId x, engine::LpId y) const { return (a == x && b == y) || (a == y && b == x); }
   bool active(engine::SimTime t) const { return t >= at_ps && t < until_ps; }

@@ -307,6 +307,18 @@ bool SwitchLp::nvls_arrive(WirePacket& p, Context& ctx) {
 }
 
 void SwitchLp::on_arrive(WirePacket p, Context& ctx) {
+  // A NIC does not see its link's state (a failed NIC or a cut NIC cable, spec kinds nic_down,
+  // switch_down, link_down on gpuN-leafM): a frame whose last bit left the NIC while the link
+  // was down never arrives. Switch-to-switch links hold or drop at the sender's egress instead
+  // (try_tx), so only frames from GPUs are checked here.
+  if (any_down_ && !port_faults_[p.in_port].empty() && topo_.kind(ports_[p.in_port].peer) == NodeKind::kGpu) {
+    SimTime up = 0;
+    if (link_down(p.in_port, ctx.now() - ports_[p.in_port].latency_ps, &up)) {
+      ++ctr_.drops;
+      ++ctr_.down_drops;  // not in port_ctr_: those count this switch's egress directions
+      return;
+    }
+  }
   if (p.nvls != kNvlsNone && nvls_arrive(p, ctx)) return;
   enqueue(p, pick_port(p, ctx.now()), ctx);
 }

@@ -9,6 +9,9 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
+#include "jobs/trace.hpp"
 #include "tests/support/errors.hpp"
 #include "tests/support/mpi.hpp"
 #include "tests/support/run.hpp"
@@ -290,7 +293,9 @@ TEST(Faults, FaultRunIsIdenticalOnAnyProcessCount) {
   auto sets = fabric(4, false);
   sets.push_back("faults=[{time: 20us, target: leaf0-spine1, kind: link_down, until: 60us, detect: 1us, "
                  "converge: 5us}, {time: 0us, target: leaf1-spine2, kind: ber, ber: 1e-6}, "
-                 "{time: 10us, target: leaf0-spine3, kind: degrade, rate: 40Gbps, until: 50us}]");
+                 "{time: 10us, target: leaf0-spine3, kind: degrade, rate: 40Gbps, until: 50us}, "
+                 "{time: 30us, target: gpu9, kind: nic_down, until: 70us, detect: 0us, converge: 2us}, "
+                 "{time: 40us, target: spine0, kind: switch_down, until: 80us, detect: 1us, converge: 3us}]");
   const auto alone = run_quiet(&w, sets, MPI_COMM_SELF);
   EXPECT_GT(alone.fabric.retransmits, 0u);
   for (unsigned threads : {1u, 2u}) {
@@ -317,6 +322,118 @@ TEST(Faults, FaultRunIsIdenticalOnAnyProcessCount) {
   }
 }
 
+// A NIC that fails and comes back (kind nic_down with until): GPU 3's only NIC carries nothing
+// from t_d to t_u. Lossless: what the leaf has for GPU 3 waits at the dead port; what GPU 3's NIC
+// sends in the window never arrives (down drops) and go-back-N resends it. The collective cannot
+// end before GPU 3's NIC is back (its ring neighbours need its data): T >= t_u. Upper bound: the
+// queue pairs resume at t_u, at the latest after one retransmission timeout (nic.rto = 1 ms)
+// per timeout counted, and then at worst redo the whole collective: T <= t_u + timeouts x rto +
+// T_healthy. A nic_down on gpu3 is exactly a link_down of its one link gpu3-leaf0: same results.
+TEST(Faults, NicDownFlapStallsTheCollectiveUntilTheNicReturns) {
+  FABRICSIM_SEQUENTIAL_ONLY("compares sequential runs");
+  const m::Workload w = allreduce(4ull << 20);
+  const auto healthy = run_quiet(&w, fabric(4, true), MPI_COMM_SELF, 1, true);
+  const long long t_d = iteration(healthy) / 3 / kUs * kUs;
+  const long long t_u = t_d + 300 * kUs;
+  const auto entry = [&](const std::string& target, const char* kind) {
+    return "faults=[{time: " + std::to_string(t_d / kUs) + "us, until: " + std::to_string(t_u / kUs) + "us, target: " +
+           target + ", kind: " + kind + ", detect: 0us, converge: 10us}]";
+  };
+  auto sets = fabric(4, true);
+  sets.push_back(entry("gpu3", "nic_down"));
+  const auto faulty = run_quiet(&w, sets, MPI_COMM_SELF, 1, true);
+  expect_all_delivered(faulty, healthy);
+  const long long upper = t_u + static_cast<long long>(faulty.fabric.timeouts) * 1000 * kUs + iteration(healthy);
+  std::printf("nic_down gpu3 %.3f .. %.3f us: healthy %.3f us, faulty %.3f us (bound %.3f us), %llu down drops, "
+              "%llu retransmits, %llu timeouts\n",
+              static_cast<double>(t_d) / 1e6, static_cast<double>(t_u) / 1e6, static_cast<double>(iteration(healthy)) / 1e6,
+              static_cast<double>(iteration(faulty)) / 1e6, static_cast<double>(upper) / 1e6,
+              static_cast<unsigned long long>(faulty.fabric.down_drops),
+              static_cast<unsigned long long>(faulty.fabric.retransmits),
+              static_cast<unsigned long long>(faulty.fabric.timeouts));
+  EXPECT_GE(iteration(faulty), t_u);
+  EXPECT_LE(iteration(faulty), upper);
+  EXPECT_GT(faulty.fabric.down_drops, 0u);
+  EXPECT_GT(faulty.fabric.retransmits, 0u);
+  EXPECT_EQ(faulty.fabric.headroom_drops, 0u);
+  auto link = fabric(4, true);
+  link.push_back(entry("gpu3-leaf0", "link_down"));
+  const auto same = run_quiet(&w, link, MPI_COMM_SELF, 1, true);
+  EXPECT_EQ(iteration(same), iteration(faulty));
+  EXPECT_EQ(same.fabric.down_drops, faulty.fabric.down_drops);
+  EXPECT_EQ(same.fabric.retransmit_bytes, faulty.fabric.retransmit_bytes);
+}
+
+// A NIC that fails for good: its queue pairs and their peers' get no ACK, so each gives up after
+// nic.retry_count + 1 timeouts in a row and the run ends with NCCL's error, not a hang. The same
+// for a leaf switch that fails for good (its GPUs have no other NIC).
+TEST(Faults, NicOrLeafDownForTheRestOfTheRunEndsWithNcclsTimeout) {
+  FABRICSIM_SEQUENTIAL_ONLY("input errors");
+  const m::Workload w = allreduce(1ull << 20);
+  for (const char* e : {"faults=[{time: 20us, target: gpu5, kind: nic_down}]",
+                        "faults=[{time: 20us, target: leaf1, kind: switch_down}]"}) {
+    SCOPED_TRACE(e);
+    auto sets = fabric(2, true);
+    sets.push_back(e);
+    EXPECT_INPUT_ERROR(run_quiet(&w, sets), "faults", "transport retry counter exceeded");
+  }
+}
+
+// A spine that fails mid-AllReduce (kind switch_down) is every link of that spine going down at
+// the same time: the run equals the one with link_down on leaf0-spine1 and leaf1-spine1, and the
+// collective completes with every byte on the three other spines.
+TEST(Faults, SpineDownIsEveryLinkOfTheSpineDown) {
+  FABRICSIM_SEQUENTIAL_ONLY("compares sequential runs");
+  const m::Workload w = allreduce(16ull << 20);
+  const auto healthy = run_quiet(&w, fabric(4, false), MPI_COMM_SELF, 1, true);
+  const long long t_d = iteration(healthy) / 3 / kUs;
+  const std::string at = "time: " + std::to_string(t_d) + "us, detect: 0us, converge: 20us";
+  auto sw = fabric(4, false);
+  sw.push_back("faults=[{" + at + ", target: spine1, kind: switch_down}]");
+  const auto spine = run_quiet(&w, sw, MPI_COMM_SELF, 1, true);
+  auto ln = fabric(4, false);
+  ln.push_back("faults=[{" + at + ", target: leaf0-spine1, kind: link_down}, {" + at +
+               ", target: leaf1-spine1, kind: link_down}]");
+  const auto links = run_quiet(&w, ln, MPI_COMM_SELF, 1, true);
+  expect_all_delivered(spine, healthy);
+  std::printf("switch_down spine1 at %lld us: healthy %.3f us, faulty %.3f us\n", t_d,
+              static_cast<double>(iteration(healthy)) / 1e6, static_cast<double>(iteration(spine)) / 1e6);
+  EXPECT_GT(iteration(spine), iteration(healthy));
+  EXPECT_EQ(iteration(spine), iteration(links));
+  EXPECT_EQ(spine.fabric.down_drops, links.fabric.down_drops);
+  EXPECT_EQ(spine.fabric.retransmit_bytes, links.fabric.retransmit_bytes);
+  EXPECT_GT(spine.fabric.down_drops, 0u);
+}
+
+// The trace's fault timeline: one complete event per entry over its window (to the run's end when
+// it has no until), and the routing instants at time + detect + converge (and after until).
+TEST(Faults, TraceShowsTheFaultTimeline) {
+  const m::Workload w = allreduce(4096);
+  const std::vector<fabricsim::jobs::TraceFault> faults = {
+      {"nic_down", "gpu3", 10 * kUs, 40 * kUs, 5 * kUs}, {"ber", "leaf0-spine1", 0, -1, 0}};
+  const auto j = nlohmann::json::parse(fabricsim::jobs::trace_json({}, w, {}, {}, 0, faults, 100 * kUs));
+  int complete = 0, instants = 0;
+  for (const auto& e : j["traceEvents"]) {
+    if (e.value("cat", "") != "fault") continue;
+    EXPECT_EQ(e["pid"], 16);
+    if (e["ph"] == "X") {
+      ++complete;
+      if (e["name"] == "nic_down gpu3") {
+        EXPECT_DOUBLE_EQ(e["ts"].get<double>(), 10.0);
+        EXPECT_DOUBLE_EQ(e["dur"].get<double>(), 30.0);
+      } else {
+        EXPECT_EQ(e["name"], "ber leaf0-spine1");
+        EXPECT_DOUBLE_EQ(e["dur"].get<double>(), 100.0);
+      }
+    } else if (e["ph"] == "i") {
+      ++instants;
+      EXPECT_DOUBLE_EQ(e["ts"].get<double>(), e["name"] == "routing reconverged" ? 15.0 : 45.0);
+    }
+  }
+  EXPECT_EQ(complete, 2);
+  EXPECT_EQ(instants, 2);
+}
+
 TEST(Faults, BadEntriesAreRefusedInOneLine) {
   FABRICSIM_SEQUENTIAL_ONLY("input errors");
   const m::Workload w = allreduce(4096);
@@ -329,13 +446,21 @@ TEST(Faults, BadEntriesAreRefusedInOneLine) {
   };
   EXPECT_INPUT_ERROR(run("time: 1us, target: leaf0-spine9, kind: link_down"), "faults[0].target", "no node 'spine9'");
   EXPECT_INPUT_ERROR(run("time: 1us, target: leaf0-leaf1, kind: link_down"), "faults[0].target", "no link between");
-  EXPECT_INPUT_ERROR(run("time: 1us, target: gpu0-leaf0, kind: link_down"), "faults[0].target", "two Ethernet switches");
+  EXPECT_INPUT_ERROR(run("time: 1us, target: gpu0-leaf0, kind: ber, ber: 1e-6"), "faults[0].target", "switch-to-switch links only");
+  EXPECT_INPUT_ERROR(run("time: 1us, target: gpu0-leaf1, kind: link_down"), "faults[0].target", "no link between gpu0 and leaf1");
+  EXPECT_INPUT_ERROR(run("time: 1us, target: gpu0-gpu1, kind: link_down"), "faults[0].target", "joins two GPUs");
+  EXPECT_INPUT_ERROR(run("time: 1us, target: spine1, kind: nic_down"), "faults[0].target", "not a GPU");
+  EXPECT_INPUT_ERROR(run("time: 1us, target: gpu99, kind: nic_down"), "faults[0].target", "no node 'gpu99'");
+  EXPECT_INPUT_ERROR(run("time: 1us, target: gpu0-leaf0, kind: nic_down"), "faults[0].target", "not one node");
+  EXPECT_INPUT_ERROR(run("time: 1us, target: gpu3, kind: switch_down"), "faults[0].target", "use kind nic_down");
+  EXPECT_INPUT_ERROR(run("time: 1us, target: leaf0-spine0, kind: switch_down"), "faults[0].target", "not one node");
+  EXPECT_INPUT_ERROR(run("time: 1us, target: spine1, kind: switch_down, rate: 1Gbps"), "faults[0].rate", "kind degrade only");
   EXPECT_INPUT_ERROR(run("time: 1us, target: leaf0spine1, kind: link_down"), "faults[0].target", "NODE-NODE");
   EXPECT_INPUT_ERROR(run("time: 1200000s, target: leaf0-spine1, kind: link_down"), "faults[0].time", "after the end");
   EXPECT_INPUT_ERROR(run("time: -1us, target: leaf0-spine1, kind: link_down"), "faults[0].time", "negative");
   EXPECT_INPUT_ERROR(run("time: soon, target: leaf0-spine1, kind: link_down"), "faults[0].time", "");
   EXPECT_INPUT_ERROR(run("time: 5us, until: 2us, target: leaf0-spine1, kind: link_down"), "faults[0].until", "not after");
-  EXPECT_INPUT_ERROR(run("time: 1us, target: leaf0-spine1, kind: melt"), "faults[0].kind", "link_down, ber or degrade");
+  EXPECT_INPUT_ERROR(run("time: 1us, target: leaf0-spine1, kind: melt"), "faults[0].kind", "link_down, ber, degrade, nic_down or switch_down");
   EXPECT_INPUT_ERROR(run("time: 1us, target: leaf0-spine1, kind: ber"), "faults[0].ber", "missing");
   EXPECT_INPUT_ERROR(run("time: 1us, target: leaf0-spine1, kind: ber, ber: 2"), "faults[0].ber", "(0, 1)");
   EXPECT_INPUT_ERROR(run("time: 1us, target: leaf0-spine1, kind: degrade, rate: 400Gbps"), "faults[0].rate", "not below");
