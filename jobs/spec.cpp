@@ -157,6 +157,10 @@ const std::vector<SpecKey>& spec_keys() {
       {"compute.straggler_dist", "enum", "none", "per-GPU compute slowdown drawn for every rank: none or lognormal "
                                                  "(median 1, 99th percentile compute.straggler_p99; seeded by sim.seed)"},
       {"compute.straggler_p99", "double", "1.0", "99th percentile of the lognormal slowdown factor (> 1)"},
+      {"compute.throttle", "string", "", "thermal throttling windows: HOSTS:START:UNTIL:FACTOR[,...], HOSTS a host or "
+                                        "LO-HI; the hosts' GPUs compute FACTOR (> 1) times slower in [START, UNTIL)"},
+      {"cluster.degraded_nics", "string", "", "slow NICs: GPU:RATE[,GPU:RATE...]; the GPU's NIC links run at RATE (below "
+                                             "their rate) for the whole run, both directions"},
       {"sim.seed", "int", "1", "seed of every random choice (ECMP hashes)"},
       {"sim.threads", "int", "1", "engine threads per MPI process"},
       {"sim.partition", "string", "topology", "LP placement: topology (hosts whole, each leaf with most of its hosts, spines and cores dealt round-robin), metis (LP graph weighted by link bandwidth) or a partition file"},
@@ -812,6 +816,71 @@ void load_straggler_keys(const SpecReader& r, Spec& s) {
       throw InputError(r.file_of("compute.straggler_p99"), "compute.straggler_p99",
                        "'" + engine::printable(*v) + "' must be a number in (0, 1000]", "e.g. 1.2");
     }
+  }
+  if (auto v = r.str("compute.throttle")) {
+    const std::string file = r.file_of("compute.throttle");
+    const std::string key = "compute.throttle";
+    const std::string fix = "write HOSTS:START:UNTIL:FACTOR entries separated by commas, e.g. 3:2ms:6ms:1.5,0-1:0s:10ms:1.2";
+    std::size_t pos = 0;
+    while (!v->empty() && pos <= v->size()) {
+      const std::size_t comma = std::min(v->find(',', pos), v->size());
+      const std::string item = v->substr(pos, comma - pos);
+      std::vector<std::string> f;
+      for (std::size_t a = 0;;) {
+        const std::size_t b = item.find(':', a);
+        f.push_back(item.substr(a, b == std::string::npos ? std::string::npos : b - a));
+        if (b == std::string::npos) break;
+        a = b + 1;
+      }
+      if (f.size() != 4) throw InputError(file, key, "'" + engine::printable(item) + "' is not HOSTS:START:UNTIL:FACTOR", fix);
+      Spec::Throttle t;
+      const std::size_t dash = f[0].find('-');
+      t.host_lo = static_cast<std::uint32_t>(parse_uint(f[0].substr(0, dash), file, key, 0, (1u << 24) - 1));
+      t.host_hi = dash == std::string::npos ? t.host_lo
+                                            : static_cast<std::uint32_t>(parse_uint(f[0].substr(dash + 1), file, key, 0, (1u << 24) - 1));
+      if (t.host_hi < t.host_lo) throw InputError(file, key, "host range '" + engine::printable(f[0]) + "' is empty", "write LO-HI with LO <= HI");
+      if (!f[1].empty() && f[1][0] == '-') throw InputError(file, key, "start '" + engine::printable(f[1]) + "' is negative", "give a time >= 0, e.g. 2ms");
+      t.at_ps = engine::parse_time_ps(f[1], file, key);
+      t.until_ps = engine::parse_time_ps(f[2], file, key);
+      if (t.at_ps < 0 || t.until_ps <= t.at_ps || t.until_ps >= engine::kMaxSimTime) {
+        throw InputError(file, key, "window '" + engine::printable(f[1]) + ":" + engine::printable(f[2]) + "' is not START < UNTIL within the simulated horizon",
+                         "give START before UNTIL, e.g. 2ms:6ms");
+      }
+      char* end = nullptr;
+      t.factor = std::strtod(f[3].c_str(), &end);
+      if (f[3].empty() || *end != '\0' || !(t.factor > 1) || t.factor > 1e6) {
+        throw InputError(file, key, "factor '" + engine::printable(f[3]) + "' must be a number in (1, 1e6]",
+                         "e.g. 1.5 for compute 50% slower (a factor <= 1 is no throttling)");
+      }
+      for (const Spec::Throttle& o : s.throttles) {
+        if (o.host_lo <= t.host_hi && t.host_lo <= o.host_hi && o.at_ps < t.until_ps && t.at_ps < o.until_ps) {
+          throw InputError(file, key, "'" + engine::printable(item) + "' overlaps an earlier window on the same hosts",
+                           "merge the two windows or give them disjoint times");
+        }
+      }
+      s.throttles.push_back(t);
+      pos = comma + 1;
+    }
+  }
+  if (auto v = r.str("cluster.degraded_nics")) {
+    const std::string file = r.file_of("cluster.degraded_nics");
+    const std::string key = "cluster.degraded_nics";
+    std::set<std::uint32_t> seen;
+    std::size_t pos = 0;
+    while (!v->empty() && pos <= v->size()) {
+      const std::size_t comma = std::min(v->find(',', pos), v->size());
+      const std::string item = v->substr(pos, comma - pos);
+      const std::size_t colon = item.find(':');
+      if (colon == std::string::npos) {
+        throw InputError(file, key, "'" + engine::printable(item) + "' is not GPU:RATE", "write GPU:RATE pairs separated by commas, e.g. 3:200Gbps");
+      }
+      const auto gpu = static_cast<std::uint32_t>(parse_uint(item.substr(0, colon), file, key, 0, (1u << 24) - 1));
+      const std::uint64_t rate = engine::parse_rate_bps(item.substr(colon + 1), file, key);
+      if (!seen.insert(gpu).second) throw InputError(file, key, "GPU " + std::to_string(gpu) + " is listed twice", "give each GPU one rate");
+      s.cluster.degraded_nics.emplace_back(gpu, rate);
+      pos = comma + 1;
+    }
+    s.cluster.degraded_nics_file = file;
   }
   if (s.straggler_dist == "lognormal" && !(s.straggler_p99 > 1)) {
     throw InputError(r.file_of("compute.straggler_dist"), "compute.straggler_p99",

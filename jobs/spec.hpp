@@ -72,6 +72,15 @@ struct Spec {
   /// compute.straggler_dist: none | lognormal (seeded by sim.seed; median 1, p99 = straggler_p99).
   std::string straggler_dist = "none";
   double straggler_p99 = 1.0;  ///< compute.straggler_p99: the 99th percentile of the factor (> 1)
+  /// compute.throttle: thermal throttling windows. The GPUs of hosts host_lo..host_hi run their
+  /// compute `factor` times slower (> 1) in [at_ps, until_ps) (a kernel is stretched by the part
+  /// of it that falls in the window). Windows of one host do not overlap.
+  struct Throttle {
+    std::uint32_t host_lo = 0, host_hi = 0;
+    engine::SimTime at_ps = 0, until_ps = 0;
+    double factor = 1.0;
+  };
+  std::vector<Throttle> throttles;
   /// faults: link faults in simulated time (jobs/faults.hpp); packet rung only.
   std::vector<FaultEntry> faults;
   std::uint64_t seed = 1;

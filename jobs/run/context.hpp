@@ -107,6 +107,13 @@ struct RunContext {
   /// Per-rank GPU compute slowdown (compute.stragglers, compute.straggler_dist); empty when
   /// every rank runs at speed (jobs/run/stragglers.cpp).
   std::vector<double> compute_factor;
+  /// compute.throttle: the compute time the windows added, per rank that lost any, by rank (ps;
+  /// global after gather()).
+  struct ThrottleCost {
+    std::uint32_t rank = 0;
+    engine::SimTime added_ps = 0;
+  };
+  std::vector<ThrottleCost> throttle_added;
   /// `jobs:` specs: the jobs as placed (empty for a single-job spec) and each GPU's job (-1: none).
   std::vector<JobRun> jobs;
   std::vector<std::int32_t> job_of_gpu;
@@ -245,6 +252,9 @@ void draw_stragglers(RunContext& c);
 /// The summary line naming the slowest GPU ("" without stragglers): its rank, factor, and the
 /// extra compute time its slowdown added on that rank (compute_ps * (1 - 1/factor), ps).
 std::string straggler_summary(const RunContext& c, const std::vector<io::RankRecord>& ranks);
+/// The summary's `throttling:` line (compute.throttle): windows, GPUs throttled, compute time
+/// added in all and on the rank that lost most. Empty without throttling.
+std::string throttle_summary(const RunContext& c);
 /// Cluster spec, topology, fidelity and ring-flow mode (jobs/run/topology.cpp).
 void build_topology(RunContext& c);
 /// sim.fold: dp: checks that the DP replicas are identical and the fabric gives them symmetric,

@@ -143,6 +143,9 @@ void fold_replicas(RunContext& c) {
   if (c.fidelity == models::Fidelity::kPacket) {
     refuse(c, "the packet rung's NIC queue pairs and switch buffers are not folded", "use sim.fidelity: flow or analytical");
   }
+  if (!spec.throttles.empty()) {
+    refuse(c, "compute.throttle slows some hosts' GPUs, so the DP replicas' compute differs", "drop compute.throttle");
+  }
   if (!c.compute_factor.empty()) {
     refuse(c, "compute.stragglers / compute.straggler_dist make the DP replicas' compute differ",
            "drop the stragglers");

@@ -318,6 +318,14 @@ void gather(RunContext& c) {
     MPI_Allreduce(&mine, &all, 1, MPI_UNSIGNED_LONG_LONG, MPI_SUM, c.comm);
     c.fold_switch_flows = all;
   }
+  if (!c.spec.throttles.empty()) {
+    std::vector<RunContext::ThrottleCost> local;
+    for (const auto& g : c.gpus) {
+      if (g->throttle_added_ps() > 0) local.push_back({g->rank_record().rank, g->throttle_added_ps()});
+    }
+    c.throttle_added = allgather_pod(c.comm, local);
+    std::sort(c.throttle_added.begin(), c.throttle_added.end(), [](const auto& a, const auto& b) { return a.rank < b.rank; });
+  }
   res.collectives = merge_collectives(c, allgather_pod(c.comm, local_parts));
   if (c.gen.infer.used) c.phase_end = gather_phase_ends(c);
   long long nflows = static_cast<long long>(c.local_flow_digest.count), total_flows = nflows;

@@ -60,6 +60,15 @@ std::unique_ptr<models::GpuRankLp> make_gpu(RunContext& c, engine::LpId id) {
   g->set_ring_flows(c.ring_flows);
   g->set_fold(&c.fold);
   if (id < c.compute_factor.size()) g->set_compute_factor(c.compute_factor[id]);
+  if (!spec.throttles.empty() && id < c.topo->num_gpus()) {
+    const std::uint32_t host = id / c.topo->spec().gpus_per_host;
+    std::vector<models::GpuRankLp::ThrottleWindow> win;
+    for (const Spec::Throttle& t : spec.throttles) {
+      if (host >= t.host_lo && host <= t.host_hi) win.push_back({t.at_ps, t.until_ps, t.factor});
+    }
+    std::sort(win.begin(), win.end(), [](const auto& a, const auto& b) { return a.at_ps < b.at_ps; });
+    if (!win.empty()) g->set_throttle(std::move(win));
+  }
   g->keep_flows(c.keep_flow_records);
   if (c.write_h5 || c.opt.keep_flows || !spec.trace_path.empty()) g->enable_sampling(spec.sample_interval_ps);
   if (!spec.trace_path.empty() && id < w.ranks && id >= spec.trace_rank_lo && id <= spec.trace_rank_hi) {

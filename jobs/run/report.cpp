@@ -339,6 +339,7 @@ std::string summary_text(const RunContext& c) {
   collective_table(res, out);
   if (!c.jobs.empty()) out << jobs_summary(c, job_metrics(c));
   if (const std::string s = straggler_summary(c, res.ranks); !s.empty()) out << s << "\n";
+  if (const std::string s = throttle_summary(c); !s.empty()) out << s << "\n";
   if (c.fidelity == models::Fidelity::kPacket && res.fabric.nic_data_packets > 0) {
     const FabricTotals& f = res.fabric;
     // The congestion signals first (what a newcomer looks for), then the settings and volume.

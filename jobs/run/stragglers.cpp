@@ -77,4 +77,20 @@ std::string straggler_summary(const RunContext& c, const std::vector<io::RankRec
                      static_cast<double>(finish_ps) * 1e-9);
 }
 
+std::string throttle_summary(const RunContext& c) {
+  if (c.spec.throttles.empty()) return "";
+  engine::SimTime total = 0;
+  const RunContext::ThrottleCost* worst = nullptr;
+  for (const auto& t : c.throttle_added) {
+    total += t.added_ps;
+    if (worst == nullptr || t.added_ps > worst->added_ps) worst = &t;
+  }
+  std::string out = fmt::format("throttling: {} window(s) (compute.throttle); {} GPUs lost compute time, {:.3f} ms in all",
+                                c.spec.throttles.size(), c.throttle_added.size(), static_cast<double>(total) * 1e-9);
+  if (worst != nullptr) {
+    out += fmt::format("; most on rank {} (+{:.3f} ms)", worst->rank, static_cast<double>(worst->added_ps) * 1e-9);
+  }
+  return out;
+}
+
 }  // namespace fabricsim::jobs::run_stages

@@ -29,6 +29,14 @@ void build_topology(RunContext& c) {
   c.topo.emplace(c.cspec);
   c.log->info("topology: {} ({} LPs) ({:.3f} s)", cluster_desc(*c.topo), c.topo->num_nodes(), now_s() - c.t0);
   c.fidelity = models::parse_fidelity(spec.fidelity, spec.file, "sim.fidelity");
+  for (const Spec::Throttle& t : spec.throttles) {
+    if (t.host_hi >= c.topo->spec().hosts) {
+      throw engine::InputError(spec.file_of("compute.throttle"), "compute.throttle",
+                               "host " + std::to_string(t.host_hi) + " is not in this " +
+                                   std::to_string(c.topo->spec().hosts) + "-host cluster",
+                               "give hosts 0.." + std::to_string(c.topo->spec().hosts - 1));
+    }
+  }
   // Flow rung: one network LP (id = num_nodes, after every topology node) owns all links.
   if (!spec.faults.empty()) {
     if (c.fidelity != models::Fidelity::kPacket) {

@@ -257,7 +257,35 @@ void GpuRankLp::start_compute(Context& ctx) {
   compute_start_ = ctx.now();
   SimTime d = (*program_)[n].duration_ps;
   if (compute_factor_ != 1.0) d = static_cast<SimTime>(std::llround(static_cast<double>(d) * compute_factor_));
-  ctx.send(id_, ctx.now() + d, kEvComputeDone, n);
+  SimTime end = ctx.now() + d;
+  if (!throttle_.empty()) {
+    end = throttled_end(ctx.now(), d);
+    throttle_added_ps_ += end - (ctx.now() + d);
+  }
+  ctx.send(id_, end, kEvComputeDone, n);
+}
+
+SimTime GpuRankLp::throttled_end(SimTime start_ps, SimTime work_ps) const {
+  SimTime t = start_ps;
+  SimTime work = work_ps;  // full-speed work left (ps)
+  for (const ThrottleWindow& w : throttle_) {
+    if (work == 0) break;
+    if (w.until_ps <= t) continue;
+    if (t < w.at_ps) {  // full speed up to the window
+      const SimTime gap = w.at_ps - t;
+      if (work <= gap) return t + work;
+      work -= gap;
+      t = w.at_ps;
+    }
+    // In the window: work advances 1/factor per ps.
+    const SimTime span = w.until_ps - t;
+    const auto need = static_cast<SimTime>(std::llround(static_cast<double>(work) * w.factor));
+    if (need <= span) return t + need;
+    const auto done = static_cast<SimTime>(std::llround(static_cast<double>(span) / w.factor));
+    work = std::max<SimTime>(0, work - done);
+    t = w.until_ps;
+  }
+  return t + work;
 }
 
 void GpuRankLp::start_host(Context& ctx) {
@@ -1375,6 +1403,7 @@ void GpuRankLp::save_state(engine::StateWriter& w) const {
   w.put(coarse_split_);
   w.put(coarse_base_);
   w.put(flow_digest_);
+  w.put(throttle_added_ps_);
   w.put<std::uint64_t>(coll_states_.size());
   for (const CollState& st : coll_states_) {
     w.put(st.node);
@@ -1522,6 +1551,7 @@ void GpuRankLp::load_state(engine::StateReader& r) {
   coarse_split_ = r.get<Nic::Split>();
   coarse_base_ = r.get<std::uint64_t>();
   flow_digest_ = r.get<io::FlowDigest>();
+  throttle_added_ps_ = r.get<SimTime>();
   const auto nslots = r.get<std::uint64_t>();
   if (nslots > r.remaining()) r.fail();
   coll_states_.clear();

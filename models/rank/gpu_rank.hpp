@@ -134,6 +134,21 @@ class GpuRankLp final : public engine::Lp, private NicOwner {
   /// Multiplies this rank's GPU compute durations by `factor` (> 0; a straggler GPU: 1.2 = 20%
   /// slower), rounded to the picosecond; host (CPU-side) nodes keep their duration.
   void set_compute_factor(double factor) { compute_factor_ = factor; }
+  /// A window of thermal throttling (spec compute.throttle): in [at_ps, until_ps) this GPU's
+  /// compute runs `factor` (> 1) times slower.
+  struct ThrottleWindow {
+    engine::SimTime at_ps = 0, until_ps = 0;
+    double factor = 1.0;
+  };
+  /// Sets the GPU's throttling windows (sorted by at_ps, disjoint). A compute node that starts at
+  /// s with duration d (after set_compute_factor) ends where d of full-speed work is done: time
+  /// in a window advances its work by 1/factor per ps. Host (CPU-side) nodes are not throttled.
+  void set_throttle(std::vector<ThrottleWindow> windows) { throttle_ = std::move(windows); }
+  /// End of `work_ps` of full-speed compute started at `start_ps` under the throttling windows
+  /// (ps; equals start_ps + work_ps outside every window). Rounded to the picosecond per window.
+  engine::SimTime throttled_end(engine::SimTime start_ps, engine::SimTime work_ps) const;
+  /// Compute time the throttling windows added to this GPU so far (ps).
+  engine::SimTime throttle_added_ps() const { return throttle_added_ps_; }
   /// Keep every received flow's record (default off: only the digest sum is kept, 16 B per LP).
   void keep_flows(bool on) { keep_flows_ = on; }
   /// Order-independent digest of every flow received here (kept or not; io/digest.hpp).
@@ -483,6 +498,8 @@ class GpuRankLp final : public engine::Lp, private NicOwner {
   std::deque<std::uint32_t> host_queue_;  ///< ready host (CPU-side) nodes, FIFO (WorkNode::host)
   bool host_busy_ = false;
   double compute_factor_ = 1.0;  ///< set_compute_factor
+  std::vector<ThrottleWindow> throttle_;  ///< set_throttle
+  engine::SimTime throttle_added_ps_ = 0;  ///< throttle_added_ps (checkpointed)
   engine::SimTime host_start_ = 0;
 
   // PXN (CollectivePlanner::p2p_route): chunks of a relayed Send still to leave this GPU, per

@@ -93,6 +93,28 @@ void Topology::finish(TopoGraph g) {
     throw InputError(f, "cluster.topology", "the topology has no GPU", "add GPU nodes");
   spec_.hosts = std::max<std::uint32_t>(1, (gpus_ + spec_.gpus_per_host - 1) / spec_.gpus_per_host);
 
+  // cluster.degraded_nics: the GPU's NIC links (GPU <-> Ethernet switch) run at the lower rate.
+  for (const auto &[gpu, rate] : spec_.degraded_nics) {
+    const std::string &df = spec_.degraded_nics_file.empty() ? f : spec_.degraded_nics_file;
+    if (gpu >= gpus_)
+      throw InputError(df, "cluster.degraded_nics", "GPU " + std::to_string(gpu) + " is not in this " +
+                           std::to_string(gpus_) + "-GPU cluster", "give GPUs 0.." + std::to_string(gpus_ - 1));
+    bool any = false;
+    for (auto &l : g.links) {
+      const LpId other = l.a == gpu ? l.b : l.b == gpu ? l.a : n;
+      if (other >= n || kinds_[other] == NodeKind::kGpu || kinds_[other] == NodeKind::kNvSwitch)
+        continue;
+      if (rate >= l.rate_bps)
+        throw InputError(df, "cluster.degraded_nics", "the rate for GPU " + std::to_string(gpu) + " is not below its NIC's " +
+                             std::to_string(l.rate_bps) + " bps", "give a lower rate, e.g. " + std::to_string(gpu) + ":200Gbps");
+      l.rate_bps = rate;
+      any = true;
+    }
+    if (!any)
+      throw InputError(df, "cluster.degraded_nics", "GPU " + std::to_string(gpu) + " has no NIC (no link to an Ethernet switch)",
+                       "name GPUs with a NIC, or drop the entry");
+  }
+
   // Ports in link order, each with its reverse index; then sorted by peer (stable).
   ports_.assign(n, {});
   for (const auto &l : g.links) {

@@ -9,6 +9,7 @@
 #include <map>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "engine/event.hpp"
@@ -77,6 +78,12 @@ struct ClusterSpec {
   bool nvswitch_cut_through = false;
   std::uint64_t seed = 1;                      ///< ECMP hash seeds derive from it
   std::string source = "<spec>";               ///< file the spec came from (for error messages)
+  /// cluster.degraded_nics: (GPU, rate in bits/s) pairs. Every link from that GPU to an Ethernet
+  /// switch (its NIC ports) runs at the rate, in both directions, for the whole run (a NIC that
+  /// trained at a lower speed or runs throttled). Applied when the topology is built; the rate
+  /// must lie below the link's. simccl plans with the configured cluster.nic_bandwidth.
+  std::vector<std::pair<std::uint32_t, std::uint64_t>> degraded_nics;
+  std::string degraded_nics_file;  ///< where cluster.degraded_nics came from (error messages)
 
   // --- general topologies (docs/topology.md) ---
   std::uint32_t tiers = 2;    ///< Clos tiers above the NICs: 2 (leaf, spine) or 3 (+ core)

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <vector>
 
 #include "jobs/run/context.hpp"
@@ -135,6 +136,89 @@ TEST(Stragglers, SeededDistributionIsIdenticalOnAnyProcessCount) {
   EXPECT_GT(iteration(alone), iteration(even));  // with 16 draws, some GPU is slower than median
 }
 
+/// End of `work` ps of compute started at `s` under one throttling window [a, b) of factor `f`:
+/// full speed before and after the window, 1/f of the speed inside it (the rule of
+/// compute.throttle, written out for a start before the window).
+long long throttled_end(long long s, long long work, long long a, long long b, double f) {
+  if (s + work <= a) return s + work;
+  const long long before = a - s;
+  const double rest = static_cast<double>(work - before);
+  if (rest * f <= static_cast<double>(b - a)) return a + std::llround(rest * f);
+  return b + (work - before - std::llround(static_cast<double>(b - a) / f));
+}
+
+// Thermal throttling of host 1 (ranks 8..15 with 8 GPUs per host) in a window that starts 50 us
+// into their 200 us optimizer step and lasts 100 us at factor 2: the step's first 50 us run at
+// full speed, the window does 50 us of work, the last 100 us run at full speed again, so each of
+// those ranks ends 50 us later than it did (the AllReduce before is the same in both runs: every
+// member starts it at 0). Host 0's ranks end when they did. Every rung.
+TEST(Stragglers, ThrottlingWindowStretchesTheComputeInsideIt) {
+  FABRICSIM_SEQUENTIAL_ONLY("compares sequential runs");
+  const m::Workload w = dp_tail(200, 8ull << 20);
+  for (const char* rung : {"analytical", "flow", "packet"}) {
+    SCOPED_TRACE(rung);
+    const std::string fid = std::string("sim.fidelity=") + rung;
+    const auto even = run_quiet(&w, {fid});
+    long long s_min = even.ranks[8].finish_ps;
+    for (const auto& r : even.ranks) {
+      if (r.rank >= 8) s_min = std::min<long long>(s_min, r.finish_ps - 200 * kUs);
+    }
+    const long long a = s_min + 50 * kUs, b = a + 100 * kUs;
+    const std::string spec = "compute.throttle=1:" + std::to_string(a) + "ps:" + std::to_string(b) + "ps:2";
+    const auto hot = run_quiet(&w, {fid, spec});
+    for (const auto& r : hot.ranks) {
+      const long long start = even.ranks[r.rank].finish_ps - 200 * kUs;
+      const long long want = r.rank < 8 ? even.ranks[r.rank].finish_ps : throttled_end(start, 200 * kUs, a, b, 2.0);
+      EXPECT_EQ(r.finish_ps, want) << "rank " << r.rank;
+    }
+    // The rank that started first does exactly 50 us of work before the window: +50 us.
+    long long first = 8;
+    for (std::uint32_t r = 8; r < 16; ++r) {
+      if (even.ranks[r].finish_ps < even.ranks[first].finish_ps) first = r;
+    }
+    EXPECT_EQ(hot.ranks[first].finish_ps, even.ranks[first].finish_ps + 50 * kUs);
+    EXPECT_EQ(hot.ranks[first].compute_ps, 250 * kUs);
+  }
+}
+
+// A NIC that runs at half its rate (cluster.degraded_nics): a 64 MiB send from GPU 3 (host 0) to
+// GPU 11 (host 1, the same rail, so no PXN relay) at the flow rung is limited by the slower NIC,
+// so it takes 64 MiB x 8 / 200 Gb/s instead of / 400 Gb/s: 1342.18 us longer, whichever end's NIC
+// is degraded. The other GPUs' NICs are untouched.
+TEST(Stragglers, DegradedNicSlowsItsTransfersByTheRateRatio) {
+  FABRICSIM_SEQUENTIAL_ONLY("compares sequential runs");
+  const unsigned long long bytes = 64ull << 20;
+  const m::Workload w = fabricsim::testing::p2p_workload(16, {{3, 11, bytes, 0}});
+  const std::vector<std::string> base = {"sim.fidelity=flow", "cluster.nic_bandwidth=400Gbps"};
+  const auto fast = run_quiet(&w, base);
+  const double extra_ps = static_cast<double>(bytes) * 8 * (1 / 200e9 - 1 / 400e9) * 1e12;
+  for (const char* nic : {"cluster.degraded_nics=3:200Gbps", "cluster.degraded_nics=11:200Gbps"}) {
+    SCOPED_TRACE(nic);
+    auto sets = base;
+    sets.push_back(nic);
+    const auto slow = run_quiet(&w, sets);
+    EXPECT_NEAR(static_cast<double>(iteration(slow) - iteration(fast)), extra_ps, 0.001 * extra_ps);
+  }
+  auto other = base;
+  other.push_back("cluster.degraded_nics=4:100Gbps");
+  EXPECT_EQ(iteration(run_quiet(&w, other)), iteration(fast));
+}
+
+// Throttling and a degraded NIC give the same results on any process and thread count.
+TEST(Stragglers, ThrottlingAndDegradedNicAreIdenticalOnAnyProcessCount) {
+  const m::Workload w = dp_step(50, 4ull << 20);
+  const std::vector<std::string> sets = {"sim.fidelity=packet", "compute.throttle=0:10us:40us:1.7,1:0us:20us:3",
+                                         "cluster.degraded_nics=9:100Gbps"};
+  const auto alone = run_quiet(&w, sets, MPI_COMM_SELF);
+  for (unsigned threads : {1u, 2u}) {
+    const auto all = run_quiet(&w, sets, MPI_COMM_WORLD, threads);
+    EXPECT_EQ(all.digest, alone.digest) << threads << " threads";
+    EXPECT_EQ(iteration(all), iteration(alone));
+  }
+  const auto even = run_quiet(&w, {"sim.fidelity=packet"}, MPI_COMM_SELF);
+  EXPECT_GT(iteration(alone), iteration(even));
+}
+
 TEST(Stragglers, BadValuesAreRefusedInOneLine) {
   FABRICSIM_SEQUENTIAL_ONLY("input errors");
   const m::Workload w = dp_step(5, 4096);
@@ -146,6 +230,18 @@ TEST(Stragglers, BadValuesAreRefusedInOneLine) {
   EXPECT_INPUT_ERROR(run_quiet(&w, {"compute.straggler_dist=normal"}), "compute.straggler_dist", "none or lognormal");
   EXPECT_INPUT_ERROR(run_quiet(&w, {"compute.straggler_dist=lognormal"}), "compute.straggler_p99", "above 1");
   EXPECT_INPUT_ERROR(run_quiet(&w, {"compute.straggler_p99=0"}), "compute.straggler_p99", "(0, 1000]");
+  EXPECT_INPUT_ERROR(run_quiet(&w, {"compute.throttle=1:0us:10us:1"}), "compute.throttle", "(1, 1e6]");
+  EXPECT_INPUT_ERROR(run_quiet(&w, {"compute.throttle=1:0us:10us"}), "compute.throttle", "HOSTS:START:UNTIL:FACTOR");
+  EXPECT_INPUT_ERROR(run_quiet(&w, {"compute.throttle=1:10us:5us:1.5"}), "compute.throttle", "START < UNTIL");
+  EXPECT_INPUT_ERROR(run_quiet(&w, {"compute.throttle=1:-1us:5us:1.5"}), "compute.throttle", "negative");
+  EXPECT_INPUT_ERROR(run_quiet(&w, {"compute.throttle=3-1:0us:5us:1.5"}), "compute.throttle", "empty");
+  EXPECT_INPUT_ERROR(run_quiet(&w, {"compute.throttle=0-1:0us:5us:1.5,1:4us:9us:2"}), "compute.throttle", "overlaps");
+  EXPECT_INPUT_ERROR(run_quiet(&w, {"compute.throttle=7:0us:5us:1.5"}), "compute.throttle", "host 7 is not in this 2-host");
+  EXPECT_INPUT_ERROR(run_quiet(&w, {"cluster.degraded_nics=3"}), "cluster.degraded_nics", "GPU:RATE");
+  EXPECT_INPUT_ERROR(run_quiet(&w, {"cluster.degraded_nics=3:100Gbps,3:50Gbps"}), "cluster.degraded_nics", "listed twice");
+  EXPECT_INPUT_ERROR(run_quiet(&w, {"cluster.degraded_nics=40:100Gbps"}), "cluster.degraded_nics", "GPU 40 is not in this 16-GPU");
+  EXPECT_INPUT_ERROR(run_quiet(&w, {"cluster.nic_bandwidth=400Gbps", "cluster.degraded_nics=3:800Gbps"}), "cluster.degraded_nics",
+                     "not below");
 }
 
 }  // namespace
