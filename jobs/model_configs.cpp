@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <tuple>
 
 #include "engine/errors.hpp"
 
@@ -86,6 +87,22 @@ const std::vector<ModelConfig>& builtin_models() {
           128256, false, false, 70.6);
     dense("llama3-405b", "Llama Team 2024 arXiv:2407.21783 Table 3", 126, 16384, 128, 8, 53248,
           FfnType::kSwiglu, 128256, false, false, 405);
+    // Nemotron (NVIDIA/NeMo nemo/collections/llm/gpt/model/nemotron.py, NemotronConfig and its
+    // Nemotron3Config8B/22B, Nemotron4Config15B/340B; Nemotron-4 15B: Parmar et al. 2024
+    // arXiv:2402.16819 Table 1): squared-ReLU MLP without gate, LayerNorm, RoPE on half of each
+    // head (rotary_percent 0.5), untied output layer, 256,000-token vocabulary. Published totals:
+    // Nemotron-4 15B 15.6B (arXiv:2402.16819 Sec. 2), 340B (arXiv:2406.11704); the Nemotron-3
+    // sizes are published only as size classes ("8B", "22B"), so no total is checked for them (0).
+    for (auto [name, L, h, heads, kv, ffn, pb] :
+         {std::tuple{"nemotron3-8b", 32u, std::uint64_t{4096}, 32u, 32u, std::uint64_t{16384}, 0.0},
+          std::tuple{"nemotron3-22b", 40u, std::uint64_t{6144}, 48u, 48u, std::uint64_t{24576}, 0.0},
+          std::tuple{"nemotron4-15b", 32u, std::uint64_t{6144}, 48u, 8u, std::uint64_t{24576}, 15.6},
+          std::tuple{"nemotron4-340b", 96u, std::uint64_t{18432}, 96u, 8u, std::uint64_t{73728}, 340.0}}) {
+      ModelConfig* c = dense(name, "NVIDIA/NeMo nemotron.py (Nemotron3Config8B/22B, Nemotron4Config15B/340B); arXiv:2402.16819 Table 1",
+                             L, h, heads, kv, ffn, FfnType::kSquaredRelu, 256000, false, true, pb);
+      c->rope = true;
+      c->rope_fraction = 0.5;
+    }
     {
       ModelConfig* c = dense("mixtral-8x7b", "Jiang et al. 2024 arXiv:2401.04088 Table 1; HF config.json", 32, 4096,
                              32, 8, 14336, FfnType::kSwiglu, 32000, false, false, 46.7);

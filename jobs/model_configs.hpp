@@ -9,8 +9,10 @@
 
 namespace fabricsim::jobs {
 
-/// Feed-forward kind: GELU MLP (h -> ffn -> h, two matrices) or SwiGLU (h -> 2·ffn -> h).
-enum class FfnType : std::uint8_t { kGelu, kSwiglu };
+/// Feed-forward kind: GELU MLP (h -> ffn -> h, two matrices), SwiGLU (h -> 2·ffn -> h), or the
+/// squared-ReLU MLP of Nemotron (h -> ffn -> h, two matrices, activation relu(x)^2: So et al. 2021
+/// "Primer", arXiv:2109.08668; NeMo nemotron.py `activation_func = squared_relu`).
+enum class FfnType : std::uint8_t { kGelu, kSwiglu, kSquaredRelu };
 /// Attention kind: MHA/GQA (kv_heads <= heads), or DeepSeek's multi-head latent attention.
 enum class AttnType : std::uint8_t { kGqa, kMla };
 
@@ -32,6 +34,9 @@ struct ModelConfig {
   /// LLaMA 1/2/3, Mixtral, DeepSeek-V3 on its decoupled rope dims); false: learned absolute
   /// positions added to the embedding (GPT-3), which cost no per-layer kernel.
   bool rope = false;
+  /// Share of each q/k head's dimensions that are rotated (NeMo `rotary_percent`: Nemotron 0.5;
+  /// 1.0 for every other model here). Scales the rope kernels' bytes.
+  double rope_fraction = 1.0;
   AttnType attn = AttnType::kGqa;
   // MLA (DeepSeek-V3, arXiv:2412.19437 Sec 2.1.1): low-rank q and kv projections.
   std::uint32_t q_lora_rank = 0, kv_lora_rank = 0, qk_rope_dim = 0, qk_nope_dim = 0;

@@ -62,7 +62,8 @@ const std::array<GpuEfficiency, 8>& table() {
        "MAMF B200 SXM BF16 1745/2250, FP8 3432.5/4500 x B200 MSMF/MAMF 1426.4/1751.2 (ml-engineering); attention: H100 fraction (assumption)"},
       {"GB200", 148, 128, 256, 1822.0 / 2500.0, 3615.6 / 5000.0, kBlackwellSustained, 620.73 / 989.4, 0.35,
        "MAMF GB200 BF16 1822/2500, FP8 3615.6/5000 x B200 MSMF/MAMF (ml-engineering); attention: H100 fraction (assumption)"},
-      {"GB300", 0, 0, 0, 0, 0, 0, 0, 0, "no published measurement: flat roofline"},
+      {"GB300", 160, 128, 256, 1822.0 / 2500.0, 3615.6 / 5000.0, kBlackwellSustained, 620.73 / 989.4, 0.35,
+       "160 SMs (NVIDIA technical blog 'Inside NVIDIA Blackwell Ultra', Hot Chips 2025); no GB300 MAMF published: the GB200 fractions (assumption, same Blackwell SM and tensor core)"},
       {"MI300X", 304, 256, 128, 668.4 / 1300.0, 0, 1.0, 0, 0,
        "MAMF MI300X BF16 668.4/1300, TunableOp (ml-engineering; AMD reports no boost burst: MAMF ~ sustained); no attention figures"},
   }};

@@ -32,7 +32,7 @@ bool known_kind(const std::string& op) {
   static const char* kMemory[] = {"norm",    "gelu",  "silu",    "swiglu",  "act",   "softmax", "dropout",
                                   "embed",   "adam",  "optim",   "rope",    "rotary", "residual", "add",
                                   "cast",    "permute", "router", "topk",    "entropy", "loss",   "copy",
-                                  "elementwise", "bias", "scale", "transpose", "grad"};
+                                  "elementwise", "bias", "scale", "transpose", "grad", "relu"};
   for (const char* m : kMemory) {
     if (op.find(m) != std::string::npos) return true;
   }

@@ -100,7 +100,7 @@ Kernel Builder::rope_k(bool bwd) const {
   const double per_token = m_.attn == AttnType::kMla
                                ? (double(m_.heads) / t + 1.0) * m_.qk_rope_dim
                                : (double(m_.heads) + double(m_.kv_heads)) / t * m_.head_dim;
-  const double n = T_ * per_token;
+  const double n = T_ * per_token * m_.rope_fraction;
   return mem(bwd ? "rope_bwd" : "rope", el(n), 3 * n, 2 * n * B_);
 }
 
@@ -122,6 +122,11 @@ Kernel Builder::emb_bwd_k() const {
 Kernel Builder::act_k(double n, bool bwd) const {
   if (m_.ffn == FfnType::kSwiglu) {
     return mem(bwd ? "swiglu_bwd" : "swiglu", el(n), (bwd ? 12.0 : 6.0) * n, (bwd ? 5.0 : 3.0) * n * B_);
+  }
+  if (m_.ffn == FfnType::kSquaredRelu) {
+    // relu(x)^2: forward reads x, writes y (2 FLOP each: max, square); backward reads the output
+    // gradient and x, writes the input gradient (2·relu(x)·dy: 3 FLOP). Memory-bound like GELU.
+    return mem(bwd ? "sq_relu_bwd" : "sq_relu", el(n), (bwd ? 3.0 : 2.0) * n, (bwd ? 3.0 : 2.0) * n * B_);
   }
   return mem(bwd ? "gelu_bwd" : "gelu", el(n), (bwd ? 16.0 : 8.0) * n, (bwd ? 3.0 : 2.0) * n * B_);
 }

@@ -160,8 +160,11 @@ void read_model(const SpecReader& r, const std::string& model_name, TrainConfig&
       m.layernorm = false;
       m.tied_embeddings = false;
       m.rope = true;  // the LLaMA-style block: RMSNorm, SwiGLU, rotary embeddings, untied output
+    } else if (*v == "squared_relu") {
+      m.ffn = FfnType::kSquaredRelu;  // the FFN only: norm, embeddings and rope stay as they are
     } else {
-      throw InputError(r.where("ffn"), "workload.generator.ffn", "'" + *v + "' is not an FFN kind", "use gelu or swiglu");
+      throw InputError(r.where("ffn"), "workload.generator.ffn", "'" + *v + "' is not an FFN kind",
+                       "use gelu, swiglu or squared_relu");
     }
   }
   m.vocab = r.uint("vocab", m.vocab, 1, kMaxShape);
