@@ -124,7 +124,7 @@ const std::vector<SpecKey>& spec_keys() {
       {"workload.generator.heads", "int", "", "custom model: attention heads"},
       {"workload.generator.kv_heads", "int", "", "custom model: KV heads (default = heads)"},
       {"workload.generator.ffn_hidden", "int", "", "custom model: FFN inner size (default 4 * hidden)"},
-      {"workload.generator.ffn", "enum", "", "custom model: gelu (GPT block) or swiglu (LLaMA block: RMSNorm, rotary embeddings, untied output layer)"},
+      {"workload.generator.ffn", "enum", "", "custom model: gelu (GPT block), swiglu (LLaMA block: RMSNorm, rotary embeddings, untied output layer) or squared_relu (Nemotron block: two-matrix MLP with ReLU², LayerNorm)"},
       {"workload.generator.vocab", "int", "", "custom model: (padded) vocabulary"},
       {"workload.generator.experts", "int", "", "custom model: routed experts (0 = dense)"},
       {"workload.generator.top_k", "int", "", "custom model: experts per token"},
