@@ -74,6 +74,17 @@ class EventQueue {
   }
   unsigned bucket_width_log2() const { return shift_; }
 
+  /// With `on`, the queue widens its buckets (x4 at a time, up to 2^40 ps) when most pushes over
+  /// the last kAdaptPushes land beyond the ring (in the far heap) while few land in the current
+  /// bucket: events spaced far wider than the bucket (the coarse rungs' microsecond-to-millisecond
+  /// steps against a 1 ns bucket) otherwise cost a heap push and pop each, plus a migration. The
+  /// queue is rebuilt at the new width when it next advances to a new bucket. Order is exact for
+  /// any width, so this changes speed only. Off by default; the Simulator turns it on when
+  /// nothing is cut (no window sets the width).
+  void set_adaptive(bool on) { adaptive_ = on; }
+  /// Times the bucket width was widened (for tests and --stats).
+  std::uint64_t widenings() const { return widenings_; }
+
   bool empty() const { return size_ == 0; }
   std::size_t size() const { return size_; }
 
@@ -263,6 +274,7 @@ class EventQueue {
 
   void insert(const Rec& k) {
     const std::uint64_t b = k.time >> shift_;
+    ++pushes_;
     if (size_++ == 0) {
       // Empty: the new record starts a fresh calendar at its own bucket.
       cur_ = b;
@@ -277,11 +289,13 @@ class EventQueue {
       rebase(b);
       near_.push_back(k);
     } else if (b == cur_) {
+      ++late_pushes_;
       late_.push_back(k);
       std::push_heap(late_.begin(), late_.end(), Greater{});
     } else if (b - cur_ < kRing) {
       put_ring(b, k);
     } else {
+      ++far_pushes_;
       far_push(k);
     }
   }
@@ -410,8 +424,51 @@ class EventQueue {
     late_.clear();
   }
 
+  // near_ is consumed, late_ is empty and size_ > 0 (advance's state): re-buckets every record
+  // (ring and far heap) at width 2^w and makes the earliest bucket current. O(size_).
+  void rebuild(unsigned w) {
+    std::vector<Rec> all;
+    all.reserve(size_);
+    all.insert(all.end(), far_.begin(), far_.end());
+    far_.clear();
+    for (std::uint64_t i = 0; i < kRing; ++i) {
+      if (!(bits_[i >> 6] & (std::uint64_t{1} << (i & 63)))) continue;
+      for_each_in_bucket(i, [&](const Rec& k) { all.push_back(k); });
+      release_bucket(i);
+    }
+    bits_.fill(0);
+    set_bits_ = 0;
+    ring_count_ = 0;
+    shift_ = w;
+    ++widenings_;
+    std::uint64_t lo = ~std::uint64_t{0};
+    for (const Rec& k : all) lo = std::min(lo, k.time >> shift_);
+    cur_ = lo;
+    near_.clear();
+    pos_ = 0;
+    for (const Rec& k : all) {
+      const std::uint64_t kb = k.time >> shift_;
+      if (kb == cur_) {
+        near_.push_back(k);
+      } else if (kb - cur_ < kRing) {
+        put_ring(kb, k);
+      } else {
+        far_push(k);
+      }
+    }
+    sort_near(kRing);
+  }
+
   // near_ is consumed, late_ is empty and size_ > 0: make the next non-empty bucket current.
   void advance() {
+    if (adaptive_ && pushes_ >= kAdaptPushes) {
+      const bool widen = far_pushes_ * 4 > pushes_ && late_pushes_ * 4 < pushes_ && shift_ + 2 <= 40;
+      pushes_ = far_pushes_ = late_pushes_ = 0;
+      if (widen) {
+        rebuild(shift_ + 2);
+        return;
+      }
+    }
     std::uint64_t next;
     if (ring_count_ == 0) {
       next = far_.front().time >> shift_;
@@ -595,6 +652,11 @@ class EventQueue {
   }
 
   unsigned shift_ = 10;
+  bool adaptive_ = false;
+  // Pushes since the last adaptation check, and those of them into the far heap / current bucket.
+  static constexpr std::uint64_t kAdaptPushes = 4096;
+  std::uint64_t pushes_ = 0, far_pushes_ = 0, late_pushes_ = 0;
+  std::uint64_t widenings_ = 0;
   std::size_t size_ = 0;
   std::uint64_t cur_ = 0;
   std::vector<Rec> near_;  // current bucket, sorted ascending; near_[pos_] is the next one

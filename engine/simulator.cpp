@@ -68,7 +68,8 @@ Simulator::Simulator(MPI_Comm comm, Placement placement, SimTime lookahead_ps)
   for (std::uint32_t t = 0; t < placement_.threads; ++t) {
     auto ts = std::make_unique<ThreadState>();
     // Calendar bucket width: about W/16 (a power of two), so a window spans 8-16 buckets; 1 ns
-    // when nothing is cut. Speed only, never order (engine/event_queue.hpp: kRingLog2).
+    // to start with when nothing is cut, widened by the queue as the events' spacing asks.
+    // Speed only, never order (engine/event_queue.hpp: kRingLog2, set_adaptive).
     unsigned width_log2 = 10;
     if (lookahead_ps_ != kInfinity) {
       width_log2 = 0;
@@ -76,6 +77,8 @@ Simulator::Simulator(MPI_Comm comm, Placement placement, SimTime lookahead_ps)
       width_log2 = std::max(width_log2, 4u);
     }
     ts->queue.set_bucket_width_log2(width_log2);
+    // Nothing cut: no window bounds the event spacing, so the queue adapts its width to it.
+    ts->queue.set_adaptive(lookahead_ps_ == kInfinity);
     ts->to_thread.resize(placement_.threads);
     ts->to_proc.resize(static_cast<std::size_t>(size_));
     if (t == 0) {

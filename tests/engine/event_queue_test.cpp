@@ -18,8 +18,10 @@ namespace {
 
 using Ref = std::tuple<SimTime, LpId, std::uint64_t>;
 
-void check_against_reference(unsigned width_log2, std::uint64_t seed, SimTime spread) {
+void check_against_reference(unsigned width_log2, std::uint64_t seed, SimTime spread, bool adaptive = false,
+                             std::uint64_t* widenings = nullptr) {
   EventQueue q(width_log2);
+  q.set_adaptive(adaptive);
   std::set<Ref> ref;
   CounterRng rng(seed, 7);
   std::vector<std::uint64_t> seq(64, 0);
@@ -63,6 +65,7 @@ void check_against_reference(unsigned width_log2, std::uint64_t seed, SimTime sp
     ref.erase(ref.begin());
   }
   EXPECT_TRUE(ref.empty());
+  if (widenings != nullptr) *widenings = q.widenings();
 }
 
 TEST(EventQueue, ExactOrderAnyBucketWidth) {
@@ -71,6 +74,22 @@ TEST(EventQueue, ExactOrderAnyBucketWidth) {
       check_against_reference(w, 11 + w, spread);
     }
   }
+}
+
+// The adaptive width (what the engine uses when nothing is cut) rebuilds the calendar while
+// events are pending, at wider and wider buckets; order must stay exactly the reference's. With
+// events spread over 100 us..1 ms against a 1 ns (2^10 ps) bucket, most pushes land beyond the
+// 2,048-bucket ring, so the queue must widen at least once; with a spacing below the ring's span
+// it must not.
+TEST(EventQueue, AdaptiveWidthKeepsExactOrder) {
+  for (SimTime spread : {SimTime{100'000'000}, SimTime{1'000'000'000}}) {
+    std::uint64_t widened = 0;
+    check_against_reference(10, 5, spread, /*adaptive=*/true, &widened);
+    EXPECT_GE(widened, 1u) << "spread " << spread;
+  }
+  std::uint64_t widened = 0;
+  check_against_reference(10, 5, 1000, /*adaptive=*/true, &widened);
+  EXPECT_EQ(widened, 0u);
 }
 
 // A burst of same-instant records (every rank of a ring step) reaches the bucket sort as a few
