@@ -214,6 +214,10 @@ const std::vector<SpecKey>& spec_keys() {
                                               "step: a Ring plan's receive completes that long after its data arrived (a "
                                               "channel's sends go back to back), a Tree plan's send waits it after its "
                                               "dependencies"},
+      {"simccl.proxy", "enum", "nccl", "nccl or none: every message leaving or entering a GPU's NVLink domain passes that "
+                                       "GPU's one proxy thread, first come first served, for NCCL's network overhead per "
+                                       "operation (NCCL_NET_OVERHEAD, else 1 us Intel / 2 us AMD CPU; src/graph/tuning.cc "
+                                       "getNetOverhead, src/proxy.cc)"},
       {"simccl.topo_fallback", "bool", "false", "when NCCL_TOPO_FILE cannot be read, plan on NCCL's fallback (flat PCIe, no NVLink) "
                                                "instead of failing"},
   };
@@ -982,6 +986,12 @@ void load_collective_keys(const SpecReader& r, Spec& s) {
                        "use none or nccl");
     }
     s.simccl_extras.step_latency = *v == "nccl";
+  }
+  if (auto v = r.str("simccl.proxy")) {
+    if (*v != "none" && *v != "nccl") {
+      throw InputError(r.file_of("simccl.proxy"), "simccl.proxy", "'" + *v + "' is not a proxy model", "use none or nccl");
+    }
+    s.simccl_extras.proxy = *v == "nccl";
   }
   if (auto v = r.str("simccl.topo_fallback")) {
     s.simccl_extras.topo_fallback = engine::parse_bool(*v, r.file_of("simccl.topo_fallback"), "simccl.topo_fallback");

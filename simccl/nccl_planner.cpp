@@ -172,6 +172,14 @@ std::int64_t NcclPlanner::p2p_start_latency_ps(std::uint32_t src, std::uint32_t 
   return static_cast<std::int64_t>(std::llround(p2p_latency_us(p, src / g != dst / g) * 1e6));
 }
 
+std::int64_t NcclPlanner::proxy_op_ps() const {
+  if (!cfg_.proxy) return 0;
+  // getNetOverhead (tuning.cc): NCCL_NET_OVERHEAD, else 1 us (Intel, or not x86; fabricsim's
+  // hosts are taken as that class, TuningTopology::intel_cpu).
+  const double us = cfg_.settings.net_overhead_us >= 0 ? cfg_.settings.net_overhead_us : 1.0;
+  return static_cast<std::int64_t>(std::llround(us * 1e6));
+}
+
 models::P2pRoute NcclPlanner::p2p_route(std::uint32_t src, std::uint32_t dst, std::uint64_t bytes) const {
   (void)bytes;
   const NcclSettings& st = cfg_.settings;

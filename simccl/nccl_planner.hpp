@@ -68,6 +68,12 @@ struct NcclPlannerConfig {
   /// another node, else NVLink; tuning.cc, nccl.md §2.2) before it starts (P2pOp::delay_ps,
   /// LazyChannelRing::step_delay_ps, LazyTree::Channel::up_delay_ps / child_delay_ps).
   bool step_latency = false;
+  /// simccl.proxy=nccl: each network send and each network receive of a GPU takes NCCL's
+  /// network overhead (getNetOverhead, src/graph/tuning.cc: NCCL_NET_OVERHEAD, else 1 us on an
+  /// Intel or non-x86 CPU and 2 us on AMD; nccl.md §2.2) of the GPU's one proxy thread
+  /// (src/proxy.cc progresses every channel's network operations of a GPU in turn), served
+  /// first come first served (proxy_op_ps).
+  bool proxy = false;
   /// The network reduces and replicates in the NVSwitch (NVLink SHARP; every rung does). False:
   /// the NVLS rows of the cost model are unavailable.
   bool nvls_network = true;
@@ -104,6 +110,9 @@ class NcclPlanner final : public models::CollectivePlanner {
   /// NCCL_P2P_LL_THRESHOLD else Simple (as decision() picks for AllToAll), across nodes when
   /// `src` and `dst` are on different hosts; 0 for 0 bytes or src == dst. Without it 0.
   std::int64_t p2p_start_latency_ps(std::uint32_t src, std::uint32_t dst, std::uint64_t bytes) const override;
+  /// With NcclPlannerConfig::proxy: NCCL's network overhead in ps (NCCL_NET_OVERHEAD, else 1 us
+  /// Intel / 2 us AMD, as the cost model's), else 0.
+  std::int64_t proxy_op_ps() const override;
 
   /// The cost model of the communicator `ranks` (global ranks).
   const NcclTuner& tuner(const std::vector<std::uint32_t>& ranks) const;

@@ -84,6 +84,7 @@ PlannerBuild make_planner(const std::string& kind, const std::vector<std::pair<s
     cfg.nic_GBps = static_cast<double>(cluster.nic_bps) / 8e9;  // NCCL: speed (Mb/s) / 8000
     cfg.launch_latency = extras.launch_latency;
     cfg.step_latency = extras.step_latency;
+    cfg.proxy = extras.proxy;
     cfg.nvls_network = extras.nvls_network;
     if (!cfg.settings.topo_file.empty()) apply_topo_file(cfg, extras, out);
     cfg.lazy_rings = extras.lazy_plans;

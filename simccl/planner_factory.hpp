@@ -49,6 +49,8 @@ struct PlannerExtras {
   bool launch_latency = true;
   /// simccl.step_latency: "nccl" (default) or "none" (NcclPlannerConfig::step_latency).
   bool step_latency = true;
+  /// simccl.proxy: "nccl" (default) or "none" (NcclPlannerConfig::proxy).
+  bool proxy = true;
   /// The run's network models NVLink SHARP (every fabricsim rung does); false disables NVLS in
   /// the cost model (NcclPlannerConfig::nvls_network), e.g. for a network model without it.
   bool nvls_network = true;

@@ -751,6 +751,12 @@ class CollectivePlanner {
     (void)bytes;
     return 0;
   }
+  /// Service time in ps of one network operation in a GPU's proxy thread: the executor passes
+  /// every message that leaves the sender's NVLink domain, and every such message that arrives,
+  /// through one FIFO server per GPU (posting the send; noticing the completion), so the
+  /// channels of a GPU wait for each other there. A pure constant of the planner. Default 0
+  /// (no proxy).
+  virtual std::int64_t proxy_op_ps() const { return 0; }
 };
 
 }  // namespace fabricsim::models

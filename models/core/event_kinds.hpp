@@ -34,6 +34,8 @@ enum RankEventKind : std::uint32_t {
   kEvStepDelay,       ///< self: a collective op's P2pOp::delay_ps elapsed (a send starts, a materialized receive completes; payload: GpuRankLp::StepDelay)
   kEvHostDone,        ///< self: a host (CPU-side) compute node finished (payload: node index)
   kEvRecvDelay,       ///< self: a lazy channel ring's receive completes after its hop latency (payload: GpuRankLp::RecvDelay)
+  kEvProxySend,       ///< self: the GPU's proxy posted a network send (payload: GpuRankLp::ProxySend)
+  kEvProxyRecv,       ///< self: the GPU's proxy noticed a network message (payload: the message's Packet)
   kRankEventEnd,      ///< one past the family's last kind
 };
 

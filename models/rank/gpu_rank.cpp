@@ -91,6 +91,7 @@ GpuRankLp::GpuRankLp(const Topology& topo, engine::LpId id, const Workload* work
                      std::shared_ptr<const ProgramIndex> index)
     : topo_(topo), id_(id), workload_(workload), planner_(planner), nic_(topo, id, fabric, *this) {
   if (workload_ != nullptr && id < workload_->ranks) program_ = &workload_->program(id);
+  proxy_ps_ = planner_.proxy_op_ps();
   const std::uint32_t n = nodes_size();
   waiting_.assign(n, 0);
   done_flag_.assign(n, 0);
@@ -1026,10 +1027,39 @@ void GpuRankLp::finish_collective(std::uint32_t slot, Context& ctx) {
   }
 }
 
+engine::SimTime GpuRankLp::proxy_acquire(engine::SimTime now) {
+  proxy_free_ = std::max(now, proxy_free_) + proxy_ps_;
+  return proxy_free_;
+}
+
 void GpuRankLp::start_flow(std::uint32_t dst, std::uint64_t bytes, std::uint32_t group,
                            std::uint32_t instance, std::int64_t tag, std::uint32_t slot,
                            std::uint32_t op_or_node, Context& ctx, std::uint16_t channel,
                            std::uint32_t aux, std::uint8_t nvls) {
+  if (nvls == kNvlsNone && dst != id_ && proxy_defers(dst)) {
+    // The proxy posts the send (its events come back in posting order: each is later than the
+    // previous one by proxy_ps_ > 0).
+    ProxySend s;
+    s.bytes = bytes;
+    s.tag = tag;
+    s.dst = dst;
+    s.group = group;
+    s.instance = instance;
+    s.slot = slot;
+    s.op_or_node = op_or_node;
+    s.aux = aux;
+    s.channel = channel;
+    s.nvls = nvls;
+    ctx.send(id_, proxy_acquire(ctx.now()), kEvProxySend, s);
+    return;
+  }
+  start_flow_now(dst, bytes, group, instance, tag, slot, op_or_node, ctx, channel, aux, nvls);
+}
+
+void GpuRankLp::start_flow_now(std::uint32_t dst, std::uint64_t bytes, std::uint32_t group,
+                               std::uint32_t instance, std::int64_t tag, std::uint32_t slot,
+                               std::uint32_t op_or_node, Context& ctx, std::uint16_t channel,
+                               std::uint32_t aux, std::uint8_t nvls) {
   if (bytes > kMaxFlowBytes) {
     throw engine::InputError("workload", "rank " + std::to_string(id_),
                              "a message of " + std::to_string(bytes) + " bytes to rank " + std::to_string(dst) +
@@ -1184,6 +1214,14 @@ void GpuRankLp::on_packet(const Packet& p, Context& ctx) {
 }
 
 void GpuRankLp::on_message(const Packet& p, Context& ctx) {
+  if (p.src_rank != id_ && proxy_defers(p.src_rank)) {
+    ctx.send(id_, proxy_acquire(ctx.now()), kEvProxyRecv, p);
+    return;
+  }
+  on_message_now(p, ctx);
+}
+
+void GpuRankLp::on_message_now(const Packet& p, Context& ctx) {
   if (p.group != kP2pGroup && p.group != kPxnRelayGroup && p.group != kPxnDeliverGroup) {
     if (p.tag < 0 || p.tag > 0xFFFFFFFFll) throw engine::InternalError("collective message with a tag beyond 32 bits");
     coll_message(slot_of(p.group, p.instance), (static_cast<std::uint64_t>(p.src_rank) << 32) | static_cast<std::uint64_t>(p.tag), ctx);
@@ -1295,6 +1333,14 @@ void GpuRankLp::handle(const engine::Event& ev, Context& ctx) {
       channel_arrived(d.slot, d.key, ctx);
       return;
     }
+    case kEvProxySend: {
+      const ProxySend s = ev.get<ProxySend>();
+      start_flow_now(s.dst, s.bytes, s.group, s.instance, s.tag, s.slot, s.op_or_node, ctx, s.channel, s.aux, s.nvls);
+      return;
+    }
+    case kEvProxyRecv:
+      on_message_now(ev.get<Packet>(), ctx);
+      return;
     case kEvRingStreamDone:
       finish_collective(ev.get<std::uint32_t>(), ctx);
       return;
@@ -1404,6 +1450,7 @@ void GpuRankLp::save_state(engine::StateWriter& w) const {
   w.put(coarse_base_);
   w.put(flow_digest_);
   w.put(throttle_added_ps_);
+  w.put(proxy_free_);
   w.put<std::uint64_t>(coll_states_.size());
   for (const CollState& st : coll_states_) {
     w.put(st.node);
@@ -1552,6 +1599,7 @@ void GpuRankLp::load_state(engine::StateReader& r) {
   coarse_base_ = r.get<std::uint64_t>();
   flow_digest_ = r.get<io::FlowDigest>();
   throttle_added_ps_ = r.get<SimTime>();
+  proxy_free_ = r.get<SimTime>();
   const auto nslots = r.get<std::uint64_t>();
   if (nslots > r.remaining()) r.fail();
   coll_states_.clear();

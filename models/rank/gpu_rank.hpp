@@ -317,10 +317,33 @@ class GpuRankLp final : public engine::Lp, private NicOwner {
   void begin_collective(std::uint32_t slot, engine::Context& ctx);
   void op_ready(std::uint32_t slot, std::uint32_t op, engine::Context& ctx);
   void op_done(std::uint32_t slot, std::uint32_t op, engine::Context& ctx);
+  /// Sends a message: at once (start_flow_now), or, when it leaves this GPU's NVLink domain and
+  /// the planner has a proxy (CollectivePlanner::proxy_op_ps), once this GPU's proxy posted it
+  /// (proxy_acquire; a kEvProxySend event).
   void start_flow(std::uint32_t dst, std::uint64_t bytes, std::uint32_t group,
                   std::uint32_t instance, std::int64_t tag, std::uint32_t slot,
                   std::uint32_t op_or_node, engine::Context& ctx, std::uint16_t channel = 0,
                   std::uint32_t aux = 0, std::uint8_t nvls = 0);
+  void start_flow_now(std::uint32_t dst, std::uint64_t bytes, std::uint32_t group,
+                      std::uint32_t instance, std::int64_t tag, std::uint32_t slot,
+                      std::uint32_t op_or_node, engine::Context& ctx, std::uint16_t channel = 0,
+                      std::uint32_t aux = 0, std::uint8_t nvls = 0);
+  /// Payload of kEvProxySend: start_flow's arguments.
+  struct ProxySend {
+    std::uint64_t bytes = 0;
+    std::int64_t tag = 0;
+    std::uint32_t dst = 0, group = 0, instance = 0, slot = 0, op_or_node = 0, aux = 0;
+    std::uint16_t channel = 0;
+    std::uint8_t nvls = 0;
+  };
+  /// The proxy thread as one FIFO server: the instant (ps) at which an operation that asks now
+  /// is done, max(now, proxy_free_) + proxy_ps_; the server is busy until then.
+  engine::SimTime proxy_acquire(engine::SimTime now);
+  /// A message from another NVLink domain arrived and the planner has a proxy: on_message_now
+  /// once the proxy noticed it (proxy_acquire; a kEvProxyRecv event), else at once.
+  bool proxy_defers(std::uint32_t peer) const {
+    return proxy_ps_ > 0 && topo_.domain_of(peer) != topo_.domain_of(id_);
+  }
   /// A workload Send node `n` became ready: send_now after the planner's p2p_start_latency_ps
   /// (a kEvSendLaunch event), at once when it is 0.
   void start_send(std::uint32_t n, engine::Context& ctx);
@@ -332,6 +355,7 @@ class GpuRankLp final : public engine::Lp, private NicOwner {
   void on_send_complete(std::uint32_t slot, std::uint32_t idx, engine::Context& ctx) override;
   void on_packet(const Packet& p, engine::Context& ctx);
   void on_message(const Packet& p, engine::Context& ctx);
+  void on_message_now(const Packet& p, engine::Context& ctx);
   void coll_message(std::uint32_t slot, std::uint64_t key, engine::Context& ctx);
   void start_lazy_ring(std::uint32_t slot, engine::Context& ctx);
   /// Streamed ring (RingFlows::kStream): posts the one flow to next; ring_stream_check
@@ -500,6 +524,8 @@ class GpuRankLp final : public engine::Lp, private NicOwner {
   double compute_factor_ = 1.0;  ///< set_compute_factor
   std::vector<ThrottleWindow> throttle_;  ///< set_throttle
   engine::SimTime throttle_added_ps_ = 0;  ///< throttle_added_ps (checkpointed)
+  std::int64_t proxy_ps_ = 0;              ///< CollectivePlanner::proxy_op_ps (0: no proxy)
+  engine::SimTime proxy_free_ = 0;         ///< the proxy is busy until then (checkpointed)
   engine::SimTime host_start_ = 0;
 
   // PXN (CollectivePlanner::p2p_route): chunks of a relayed Send still to leave this GPU, per

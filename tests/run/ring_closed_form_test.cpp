@@ -65,8 +65,8 @@ TEST_P(RingClosedForm, MatchesWithinOnePercent) {
               // step a single message (slice = 2 x NCCL_BUFFSIZE/8 >= S/N), as the closed form assumes.
               "nccl.NCCL_ALGO=Ring", "nccl.NCCL_PROTO=Simple", "nccl.NCCL_MAX_NCHANNELS=1",
               "nccl.NCCL_BUFFSIZE=17179869184",
-              // The closed form has no NCCL latency (launch or per-step hop): off.
-              "simccl.launch_latency=none", "simccl.step_latency=none"};
+              // The closed form has no NCCL latency (launch, per-step hop, proxy): off.
+              "simccl.launch_latency=none", "simccl.step_latency=none", "simccl.proxy=none"};
   const auto res = fabricsim::jobs::run_simulation(opt, MPI_COMM_WORLD, "test", "test");
   ASSERT_EQ(res.collectives.size(), 1u);
   const auto& rec = res.collectives[0];

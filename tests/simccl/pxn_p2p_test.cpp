@@ -54,9 +54,9 @@ Workload workload() {
 fabricsim::jobs::RunResult run(const std::vector<std::string>& nccl, MPI_Comm comm, unsigned threads,
                                bool keep = true) {
   static const Workload w = workload();
-  // The closed forms have no NCCL launch latency: off.
+  // The closed forms have no NCCL launch latency and no proxy (proxy_test has its own): off.
   std::vector<std::string> sets = {"cluster.gpus_per_host=8", "cluster.hosts=2", "nic.cc=none",
-                                   "simccl.launch_latency=none", "simccl.step_latency=none"};
+                                   "simccl.launch_latency=none", "simccl.step_latency=none", "simccl.proxy=none"};
   sets.insert(sets.end(), nccl.begin(), nccl.end());
   return fabricsim::testing::run_quiet(&w, std::move(sets), comm, threads, keep);
 }
