@@ -67,12 +67,15 @@ Metrics metrics_of_summary(const nlohmann::json& j, const std::string& file) {
   std::map<std::string, OpAgg> ops;
   double count = 0;
   if (j.contains("collectives") && j["collectives"].is_array()) {
+    // One entry per (op, bytes, ranks) with its count and mean (jobs/run/report.cpp); an entry
+    // without a count is one instance (summary files of earlier versions).
     for (const auto& c : j["collectives"]) {
-      count += 1;
+      const double k = c.contains("count") ? c.value("count", 0.0) : 1.0;
+      count += k;
       if (c.value("ranks", 0u) <= 1) continue;
       auto& a = ops[c.value("op", std::string("?"))];
-      a.sum += c.value("busbw_GBps", 0.0);
-      a.n += 1;
+      a.sum += k * (c.contains("count") ? c.value("busbw_GBps_mean", 0.0) : c.value("busbw_GBps", 0.0));
+      a.n += k;
     }
   }
   m["collectives"] = count;

@@ -135,14 +135,19 @@ TEST_F(Cli, RunsRealChakraTraceAndWritesOutputs) {
   const auto j = nlohmann::json::parse(in);
   EXPECT_EQ(j["ranks"], 16);
   EXPECT_EQ(j["processes"], 1);
+  // One entry per (op, bytes, ranks): here the trace's one AllGather.
   ASSERT_EQ(j["collectives"].size(), 1u);
+  EXPECT_EQ(j["collectives_total"], 1);
   const auto& c = j["collectives"][0];
   EXPECT_EQ(c["op"], "all_gather");
   EXPECT_EQ(c["bytes"], 1048576);
+  EXPECT_EQ(c["ranks"], 16);
+  EXPECT_EQ(c["count"], 1);
+  EXPECT_EQ(c["time_ps_min"], c["time_ps_max"]);
   // nccl-tests convention: busbw = algbw * (n-1)/n for AllGather; algbw = bytes / time.
-  const double t = (c["end_ps"].get<double>() - c["start_ps"].get<double>()) * 1e-12;
-  EXPECT_NEAR(c["algbw_GBps"].get<double>(), 1048576 / t / 1e9, 1e-9);
-  EXPECT_NEAR(c["busbw_GBps"].get<double>(), c["algbw_GBps"].get<double>() * 15.0 / 16.0, 1e-9);
+  const double t = c["time_ps_mean"].get<double>() * 1e-12;
+  EXPECT_NEAR(c["algbw_GBps_mean"].get<double>(), 1048576 / t / 1e9, 1e-9);
+  EXPECT_NEAR(c["busbw_GBps_mean"].get<double>(), c["algbw_GBps_mean"].get<double>() * 15.0 / 16.0, 1e-9);
   EXPECT_GT(j["simulated_time_ps"].get<long long>(), 0);
 }
 
