@@ -6,6 +6,7 @@
 
 #include "engine/errors.hpp"
 #include "engine/units.hpp"
+#include "models/core/nic_profile.hpp"
 
 namespace fabricsim::jobs {
 
@@ -42,6 +43,10 @@ const std::vector<SpecKey>& fabric_spec_keys() {
                                       "after the QP's last progress"},
       {"nic.flow_start", "enum", "all", "all (QPs start at once) or staggered (per-QP offset in [0, nic.stagger_window))"},
       {"nic.stagger_window", "time", "10us", "window of nic.flow_start: staggered"},
+      {"nic.qp_cache", "int", "unlimited", "QP contexts cached per NIC (LRU over RoCE send QPs; N >= 1 or unlimited); serving an uncached QP "
+                                                "delays its next packet by nic.qp_miss_latency; default: cluster.nic_profile's"},
+      {"nic.qp_miss_latency", "time", "0", "QP-context fetch on a cache miss (a PCIe read of host memory); default: cluster.nic_profile's"},
+      {"nic.msg_rate", "double", "unlimited", "message starts per second per NIC (> 0, e.g. 215e6, or unlimited); default: cluster.nic_profile's"},
   };
   // cc.*: declared by each congestion control beside its parameters (models/cc/registry.hpp);
   // the help names where a default comes from.
@@ -135,6 +140,31 @@ void parse_fabric_keys(const std::function<std::optional<std::string>(const std:
   }
   count("switch.link_retry_max", s.link_retry_max, 1, 1u << 20);
   models::NicParams& n = p.nic;
+  // The profile first: the nic.* keys below override its fields.
+  if (auto v = get("cluster.nic_profile")) {
+    models::apply_nic_profile(models::find_nic_profile(*v, file_of("cluster.nic_profile"), "cluster.nic_profile"), n);
+  }
+  if (auto v = get("nic.qp_cache"); v && *v != "unlimited") {
+    if (*v == "0") {
+      throw InputError(file_of("nic.qp_cache"), "nic.qp_cache", "0 QP contexts cannot hold the QP being served",
+                       "give at least 1, or unlimited");
+    }
+    count("nic.qp_cache", n.qp_cache, 1, 1u << 24);
+  } else if (v) {
+    n.qp_cache = 0;
+  }
+  time("nic.qp_miss_latency", n.qp_miss_ps, 0);
+  if (auto v = get("nic.msg_rate"); v && *v != "unlimited") {
+    char* end = nullptr;
+    const double x = std::strtod(v->c_str(), &end);
+    if (end == v->c_str() || *end != '\0' || !(x > 0) || x > 1e12) {
+      throw InputError(file_of("nic.msg_rate"), "nic.msg_rate", "'" + *v + "' must be a number of messages/s in (0, 1e12]",
+                       "e.g. 215e6, or unlimited");
+    }
+    n.msg_rate_per_s = x;
+  } else if (v) {
+    n.msg_rate_per_s = 0;
+  }
   if (auto v = get("nic.cc")) n.cc = models::parse_cc(*v, file_of("nic.cc"), "nic.cc");
   count("nic.qps_per_connection", n.qps_per_connection, 1, 256);
   flag("nic.split_data_on_qps", n.split_data_on_qps);

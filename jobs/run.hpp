@@ -107,6 +107,8 @@ struct FabricTotals {
   std::uint64_t retransmit_bytes = 0;  ///< payload bytes of the retransmitted data packets
   std::uint64_t link_retransmits = 0;  ///< link-level retry units sent again (switch.link_retry)
   std::uint64_t link_retransmit_bytes = 0;  ///< their wire bytes
+  std::uint64_t qp_ctx_hits = 0;    ///< NIC QP-context cache hits (nic.qp_cache; 0 when unlimited)
+  std::uint64_t qp_ctx_misses = 0;  ///< NIC QP-context cache misses, each a nic.qp_miss_latency fetch
 };
 
 /// Everything a run produced (on every process; tables are global after gathering).

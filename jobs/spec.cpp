@@ -15,6 +15,7 @@
 #include "engine/errors.hpp"
 #include "engine/units.hpp"
 #include "kernels/gpu_specs.hpp"
+#include "models/core/nic_profile.hpp"
 #include "models/topology/registry.hpp"
 #include "simccl/nccl_tuner.hpp"
 
@@ -35,6 +36,14 @@ std::vector<SpecKey> with_topology_keys(const std::vector<SpecKey>& table) {
   for (const SpecKey& key : table) {
     if (std::string(key.path) == "cluster.topology") {
       out.push_back({key.path, key.type, key.default_text, topology_help.c_str()});
+      continue;
+    }
+    if (std::string(key.path) == "cluster.nic_profile") {
+      static const std::string profile_help =
+          "NIC profile: " + models::nic_profile_names() +
+          "; sets cluster.nic_bandwidth, nic.qp_cache, nic.qp_miss_latency, nic.msg_rate, nic.cc and nic.flow_start "
+          "where the spec does not (`fabricsim describe nic NAME`, docs/fabric.md)";
+      out.push_back({key.path, key.type, key.default_text, profile_help.c_str()});
       continue;
     }
     if (std::string(key.path) != "@builders") {
@@ -136,6 +145,7 @@ const std::vector<SpecKey>& spec_keys() {
       {"cluster.nvlink_domain", "auto-int", "auto", "GPUs per NVLink (scale-up) domain with one NVSwitch each, e.g. 72; a multiple of gpus_per_host (whole hosts) or a divisor of it; auto = gpus_per_host"},
       {"@builders", "", "", ""},
       {"cluster.nic_bandwidth", "rate", "400Gbps", "NIC <-> leaf link rate per direction"},
+      {"cluster.nic_profile", "enum", "ideal", "@nic_profile"},
       {"cluster.nic_latency", "time", "500ns", "NIC <-> leaf propagation delay"},
       {"cluster.fabric_bandwidth", "rate", "400Gbps", "leaf <-> spine link rate per direction"},
       {"cluster.fabric_latency", "time", "500ns", "leaf <-> spine propagation delay"},
@@ -751,6 +761,10 @@ void load_link_keys(const SpecReader& r, Spec& s) {
       field = static_cast<std::uint32_t>(b);
     }
   };
+  // cluster.nic_profile: its line rate, unless cluster.nic_bandwidth is given (read next).
+  if (auto v = r.str("cluster.nic_profile")) {
+    c.nic_bps = models::find_nic_profile(*v, r.file_of("cluster.nic_profile"), "cluster.nic_profile").line_bps;
+  }
   rate("cluster.nic_bandwidth", c.nic_bps);
   time("cluster.nic_latency", c.nic_latency_ps);
   rate("cluster.fabric_bandwidth", c.fabric_bps);

@@ -141,7 +141,7 @@ std::vector<engine::SimTime> gather_phase_ends(const RunContext& c) {
 
 /// Packet-fabric counters summed (buffer occupancy: maximum) over every switch and NIC.
 FabricTotals fabric_totals(const RunContext& c) {
-  std::uint64_t sums[22] = {};
+  std::uint64_t sums[24] = {};
   std::uint64_t maxbuf = 0;
   for (const auto& sw : c.switches) {
     const auto& k = sw->counters();
@@ -171,13 +171,15 @@ FabricTotals fabric_totals(const RunContext& c) {
     sums[13] += k.cnps_sent;
     sums[14] += k.acks_sent;
     sums[19] += k.retransmit_bytes;
+    sums[22] += k.qp_ctx_hits;
+    sums[23] += k.qp_ctx_misses;
   }
-  MPI_Allreduce(MPI_IN_PLACE, sums, 22, MPI_UINT64_T, MPI_SUM, c.comm);
+  MPI_Allreduce(MPI_IN_PLACE, sums, 24, MPI_UINT64_T, MPI_SUM, c.comm);
   MPI_Allreduce(MPI_IN_PLACE, &maxbuf, 1, MPI_UINT64_T, MPI_MAX, c.comm);
   return FabricTotals{sums[0], sums[1], sums[2], sums[3], sums[4], sums[5], sums[6], sums[7],
                      sums[8], sums[9], sums[10], sums[11], sums[12], sums[13], sums[14], maxbuf,
                      sums[15], sums[16], sums[17], sums[18], sums[19],
-                     sums[20], sums[21]};
+                     sums[20], sums[21], sums[22], sums[23]};
 }
 
 /// The packet-rung counters as RunMeta::fabric_counters (name, value) for the HDF5 file.

@@ -360,6 +360,13 @@ std::string summary_text(const RunContext& c) {
       }
       out << "\n";
     }
+    const models::NicParams& nic = spec.fabric.nic;
+    if (nic.profile != "ideal" || nic.qp_cache > 0 || nic.msg_rate_per_s > 0 || c.opt.stats) {
+      out << fmt::format("nic: profile {}; QP-context cache {}: {} hits, {} misses ({} each); message rate {}\n",
+                         nic.profile, nic.qp_cache > 0 ? std::to_string(nic.qp_cache) + " per NIC" : "unlimited",
+                         f.qp_ctx_hits, f.qp_ctx_misses, engine::format_time(nic.qp_miss_ps),
+                         nic.msg_rate_per_s > 0 ? fmt::format("{:.4g}/s per NIC", nic.msg_rate_per_s) : "unlimited");
+    }
     out << links_summary(c);
   }
   out << fmt::format("engine: {} events, {} windows, {:.3g} events/s, {} processes x {} threads, wall {:.3f} s\n",
@@ -473,7 +480,8 @@ nlohmann::json fabric_json(const Spec& spec, const FabricTotals& f) {
           {"cnps", f.cnps}, {"acks", f.acks}, {"max_buffer_bytes", f.max_buffer_bytes},
           {"nvls_absorbed", f.nvls_absorbed}, {"nvls_copies", f.nvls_copies},
           {"down_drops", f.down_drops}, {"ber_drops", f.ber_drops}, {"retransmit_bytes", f.retransmit_bytes},
-          {"link_retransmits", f.link_retransmits}, {"link_retransmit_bytes", f.link_retransmit_bytes}};
+          {"link_retransmits", f.link_retransmits}, {"link_retransmit_bytes", f.link_retransmit_bytes},
+          {"nic_profile", spec.fabric.nic.profile}, {"qp_ctx_hits", f.qp_ctx_hits}, {"qp_ctx_misses", f.qp_ctx_misses}};
 }
 
 /// JSON `model_flops`, `tflops_per_gpu`, `mfu` and `memory_per_gpu` of a generated workload.

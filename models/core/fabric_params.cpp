@@ -20,6 +20,13 @@ const char* routing_name(RoutingMode m) {
   return "?";
 }
 
+const char* tx_sched_name(TxSched s) {
+  switch (s) {
+    case TxSched::kRoundRobin: return "round_robin";
+  }
+  return "?";
+}
+
 void validate(const FabricParams& p) {
   if (p.sw.routing != RoutingMode::kEcmp && !p.sw.pfc) {
     throw engine::InputError(p.origin("switch.routing"), "switch.routing",

@@ -31,6 +31,11 @@ enum class FlowStart : std::uint8_t {
   kStaggered,  ///< after a deterministic per-QP offset uniform in [0, stagger_window)
 };
 
+/// How a NIC port picks the next QP to send a data packet from (NicProfile::tx_sched).
+enum class TxSched : std::uint8_t {
+  kRoundRobin,  ///< one packet per eligible active QP in turn (the only scheduler modelled)
+};
+
 /// Traffic classes (one queue each per egress port; strict priority, lower index first).
 inline constexpr std::uint32_t kClassControl = 0;  ///< ACK/NACK/CNP: lossy, highest priority
 inline constexpr std::uint32_t kClassData = 1;     ///< RDMA data: lossless when PFC is on
@@ -118,6 +123,20 @@ struct NicParams {
   engine::SimTime stagger_window_ps = 10'000'000;  ///< 10 us
   /// NIC processing delay added to every packet it receives before the ACK/CNP leaves (ps).
   engine::SimTime nic_delay_ps = 0;
+  /// The NIC profile these fields started from (cluster.nic_profile; models/core/nic_profile.hpp).
+  std::string profile = "ideal";
+  /// QP contexts cached on the NIC (nic.qp_cache), LRU over the acknowledged (RoCE) send QPs:
+  /// the TX scheduler serving a QP whose context is not cached delays that QP's next packet by
+  /// qp_miss_ps while the port serves other QPs. 0 = unlimited (no misses).
+  std::uint32_t qp_cache = 0;
+  /// QP-context fetch time on a miss (ps; nic.qp_miss_latency), a PCIe read of host memory.
+  engine::SimTime qp_miss_ps = 0;
+  /// Message starts per second per NIC (nic.msg_rate; a token bucket of one token, so starts
+  /// are at least ceil(1e12 / rate) ps apart): 0 = unlimited.
+  double msg_rate_per_s = 0;
+  TxSched tx_sched = TxSched::kRoundRobin;  ///< TX scheduler across a port's active QPs
+  /// Outstanding RDMA reads per QP (informational: the packet rung issues RDMA writes only).
+  std::uint32_t max_rd_atom = 16;
 };
 
 /// Everything the packet fabric needs beyond the topology.
@@ -148,6 +167,8 @@ struct FabricParams {
 /// Parses "ecmp" | "spray" | "adaptive". @throws engine::InputError.
 RoutingMode parse_routing(const std::string& v, const std::string& file, const std::string& field);
 const char* routing_name(RoutingMode m);
+/// "round_robin" for TxSched::kRoundRobin.
+const char* tx_sched_name(TxSched s);
 /// Checks cross-field consistency (e.g. spraying needs PFC). @throws engine::InputError.
 void validate(const FabricParams& p);
 

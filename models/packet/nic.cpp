@@ -27,12 +27,17 @@ struct QpTimer {
 constexpr std::uint64_t kPresent = 1ull << 33;
 constexpr std::uint64_t kLastBit = 1ull << 32;
 constexpr std::uint64_t kMaxDeliveryBytes = 1ull << 31;  // largest Packet::bytes handed to the owner
+constexpr std::uint8_t kCtxAbsent = 0, kCtxCached = 1, kCtxFetched = 2;
+constexpr std::uint32_t kCtxNone = ~0u;
 }  // namespace
 
 Nic::Nic(const Topology& topo, engine::LpId gpu, const FabricParams& params, NicOwner& owner)
     : topo_(topo), id_(gpu), params_(params), owner_(owner), ports_(topo.ports(gpu).size()),
       cc_(params.nic.cc, params.cc) {
   ack_interval_ = params.nic.ack_interval_packets > 0 ? params.nic.ack_interval_packets : cc_.traits().ack_interval;
+  if (params.nic.msg_rate_per_s > 0) {
+    msg_gap_ps_ = static_cast<SimTime>(std::ceil(1e12 / params.nic.msg_rate_per_s));
+  }
 }
 
 SimTime Nic::path_latency(std::uint32_t dst, std::uint64_t flow_hash, SimTime* rtt) const {
@@ -105,6 +110,11 @@ void Nic::add_qp(Qp q, std::uint64_t line_bps, std::uint32_t mtu) {
     cc_.add(init);
   }
   if (params_.nic.flow_start == FlowStart::kStaggered) activations_.push_back(0);
+  if (params_.nic.qp_cache > 0) {
+    ctx_state_.push_back(kCtxAbsent);
+    ctx_prev_.push_back(kCtxNone);
+    ctx_next_.push_back(kCtxNone);
+  }
   qps_.push_back(std::move(q));
   ++ctr_.qps;
 }
@@ -411,9 +421,15 @@ void Nic::try_tx(std::uint32_t port, Context& ctx) {
         continue;
       }
       if (eligible(q, now)) {
-        chosen = qi;
-        ++np.rr;
-        break;
+        // The NIC limits only its RoCE QPs (NVLink and NVLS QPs are the GPU's, not the NIC's).
+        // Message rate first: a held message start takes no cache slot; a miss takes no token.
+        if (msg_gap_ps_ > 0 && !q.noack && next_msg_ps_ > now && starts_part(q)) {
+          if (wake < 0 || next_msg_ps_ < wake) wake = next_msg_ps_;
+        } else if (params_.nic.qp_cache == 0 || q.noack || qp_ctx_ready(qi, q, now)) {
+          chosen = qi;
+          ++np.rr;
+          break;
+        }
       }
       if (q.next_tx > now && (wake < 0 || q.next_tx < wake)) wake = q.next_tx;
       ++np.rr;
@@ -438,6 +454,55 @@ void Nic::try_tx(std::uint32_t port, Context& ctx) {
     // free again at once, and one packet goes out per call.
     np.free_pending = true;
     ctx.send(id_, std::max(now, np.busy_until), kEvPortFree, port);
+  }
+}
+
+bool Nic::qp_ctx_ready(std::uint32_t qi, Qp& q, SimTime now) {
+  std::uint8_t& st = ctx_state_[qi];
+  if (st == kCtxAbsent) {
+    // A miss: the fetch runs while the port serves other QPs; no slot is taken until the
+    // context is back and the QP is served (a fetched context cannot be evicted unused).
+    ++ctr_.qp_ctx_misses;
+    st = kCtxFetched;
+    q.next_tx = std::max(q.next_tx, now + params_.nic.qp_miss_ps);
+    if (q.next_tx > now) return false;  // else (no miss latency) it is inserted at once
+  }
+  auto unlink = [&](std::uint32_t i) {
+    const std::uint32_t p = ctx_prev_[i], n = ctx_next_[i];
+    (p == kCtxNone ? ctx_head_ : ctx_next_[p]) = n;
+    (n == kCtxNone ? ctx_tail_ : ctx_prev_[n]) = p;
+  };
+  if (st == kCtxCached) {
+    ++ctr_.qp_ctx_hits;
+    if (ctx_head_ == qi) return true;
+    unlink(qi);
+  } else {  // kCtxFetched: insert, evicting the least recently served context when full
+    if (ctx_cached_ == params_.nic.qp_cache) {
+      const std::uint32_t victim = ctx_tail_;
+      unlink(victim);
+      ctx_state_[victim] = kCtxAbsent;
+      --ctx_cached_;
+    }
+    st = kCtxCached;
+    ++ctx_cached_;
+  }
+  ctx_prev_[qi] = kCtxNone;
+  ctx_next_[qi] = ctx_head_;
+  (ctx_head_ == kCtxNone ? ctx_tail_ : ctx_prev_[ctx_head_]) = qi;
+  ctx_head_ = qi;
+  return true;
+}
+
+bool Nic::starts_part(const Qp& q) const {
+  if (q.snd_nxt < rel_[q.rel].high) return false;  // a retransmission: its message started before
+  TxFifos::Pos pi = tx_parts_.begin(q.parts);
+  std::uint64_t first_psn = q.head_psn;
+  for (;;) {
+    const TxRun& run = tx_parts_.at(pi);
+    const std::uint64_t n = npkts_of(q, run.first.bytes());
+    if (first_psn + n * run.count > q.snd_nxt) return (q.snd_nxt - first_psn) % n == 0;
+    first_psn += n * run.count;
+    tx_parts_.next(pi);
   }
 }
 
@@ -502,6 +567,9 @@ void Nic::send_data(std::uint32_t qi, Context& ctx) {
   RelQp* rel = q.noack ? nullptr : &rel_[q.rel];
   const bool first_time = rel == nullptr || psn >= rel->high;
   if (rel != nullptr) {
+    if (msg_gap_ps_ > 0 && first_time && psn == first_psn) {
+      next_msg_ps_ = now + msg_gap_ps_;
+    }
     if (first_time) {
       rel->high = psn + 1;
     } else {
@@ -884,6 +952,13 @@ void Nic::save(engine::StateWriter& w) const {
   }
   w.put(rx_last_key_);
   w.put(rx_last_idx_);
+  w.put_vector(ctx_state_);
+  w.put_vector(ctx_prev_);
+  w.put_vector(ctx_next_);
+  w.put(ctx_head_);
+  w.put(ctx_tail_);
+  w.put(ctx_cached_);
+  w.put(next_msg_ps_);
   w.put_vector(msgs_);
   w.put_vector(free_msgs_);
   w.put(ctr_);
@@ -928,6 +1003,17 @@ void Nic::load(engine::StateReader& r) {
   }
   rx_last_key_ = r.get<std::uint64_t>();
   rx_last_idx_ = r.get<std::uint32_t>();
+  ctx_state_ = r.get_vector<std::uint8_t>();
+  ctx_prev_ = r.get_vector<std::uint32_t>();
+  ctx_next_ = r.get_vector<std::uint32_t>();
+  ctx_head_ = r.get<std::uint32_t>();
+  ctx_tail_ = r.get<std::uint32_t>();
+  ctx_cached_ = r.get<std::uint32_t>();
+  next_msg_ps_ = r.get<engine::SimTime>();
+  if ((params_.nic.qp_cache > 0 ? qps_.size() : 0) != ctx_state_.size() || ctx_prev_.size() != ctx_state_.size() ||
+      ctx_next_.size() != ctx_state_.size()) {
+    r.fail();
+  }
   msgs_ = r.get_vector<TxMsg>();
   free_msgs_ = r.get_vector<std::uint32_t>();
   ctr_ = r.get<NicCounters>();

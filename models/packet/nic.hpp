@@ -76,6 +76,10 @@ struct NicCounters {
   std::uint64_t pauses_received = 0;  ///< PFC XOFF frames that paused a NIC port
   engine::SimTime paused_ps = 0;      ///< time NIC ports were paused
   std::uint64_t qps = 0;              ///< queue pairs created
+  /// nic.qp_cache (limited only): data packets whose RoCE QP context was cached when the TX
+  /// scheduler served it, and serves that found it absent (each starts one nic.qp_miss_latency fetch).
+  std::uint64_t qp_ctx_hits = 0;
+  std::uint64_t qp_ctx_misses = 0;
 };
 
 /// Endpoint state of one GPU. All state has one writer: the GPU's LP.
@@ -338,6 +342,14 @@ class Nic {
   void kick(std::uint32_t port, engine::Context& ctx);
   void try_tx(std::uint32_t port, engine::Context& ctx);
   bool eligible(const Qp& q, engine::SimTime now) const;
+  /// nic.qp_cache: whether the TX scheduler may serve eligible RoCE QP `qi` now. A cached
+  /// context is moved to the LRU's front (a hit); a context fetched after a miss is inserted
+  /// there, evicting the least recently served one when the cache is full; an absent one starts
+  /// its fetch (a miss): the QP's next packet waits nic.qp_miss_latency, and false is returned.
+  bool qp_ctx_ready(std::uint32_t qi, Qp& q, engine::SimTime now);
+  /// Whether QP `q`'s next packet is the first transmission of a part's first packet (a
+  /// message start for nic.msg_rate). RoCE QPs with a packet left only.
+  bool starts_part(const Qp& q) const;
   void send_data(std::uint32_t qi, engine::Context& ctx);
   void send_ctrl(WirePacket p, engine::Context& ctx);
   void on_data(const WirePacket& p, engine::Context& ctx);
@@ -383,6 +395,16 @@ class Nic {
   std::unordered_map<std::uint32_t, SmallFifo<std::uint64_t>> rx_ooo_;
   std::uint64_t rx_last_key_ = ~0ull;  // the last receive QP looked up (packets come in bursts)
   std::uint32_t rx_last_idx_ = 0;
+  // nic.qp_cache > 0: the QP-context LRU, per QP (index as qps_): kCtxAbsent / kCtxCached /
+  // kCtxFetched (fetch done, inserted when served), and the list links (most recent first).
+  // Empty with an unlimited cache.
+  std::vector<std::uint8_t> ctx_state_;
+  std::vector<std::uint32_t> ctx_prev_, ctx_next_;
+  std::uint32_t ctx_head_ = ~0u, ctx_tail_ = ~0u;  // most and least recently served cached QP
+  std::uint32_t ctx_cached_ = 0;
+  // nic.msg_rate > 0: earliest start of the next message part (ps), and the gap between starts.
+  engine::SimTime next_msg_ps_ = 0;
+  engine::SimTime msg_gap_ps_ = 0;
   std::vector<TxMsg> msgs_;  // messages split over several QPs only
   std::vector<std::uint32_t> free_msgs_;
   NicCounters ctr_;

@@ -15,16 +15,20 @@ launch() { if [ "$NP" = 1 ]; then "$FABRICSIM" "$@"; else mpiexec -n "$NP" "$FAB
 digest() { grep '^results digest: ' "$1" | sed 's/^results digest: //'; }
 events() { grep -o '^engine: [0-9]* events' "$1" | grep -o '[0-9]*'; }
 
-# 4 MiB AllReduce over 128 GPUs (16 nodes of 8) at the packet rung, on three fabrics: the
+# 4 MiB AllReduce over 128 GPUs (16 nodes of 8) at the packet rung, on four fabrics: the
 # default (DCQCN, PFC, ECMP), packet spraying with low ECN thresholds (out-of-order receive
-# state, ECN marks, CNPs), and a lossy fabric with a small buffer (drops, go-back-N, retransmits).
+# state, ECN marks, CNPs), a lossy fabric with a small buffer (drops, go-back-N, retransmits),
+# and a NIC profile with a tiny QP-context cache and a message-rate limit.
 printf '%s\n' "HYBRID_TRANSFORMER_FWD_IN_BCKWD model_parallel_NPU_group: 1 ep: 1 pp: 1 vpp: 1 ga: 1 all_gpus: 128 checkpoints: 0 checkpoint_initiates: 0" \
   1 "ar -1 0 NONE 0 0 NONE 0 0 ALLREDUCE 4194304 0" > "$W/ar128.txt"
 printf 'workload:\n  path: %s\n' "$W/ar128.txt" > "$W/default.yaml"
 printf 'workload:\n  path: %s\nswitch:\n  routing: spray\n  ecn_kmin: 2KiB\n  ecn_kmax: 8KiB\n' "$W/ar128.txt" > "$W/spray.yaml"
 printf 'workload:\n  path: %s\nswitch:\n  pfc: false\n  buffer: 256KiB\n  ecn_kmin: 2KiB\n  ecn_kmax: 8KiB\n' "$W/ar128.txt" > "$W/lossy.yaml"
+# A NIC profile with a QP-context cache smaller than a NIC's QPs and a message-rate limit
+# (misses in flight, LRU order and the token bucket are in the checkpoint).
+printf 'workload:\n  path: %s\ncluster:\n  nic_profile: cx6_200g\n  gpus_per_host: 1\nnic:\n  qp_cache: 1\n  msg_rate: 20e6\n' "$W/ar128.txt" > "$W/nicprof.yaml"
 
-for fabric in default spray lossy; do
+for fabric in default spray lossy nicprof; do
   launch run "$W/$fabric.yaml" --summary-json "$W/ref.json" > "$W/ref.out" 2> "$W/ref.err" || fail "uninterrupted run: exit $?"
   ref=$(digest "$W/ref.out")
   ref_events=$(events "$W/ref.out")
@@ -58,4 +62,4 @@ rc=$?
 [ "$rc" = 2 ] || fail "restart under another process count: exit $rc, expected 2"
 lines=$(sort -u "$W/np.err" | grep -c '^fabricsim: error: ')
 [ "$lines" = 1 ] && grep -q 'process' "$W/np.err" || fail "restart under another process count: expected one error line naming the processes"
-echo "PASS ($NP process(es)): 3 fabrics x 3 restarts give the uninterrupted digests; other process count refused: $(grep -m1 '^fabricsim: error: ' "$W/np.err")"
+echo "PASS ($NP process(es)): 4 fabrics x 3 restarts give the uninterrupted digests; other process count refused: $(grep -m1 '^fabricsim: error: ' "$W/np.err")"

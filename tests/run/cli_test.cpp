@@ -709,6 +709,28 @@ TEST_F(Cli, EmptyGeneratePrefixAndUnknownSubcommandAreRefused) {
   EXPECT_EQ(run_fabricsim("describe spec", dir_.string()).code, 0);
 }
 
+// `fabricsim describe nic [NAME]`: one profile with the key overriding each field and its
+// sources, all profiles without a name; an unknown name is one error line, exit 2, no output.
+TEST_F(Cli, DescribeNicPrintsProfilesAndRefusesUnknownNames) {
+  const Outcome one = run_fabricsim("describe nic cx6_200g", dir_.string());
+  EXPECT_EQ(one.code, 0);
+  EXPECT_NE(one.out.find("nic profile cx6_200g:"), std::string::npos) << one.out;
+  EXPECT_NE(one.out.find("200Gbps"), std::string::npos) << one.out;
+  EXPECT_NE(one.out.find("nic.qp_cache"), std::string::npos) << one.out;
+  EXPECT_NE(one.out.find("sources:"), std::string::npos) << one.out;
+  EXPECT_EQ(one.out.find("nic profile cx7_400g:"), std::string::npos) << one.out;
+  const Outcome all = run_fabricsim("describe nic", dir_.string());
+  EXPECT_EQ(all.code, 0);
+  for (const char* name : {"ideal", "cx7_400g", "cx6_200g"}) {
+    EXPECT_NE(all.out.find(std::string("nic profile ") + name + ":"), std::string::npos) << name;
+  }
+  const Outcome bad = run_fabricsim("describe nic cx9", dir_.string());
+  EXPECT_EQ(bad.code, 2);
+  EXPECT_EQ(bad.out, "");
+  EXPECT_EQ(bad.err, "fabricsim: error: <cli>: describe nic: 'cx9' is not a NIC profile; use one of ideal, cx7_400g, "
+                     "cx6_200g\n");
+}
+
 // Huge pages (app/main.cpp): under the kernel's THP mode "madvise" fabricsim runs itself again
 // with glibc.malloc.hugetlb=1; FABRICSIM_HUGEPAGES=0 keeps 4 KiB pages. The info line says which,
 // and the results do not depend on it (same digest). A tunable the user gave is kept; with
