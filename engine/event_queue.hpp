@@ -375,28 +375,35 @@ class EventQueue {
     ring_count_ -= ring_[i].count;
   }
 
+  // Takes every pending record out of the calendar (the current bucket's rest, late_, the ring
+  // and the far heap), leaving it empty but for size_ and cur_; the records' order is unspecified.
+  std::vector<Rec> take_all() {
+    std::vector<Rec> all;
+    all.reserve(size_);
+    all.insert(all.end(), near_.begin() + static_cast<std::ptrdiff_t>(pos_), near_.end());
+    all.insert(all.end(), late_.begin(), late_.end());
+    all.insert(all.end(), far_.begin(), far_.end());
+    near_.clear();
+    pos_ = 0;
+    late_.clear();
+    far_.clear();
+    for (std::uint64_t i = 0; i < kRing; ++i) {
+      for_each_in_bucket(i, [&](const Rec& k) { all.push_back(k); });
+      release_bucket(i);
+    }
+    bits_.fill(0);
+    set_bits_ = 0;
+    ring_count_ = 0;
+    return all;
+  }
+
   // Makes bucket b < cur_ current, with near_ and late_ empty. Records of the old current bucket
   // (near_ from pos_ and late_: late_ only ever holds records of bucket cur_) go back to the
   // ring; ring records beyond the new span go to the far heap. Costs cur_ - b bit tests; a jump
   // of a whole ring or more rebuilds the calendar.
   void rebase(std::uint64_t b) {
     if (cur_ - b >= kRing) {
-      std::vector<Rec> all;
-      all.reserve(size_);
-      all.insert(all.end(), near_.begin() + static_cast<std::ptrdiff_t>(pos_), near_.end());
-      all.insert(all.end(), late_.begin(), late_.end());
-      all.insert(all.end(), far_.begin(), far_.end());
-      near_.clear();
-      pos_ = 0;
-      late_.clear();
-      far_.clear();
-      for (std::uint64_t i = 0; i < kRing; ++i) {
-        for_each_in_bucket(i, [&](const Rec& k) { all.push_back(k); });
-        release_bucket(i);
-      }
-      bits_.fill(0);
-      set_bits_ = 0;
-      ring_count_ = 0;
+      const std::vector<Rec> all = take_all();
       cur_ = b;
       for (const Rec& k : all) {  // every record's bucket is > b here
         const std::uint64_t kb = k.time >> shift_;
@@ -427,25 +434,12 @@ class EventQueue {
   // near_ is consumed, late_ is empty and size_ > 0 (advance's state): re-buckets every record
   // (ring and far heap) at width 2^w and makes the earliest bucket current. O(size_).
   void rebuild(unsigned w) {
-    std::vector<Rec> all;
-    all.reserve(size_);
-    all.insert(all.end(), far_.begin(), far_.end());
-    far_.clear();
-    for (std::uint64_t i = 0; i < kRing; ++i) {
-      if (!(bits_[i >> 6] & (std::uint64_t{1} << (i & 63)))) continue;
-      for_each_in_bucket(i, [&](const Rec& k) { all.push_back(k); });
-      release_bucket(i);
-    }
-    bits_.fill(0);
-    set_bits_ = 0;
-    ring_count_ = 0;
+    const std::vector<Rec> all = take_all();
     shift_ = w;
     ++widenings_;
     std::uint64_t lo = ~std::uint64_t{0};
     for (const Rec& k : all) lo = std::min(lo, k.time >> shift_);
     cur_ = lo;
-    near_.clear();
-    pos_ = 0;
     for (const Rec& k : all) {
       const std::uint64_t kb = k.time >> shift_;
       if (kb == cur_) {

@@ -1039,18 +1039,8 @@ void GpuRankLp::start_flow(std::uint32_t dst, std::uint64_t bytes, std::uint32_t
   if (nvls == kNvlsNone && dst != id_ && proxy_defers(dst)) {
     // The proxy posts the send (its events come back in posting order: each is later than the
     // previous one by proxy_ps_ > 0).
-    ProxySend s;
-    s.bytes = bytes;
-    s.tag = tag;
-    s.dst = dst;
-    s.group = group;
-    s.instance = instance;
-    s.slot = slot;
-    s.op_or_node = op_or_node;
-    s.aux = aux;
-    s.channel = channel;
-    s.nvls = nvls;
-    ctx.send(id_, proxy_acquire(ctx.now()), kEvProxySend, s);
+    ctx.send(id_, proxy_acquire(ctx.now()), kEvProxySend,
+             ProxySend{bytes, tag, dst, group, instance, slot, op_or_node, aux, channel, nvls});
     return;
   }
   start_flow_now(dst, bytes, group, instance, tag, slot, op_or_node, ctx, channel, aux, nvls);

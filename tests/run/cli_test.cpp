@@ -174,6 +174,10 @@ TEST_F(Cli, NegativeBandwidth) {
   const std::string w = fabricsim::testing::data("chakra/astra-sim/examples/workload/microbenchmarks/all_reduce/8npus_1MB/all_reduce");
   expect_bad("run --workload " + w + " --set cluster.nic_bandwidth=-400Gbps", {"cluster.nic_bandwidth", "negative"});
 }
+TEST_F(Cli, BadProxyModel) {
+  const std::string w = fabricsim::testing::data("chakra/astra-sim/examples/workload/microbenchmarks/all_reduce/8npus_1MB/all_reduce");
+  expect_bad("run --workload " + w + " --set simccl.proxy=fast", {"simccl.proxy", "'fast' is not a proxy model", "use none or nccl"});
+}
 TEST_F(Cli, MoreRanksThanGpus) {
   const std::string w = fabricsim::testing::data("chakra/astra-sim/examples/workload/microbenchmarks/all_reduce/16npus_1MB/all_reduce");
   expect_bad("run --workload " + w + " --set cluster.hosts=1", {"cluster.hosts", "16 ranks"});
