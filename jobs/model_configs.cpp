@@ -125,6 +125,19 @@ const std::vector<ModelConfig>& builtin_models() {
       c->expert_ffn_hidden = 2048;
       c->first_dense_layers = 3;
     }
+    {
+      // Qwen3-235B-A22B (HF Qwen/Qwen3-235B-A22B config.json; the same shape in THUDM/slime
+      // scripts/models/qwen3-235B-A22B.sh): 94 layers, every one MoE (no dense, no shared
+      // experts), GQA with 4 KV heads and head_dim 128 (not hidden/heads = 64), q/k RMSNorm,
+      // 128 experts of inner size 1536, top-8, untied output layer, vocabulary 151,936.
+      ModelConfig* c = dense("qwen3-235b-a22b", "HF Qwen/Qwen3-235B-A22B config.json (Qwen3 report arXiv:2505.09388 Table 2)",
+                             94, 4096, 64, 4, 12288, FfnType::kSwiglu, 151936, false, false, 235);
+      c->head_dim = 128;
+      c->qk_norm = true;
+      c->experts = 128;
+      c->top_k = 8;
+      c->expert_ffn_hidden = 1536;
+    }
     return m;
   }();
   return models;

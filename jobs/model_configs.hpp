@@ -37,6 +37,9 @@ struct ModelConfig {
   /// Share of each q/k head's dimensions that are rotated (NeMo `rotary_percent`: Nemotron 0.5;
   /// 1.0 for every other model here). Scales the rope kernels' bytes.
   double rope_fraction = 1.0;
+  /// RMSNorm over each q and k head before the rotation (Megatron-Core `--qk-layernorm`; Qwen3,
+  /// Qwen3-MoE: HF Qwen3Attention q_norm / k_norm over head_dim). Adds `qk_norm` kernels.
+  bool qk_norm = false;
   AttnType attn = AttnType::kGqa;
   // MLA (DeepSeek-V3, arXiv:2412.19437 Sec 2.1.1): low-rank q and kv projections.
   std::uint32_t q_lora_rank = 0, kv_lora_rank = 0, qk_rope_dim = 0, qk_nope_dim = 0;

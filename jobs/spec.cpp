@@ -132,6 +132,8 @@ const std::vector<SpecKey>& spec_keys() {
       {"workload.generator.hidden", "int", "", "custom model: hidden size"},
       {"workload.generator.heads", "int", "", "custom model: attention heads"},
       {"workload.generator.kv_heads", "int", "", "custom model: KV heads (default = heads)"},
+      {"workload.generator.head_dim", "int", "", "custom model (or override): q/k/v head dim (default hidden / heads; Qwen3 128)"},
+      {"workload.generator.qk_norm", "bool", "", "custom model (or override): RMSNorm over each q and k head (Megatron --qk-layernorm; Qwen3)"},
       {"workload.generator.ffn_hidden", "int", "", "custom model: FFN inner size (default 4 * hidden)"},
       {"workload.generator.ffn", "enum", "", "custom model: gelu (GPT block), swiglu (LLaMA block: RMSNorm, rotary embeddings, untied output layer) or squared_relu (Nemotron block: two-matrix MLP with ReLU², LayerNorm)"},
       {"workload.generator.vocab", "int", "", "custom model: (padded) vocabulary"},

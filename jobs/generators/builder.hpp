@@ -203,6 +203,12 @@ class Builder {
   /// and k heads of the rank (heads/TP + kv_heads/TP, head_dim each); MLA only the decoupled
   /// rope dims (heads/TP query parts and the one shared key part, qk_rope_dim each).
   Kernel rope_k(bool bwd) const;
+  /// q/k RMSNorm (ModelConfig::qk_norm): memory-bound over the rank's q and k heads, n =
+  /// T·(heads + kv_heads)/TP·head_dim elements; forward reads and writes them once (2·n·B
+  /// bytes, 4·n FLOPs as the RMSNorm of norm_k), backward reads the output gradient and the
+  /// input and writes the input gradient (3·n·B bytes, 8·n FLOPs). The per-head weights
+  /// (head_dim elements each) are negligible and not counted.
+  Kernel qk_norm_k(bool bwd) const;
 
   /// Unfused attention core of Megatron-LM 2021-2022 (megatron/model/transformer.py
   /// CoreAttention): per local head (b·heads/TP batches) baddbmm S = QK^T (s×s×d_qk), fused

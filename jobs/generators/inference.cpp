@@ -52,6 +52,10 @@ void Builder::inf_layer(Rank& R, std::uint32_t l, std::uint32_t k, double T, std
   Kernel qkv = igemm(T, (hl + 2 * kvl) * hd, h);
   qkv.model_flops = 2 * T * h * (double(m_.heads) + 2.0 * m_.kv_heads) * hd / t;  // replicated KV heads counted once
   comp(R, L + ".qkv", qkv);
+  if (m_.qk_norm) {
+    const double n = T * (hl + kvl) * hd;  // q/k RMSNorm: read and write each element once
+    comp(R, L + ".qk_norm", mem("qk_norm", el(n), 4 * n, 2 * n * B_));
+  }
   if (m_.rope) {
     const double n = T * (hl + kvl) * hd;
     comp(R, L + ".rope", mem("rope", el(n), 3 * n, 2 * n * B_));

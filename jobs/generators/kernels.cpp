@@ -104,6 +104,11 @@ Kernel Builder::rope_k(bool bwd) const {
   return mem(bwd ? "rope_bwd" : "rope", el(n), 3 * n, 2 * n * B_);
 }
 
+Kernel Builder::qk_norm_k(bool bwd) const {
+  const double n = T_ * (double(m_.heads) + double(m_.kv_heads)) / c_.tp * m_.head_dim;
+  return mem(bwd ? "qk_norm_bwd" : "qk_norm", el(n), (bwd ? 8.0 : 4.0) * n, (bwd ? 3.0 : 2.0) * n * B_);
+}
+
 Kernel Builder::bmm_k(const char* what, double m, double n, double k) const {
   const double batch = double(c_.micro_batch) * (m_.heads / c_.tp);
   const double f = 2.0 * batch * m * n * k;

@@ -75,6 +75,7 @@ void Builder::layer_fwd(Rank& R, std::uint32_t l, std::vector<std::uint32_t> in,
       pre.clear();
     }
   }
+  if (m_.qk_norm) comp(R, L + ".qk_norm", qk_norm_k(false), {}, recompute);
   if (m_.rope) comp(R, L + ".rope", rope_k(false), {}, recompute);
   attn_core_fwd(R, L, recompute);
   if (fp8_) comp(R, L + ".proj.fp8ct", fp8_ct(T_ * double(m_.heads) * m_.head_dim / t), {}, recompute);
@@ -188,6 +189,7 @@ void Builder::layer_bwd(Rank& R, std::uint32_t l, std::vector<std::uint32_t> in)
   if (c_.recompute == Recompute::kSelective) attn_core_fwd(R, L + ".rc", true);
   attn_core_bwd(R, L);
   if (m_.rope) comp(R, L + ".rope.b", rope_k(true));
+  if (m_.qk_norm) comp(R, L + ".qk_norm.b", qk_norm_k(true));
   red = -1;
   const auto ins = attn_in();
   for (std::size_t i = ins.size(); i-- > 0;) {

@@ -151,7 +151,16 @@ void read_model(const SpecReader& r, const std::string& model_name, TrainConfig&
   // A multi-head model (kv_heads == heads) given another head count stays multi-head.
   const bool mha = m.kv_heads == 0 || m.kv_heads == old_heads;
   m.kv_heads = static_cast<std::uint32_t>(r.uint("kv_heads", mha ? m.heads : m.kv_heads));
+  const std::uint32_t old_head_dim = m.head_dim;
   if (m.attn == AttnType::kGqa && (m.hidden != old_hidden || r.get("heads"))) m.head_dim = static_cast<std::uint32_t>(m.hidden / m.heads);
+  if (r.get("head_dim")) {
+    if (m.attn != AttnType::kGqa) {
+      throw InputError(r.where("head_dim"), "workload.generator.head_dim", "'" + m.name + "' uses latent attention (MLA), whose head dims are fixed",
+                       "remove head_dim");
+    }
+    m.head_dim = static_cast<std::uint32_t>(r.uint("head_dim", m.head_dim, 1, 4096));
+  }
+  m.qk_norm = r.boolean("qk_norm", m.qk_norm);
   m.ffn_hidden = r.uint("ffn_hidden", m.ffn_hidden ? m.ffn_hidden : 4 * m.hidden, 1, kMaxShape);
   if (auto v = r.get("ffn")) {
     if (*v == "gelu") m.ffn = FfnType::kGelu;
@@ -184,7 +193,8 @@ void read_model(const SpecReader& r, const std::string& model_name, TrainConfig&
         {"heads", m.heads != builtin.heads},             {"kv_heads", m.kv_heads != builtin.kv_heads},
         {"ffn_hidden", m.ffn_hidden != builtin.ffn_hidden}, {"ffn", m.ffn != builtin.ffn},
         {"vocab", m.vocab != builtin.vocab},             {"experts", m.experts != builtin.experts},
-        {"top_k", m.top_k != builtin.top_k},
+        {"top_k", m.top_k != builtin.top_k},             {"head_dim", m.head_dim != old_head_dim},
+        {"qk_norm", m.qk_norm != builtin.qk_norm},
         {"expert_ffn_hidden", m.experts > 0 && m.expert_ffn_hidden != builtin.expert_ffn_hidden}};
     std::string mods;
     for (const auto& [k, diff] : changed) {
@@ -195,10 +205,10 @@ void read_model(const SpecReader& r, const std::string& model_name, TrainConfig&
       m.source += " (shape keys changed: " + mods + ")";
     }
   }
-  if (m.heads == 0 || m.hidden % m.heads != 0) {
+  if (!r.get("head_dim") && (m.heads == 0 || m.hidden % m.heads != 0)) {
     if (m.attn == AttnType::kGqa) {
       throw InputError(r.where("hidden", {"heads", "model"}), "workload.generator.hidden", "hidden size not divisible by the head count",
-                       "choose hidden = heads * head_dim");
+                       "choose hidden = heads * head_dim, or give head_dim");
     }
   }
 }

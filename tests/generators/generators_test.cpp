@@ -1227,5 +1227,47 @@ TEST(Generators, InferenceBadConfigsAreInputErrors) {
   EXPECT_NE(with({"batch=-1"}).find("workload.generator.batch: '-1' is not a whole number >= 1"), std::string::npos);
 }
 
+
+// Qwen3-235B-A22B (HF config.json): head_dim 128 with hidden 4096 and 64 heads, so the QKV GEMM's
+// output is (64 + 2 x 4) x 128 / TP, not 3 x hidden / TP, and q/k RMSNorm kernels over the rank's
+// q and k heads. TP 2, seq 1024, one micro-batch: qkv n = 72 x 128 / 2 = 4608; qk_norm elements
+// = 1024 x (64 + 4) / 2 x 128 = 4,456,448 -> forward 2 x n x 2 bytes, backward 3 x n x 2 bytes,
+// 94 layers each way. Total parameters as published: 235B.
+TEST(Generators, HeadDimAndQkNormOfQwen3) {
+  TrainConfig c;
+  c.model = find_model("qwen3-235b-a22b", "<test>", "model");
+  c.gpu = "H100";
+  c.tp = 2;
+  c.ep = 2;
+  c.global_batch = 1;
+  c.seq_len = 1024;
+  EXPECT_EQ(c.model.head_dim, 128u);
+  EXPECT_NEAR(c.model.total_params() / 235e9, 1.0, 0.01);
+  std::map<std::string, KernelNeed> by_op;
+  bool qkv_seen = false;
+  for (const auto& k : kernel_plan(c)) {
+    by_op[k.op] = k;
+    if (k.shape.find("n=4608 k=4096") != std::string::npos) qkv_seen = true;
+  }
+  EXPECT_TRUE(qkv_seen);
+  ASSERT_EQ(by_op.count("qk_norm"), 1u);
+  ASSERT_EQ(by_op.count("qk_norm_bwd"), 1u);
+  EXPECT_DOUBLE_EQ(by_op["qk_norm"].bytes, 2.0 * 4456448 * 2);
+  EXPECT_DOUBLE_EQ(by_op["qk_norm_bwd"].bytes, 3.0 * 4456448 * 2);
+  EXPECT_EQ(by_op["qk_norm"].calls, 94u);
+  // The same shape as a custom model: head_dim and qk_norm keys; hidden need not be heads x head_dim.
+  const Spec s = load_spec("", {"workload.generator.model=custom", "workload.generator.layers=2",
+                                "workload.generator.hidden=4096", "workload.generator.heads=64",
+                                "workload.generator.kv_heads=4", "workload.generator.head_dim=128",
+                                "workload.generator.qk_norm=true", "workload.generator.vocab=32000",
+                                "workload.generator.ffn=swiglu"});
+  const TrainConfig t = train_config_from_spec(s);
+  EXPECT_EQ(t.model.head_dim, 128u);
+  EXPECT_TRUE(t.model.qk_norm);
+  EXPECT_NE(spec_error("", gen({"model=deepseek-v3", "head_dim=64"})).find("remove head_dim"), std::string::npos);
+  EXPECT_NE(spec_error("", gen({"model=custom", "layers=2", "hidden=1000", "heads=64", "vocab=32000"})).find("give head_dim"),
+            std::string::npos);
+}
+
 }  // namespace
 }  // namespace fabricsim::jobs
